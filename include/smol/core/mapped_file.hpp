@@ -1,0 +1,85 @@
+// A read-only memory map of a whole file, the storage behind every model.
+//
+// Weights are never copied: tensors are views into this mapping, and the OS pages
+// them in on first touch. Opening a file therefore costs one mmap, not a read.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "smol/core/error.hpp"
+
+namespace smol {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+
+  explicit MappedFile(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+    struct stat info {};
+    if (::fstat(fd, &info) != 0) {
+      const int err = errno;
+      ::close(fd);
+      fail(path, ": cannot stat: ", std::strerror(err));
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd);
+      fail(path, ": not a regular file", S_ISDIR(info.st_mode) ? " (it is a directory)" : "");
+    }
+    size_ = static_cast<std::size_t>(info.st_size);
+    if (size_ > 0) {
+      void* address = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (address == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        fail(path, ": cannot mmap ", size_, " bytes: ", std::strerror(err));
+      }
+      data_ = static_cast<const std::byte*>(address);
+    }
+    ::close(fd);  // the mapping keeps the file alive
+  }
+
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& other) noexcept { swap(other); }
+  MappedFile& operator=(MappedFile&& other) noexcept {
+    MappedFile(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  }
+
+  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+  const std::string& path() const noexcept { return path_; }
+
+  // Tells the kernel that a range will be read soon and in order (decode streams
+  // every weight once per token); purely a hint.
+  void advise_sequential() const noexcept {
+    if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_WILLNEED);
+  }
+
+ private:
+  void swap(MappedFile& other) noexcept {
+    std::swap(path_, other.path_);
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace smol
