@@ -1,0 +1,259 @@
+// Reference dequantizers on hand-built blocks whose values are known in advance:
+// every bit field of every layout is placed by hand here, independently of the
+// packing helpers, so a layout mistake cannot cancel itself out.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "smol/quant/dequantize.hpp"
+#include "smol/quant/quantize.hpp"
+
+namespace {
+
+constexpr smol::f16_bits kHalfOne = 0x3C00;      // 1.0
+constexpr smol::f16_bits kHalfHalf = 0x3800;     // 0.5
+constexpr smol::f16_bits kHalfQuarter = 0x3400;  // 0.25
+
+template <class Block>
+std::vector<float> dequantize(const Block& block) {
+  std::vector<float> out(smol::BlockTraits<Block>::values);
+  std::array<std::byte, sizeof(Block)> bytes;
+  std::memcpy(bytes.data(), &block, sizeof(Block));
+  smol::dequantize_row(smol::BlockTraits<Block>::type, bytes.data(), out.data(), out.size());
+  std::vector<float> direct(out.size());
+  smol::dequantize_block(block, direct.data());
+  for (std::size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == direct[i]);
+  return out;
+}
+
+// Eight 6-bit scales and mins chosen so that sub-blocks 4-7 need their high bits.
+constexpr std::uint8_t kScales[8] = {1, 5, 17, 63, 33, 48, 62, 20};
+constexpr std::uint8_t kMins[8] = {3, 0, 63, 7, 40, 17, 1, 60};
+// The same, packed by hand: bytes 0-3 = scale[j] | (scale[j+4] >> 4) << 6, bytes 4-7 =
+// min[j] | (min[j+4] >> 4) << 6, bytes 8-11 = (scale[j+4] & 15) | (min[j+4] & 15) << 4.
+constexpr std::uint8_t kPackedScales[12] = {
+    1 | 2 << 6, 5 | 3 << 6, 17 | 3 << 6, 63 | 1 << 6,  // scales 0-3, top bits of scales 4-7
+    3 | 2 << 6, 0 | 1 << 6, 63 | 0 << 6, 7 | 3 << 6,   // mins 0-3, top bits of mins 4-7
+    1 | 8 << 4, 0 | 1 << 4, 14 | 1 << 4, 4 | 12 << 4,  // low nibbles of scale/min 4-7
+};
+
+int q4k_level(int sub_block, int l) {
+  return (3 * sub_block + l) % 16;
+}
+
+}  // namespace
+
+TEST_CASE("Q4_0: value = d * (q - 8); low nibbles first, then high nibbles") {
+  smol::BlockQ4_0 block{};
+  block.d = kHalfHalf;
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(out[j] == 0.5f * static_cast<float>(j - 8));
+    CHECK(out[j + 16] == 0.5f * static_cast<float>(7 - j));
+  }
+}
+
+TEST_CASE("Q8_0: value = d * q") {
+  smol::BlockQ8_0 block{};
+  block.d = kHalfQuarter;
+  for (int j = 0; j < 32; ++j) block.qs[j] = static_cast<std::int8_t>(j == 0 ? -128 : 127 - 8 * j);
+  const auto out = dequantize(block);
+  CHECK(out[0] == -32.0f);
+  for (int j = 1; j < 32; ++j) CHECK(out[j] == 0.25f * static_cast<float>(127 - 8 * j));
+}
+
+TEST_CASE("Q4_K: scale packing of sub-blocks 0-7 and nibble order") {
+  std::uint8_t scales[8];
+  std::uint8_t mins[8];
+  smol::unpack_q4k_scales(kPackedScales, scales, mins);
+  for (int j = 0; j < 8; ++j) {
+    CHECK(scales[j] == kScales[j]);
+    CHECK(mins[j] == kMins[j]);
+  }
+  std::uint8_t packed[12];
+  smol::pack_q4k_scales(kScales, kMins, packed);
+  CHECK(std::memcmp(packed, kPackedScales, 12) == 0);
+
+  smol::BlockQ4K block{};
+  block.d = kHalfOne;
+  block.dmin = kHalfHalf;
+  std::memcpy(block.scales, kPackedScales, 12);
+  // Chunk c holds sub-block 2c in its low nibbles and 2c+1 in its high nibbles.
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      block.qs[32 * c + l] =
+          static_cast<std::uint8_t>(q4k_level(2 * c, l) | q4k_level(2 * c + 1, l) << 4);
+    }
+  }
+  const auto out = dequantize(block);
+  for (int sub = 0; sub < 8; ++sub) {
+    for (int l = 0; l < 32; ++l) {
+      const float expected = static_cast<float>(kScales[sub] * q4k_level(sub, l)) -
+                             0.5f * static_cast<float>(kMins[sub]);
+      CHECK(out[32 * sub + l] == expected);
+    }
+  }
+}
+
+TEST_CASE("Q4_K: d = 1, dmin = 0 gives scale * q exactly") {
+  smol::BlockQ4K block{};
+  block.d = kHalfOne;
+  block.dmin = 0;
+  std::memcpy(block.scales, kPackedScales, 12);
+  std::memset(block.qs, 0xFF, sizeof(block.qs));
+  const auto out = dequantize(block);
+  for (int sub = 0; sub < 8; ++sub) {
+    for (int l = 0; l < 32; ++l) CHECK(out[32 * sub + l] == static_cast<float>(kScales[sub] * 15));
+  }
+}
+
+TEST_CASE("Q5_K: qh bit 2c lifts value l of sub-block 2c by 16, bit 2c+1 sub-block 2c+1") {
+  smol::BlockQ5K block{};
+  block.d = kHalfOne;
+  block.dmin = kHalfOne;
+  std::memcpy(block.scales, kPackedScales, 12);
+  for (int l = 0; l < 32; ++l) {
+    block.qh[l] = static_cast<std::uint8_t>(1u << (l % 8));
+    block.qs[32 * (l % 4) + l] = 0x21;  // low nibble 1, high nibble 2
+  }
+  const auto out = dequantize(block);
+  for (int sub = 0; sub < 8; ++sub) {
+    for (int l = 0; l < 32; ++l) {
+      const bool in_this_chunk = l % 4 == sub / 2;
+      int q = in_this_chunk ? (sub % 2 == 0 ? 1 : 2) : 0;
+      if (l % 8 == sub) q += 16;
+      const float expected = static_cast<float>(kScales[sub] * q) - static_cast<float>(kMins[sub]);
+      CHECK(out[32 * sub + l] == expected);
+    }
+  }
+}
+
+TEST_CASE("Q6_K: ql/qh interleaving, one bit field at a time") {
+  // With every group scale 1 and d = 1, an all-zero block is -32 everywhere and a
+  // bit field that is set shows up at exactly one value.
+  smol::BlockQ6K zero{};
+  zero.d = kHalfOne;
+  for (auto& s : zero.scales) s = 1;
+
+  struct Case {
+    const char* field;
+    std::size_t byte;
+    std::uint8_t bits;
+    std::size_t value;
+    int q;
+  };
+  const Case cases[] = {
+      {"ql", 0, 0x0F, 0, 15},     {"ql", 0, 0xF0, 64, 15},   {"ql", 32, 0x0F, 32, 15},
+      {"ql", 32, 0xF0, 96, 15},   {"ql", 5, 0x01, 5, 1},     {"ql", 64, 0x0F, 128, 15},
+      {"ql", 127, 0xF0, 255, 15}, {"qh", 0, 0x03, 0, 48},    {"qh", 0, 0x0C, 32, 48},
+      {"qh", 0, 0x30, 64, 48},    {"qh", 0, 0xC0, 96, 48},   {"qh", 31, 0x80, 127, 32},
+      {"qh", 32, 0x01, 128, 16},  {"qh", 63, 0x40, 255, 16},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.field);
+    CAPTURE(c.byte);
+    CAPTURE(c.bits);
+    smol::BlockQ6K block = zero;
+    (std::string(c.field) == "ql" ? block.ql : block.qh)[c.byte] = c.bits;
+    const auto out = dequantize(block);
+    for (std::size_t i = 0; i < smol::QK_K; ++i) {
+      CAPTURE(i);
+      CHECK(out[i] == static_cast<float>(i == c.value ? c.q - 32 : -32));
+    }
+  }
+}
+
+TEST_CASE("Q6_K: value = d * scale[i / 16] * (q - 32) with signed scales") {
+  smol::BlockQ6K block{};
+  block.d = kHalfQuarter;
+  for (int g = 0; g < 16; ++g)
+    block.scales[g] = static_cast<std::int8_t>(g % 2 ? -8 * g : 8 * g - 128);
+  std::array<int, smol::QK_K> q{};
+  for (int i = 0; i < 256; ++i) q[i] = (7 * i + i / 64) % 64;
+  // Hand interleave: in half h, ql[64h + l] = q[l] | q[l + 64] << 4,
+  // ql[64h + 32 + l] = q[l + 32] | q[l + 96] << 4, qh[32h + l] = the top bits of
+  // q[l], q[l + 32], q[l + 64], q[l + 96] in bit pairs 0, 2, 4, 6.
+  for (int h = 0; h < 2; ++h) {
+    const int* r = q.data() + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      block.ql[64 * h + l] = static_cast<std::uint8_t>((r[l] & 15) | (r[l + 64] & 15) << 4);
+      block.ql[64 * h + 32 + l] =
+          static_cast<std::uint8_t>((r[l + 32] & 15) | (r[l + 96] & 15) << 4);
+      block.qh[32 * h + l] = static_cast<std::uint8_t>(
+          r[l] >> 4 | (r[l + 32] >> 4) << 2 | (r[l + 64] >> 4) << 4 | (r[l + 96] >> 4) << 6);
+    }
+  }
+  const auto out = dequantize(block);
+  for (int i = 0; i < 256; ++i) {
+    CAPTURE(i);
+    CHECK(out[i] ==
+          0.25f * static_cast<float>(block.scales[i / 16]) * static_cast<float>(q[i] - 32));
+  }
+
+  smol::BlockQ6K repacked{};
+  std::array<std::uint8_t, smol::QK_K> levels{};
+  for (int i = 0; i < 256; ++i) levels[i] = static_cast<std::uint8_t>(q[i]);
+  smol::pack_q6k_levels(levels.data(), repacked);
+  CHECK(std::memcmp(repacked.ql, block.ql, sizeof(block.ql)) == 0);
+  CHECK(std::memcmp(repacked.qh, block.qh, sizeof(block.qh)) == 0);
+}
+
+TEST_CASE("F32, F16 and BF16 rows") {
+  const std::uint16_t halves[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x8000, 0x3555};
+  const float half_values[] = {1.0f, -2.0f, 65504.0f, 0x1p-24f, -0.0f, 0x1.554p-2f};
+  std::vector<float> out(6);
+  smol::dequantize_row(smol::GgmlType::F16, reinterpret_cast<const std::byte*>(halves), out.data(),
+                       6);
+  for (int i = 0; i < 6; ++i)
+    CHECK(std::bit_cast<std::uint32_t>(out[i]) == std::bit_cast<std::uint32_t>(half_values[i]));
+
+  const std::uint16_t brains[] = {0x3F80, 0xC040, 0x0000, 0x4049};
+  const float brain_values[] = {1.0f, -3.0f, 0.0f, 3.140625f};
+  smol::dequantize_row(smol::GgmlType::BF16, reinterpret_cast<const std::byte*>(brains), out.data(),
+                       4);
+  for (int i = 0; i < 4; ++i) CHECK(out[i] == brain_values[i]);
+
+  const float floats[] = {1.5f, -0.0f, 3e38f};
+  smol::dequantize_row(smol::GgmlType::F32, reinterpret_cast<const std::byte*>(floats), out.data(),
+                       3);
+  for (int i = 0; i < 3; ++i)
+    CHECK(std::bit_cast<std::uint32_t>(out[i]) == std::bit_cast<std::uint32_t>(floats[i]));
+}
+
+TEST_CASE("Rows of several blocks may start at any byte offset") {
+  // Two Q6_K blocks at an odd offset, as a row inside an mmap'd file could be.
+  std::vector<std::byte> bytes(1 + 2 * sizeof(smol::BlockQ6K));
+  smol::BlockQ6K blocks[2]{};
+  blocks[0].d = kHalfOne;
+  blocks[1].d = kHalfHalf;
+  for (auto& b : blocks)
+    for (auto& s : b.scales) s = 2;
+  std::memcpy(bytes.data() + 1, blocks, sizeof(blocks));
+  std::vector<float> out(512);
+  smol::dequantize_row(smol::GgmlType::Q6_K, bytes.data() + 1, out.data(), 512);
+  CHECK(out[0] == -64.0f);
+  CHECK(out[511] == -32.0f);
+}
+
+TEST_CASE("dequantize_row rejects unsupported types and partial blocks") {
+  std::vector<std::byte> bytes(1024);
+  std::vector<float> out(512);
+  CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::Q2_K, bytes.data(), out.data(), 256),
+                       doctest::Contains("Q2_K"), smol::Error);
+  CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::Q4_K, bytes.data(), out.data(), 100),
+                       doctest::Contains("Q4_K"), smol::Error);
+  CHECK_THROWS_AS(
+      smol::dequantize_row(static_cast<smol::GgmlType>(77), bytes.data(), out.data(), 1),
+      smol::Error);
+  CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::Q5_K, out.data(), bytes.data(), 256),
+                       doctest::Contains("Q5_K"), smol::Error);
+  CHECK(smol::can_dequantize(smol::GgmlType::Q5_K));
+  CHECK_FALSE(smol::can_quantize(smol::GgmlType::Q5_K));
+}

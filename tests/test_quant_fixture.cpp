@@ -1,0 +1,100 @@
+// The reference dequantizers and quantizers against blocks that the real
+// llama-quantize wrote: the F32 fixture equals the dequantized Q4_K_M fixture bit
+// for bit (see shared/fixtures/README.md), and it is a fixed point of quantization.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "smol/gguf/gguf_file.hpp"
+#include "smol/quant/dequantize.hpp"
+#include "smol/quant/quantize.hpp"
+
+namespace {
+
+const smol::gguf::GgufFile& quantized_fixture() {
+  static const auto file =
+      smol::gguf::GgufFile::open(SMOL_FIXTURES_DIR "/tiny-smollm3-a.q4_k_m.gguf");
+  return file;
+}
+
+const smol::gguf::GgufFile& f32_fixture() {
+  static const auto file =
+      smol::gguf::GgufFile::open(SMOL_TEST_DATA_DIR "/tiny-smollm3-a.f32.gguf");
+  return file;
+}
+
+std::vector<float> f32_values(const smol::gguf::TensorInfo& tensor) {
+  REQUIRE(tensor.type == smol::GgmlType::F32);
+  std::vector<float> values(tensor.elements());
+  REQUIRE(tensor.bytes == values.size() * sizeof(float));
+  std::memcpy(values.data(), tensor.data, tensor.bytes);
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("Every tensor of the Q4_K_M fixture dequantizes to the F32 fixture, bit for bit") {
+  std::map<smol::GgmlType, int> count;
+  for (const auto& tensor : quantized_fixture().tensors()) {
+    CAPTURE(tensor.name);
+    const auto& reference = f32_fixture().tensor(tensor.name);
+    REQUIRE(reference.dims == tensor.dims);
+    const auto expected = f32_values(reference);
+
+    // Row by row, as a kernel or an embedding lookup would read it.
+    std::vector<float> actual(tensor.elements());
+    const std::size_t row_length = tensor.row_length();
+    for (std::size_t r = 0; r < tensor.rows(); ++r) {
+      smol::dequantize_row(tensor.type, tensor.data + r * tensor.row_bytes,
+                           actual.data() + r * row_length, row_length);
+    }
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      mismatches +=
+          std::bit_cast<std::uint32_t>(actual[i]) != std::bit_cast<std::uint32_t>(expected[i]);
+    }
+    CHECK(mismatches == 0);
+    ++count[tensor.type];
+  }
+  CHECK(count[smol::GgmlType::Q4_K] == 48);
+  CHECK(count[smol::GgmlType::Q6_K] == 9);
+  CHECK(count[smol::GgmlType::F32] == 17);
+}
+
+TEST_CASE("Quantizing the F32 fixture reproduces llama-quantize's blocks") {
+  // The F32 weights are a fixed point of llama-quantize, so a quantizer that follows
+  // ggml's reference algorithm must write the same blocks, byte for byte, and at the
+  // very least the same values.
+  std::map<smol::GgmlType, std::size_t> blocks;
+  std::map<smol::GgmlType, std::size_t> identical_blocks;
+  for (const auto& tensor : quantized_fixture().tensors()) {
+    if (tensor.type != smol::GgmlType::Q4_K && tensor.type != smol::GgmlType::Q6_K) continue;
+    CAPTURE(tensor.name);
+    const auto values = f32_values(f32_fixture().tensor(tensor.name));
+    std::vector<std::byte> bytes(tensor.bytes);
+    smol::quantize_row(tensor.type, values.data(), bytes.data(), values.size());
+
+    const std::size_t block_bytes = smol::ggml_type_info(tensor.type).block_bytes;
+    for (std::size_t b = 0; b < tensor.bytes / block_bytes; ++b) {
+      ++blocks[tensor.type];
+      identical_blocks[tensor.type] += std::memcmp(bytes.data() + b * block_bytes,
+                                                   tensor.data + b * block_bytes, block_bytes) == 0;
+    }
+    std::vector<float> restored(values.size());
+    smol::dequantize_row(tensor.type, bytes.data(), restored.data(), values.size());
+    std::size_t changed = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) changed += restored[i] != values[i];
+    CHECK(changed == 0);
+  }
+  for (auto type : {smol::GgmlType::Q4_K, smol::GgmlType::Q6_K}) {
+    MESSAGE(smol::ggml_type_name(type), ": ", identical_blocks[type], " of ", blocks[type],
+            " blocks identical to llama-quantize's");
+    CHECK(identical_blocks[type] == blocks[type]);
+  }
+}

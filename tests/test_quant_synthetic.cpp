@@ -1,0 +1,284 @@
+// Synthetic models (smol/model/synthetic.hpp): layout, type mix, metadata, weight
+// statistics and tokenizer, checked in memory and against the tiny fixture.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "smol/gguf/gguf_file.hpp"
+#include "smol/model/synthetic.hpp"
+#include "smol/quant/dequantize.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace {
+
+smol::gguf::GgufFile write_in_memory(const smol::SyntheticSpec& spec) {
+  return smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(), spec.name);
+}
+
+std::vector<float> dequantized(const smol::gguf::TensorInfo& tensor) {
+  std::vector<float> values(tensor.elements());
+  smol::dequantize_row(tensor.type, tensor.data, values.data(), values.size());
+  return values;
+}
+
+struct Moments {
+  double mean = 0;
+  double stddev = 0;
+};
+
+Moments moments(const std::vector<float>& values) {
+  double sum = 0;
+  double sum2 = 0;
+  for (float v : values) {
+    sum += v;
+    sum2 += static_cast<double>(v) * v;
+  }
+  const double n = static_cast<double>(values.size());
+  return {sum / n, std::sqrt(sum2 / n - (sum / n) * (sum / n))};
+}
+
+const smol::gguf::GgufFile& fixture() {
+  static const auto file =
+      smol::gguf::GgufFile::open(SMOL_FIXTURES_DIR "/tiny-smollm3-a.q4_k_m.gguf");
+  return file;
+}
+
+}  // namespace
+
+TEST_CASE("Q4_K_M rule: Q6_K blocks for attn_v and ffn_down") {
+  const auto q6k_layers = [](std::size_t n) {
+    std::vector<std::size_t> layers;
+    for (std::size_t il = 0; il < n; ++il)
+      if (smol::uses_more_bits(il, n)) layers.push_back(il);
+    return layers;
+  };
+  // DESIGN.md: layers 0-3, 6, 9, ..., 27, 30-35 of SmolLM3-3B; the fixture: 0, 3, 6, 7.
+  CHECK(q6k_layers(36) ==
+        std::vector<std::size_t>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 31, 32, 33, 34, 35});
+  CHECK(q6k_layers(8) == std::vector<std::size_t>{0, 3, 6, 7});
+}
+
+TEST_CASE("The smollm3-3b preset has the real file's 326 tensors and type mix") {
+  const auto spec = smol::synthetic_preset("smollm3-3b");
+  const auto tensors = smol::plan_synthetic_tensors(spec);
+  std::map<smol::GgmlType, int> count;
+  std::uint64_t bytes = 0;
+  for (const auto& tensor : tensors) {
+    ++count[tensor.type];
+    bytes += smol::ggml_row_bytes(tensor.type, tensor.elements());
+  }
+  CHECK(tensors.size() == 326);
+  CHECK(count[smol::GgmlType::Q6_K] == 37);
+  CHECK(count[smol::GgmlType::Q4_K] == 216);
+  CHECK(count[smol::GgmlType::F32] == 73);
+  MESSAGE("smollm3-3b tensor data: ", bytes, " bytes");
+  CHECK(bytes > 1'780'000'000u);
+  CHECK(bytes < 1'950'000'000u);  // 1.78 GiB, like the real file
+  CHECK(tensors[0].name == "token_embd.weight");
+  CHECK(tensors[0].dims == std::vector<std::uint64_t>{2048, 128256});
+  CHECK(tensors[0].type == smol::GgmlType::Q6_K);
+}
+
+TEST_CASE("The tiny q4_k_m model has the fixture's tensors, shapes, types and keys") {
+  const auto file = write_in_memory(smol::synthetic_preset("tiny"));
+  CHECK(file.tensors().size() == fixture().tensors().size());
+  for (const auto& expected : fixture().tensors()) {
+    CAPTURE(expected.name);
+    const auto* tensor = file.find_tensor(expected.name);
+    REQUIRE(tensor != nullptr);
+    CHECK(tensor->dims == expected.dims);
+    CHECK(tensor->n_dims == expected.n_dims);
+    CHECK(tensor->type == expected.type);
+  }
+  for (const auto& entry : fixture().metadata()) {
+    CAPTURE(entry.key);
+    const auto* ours = file.find(entry.key);
+    REQUIRE(ours != nullptr);
+    CHECK(ours->value.type() == entry.value.type());
+  }
+  CHECK(file.get<std::string>("general.architecture") == "smollm3");
+  CHECK(file.get<std::uint32_t>("general.file_type") == 15);
+  CHECK(file.get<std::uint32_t>("smollm3.block_count") == 8);
+  CHECK(file.get<std::uint32_t>("smollm3.attention.head_count_kv") == 1);
+  CHECK(file.get<float>("smollm3.rope.freq_base") == 5e6f);
+  CHECK(file.get<std::string>("tokenizer.chat_template") ==
+        fixture().get<std::string>("tokenizer.chat_template"));
+  CHECK(file.get<std::uint32_t>("tokenizer.ggml.bos_token_id") == 992);
+  CHECK(file.get<std::uint32_t>("tokenizer.ggml.eos_token_id") == 997);
+  CHECK_FALSE(file.get<bool>("tokenizer.ggml.add_bos_token"));
+}
+
+TEST_CASE("Weights: the Q4_K_M file is the F32 file quantized, with the intended statistics") {
+  auto spec = smol::synthetic_preset("tiny");
+  spec.seed = 7;
+  const auto quantized = write_in_memory(spec);
+  spec.weights = smol::SyntheticWeights::f32;
+  const auto exact = write_in_memory(spec);
+
+  for (const auto& tensor : exact.tensors()) {
+    CAPTURE(tensor.name);
+    const auto values = dequantized(tensor);
+    const auto approx = dequantized(quantized.tensor(tensor.name));
+    double err = 0;
+    double norm = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      err += (values[i] - approx[i]) * static_cast<double>(values[i] - approx[i]);
+      norm += static_cast<double>(values[i]) * values[i];
+    }
+    const double relative = std::sqrt(err / norm);
+    const auto type = quantized.tensor(tensor.name).type;
+    CHECK(relative <= (type == smol::GgmlType::Q4_K   ? 0.08
+                       : type == smol::GgmlType::Q6_K ? 0.022
+                                                      : 0.0));
+
+    const std::string name(tensor.name);
+    const auto m = moments(values);
+    const double fan_in = static_cast<double>(tensor.dims[0]);
+    if (name == "token_embd.weight") {
+      CHECK(m.stddev == doctest::Approx(0.02).epsilon(0.02));
+    } else if (name.ends_with("attn_q.weight") || name.ends_with("attn_k.weight")) {
+      CHECK(m.stddev == doctest::Approx(1.5 / std::sqrt(fan_in)).epsilon(0.05));
+    } else if (name.ends_with("ffn_down.weight") || name.ends_with("attn_output.weight")) {
+      CHECK(m.stddev == doctest::Approx(2 / std::sqrt(fan_in)).epsilon(0.05));
+    } else if (name == "output_norm.weight") {
+      CHECK(m.mean == doctest::Approx(3 / (0.02 * 16)).epsilon(0.05));
+    } else if (name.ends_with("norm.weight")) {
+      CHECK(m.mean == doctest::Approx(1).epsilon(0.05));
+      CHECK(m.stddev == doctest::Approx(0.1).epsilon(0.3));
+    } else {
+      CHECK(m.stddev == doctest::Approx(1 / std::sqrt(fan_in)).epsilon(0.05));
+    }
+  }
+}
+
+TEST_CASE("Fast mode writes valid random blocks of the same scale") {
+  auto spec = smol::synthetic_preset("tiny");
+  spec.fast = true;
+  const auto fast = write_in_memory(spec);
+  spec.fast = false;
+  const auto slow = write_in_memory(spec);
+  for (const auto& tensor : fast.tensors()) {
+    CAPTURE(tensor.name);
+    const auto values = dequantized(tensor);
+    std::size_t finite = 0;
+    for (float v : values) finite += std::isfinite(v);
+    CHECK(finite == values.size());
+    const auto m = moments(values);
+    const auto reference = moments(dequantized(slow.tensor(tensor.name)));
+    CHECK(m.stddev == doctest::Approx(reference.stddev).epsilon(0.15));
+    CHECK(std::fabs(m.mean - reference.mean) < 0.1 * reference.stddev + 0.05 * reference.mean);
+  }
+}
+
+TEST_CASE("Same seed, same bytes; another seed, other weights") {
+  auto spec = smol::synthetic_preset("tiny");
+  spec.layers = 2;
+  const auto first = smol::make_synthetic_writer(spec).to_bytes();
+  CHECK(first == smol::make_synthetic_writer(spec).to_bytes());
+  spec.seed = 2;
+  CHECK(first != smol::make_synthetic_writer(spec).to_bytes());
+}
+
+TEST_CASE("Other shapes: llama, untied, explicit head_dim, every weight format") {
+  smol::SyntheticSpec spec;
+  spec.arch = "llama";
+  spec.layers = 3;
+  spec.hidden = 512;
+  spec.ffn = 1024;
+  spec.heads = 8;
+  spec.kv_heads = 2;
+  spec.head_dim = 32;  // 8 x 32 = 256, not hidden
+  spec.vocab = 600;
+  spec.tied = false;
+  for (auto weights : {smol::SyntheticWeights::f32, smol::SyntheticWeights::f16,
+                       smol::SyntheticWeights::q8_0, smol::SyntheticWeights::q4_k_m}) {
+    spec.weights = weights;
+    const auto file = write_in_memory(spec);
+    CHECK(file.get<std::uint32_t>("llama.attention.key_length") == 32);
+    CHECK(file.tensor("blk.0.attn_q.weight").dims[1] == 256);
+    CHECK(file.tensor("blk.0.attn_output.weight").dims[0] == 256);
+    CHECK(file.tensor("output.weight").dims[1] == 600);
+    const auto embd = file.tensor("token_embd.weight").type;
+    const auto head = file.tensor("output.weight").type;
+    if (weights == smol::SyntheticWeights::q4_k_m) {
+      CHECK(embd == smol::GgmlType::Q4_K);  // untied: only output.weight gets Q6_K
+      CHECK(head == smol::GgmlType::Q6_K);
+    }
+    if (weights == smol::SyntheticWeights::q8_0) CHECK(head == smol::GgmlType::Q8_0);
+    if (weights == smol::SyntheticWeights::f16) CHECK(head == smol::GgmlType::F16);
+    CHECK(file.tensor("blk.2.ffn_norm.weight").type == smol::GgmlType::F32);
+  }
+  // Rows that do not split into 256-value blocks fall back to Q8_0, as llama-quantize
+  // falls back to a 32-value type.
+  spec.hidden = 96;
+  spec.heads = 3;
+  spec.kv_heads = 1;
+  spec.head_dim = 0;
+  spec.ffn = 256;
+  spec.weights = smol::SyntheticWeights::q4_k_m;
+  const auto narrow = write_in_memory(spec);
+  CHECK(narrow.tensor("blk.0.attn_q.weight").type == smol::GgmlType::Q8_0);
+  CHECK(narrow.tensor("blk.2.ffn_down.weight").type == smol::GgmlType::Q6_K);  // last eighth
+
+  spec.heads = 5;
+  CHECK_THROWS_AS(smol::plan_synthetic_tensors(spec), smol::Error);
+  CHECK_THROWS_AS(smol::synthetic_preset("huge"), smol::Error);
+}
+
+TEST_CASE("The synthetic vocabulary: layout, merges and a working tokenizer") {
+  const auto vocab = smol::build_synthetic_vocabulary(1024);
+  REQUIRE(vocab.size() == 1024);
+  CHECK(vocab.merges.size() == 736);  // the fixture's split: 256 + 736 + 32 control
+  CHECK(vocab.tokens[0] == "!");
+  CHECK(vocab.tokens[198] == "\xC4\x8A");  // Ċ, newline
+  CHECK(vocab.tokens[220] == "\xC4\xA0");  // Ġ, space
+  CHECK(vocab.tokens[992] == "<|begin_of_text|>");
+  CHECK(vocab.tokens[996] == "<|im_start|>");
+  CHECK(vocab.tokens[997] == "<|im_end|>");
+  CHECK(vocab.tokens[1023] == "<|reserved_special_token_25|>");
+  CHECK(vocab.type_of(991) == smol::TokenType::normal);
+  CHECK(vocab.type_of(992) == smol::TokenType::control);
+  std::set<std::string> unique(vocab.tokens.begin(), vocab.tokens.end());
+  CHECK(unique.size() == vocab.size());
+  for (std::size_t m = 0; m < vocab.merges.size(); ++m) {
+    const auto& merge = vocab.merges[m];
+    const auto space = merge.find(' ');
+    REQUIRE(space != std::string::npos);
+    CHECK(vocab.tokens[256 + m] == merge.substr(0, space) + merge.substr(space + 1));
+  }
+
+  const smol::Tokenizer tokenizer(vocab);
+  const std::string text = "Once upon a time, there was a little robot who lived by the sea.";
+  const auto ids = tokenizer.encode(text);
+  CHECK(tokenizer.decode(ids) == text);
+  CHECK(ids.size() < text.size() / 3);
+  smol::EncodeOptions special;
+  special.parse_special = true;
+  const auto chat = tokenizer.encode("<|im_start|>user\nHi<|im_end|>", special);
+  CHECK(chat.front() == 996);
+  CHECK(chat.back() == 997);
+
+  // The 3B vocabulary: the corpus runs out of merges, reserved tokens fill the rest.
+  const auto large = smol::build_synthetic_vocabulary(128256);
+  CHECK(large.size() == 128256);
+  MESSAGE("merges learned for a 128256-token vocabulary: ", large.merges.size());
+  CHECK(large.tokens[256 + large.merges.size()] == "<|begin_of_text|>");
+  CHECK_THROWS_AS(smol::build_synthetic_vocabulary(100), smol::Error);
+}
+
+TEST_CASE("A synthetic file's vocabulary loads back through the GGUF reader") {
+  const auto file = write_in_memory(smol::synthetic_preset("tiny"));
+  const auto loaded = smol::load_vocabulary(file);
+  const auto built = smol::build_synthetic_vocabulary(1024);
+  CHECK(loaded.tokens == built.tokens);
+  CHECK(loaded.merges == built.merges);
+  CHECK(loaded.pre_tokenizer == "llama-bpe");
+  CHECK_FALSE(loaded.add_bos);
+}
