@@ -1,0 +1,184 @@
+// The kernel table: one set of function pointers per instruction set, chosen at run time.
+//
+// kernels_for<Arch>() is defined in kernels_impl.hpp. With SMOL_DISPATCH (set by
+// smol_add_dispatch in CMake) the vector sets are declared `extern template` here and
+// instantiated in dispatch/isa_*.cpp, each compiled with its own -m flags; without it,
+// only the scalar set and the best set the includer's own flags allow exist.
+// See include/smol/simd/README.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/simd/arch.hpp"
+#include "smol/simd/cpu_features.hpp"
+#include "smol/simd/q8k_lanes.hpp"
+#include "smol/simd/token_tiles.hpp"
+
+namespace smol {
+
+template <class Element>
+struct AttendBlock;  // simd/attention_kernels.hpp
+
+struct Kernels {
+  Isa isa = Isa::scalar;
+  // Dot products of one quantized row with one activation row of `nblocks` blocks.
+  float (*dot_q4k_q8k)(const BlockQ4K*, const BlockQ8K*, std::size_t nblocks) = nullptr;
+  float (*dot_q6k_q8k)(const BlockQ6K*, const BlockQ8K*, std::size_t nblocks) = nullptr;
+  float (*dot_q4_0_q8_0)(const BlockQ4_0*, const BlockQ8_0*, std::size_t nblocks) = nullptr;
+  float (*dot_q8_0_q8_0)(const BlockQ8_0*, const BlockQ8_0*, std::size_t nblocks) = nullptr;
+  // Float rows of `n` values.
+  float (*dot_f32)(const float*, const float*, std::size_t n) = nullptr;
+  float (*dot_f16_f32)(const f16_bits*, const float*, std::size_t n) = nullptr;
+  float (*dot_bf16_f32)(const bf16_bits*, const float*, std::size_t n) = nullptr;
+  // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
+  void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
+  void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;
+  // Prefill tiles: y[t * y_stride + r] += row r . token t over `nblocks` blocks, for
+  // `n_rows` weight rows (`row_bytes` apart) and `n_tokens` tokens whose activations
+  // (packed with pack_q8k_lanes) lie `act_stride` blocks apart in `act`.
+  // nullptr: matmul loops the dot kernels instead.
+  using TileFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                          const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
+                          std::size_t n_tokens, float* y, std::size_t y_stride);
+  TileFn tile_q4k_q8k = nullptr;
+  TileFn tile_q6k_q8k = nullptr;
+  // Prefill on a matrix unit (AMX): y[t * y_stride + r] = row r . token t for `n_rows`
+  // rows and every token of `act` (packed with pack_token_tiles). `scratch` holds
+  // matrix_scratch_bytes(cols) bytes for this call alone. nullptr: use the tiles above.
+  using MatrixFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                            const TokenTiles& act, float* y, std::size_t y_stride,
+                            std::byte* scratch);
+  MatrixFn matrix_q4k_q8k = nullptr;
+  MatrixFn matrix_q6k_q8k = nullptr;
+  // Attention over one block of cached positions for one KV head's query heads (see
+  // simd/attention_kernels.hpp), per K/V element type.
+  void (*attend_block_f32)(const AttendBlock<float>&) = nullptr;
+  void (*attend_block_f16)(const AttendBlock<f16_bits>&) = nullptr;
+};
+
+// Each ISA header specialises this; kernels_for<Arch>() caches its result.
+template <class Arch>
+Kernels make_isa_kernels() noexcept;
+
+template <class Arch>
+const Kernels& kernels_for() noexcept;
+
+#if defined(SMOL_DISPATCH)
+#if defined(SMOL_X86)
+extern template const Kernels& kernels_for<avx2_arch>() noexcept;
+extern template const Kernels& kernels_for<avx512_arch>() noexcept;
+extern template const Kernels& kernels_for<avx512vnni_arch>() noexcept;
+extern template const Kernels& kernels_for<amx_arch>() noexcept;
+#elif defined(SMOL_ARM64)
+extern template const Kernels& kernels_for<neon_arch>() noexcept;
+#endif
+#endif
+
+// Which vector sets this translation unit can reach: all of them through the dispatch
+// units, otherwise those the includer's own compile flags enable.
+#if defined(SMOL_DISPATCH) && defined(SMOL_X86)
+#define SMOL_HAVE_AVX2_KERNELS 1
+#define SMOL_HAVE_AVX512_KERNELS 1
+#define SMOL_HAVE_AVX512VNNI_KERNELS 1
+#define SMOL_HAVE_AMX_KERNELS 1
+#elif defined(SMOL_X86)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define SMOL_HAVE_AVX2_KERNELS 1
+#endif
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define SMOL_HAVE_AVX512_KERNELS 1
+#if defined(__AVX512VNNI__)
+#define SMOL_HAVE_AVX512VNNI_KERNELS 1
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define SMOL_HAVE_AMX_KERNELS 1
+#endif
+#endif
+#endif
+#elif defined(SMOL_ARM64)
+#define SMOL_HAVE_NEON_KERNELS 1
+#endif
+
+// Whether this binary holds kernels for `isa` (independent of the running CPU).
+constexpr bool isa_compiled_in(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::scalar:
+      return true;
+#if defined(SMOL_HAVE_AVX2_KERNELS)
+    case Isa::avx2:
+      return true;
+#endif
+#if defined(SMOL_HAVE_AVX512_KERNELS)
+    case Isa::avx512:
+      return true;
+#endif
+#if defined(SMOL_HAVE_AVX512VNNI_KERNELS)
+    case Isa::avx512vnni:
+      return true;
+#endif
+#if defined(SMOL_HAVE_AMX_KERNELS)
+    case Isa::amx:
+      return true;
+#endif
+#if defined(SMOL_HAVE_NEON_KERNELS)
+    case Isa::neon:
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
+// Instruction sets this binary has kernels for AND this CPU can run.
+inline std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : kAllIsas) {
+    if (isa_compiled_in(isa) && cpu_supports(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+inline Isa best_isa() noexcept {
+  for (Isa isa : {Isa::amx, Isa::avx512vnni, Isa::avx512, Isa::avx2, Isa::neon}) {
+    if (isa_compiled_in(isa) && cpu_supports(isa)) return isa;
+  }
+  return Isa::scalar;
+}
+
+// Refuses (with smol::Error) an ISA the CPU cannot run or the binary lacks, so a bad
+// request never becomes an illegal instruction.
+inline void check_isa_usable(Isa isa) {
+  if (!cpu_supports(isa)) {
+    fail("instruction set ", isa_name(isa),
+         " is not supported by this CPU (best: ", isa_name(best_cpu_isa()), ")");
+  }
+  if (!isa_compiled_in(isa)) {
+    fail("instruction set ", isa_name(isa),
+         " was not compiled into this binary (link with smol_add_dispatch or build with -m",
+         isa_name(isa), " flags)");
+  }
+}
+
+// The ISA a Context uses: an explicit request, else $SMOL_ISA, else the best available.
+inline Isa select_isa(std::optional<Isa> requested) {
+  if (!requested) {
+    if (const char* env = std::getenv("SMOL_ISA"); env != nullptr && *env != '\0') {
+      try {
+        requested = parse_isa(env);
+      } catch (const Error& e) {
+        fail("SMOL_ISA: ", e.what());
+      }
+    }
+  }
+  const Isa isa = requested.value_or(best_isa());
+  check_isa_usable(isa);
+  return isa;
+}
+
+}  // namespace smol

@@ -1,0 +1,92 @@
+// TokenTiles: Q8_K activations laid out as AMX B tiles, 16 tokens per tile.
+//
+// A tile multiply takes its right operand as 16 rows of 64 bytes where row q holds, for
+// each of 16 tokens, the 4 consecutive quants 4q..4q+3 of a 64-value chunk ("VNNI"
+// order). Each token's quants are rearranged into that order once per matmul; the
+// Q8_K scales go alongside, per tile and block, as one float per token.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/quant/blocks.hpp"
+
+namespace smol {
+
+inline constexpr std::size_t kTokenTile = 16;
+
+struct TokenTiles {
+  const std::int8_t* quants = nullptr;  // [tile][chunk of 64 values][16 quads][16 tokens][4]
+  const float* scales = nullptr;        // [tile][block][16 tokens]; 0 for padding tokens
+  const float* sub_sums = nullptr;  // [tile][block][8 sub-blocks][16 tokens]: d * sum of 32 quants
+  std::size_t n_tokens = 0;         // the last tile is padded with zero tokens
+  std::size_t nblocks = 0;          // Q8_K blocks per token
+
+  std::size_t tiles() const noexcept { return (n_tokens + kTokenTile - 1) / kTokenTile; }
+  const std::int8_t* chunk(std::size_t tile, std::size_t chunk) const noexcept {
+    return quants + (tile * nblocks * 4 + chunk) * 1024;
+  }
+  const float* block_scales(std::size_t tile, std::size_t block) const noexcept {
+    return scales + (tile * nblocks + block) * kTokenTile;
+  }
+  const float* block_sub_sums(std::size_t tile, std::size_t block) const noexcept {
+    return sub_sums + (tile * nblocks + block) * 8 * kTokenTile;
+  }
+};
+
+inline std::size_t token_tile_count(std::size_t n_tokens) noexcept {
+  return (n_tokens + kTokenTile - 1) / kTokenTile;
+}
+inline std::size_t token_tiles_quant_bytes(std::size_t n_tokens, std::size_t nblocks) noexcept {
+  return token_tile_count(n_tokens) * nblocks * QK_K * kTokenTile;
+}
+inline std::size_t token_tiles_scale_count(std::size_t n_tokens, std::size_t nblocks) noexcept {
+  return token_tile_count(n_tokens) * nblocks * kTokenTile;
+}
+
+inline std::size_t token_tiles_sub_sum_count(std::size_t n_tokens, std::size_t nblocks) noexcept {
+  return token_tiles_scale_count(n_tokens, nblocks) * 8;
+}
+
+// Zeroes the padding of the last tile; call once before packing the tokens.
+inline void clear_token_padding(std::size_t n_tokens, std::size_t nblocks, std::int8_t* quants,
+                                float* scales, float* sub_sums) noexcept {
+  if (n_tokens % kTokenTile == 0) return;
+  const std::size_t last = token_tile_count(n_tokens) - 1;
+  std::memset(quants + last * nblocks * QK_K * kTokenTile, 0, nblocks * QK_K * kTokenTile);
+  std::memset(scales + last * nblocks * kTokenTile, 0, nblocks * kTokenTile * sizeof(float));
+  std::memset(sub_sums + last * nblocks * 8 * kTokenTile, 0,
+              nblocks * 8 * kTokenTile * sizeof(float));
+}
+
+// Places token `t` (its `nblocks` Q8_K blocks) into its tile.
+inline void pack_token_tile(const BlockQ8K* q8, std::size_t t, std::size_t nblocks,
+                            std::int8_t* quants, float* scales, float* sub_sums) noexcept {
+  const std::size_t tile = t / kTokenTile, slot = t % kTokenTile;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    scales[(tile * nblocks + b) * kTokenTile + slot] = q8[b].d;
+    for (std::size_t s = 0; s < 8; ++s) {
+      sub_sums[((tile * nblocks + b) * 8 + s) * kTokenTile + slot] =
+          q8[b].d * static_cast<float>(q8[b].bsums[2 * s] + q8[b].bsums[2 * s + 1]);
+    }
+    for (std::size_t quad = 0; quad < QK_K / 4; ++quad) {
+      const std::size_t chunk = b * 4 + quad / 16;
+      std::int8_t* dst = quants + ((tile * nblocks * 4 + chunk) * 16 + quad % 16) * 64 + slot * 4;
+      std::memcpy(dst, q8[b].qs + 4 * quad, 4);
+    }
+  }
+}
+
+}  // namespace smol
+
+namespace smol {
+
+// Bytes of scratch a Kernels::matrix_* call needs for rows of `cols` values: three byte
+// planes of 16 expanded weight rows, the three int32 result tiles, and per-row scales.
+inline std::size_t matrix_scratch_bytes(std::size_t cols) noexcept {
+  return 3 * kTokenTile * cols + 8 * 1024 + 2 * 1024 * sizeof(float) +
+         10 * kTokenTile * (cols / QK_K) * sizeof(float) + 64;
+}
+
+}  // namespace smol

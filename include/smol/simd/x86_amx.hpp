@@ -1,0 +1,321 @@
+// AMX-INT8 prefill: 16 weight rows x 16 tokens per tile multiply (TDPBUSD / TDPBSSD).
+//
+// A tile multiply sums 64 products per output before anything can be scaled, but Q4_K
+// and Q6_K change scale every 32 / 16 values. So each weight is expanded with its integer
+// sub-block scale folded in, s * q (up to 945 for Q4_K, +-8128 for Q6_K), and split into
+// two byte planes, s * q = 32 h + l (Q4_K) or 128 h + l (Q6_K). The integer products then
+// give exactly the reference's per-block sum of s*q*a, and floats appear once per block.
+// Q6_K's -32 offset is a third plane (its group scale); Q4_K's min term is done in AVX-512
+// from the activations' sub-block sums, which frees the tiles to multiply each weight
+// chunk with two token tiles at once (tile loads, not multiplies, are the limit). The
+// expansion is done once per 16 rows and reused by every token tile. Hand-written because
+// xsimd has no tile instructions.
+#pragma once
+
+#include "smol/simd/cpu_features.hpp"
+
+#if defined(SMOL_X86)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/quant/blocks.hpp"
+#include "smol/simd/arch.hpp"
+#include "smol/simd/token_tiles.hpp"
+#include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_tiles.hpp"
+
+namespace smol::simd::x86 {
+
+// Tile registers are literals below (the intrinsics paste them into the asm). Q4_K: 0-3
+// results (high/low plane x two token tiles), 4-5 the planes, 6-7 the token tiles.
+// Q6_K: 0-2 results, 3-5 the planes, 6 the token tile.
+
+template <class Arch>
+inline void configure_amx_tiles() noexcept {
+  struct alignas(64) Config {
+    std::uint8_t palette = 1, start_row = 0;
+    std::uint8_t reserved[14] = {};
+    std::uint16_t bytes_per_row[16] = {};
+    std::uint8_t rows[16] = {};
+  } config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = 64;
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+}
+
+// Tile loads are asm without a memory operand: the compiler must finish our stores first.
+template <class Arch>
+inline void memory_barrier() noexcept {
+  __asm__ volatile("" ::: "memory");
+}
+
+struct ExpandedRows {
+  std::uint8_t* plane[3];  // 16 rows x cols bytes each
+  std::int32_t* results;   // 2 x 4 tiles of 16 x 16 int32 (double-buffered)
+  float* acc;              // 2 token tiles x 16 rows x 16 tokens
+  float* d;                // [block][16 rows]
+  float* min;              // Q4_K: [block][16 rows][8 sub-blocks], dmin * m
+};
+
+template <class Arch>
+inline ExpandedRows carve_scratch(std::byte* scratch, std::size_t cols) noexcept {
+  auto* base = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) &
+                                               ~std::uintptr_t{63});
+  ExpandedRows e;
+  for (int p = 0; p < 3; ++p) e.plane[p] = base + p * kTokenTile * cols;
+  e.results = reinterpret_cast<std::int32_t*>(base + 3 * kTokenTile * cols);
+  e.acc = reinterpret_cast<float*>(e.results + 2 * 4 * 256);
+  e.d = e.acc + 2 * 256;
+  e.min = e.d + kTokenTile * (cols / QK_K);
+  return e;
+}
+
+// Q4_K row -> planes: s*q >> 5 and s*q & 31 in natural order, plus dmin * m per sub-block.
+template <class Arch>
+inline void expand_q4k_row(const BlockQ4K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
+                           const ExpandedRows& e) noexcept {
+  const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i nibble = _mm512_set1_epi8(0x0F), low5 = _mm512_set1_epi16(31);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    alignas(16) std::uint8_t sm[16];  // scales 0-7, mins 8-15
+    _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x[b].scales));
+    const std::size_t at = r * cols + b * QK_K;
+    for (int c = 0; c < 4; ++c) {
+      const __m512i q = _mm512_and_si512(
+          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(x[b].qs + 32 * c))),
+                            shift),
+          nibble);
+      for (int half = 0; half < 2; ++half) {
+        const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(q)
+                                                             : _mm512_extracti64x4_epi64(q, 1));
+        const __m512i scaled = _mm512_mullo_epi16(words, _mm512_set1_epi16(sm[2 * c + half]));
+        const std::size_t o = at + 64 * c + 32 * half;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
+                            _mm512_cvtepi16_epi8(_mm512_srli_epi16(scaled, 5)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
+                            _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low5)));
+      }
+    }
+    e.d[b * kTokenTile + r] = _cvtsh_ss(x[b].d);
+    const float dmin = _cvtsh_ss(x[b].dmin);
+    for (int sub = 0; sub < 8; ++sub) {
+      e.min[(b * kTokenTile + r) * 8 + sub] = dmin * static_cast<float>(sm[8 + sub]);
+    }
+  }
+}
+
+// Q6_K row -> planes: s*q >> 7 (signed), s*q & 127, and the group scale s.
+template <class Arch>
+inline void expand_q6k_row(const BlockQ6K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
+                           const ExpandedRows& e) noexcept {
+  const __m512i low7 = _mm512_set1_epi16(127);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    __m512i n[4];
+    unpack_q6k_natural<Arch>(x[b], n);
+    const __m512i sc16 = _mm512_castsi256_si512(
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales))));
+    const std::size_t at = r * cols + b * QK_K;
+    for (int c = 0; c < 4; ++c) {
+      for (int half = 0; half < 2; ++half) {
+        // Word lane i of this half belongs to group 4c + 2 half + i / 16.
+        const short g = static_cast<short>(4 * c + 2 * half);
+        const __m512i idx = _mm512_set_epi16(g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+                                             g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+                                             g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g);
+        const __m512i scale = _mm512_permutexvar_epi16(idx, sc16);
+        const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(n[c])
+                                                             : _mm512_extracti64x4_epi64(n[c], 1));
+        const __m512i scaled = _mm512_mullo_epi16(words, scale);
+        const std::size_t o = at + 64 * c + 32 * half;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
+                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(scaled, 7)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
+                            _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low7)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[2] + o),
+                            _mm512_cvtepi16_epi8(scale));
+      }
+    }
+    e.d[b * kTokenTile + r] = _cvtsh_ss(x[b].d);
+  }
+}
+
+// Expands rows r0.. of `w` (up to 16; missing rows become zeros) into the planes.
+template <class Arch, class Block, class Expand>
+inline void expand_rows(const std::byte* w, std::size_t row_bytes, std::size_t nr,
+                        std::size_t nblocks, const ExpandedRows& e, Expand expand) noexcept {
+  const std::size_t cols = nblocks * QK_K;
+  for (std::size_t r = 0; r < kTokenTile; ++r) {
+    if (r < nr) {
+      expand(reinterpret_cast<const Block*>(w + r * row_bytes), nblocks, cols, r, e);
+    } else {  // rows past the end: zero weights, their results are dropped
+      for (auto* plane : e.plane) std::memset(plane + r * cols, 0, cols);
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        e.d[b * kTokenTile + r] = 0;
+        for (int sub = 0; sub < 8; ++sub) e.min[(b * kTokenTile + r) * 8 + sub] = 0;
+      }
+    }
+  }
+  memory_barrier<Arch>();
+}
+
+// acc_rows[r] holds row r0 + r for the tile's 16 tokens; y is token-major, so the block
+// is transposed through L1 and each token's 16 rows written as one 64-byte store
+// (scattering columns into y instead costs a cache-line write per value).
+template <class Arch>
+inline void store_tile_results(const __m512* acc_rows, std::size_t tile, std::size_t n_tokens,
+                               std::size_t r0, std::size_t nr, float* y,
+                               std::size_t y_stride) noexcept {
+  alignas(64) float by_row[kTokenTile * kTokenTile];
+  for (std::size_t r = 0; r < kTokenTile; ++r) _mm512_store_ps(by_row + 16 * r, acc_rows[r]);
+  const std::size_t nt = std::min(kTokenTile, n_tokens - tile * kTokenTile);
+  const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
+  const __m512i column =
+      _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
+  for (std::size_t t = 0; t < nt; ++t) {
+    const __m512 values = _mm512_i32gather_ps(column, by_row + t, 4);
+    _mm512_mask_storeu_ps(y + (tile * kTokenTile + t) * y_stride + r0, rows, values);
+  }
+}
+
+template <class Arch>
+void amx_matrix_q4k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                    const TokenTiles& act, float* y, std::size_t y_stride,
+                    std::byte* scratch) noexcept {
+  const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
+  const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
+  const long stride = static_cast<long>(cols);
+  configure_amx_tiles<Arch>();
+  for (std::size_t r0 = 0; r0 < n_rows; r0 += kTokenTile) {
+    const std::size_t nr = std::min(kTokenTile, n_rows - r0);
+    expand_rows<Arch, BlockQ4K>(w + r0 * row_bytes, row_bytes, nr, nblocks, e,
+                                expand_q4k_row<Arch>);
+    for (std::size_t tile = 0; tile < act.tiles(); tile += 2) {
+      // Two token tiles per pass; an odd last tile is paired with itself.
+      const std::size_t pair[2] = {tile, std::min(tile + 1, act.tiles() - 1)};
+      for (std::size_t i = 0; i < 2 * 256; i += 16) _mm512_store_ps(e.acc + i, _mm512_setzero_ps());
+      // Block b's results are read back one block later, so the loads never wait on
+      // tile stores still in flight.
+      const auto finish_block = [&](std::size_t b) {
+        const std::int32_t* results = e.results + 1024 * (b % 2);
+        const float* d = e.d + b * kTokenTile;
+        const float* min = e.min + b * kTokenTile * 8;
+        for (std::size_t u = 0; u < 2; ++u) {
+          const __m512 yd = _mm512_loadu_ps(act.block_scales(pair[u], b));
+          const float* sums = act.block_sub_sums(pair[u], b);
+          __m512 sub_sum[8];
+          for (int sub = 0; sub < 8; ++sub) sub_sum[sub] = _mm512_loadu_ps(sums + 16 * sub);
+          const std::int32_t* high = results + 512 * u;
+          float* acc = e.acc + 256 * u;
+#pragma GCC unroll 4
+          for (std::size_t r = 0; r < kTokenTile; ++r) {
+            // d * sum(s q a) * yd - sum over sub-blocks of dmin * m * (yd * sum(a))
+            const __m512i sum =
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(high + 16 * r), 5),
+                                 _mm512_load_si512(high + 256 + 16 * r));
+            __m512 a = _mm512_load_ps(acc + 16 * r);
+            a = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d[r])), yd,
+                                a);
+            for (int sub = 0; sub < 8; ++sub) {
+              a = _mm512_fnmadd_ps(_mm512_set1_ps(min[8 * r + sub]), sub_sum[sub], a);
+            }
+            _mm512_store_ps(acc + 16 * r, a);
+          }
+        }
+      };
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (std::size_t c = 0; c < 4; ++c) {
+          const std::size_t at = b * QK_K + 64 * c;
+          _tile_loadd(4, e.plane[0] + at, stride);
+          _tile_loadd(5, e.plane[1] + at, stride);
+          _tile_loadd(6, act.chunk(pair[0], 4 * b + c), 64);
+          _tile_loadd(7, act.chunk(pair[1], 4 * b + c), 64);
+          _tile_dpbusd(0, 4, 6);  // unsigned weights x signed activations
+          _tile_dpbusd(1, 5, 6);
+          _tile_dpbusd(2, 4, 7);
+          _tile_dpbusd(3, 5, 7);
+        }
+        std::int32_t* results = e.results + 1024 * (b % 2);
+        _tile_stored(0, results, 64);
+        _tile_stored(1, results + 256, 64);
+        _tile_stored(2, results + 512, 64);
+        _tile_stored(3, results + 768, 64);
+        if (b > 0) finish_block(b - 1);
+      }
+      finish_block(nblocks - 1);
+      for (std::size_t u = 0; u < (pair[1] != pair[0] ? 2u : 1u); ++u) {
+        __m512 rows[kTokenTile];
+        for (std::size_t r = 0; r < kTokenTile; ++r)
+          rows[r] = _mm512_load_ps(e.acc + 256 * u + 16 * r);
+        store_tile_results<Arch>(rows, pair[u], act.n_tokens, r0, nr, y, y_stride);
+      }
+    }
+  }
+  _tile_release();
+}
+
+template <class Arch>
+void amx_matrix_q6k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                    const TokenTiles& act, float* y, std::size_t y_stride,
+                    std::byte* scratch) noexcept {
+  const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
+  const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
+  const long stride = static_cast<long>(cols);
+  configure_amx_tiles<Arch>();
+  for (std::size_t r0 = 0; r0 < n_rows; r0 += kTokenTile) {
+    const std::size_t nr = std::min(kTokenTile, n_rows - r0);
+    expand_rows<Arch, BlockQ6K>(w + r0 * row_bytes, row_bytes, nr, nblocks, e,
+                                expand_q6k_row<Arch>);
+    for (std::size_t tile = 0; tile < act.tiles(); ++tile) {
+      __m512 acc[kTokenTile];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        for (std::size_t c = 0; c < 4; ++c) {
+          const std::size_t at = b * QK_K + 64 * c;
+          _tile_loadd(6, act.chunk(tile, 4 * b + c), 64);
+          _tile_loadd(3, e.plane[0] + at, stride);
+          _tile_loadd(4, e.plane[1] + at, stride);
+          _tile_loadd(5, e.plane[2] + at, stride);
+          _tile_dpbssd(0, 3, 6);  // signed x signed
+          _tile_dpbssd(1, 4, 6);
+          _tile_dpbssd(2, 5, 6);
+        }
+        _tile_stored(0, e.results, 64);
+        _tile_stored(1, e.results + 256, 64);
+        _tile_stored(2, e.results + 512, 64);
+        const __m512 yd = _mm512_loadu_ps(act.block_scales(tile, b));
+        const float* d = e.d + b * kTokenTile;
+#pragma GCC unroll 16
+        for (std::size_t r = 0; r < kTokenTile; ++r) {
+          // d * (sum(s q a) - 32 sum(s a)), with s q = 128 high + low
+          const __m512i high = _mm512_load_si512(e.results + 16 * r);
+          const __m512i low = _mm512_load_si512(e.results + 256 + 16 * r);
+          const __m512i offset = _mm512_load_si512(e.results + 512 + 16 * r);
+          const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(high, 7), low),
+                                               _mm512_slli_epi32(offset, 5));
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d[r]));
+          acc[r] = _mm512_fmadd_ps(v, yd, acc[r]);
+        }
+      }
+      store_tile_results<Arch>(acc, tile, act.n_tokens, r0, nr, y, y_stride);
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace smol::simd::x86
+
+#endif  // SMOL_X86

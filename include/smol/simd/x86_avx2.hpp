@@ -1,0 +1,233 @@
+// 256-bit integer dot products for x86: the AVX2 kernels, reused by the AVX-512 sets
+// for the small block types (a Q8_0 block is exactly one ymm).
+//
+// Hand-written intrinsics because the work is u8 x s8 multiply-adds (vpmaddubsw,
+// vpdpbusd/vpdpwssd), which xsimd 8.1 does not offer. Each function is a template on
+// the arch tag: the VNNI instantiation fuses madd+add into one vpdpwssd/vpdpbusd.
+#pragma once
+
+#include "smol/simd/cpu_features.hpp"
+
+#if defined(SMOL_X86)
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/quant/blocks.hpp"
+#include "smol/simd/arch.hpp"
+#include "smol/simd/float_kernels.hpp"
+#include "smol/simd/kernels.hpp"
+
+namespace smol::simd {
+
+template <class Arch>
+requires(!std::is_same_v<Arch, scalar_arch>) struct HalfLoads<Arch> {
+  using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
+  static batch f16(const f16_bits* p) noexcept {
+    if constexpr (batch::size == 16) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+  }
+  static batch bf16(const bf16_bits* p) noexcept {
+    if constexpr (batch::size == 16) {
+      const __m512i wide =
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    } else {
+      const __m256i wide =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    }
+  }
+  static float f16_one(f16_bits h) noexcept { return _cvtsh_ss(h); }
+};
+
+namespace x86 {
+
+template <class Arch>
+inline float hsum(__m256 v) noexcept {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// acc + sum of adjacent int16 pairs of a*b, in int32 lanes.
+template <class Arch>
+inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) noexcept {
+  if constexpr (has_vnni_v<Arch>) {
+    return _mm256_dpwssd_epi32(acc, a, b);
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+  }
+}
+
+// Sum of groups of 4 products of signed bytes, in int32 lanes. u8 x s8 instructions
+// need an unsigned side, so |a| times b with a's sign (inputs in -127..127).
+template <class Arch>
+inline __m256i dot_s8s8(__m256i a, __m256i b) noexcept {
+  const __m256i abs_a = _mm256_sign_epi8(a, a);
+  const __m256i signed_b = _mm256_sign_epi8(b, a);
+  if constexpr (has_vnni_v<Arch>) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_a, signed_b);
+  } else {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_a, signed_b), _mm256_set1_epi16(1));
+  }
+}
+
+template <class Arch>
+inline __m256i load256(const void* p) noexcept {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Q4_K's 12 packed bytes as 16: scales 0-7 in bytes 0-7, mins 0-7 in bytes 8-15
+// (the same unpacking as unpack_q4k_scales, four bytes at a time).
+template <class Arch>
+inline __m128i q4k_scales_and_mins(const std::uint8_t* packed) noexcept {
+  std::uint32_t u[3];
+  std::memcpy(u, packed, 12);
+  const std::uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, top2 = 0x03030303u;
+  const std::uint32_t sc_lo = u[0] & low6;
+  const std::uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & top2) << 4);
+  const std::uint32_t m_lo = u[1] & low6;
+  const std::uint32_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & top2) << 4);
+  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
+                       static_cast<int>(sc_lo));
+}
+
+// Picks int16 element `lo` into every slot of the low 128-bit lane and `hi` into the high
+// one, as a vpshufb control (both lanes must hold the same 8 int16 values).
+inline constexpr std::int8_t kPickWord[8][2] = {{0, 1}, {2, 3},   {4, 5},   {6, 7},
+                                                {8, 9}, {10, 11}, {12, 13}, {14, 15}};
+template <class Arch>
+inline __m256i pick_words(int lo, int hi) noexcept {
+  const __m128i l = _mm_set1_epi16(static_cast<short>(kPickWord[lo][0] | (kPickWord[lo][1] << 8)));
+  const __m128i h = _mm_set1_epi16(static_cast<short>(kPickWord[hi][0] | (kPickWord[hi][1] << 8)));
+  return _mm256_set_m128i(h, l);
+}
+
+template <class Arch>
+float dot_q4k_q8k(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  // Each min twice: once per bsum (group of 16) of its sub-block.
+  const __m128i mins_per_group =
+      _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  __m256i pick[8];
+  for (int j = 0; j < 8; ++j) pick[j] = pick_words<Arch>(j, j);
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const float yd = y[b].d;
+    const __m128i packed = q4k_scales_and_mins<Arch>(x[b].scales);
+    // The 8 scales as int16, the same in both 128-bit lanes (for pick_words).
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+    const __m256i min_products = _mm256_madd_epi16(
+        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group)), load256<Arch>(y[b].bsums));
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products),
+                              _mm256_set1_ps(_cvtsh_ss(x[b].dmin) * yd), acc_min);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256<Arch>(x[b].qs + 32 * c);
+      const __m256i lo = _mm256_and_si256(q, nibble);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256<Arch>(y[b].qs + 64 * c));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256<Arch>(y[b].qs + 64 * c + 32));
+      sumi = madd16_acc<Arch>(sumi, p_lo, _mm256_shuffle_epi8(sc16, pick[2 * c]));
+      sumi = madd16_acc<Arch>(sumi, p_hi, _mm256_shuffle_epi8(sc16, pick[2 * c + 1]));
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(x[b].d) * yd), acc);
+  }
+  return hsum<Arch>(acc) - hsum<Arch>(acc_min);
+}
+
+template <class Arch>
+float dot_q6k_q8k(const BlockQ6K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0C);
+  const __m256i m30 = _mm256_set1_epi8(0x30), mc0 = _mm256_set1_epi8(static_cast<char>(0xC0));
+  __m256i pick[4];
+  for (int k = 0; k < 4; ++k) pick[k] = pick_words<Arch>(2 * k, 2 * k + 1);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
+    // The -32 offset: 32 * sum_g scale_g * bsum_g, subtracted in integers.
+    const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load256<Arch>(y[b].bsums));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i sc16 =
+          _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+      const __m256i ql0 = load256<Arch>(x[b].ql + 64 * h);
+      const __m256i ql1 = load256<Arch>(x[b].ql + 64 * h + 32);
+      const __m256i qh = load256<Arch>(x[b].qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, nibble),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, m03), 4)),
+          _mm256_or_si256(_mm256_and_si256(ql1, nibble),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, m0c), 2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), nibble),
+                          _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), nibble),
+                          _mm256_srli_epi16(_mm256_and_si256(qh, mc0), 2)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const __m256i p = _mm256_maddubs_epi16(q[k], load256<Arch>(y[b].qs + 128 * h + 32 * k));
+        sumi = madd16_acc<Arch>(sumi, p, _mm256_shuffle_epi8(sc16, pick[k]));
+      }
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+    acc =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d), acc);
+  }
+  return hsum<Arch>(acc);
+}
+
+template <class Arch>
+float dot_q8_0_q8_0(const BlockQ8_0* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m256i s = dot_s8s8<Arch>(load256<Arch>(x[b].qs), load256<Arch>(y[b].qs));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+                          _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
+  }
+  return hsum<Arch>(acc);
+}
+
+template <class Arch>
+float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+    const __m256i q = _mm256_sub_epi8(_mm256_and_si256(both, nibble), eight);
+    const __m256i s = dot_s8s8<Arch>(q, load256<Arch>(y[b].qs));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+                          _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
+  }
+  return hsum<Arch>(acc);
+}
+
+}  // namespace x86
+
+// The kernels every x86 set shares; AVX-512 sets add their tiles on top.
+template <class Arch>
+Kernels make_x86_kernels() noexcept {
+  Kernels k;
+  k.isa = ArchInfo<Arch>::isa;
+  k.dot_q4k_q8k = x86::dot_q4k_q8k<Arch>;
+  k.dot_q6k_q8k = x86::dot_q6k_q8k<Arch>;
+  k.dot_q4_0_q8_0 = x86::dot_q4_0_q8_0<Arch>;
+  k.dot_q8_0_q8_0 = x86::dot_q8_0_q8_0<Arch>;
+  k.dot_f32 = dot_f32<Arch>;
+  k.dot_f16_f32 = dot_f16_f32<Arch>;
+  k.dot_bf16_f32 = dot_bf16_f32<Arch>;
+  k.quantize_row_q8k = quantize_row_q8k<Arch>;
+  return k;
+}
+
+}  // namespace smol::simd
+
+#endif  // SMOL_X86
