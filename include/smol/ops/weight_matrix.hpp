@@ -1,0 +1,23 @@
+// A weight matrix as the kernels see it: a view of `rows` rows of `cols` values
+// in some ggml type, straight out of the memory map (nothing copied).
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "smol/core/ggml_type.hpp"
+
+namespace smol {
+
+struct WeightMatrix {
+  GgmlType type = GgmlType::F32;
+  const std::byte* data = nullptr;
+  std::size_t rows = 0;       // output features (GGUF dims[1])
+  std::size_t cols = 0;       // input features, the row length (GGUF dims[0])
+  std::size_t row_bytes = 0;  // bytes of one row: ggml_row_bytes(type, cols)
+  std::string_view name;      // for error messages
+
+  const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }
+};
+
+}  // namespace smol

@@ -1,0 +1,156 @@
+// matmul (prefill) for every type and ISA against the scalar kernels, odd token counts,
+// both thread counts; matmul of one token equals matvec exactly.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "smol/ops/matmul.hpp"
+#include "test_simd_data.hpp"
+
+using namespace smol;
+using namespace smol::testing;
+
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                               GgmlType::F32,  GgmlType::F16,  GgmlType::BF16};
+
+void check_matmul(const WeightMatrix& w, std::size_t n_tokens, std::mt19937& rng,
+                  std::initializer_list<int> thread_counts, bool check_f32_mode) {
+  const auto x = random_floats(n_tokens * w.cols, rng);
+  std::vector<std::vector<float>> want(n_tokens);
+  std::vector<std::vector<Reference>> ref(n_tokens);
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    want[t] = expected_q8(w, x.data() + t * w.cols);
+    ref[t] = expected_f64(w, x.data() + t * w.cols);
+  }
+  for (Isa isa : available_isas()) {
+    for (int threads : thread_counts) {
+      Context ctx(threads, isa);
+      std::vector<float> y(n_tokens * w.rows, -1.0f);
+      matmul(ctx, w, x.data(), n_tokens, y.data());
+      CAPTURE(ggml_type_name(w.type));
+      CAPTURE(isa_name(isa));
+      CAPTURE(threads);
+      CAPTURE(n_tokens);
+      CAPTURE(w.cols);
+      std::size_t bad = 0;
+      for (std::size_t t = 0; t < n_tokens; ++t) {
+        for (std::size_t r = 0; r < w.rows; ++r) {
+          const double tol = 4e-6 * (ref[t][r].magnitude + std::fabs(want[t][r])) + 1e-30;
+          bad += std::fabs(y[t * w.rows + r] - want[t][r]) > tol;
+        }
+      }
+      CHECK(bad == 0);
+      if (check_f32_mode) {
+        ctx.activation_precision = ActivationPrecision::f32;
+        matmul(ctx, w, x.data(), n_tokens, y.data());
+        bad = 0;
+        for (std::size_t t = 0; t < n_tokens; ++t) {
+          for (std::size_t r = 0; r < w.rows; ++r) {
+            bad +=
+                std::fabs(y[t * w.rows + r] - ref[t][r].value) > 1e-5 * ref[t][r].magnitude + 1e-30;
+          }
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("matmul: every type, ISA, token count and thread count") {
+  std::mt19937 rng(20);
+  for (GgmlType type : kTypes) {
+    for (std::size_t cols : {256, 2304}) {
+      const std::size_t rows = 45;
+      const auto bytes = random_matrix(type, rows, cols, rng);
+      const WeightMatrix w = view(type, bytes, rows, cols);
+      for (std::size_t n : {1, 3, 7, 8, 13, 64}) check_matmul(w, n, rng, {1, 2}, n <= 8);
+    }
+  }
+}
+
+TEST_CASE("matmul: SmolLM3 shapes") {
+  std::mt19937 rng(21);
+  struct Shape {
+    std::size_t rows, cols;
+    GgmlType type;
+  };
+  for (Shape s : {Shape{2048, 2048, GgmlType::Q4_K}, Shape{512, 2048, GgmlType::Q6_K},
+                  Shape{11008, 2048, GgmlType::Q4_K}, Shape{2048, 11008, GgmlType::Q6_K},
+                  Shape{2048, 11008, GgmlType::Q4_K}}) {
+    const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
+    const WeightMatrix w = view(s.type, bytes, s.rows, s.cols);
+    check_matmul(w, 9, rng, {2}, false);
+  }
+}
+
+TEST_CASE("matmul: adversarial Q4_K / Q6_K blocks, partial row groups and token tiles") {
+  std::mt19937 rng(24);
+  for (Pattern p : kPatterns) {
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+      const std::size_t rows = 20, cols = 512;
+      std::vector<std::byte> bytes(rows * ggml_row_bytes(type, cols));
+      if (type == GgmlType::Q4_K) {
+        const auto blocks = q4k_blocks(rows * cols / QK_K, p, rng);
+        std::memcpy(bytes.data(), blocks.data(), bytes.size());
+      } else {
+        const auto blocks = q6k_blocks(rows * cols / QK_K, p, rng);
+        std::memcpy(bytes.data(), blocks.data(), bytes.size());
+      }
+      CAPTURE(static_cast<int>(p));
+      check_matmul(view(type, bytes, rows, cols), 17, rng, {1, 2}, false);
+    }
+  }
+}
+
+TEST_CASE("the vector sets carry their prefill kernels") {
+  for (Isa isa : available_isas()) {
+    const Kernels& k = kernels_for_isa(isa);
+    CAPTURE(isa_name(isa));
+    const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
+    CHECK((k.tile_q4k_q8k != nullptr) == avx512);
+    CHECK((k.tile_q6k_q8k != nullptr) == avx512);
+    CHECK((k.matrix_q4k_q8k != nullptr) == (isa == Isa::amx));
+    CHECK((k.matrix_q6k_q8k != nullptr) == (isa == Isa::amx));
+  }
+}
+
+TEST_CASE("matmul of one token equals matvec bit for bit") {
+  std::mt19937 rng(22);
+  for (GgmlType type : kTypes) {
+    const auto bytes = random_matrix(type, 300, 2048, rng);
+    const WeightMatrix w = view(type, bytes, 300, 2048);
+    const auto x = random_floats(2048, rng);
+    for (Isa isa : available_isas()) {
+      Context ctx(2, isa);
+      std::vector<float> a(300), b(300);
+      matvec(ctx, w, x.data(), a.data());
+      matmul(ctx, w, x.data(), 1, b.data());
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("matmul: lane packing keeps every quant (scalar check of the layouts)") {
+  std::mt19937 rng(23);
+  auto act = q8k_activations(QK_K, Pattern::random, rng);
+  BlockQ8KLanes q4{}, q6{};
+  pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(act.data(), &q4, 1);
+  pack_q8k_lanes<LaneSums::q6k_minus_32>(act.data(), &q6, 1);
+  std::vector<int> seen4(QK_K, 0), seen6(QK_K, 0);
+  for (std::size_t p = 0; p < QK_K; ++p) {
+    ++seen4[kLanePermutationQ4K[p]];
+    ++seen6[kLanePermutationQ6K[p]];
+    CHECK(q4.qs[p] == act[0].qs[kLanePermutationQ4K[p]]);
+    CHECK(q6.qs[p] == act[0].qs[kLanePermutationQ6K[p]]);
+  }
+  for (std::size_t i = 0; i < QK_K; ++i) CHECK((seen4[i] == 1 && seen6[i] == 1));
+  int total = 0;
+  for (int s : q6.minus32_sums) total += s;
+  int bsum = 0;
+  for (auto b : act[0].bsums) bsum += b;
+  CHECK(total == -32 * bsum);
+}

@@ -1,0 +1,97 @@
+// matvec for every type and ISA against the scalar kernels (q8 mode) and against an
+// independent double-precision product (f32 reference mode).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+#include "smol/ops/matvec.hpp"
+#include "test_simd_data.hpp"
+
+using namespace smol;
+using namespace smol::testing;
+
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                               GgmlType::F32,  GgmlType::F16,  GgmlType::BF16};
+
+}  // namespace
+
+TEST_CASE("matvec: every type, ISA and thread count equals the scalar kernels") {
+  std::mt19937 rng(10);
+  struct Shape {
+    std::size_t rows, cols;
+  };
+  for (GgmlType type : kTypes) {
+    // 121 x 2048: a few 64 KB chunks of rows and a short last one, so the shared
+    // chunk counter hands out uneven work to 2 and 3 threads.
+    for (Shape s :
+         {Shape{37, 256}, Shape{64, 768}, Shape{121, 2048}, Shape{512, 2048}, Shape{96, 11008}}) {
+      const auto bytes = random_matrix(type, s.rows, s.cols, rng);
+      const WeightMatrix w = view(type, bytes, s.rows, s.cols);
+      const auto x = random_floats(s.cols, rng);
+      const auto want = expected_q8(w, x.data());
+      const auto ref = expected_f64(w, x.data());
+      for (Isa isa : available_isas()) {
+        for (int threads : {1, 2, 3}) {
+          Context ctx(threads, isa);
+          std::vector<float> y(s.rows, -1.0f);
+          matvec(ctx, w, x.data(), y.data());
+          CAPTURE(ggml_type_name(type));
+          CAPTURE(isa_name(isa));
+          CAPTURE(threads);
+          CAPTURE(s.cols);
+          // Same quantized activations, so the only difference is float summation order.
+          for (std::size_t r = 0; r < s.rows; ++r) {
+            CHECK(std::fabs(y[r] - want[r]) <=
+                  2e-6 * (ref[r].magnitude + std::fabs(want[r])) + 1e-30);
+          }
+          ctx.activation_precision = ActivationPrecision::f32;
+          matvec(ctx, w, x.data(), y.data());
+          for (std::size_t r = 0; r < s.rows; ++r) {
+            CHECK(std::fabs(y[r] - ref[r].value) <= 1e-5 * ref[r].magnitude + 1e-30);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matvec: SmolLM3 shapes") {
+  std::mt19937 rng(11);
+  struct Shape {
+    std::size_t rows, cols;
+    GgmlType type;
+  };
+  for (Shape s : {Shape{2048, 2048, GgmlType::Q4_K}, Shape{512, 2048, GgmlType::Q6_K},
+                  Shape{11008, 2048, GgmlType::Q4_K}, Shape{2048, 11008, GgmlType::Q6_K}}) {
+    const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
+    const WeightMatrix w = view(s.type, bytes, s.rows, s.cols);
+    const auto x = random_floats(s.cols, rng);
+    const auto want = expected_q8(w, x.data());
+    Context ctx(2);
+    std::vector<float> y(s.rows);
+    matvec(ctx, w, x.data(), y.data());
+    const auto ref = expected_f64(w, x.data());
+    for (std::size_t r = 0; r < s.rows; ++r) {
+      CHECK(std::fabs(y[r] - want[r]) <= 2e-6 * ref[r].magnitude + 1e-30);
+    }
+  }
+}
+
+TEST_CASE("matvec: unsupported types and bad shapes are errors naming the tensor") {
+  std::vector<std::byte> bytes(176 * 4);
+  Context ctx(1);
+  std::vector<float> x(256), y(4);
+  const WeightMatrix q5k{GgmlType::Q5_K, bytes.data(), 4, 256, 176, "blk.0.ffn_up.weight"};
+  try {
+    matvec(ctx, q5k, x.data(), y.data());
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("blk.0.ffn_up.weight") != std::string::npos);
+    CHECK(std::string(e.what()).find("Q5_K") != std::string::npos);
+  }
+  const WeightMatrix ragged{GgmlType::Q4_K, bytes.data(), 1, 100, 144, "ragged"};
+  CHECK_THROWS_AS(matvec(ctx, ragged, x.data(), y.data()), Error);
+}
