@@ -1,0 +1,213 @@
+// ReferenceForward: the whole model in plain f32 Eigen algebra, for tests.
+//
+// Every matrix is dequantized once into a dense Eigen matrix and every position is
+// recomputed from scratch: no KV cache, no quantized kernels, no threads of our own.
+// It is written to be read next to the architecture description, not to be fast,
+// and it is the yardstick the Transformer's quantized path is measured against.
+//
+// With `round_activations`, each matrix product first rounds its input the way ggml
+// does before a quantized dot product (Q8_K for k-quant weights, Q8_0 for Q4_0/Q8_0,
+// f16/bf16 for those weights): the products then equal the integer dot products of
+// the fast path, up to the order of float sums. Without it, the yardstick is the
+// exact-activation answer that llama.cpp's F32 goldens represent.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "smol/model/model.hpp"
+#include "smol/quant/dequantize.hpp"
+#include "smol/quant/quantize.hpp"
+#include "smol/quant/quantize_q8k.hpp"
+
+namespace smol {
+
+struct ReferenceOptions {
+  bool round_activations = false;  // round matrix inputs as ggml does (see above)
+};
+
+class ReferenceForward {
+ public:
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Vector = Eigen::RowVectorXf;
+
+  explicit ReferenceForward(const Model& model, ReferenceOptions options = {})
+      : config_(model.config()), options_(options) {
+    const ModelWeights& w = model.weights();
+    token_embd_ = dense(w.token_embd);
+    output_ = w.tied_embeddings ? dense(w.token_embd) : dense(w.output);
+    output_norm_ = row_vector(w.output_norm);
+    for (const LayerWeights& layer : w.layers) {
+      layers_.push_back({row_vector(layer.attn_norm), dense(layer.attn_q), dense(layer.attn_k),
+                         dense(layer.attn_v), dense(layer.attn_output), row_vector(layer.ffn_norm),
+                         dense(layer.ffn_gate), dense(layer.ffn_up), dense(layer.ffn_down)});
+    }
+  }
+
+  // Logits of every position when `tokens` are fed from position 0:
+  // tokens.size() rows of n_vocab.
+  Matrix logits(std::span<const std::int32_t> tokens) const {
+    const ModelConfig& c = config_;
+    const auto n = static_cast<Eigen::Index>(tokens.size());
+    Matrix x(n, static_cast<Eigen::Index>(c.n_embd));
+    for (Eigen::Index t = 0; t < n; ++t) x.row(t) = token_embd_.values.row(tokens[t]);
+
+    for (std::size_t il = 0; il < c.n_layer; ++il) {
+      const Layer& layer = layers_[il];
+      Matrix normed = rmsnorm(x, layer.attn_norm);
+      Matrix q = product(normed, layer.attn_q);
+      Matrix k = product(normed, layer.attn_k);
+      const Matrix v = product(normed, layer.attn_v);
+      if (c.uses_rope(il)) {
+        rope(q, c.n_head);
+        rope(k, c.n_head_kv);
+      }
+      x += product(attention(q, k, v), layer.attn_output);
+
+      normed = rmsnorm(x, layer.ffn_norm);
+      const Matrix gate = product(normed, layer.ffn_gate);
+      const Matrix up = product(normed, layer.ffn_up);
+      const Matrix hidden =
+          gate.unaryExpr([](float g) { return g / (1.0f + std::exp(-g)); }).cwiseProduct(up);
+      x += product(hidden, layer.ffn_down);
+    }
+    return product(rmsnorm(x, output_norm_), output_);
+  }
+
+ private:
+  struct Dense {
+    Matrix values;                       // dequantized, [out features][in features]
+    GgmlType stored_as = GgmlType::F32;  // the file's type, which decides activation rounding
+  };
+  struct Layer {
+    Vector attn_norm;
+    Dense attn_q, attn_k, attn_v, attn_output;
+    Vector ffn_norm;
+    Dense ffn_gate, ffn_up, ffn_down;
+  };
+
+  static Dense dense(const WeightMatrix& w) {
+    Matrix m(static_cast<Eigen::Index>(w.rows), static_cast<Eigen::Index>(w.cols));
+    for (std::size_t r = 0; r < w.rows; ++r) {
+      dequantize_row(w.type, w.row(r), m.row(static_cast<Eigen::Index>(r)).data(), w.cols);
+    }
+    return {std::move(m), w.type};
+  }
+
+  // x W^T, with x rounded first as ggml would for W's type when asked to.
+  Matrix product(const Matrix& x, const Dense& w) const {
+    if (!options_.round_activations) return x * w.values.transpose();
+    Matrix rounded = x;
+    for (Eigen::Index t = 0; t < rounded.rows(); ++t) round_like_ggml(rounded.row(t).data(), w);
+    return rounded * w.values.transpose();
+  }
+
+  static void round_like_ggml(float* row, const Dense& w) {
+    const auto n = static_cast<std::size_t>(w.values.cols());
+    switch (w.stored_as) {
+      case GgmlType::Q4_K:
+      case GgmlType::Q6_K: {
+        BlockQ8K block;
+        for (std::size_t b = 0; b < n / QK_K; ++b) {
+          quantize_block_q8k(row + b * QK_K, block);
+          for (std::size_t j = 0; j < QK_K; ++j) row[b * QK_K + j] = block.d * block.qs[j];
+        }
+        return;
+      }
+      case GgmlType::Q4_0:
+      case GgmlType::Q8_0:
+        round_trip(GgmlType::Q8_0, row, n);
+        return;
+      case GgmlType::F16:
+      case GgmlType::BF16:
+        round_trip(w.stored_as, row, n);
+        return;
+      default:
+        return;
+    }
+  }
+
+  static void round_trip(GgmlType type, float* row, std::size_t n) {
+    std::vector<std::byte> encoded(ggml_row_bytes(type, n));
+    quantize_row(type, row, encoded.data(), n);
+    dequantize_row(type, encoded.data(), row, n);
+  }
+
+  static Vector row_vector(const std::vector<float>& values) {
+    return Eigen::Map<const Vector>(values.data(), static_cast<Eigen::Index>(values.size()));
+  }
+
+  // Each row divided by its root mean square, then scaled by the weight.
+  Matrix rmsnorm(const Matrix& x, const Vector& weight) const {
+    Matrix out(x.rows(), x.cols());
+    for (Eigen::Index t = 0; t < x.rows(); ++t) {
+      const float mean_square = x.row(t).squaredNorm() / static_cast<float>(x.cols());
+      out.row(t) = x.row(t) / std::sqrt(mean_square + config_.rms_eps);
+      out.row(t) = out.row(t).cwiseProduct(weight);
+    }
+    return out;
+  }
+
+  // Row t is at position t. Each head's pair i turns by t * base^(-2i / n_rot).
+  void rope(Matrix& x, std::size_t n_heads) const {
+    const ModelConfig& c = config_;
+    const std::size_t pairs = c.n_rot / 2;
+    for (Eigen::Index t = 0; t < x.rows(); ++t) {
+      for (std::size_t h = 0; h < n_heads; ++h) {
+        float* head = x.row(t).data() + h * c.head_dim;
+        for (std::size_t i = 0; i < pairs; ++i) {
+          const double angle = static_cast<double>(t) * std::pow(static_cast<double>(c.rope_base),
+                                                                 -2.0 * static_cast<double>(i) /
+                                                                     static_cast<double>(c.n_rot));
+          const bool adjacent = c.rope_layout == RopeLayout::adjacent_pairs;
+          float& a = head[adjacent ? 2 * i : i];
+          float& b = head[adjacent ? 2 * i + 1 : i + pairs];
+          const float cos = static_cast<float>(std::cos(angle));
+          const float sin = static_cast<float>(std::sin(angle));
+          const float rotated_a = a * cos - b * sin;
+          b = a * sin + b * cos;
+          a = rotated_a;
+        }
+      }
+    }
+  }
+
+  // Causal softmax(Q K^T / sqrt(d)) V per query head, with query head h reading KV
+  // head h / (n_head / n_head_kv).
+  Matrix attention(const Matrix& q, const Matrix& k, const Matrix& v) const {
+    const ModelConfig& c = config_;
+    const auto d = static_cast<Eigen::Index>(c.head_dim);
+    const Eigen::Index n = q.rows();
+    const std::size_t group = c.n_head / c.n_head_kv;
+    Matrix out(n, q.cols());
+    for (std::size_t h = 0; h < c.n_head; ++h) {
+      const auto kv_head = static_cast<Eigen::Index>(h / group);
+      const Matrix qh = q.middleCols(static_cast<Eigen::Index>(h) * d, d);
+      const Matrix kh = k.middleCols(kv_head * d, d);
+      const Matrix vh = v.middleCols(kv_head * d, d);
+      Matrix scores = (qh * kh.transpose()) / std::sqrt(static_cast<float>(d));
+      for (Eigen::Index i = 0; i < n; ++i) {
+        const Eigen::Index visible = i + 1;
+        const float max = scores.row(i).head(visible).maxCoeff();
+        scores.row(i).head(visible) = (scores.row(i).head(visible).array() - max).exp().matrix();
+        scores.row(i).head(visible) /= scores.row(i).head(visible).sum();
+        scores.row(i).tail(n - visible).setZero();
+      }
+      out.middleCols(static_cast<Eigen::Index>(h) * d, d) = scores * vh;
+    }
+    return out;
+  }
+
+  ModelConfig config_;
+  ReferenceOptions options_;
+  Dense token_embd_;
+  Dense output_;
+  Vector output_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace smol

@@ -1,0 +1,409 @@
+// Synthetic SmolLM3 / Llama GGUF models: random weights with a real file layout.
+//
+// Tests and benchmarks need models of any shape with the exact tensor names, type
+// mix and metadata of a real SmolLM3 Q4_K_M file, without shipping gigabytes. Weights
+// follow the tiny fixture's recipe (shared/fixtures/README.md) so that even a small
+// model gives non-degenerate logits: embeddings N(0, 0.02^2), projections
+// N(0, g^2 / fan_in) with g = 1.5 for Q and K, 2 for the attention output and FFN
+// down, 1 elsewhere; norms 1 + 0.1 N(0, 1); the final norm scaled so that the tied
+// output layer gives logits with a spread of about 3.
+//
+// Every tensor draws its values from its own stream, seeded by (seed, tensor name),
+// so the F32 and Q4_K_M files made with one seed hold the same weights up to
+// quantization. With `fast`, quantized tensors are instead filled with random valid
+// blocks of the same scale: no quantizer search, for multi-gigabyte benchmark files.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/core/ggml_type.hpp"
+#include "smol/core/half.hpp"
+#include "smol/gguf/writer.hpp"
+#include "smol/model/synthetic_vocabulary.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/quantize.hpp"
+#include "smol/text/smollm3_template.hpp"
+
+namespace smol {
+
+// The weight formats of llama.cpp's common file types.
+enum class SyntheticWeights {
+  f32,     // everything F32 (general.file_type 0)
+  f16,     // matrices F16, norms F32 (1)
+  q8_0,    // matrices Q8_0, norms F32 (7)
+  q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
+};
+
+struct SyntheticSpec {
+  std::string arch = "smollm3";  // "smollm3" or "llama"
+  std::string name = "smol-synthetic";
+  std::size_t layers = 8;
+  std::size_t hidden = 256;
+  std::size_t ffn = 768;
+  std::size_t heads = 4;
+  std::size_t kv_heads = 1;
+  std::size_t head_dim = 0;  // 0: hidden / heads
+  std::size_t vocab = 1024;
+  std::size_t context = 4096;
+  float rope_base = 5e6f;
+  float rms_eps = 1e-6f;
+  std::uint64_t seed = 1;
+  SyntheticWeights weights = SyntheticWeights::q4_k_m;
+  bool tied = true;   // no output.weight: the LM head is token_embd
+  bool fast = false;  // random valid quantized blocks instead of quantized Gaussians
+
+  std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
+
+  void validate() const {
+    if (arch != "smollm3" && arch != "llama") {
+      fail("synthetic model: arch must be smollm3 or llama, not \"", arch, "\"");
+    }
+    if (layers == 0 || hidden == 0 || ffn == 0 || heads == 0 || kv_heads == 0 || context == 0) {
+      fail("synthetic model: layers, hidden, ffn, heads, kv-heads and context must be positive");
+    }
+    if (heads % kv_heads != 0) {
+      fail("synthetic model: ", heads, " query heads cannot share ", kv_heads, " KV heads evenly");
+    }
+    if (head_dim == 0 && hidden % heads != 0) {
+      fail("synthetic model: hidden ", hidden, " is not a multiple of ", heads, " heads");
+    }
+    if (effective_head_dim() % 2 != 0) {
+      fail("synthetic model: head_dim ", effective_head_dim(), " must be even for RoPE");
+    }
+    if (vocab < 256 + std::size(kSmolLM3ControlTokens)) {
+      fail("synthetic model: vocab must be at least ", 256 + std::size(kSmolLM3ControlTokens));
+    }
+  }
+};
+
+// Named shapes: "tiny" (like the fixture: 8 layers, 256 hidden, 4/1 heads, 768 FFN,
+// 1024 vocab) and "smollm3-3b" (the real SmolLM3-3B shape, Q4_K_M, fast blocks).
+inline SyntheticSpec synthetic_preset(std::string_view name) {
+  SyntheticSpec spec;
+  if (name == "tiny") {
+    spec.name = "smol-synthetic-tiny";
+    return spec;  // the defaults are the tiny shape
+  }
+  if (name == "smollm3-3b") {
+    spec.name = "smol-synthetic-smollm3-3b";
+    spec.layers = 36;
+    spec.hidden = 2048;
+    spec.ffn = 11008;
+    spec.heads = 16;
+    spec.kv_heads = 4;
+    spec.head_dim = 128;
+    spec.vocab = 128256;
+    spec.context = 65536;
+    spec.rope_base = 5e6f;
+    spec.rms_eps = 1e-6f;
+    spec.weights = SyntheticWeights::q4_k_m;
+    spec.fast = true;
+    return spec;
+  }
+  fail("unknown synthetic model preset \"", name, "\" (known: tiny, smollm3-3b)");
+}
+
+// llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
+// and last eighth of the blocks and in every third block in between.
+constexpr bool uses_more_bits(std::size_t layer, std::size_t n_layers) noexcept {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 ||
+         (layer >= n_layers / 8 && (layer - n_layers / 8) % 3 == 2);
+}
+
+// One tensor of a synthetic model: where it goes and how its values are drawn.
+struct SyntheticTensor {
+  enum class Init { gaussian, norm };
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<std::uint64_t> dims;  // innermost first
+  Init init = Init::gaussian;
+  float scale = 1;  // gaussian: the standard deviation; norm: the centre
+
+  std::size_t elements() const {
+    std::size_t n = 1;
+    for (const auto dim : dims) n *= static_cast<std::size_t>(dim);
+    return n;
+  }
+};
+
+namespace detail {
+
+// What llama-quantize falls back to when a row does not split into 256-value blocks.
+inline GgmlType fit_row(GgmlType wanted, std::uint64_t row_length) {
+  if (row_length % ggml_type_info(wanted).block_values == 0) return wanted;
+  return row_length % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
+}
+
+inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_view role,
+                                      std::size_t layer, std::uint64_t row_length) {
+  switch (spec.weights) {
+    case SyntheticWeights::f32:
+      return GgmlType::F32;
+    case SyntheticWeights::f16:
+      return GgmlType::F16;
+    case SyntheticWeights::q8_0:
+      return fit_row(GgmlType::Q8_0, row_length);
+    case SyntheticWeights::q4_k_m:
+      break;
+  }
+  // The LM head (output, or token_embd when tied) is Q6_K.
+  const bool lm_head = role == "output" || (role == "token_embd" && spec.tied);
+  const bool more_bits =
+      (role == "attn_v" || role == "ffn_down") && uses_more_bits(layer, spec.layers);
+  return fit_row(lm_head || more_bits ? GgmlType::Q6_K : GgmlType::Q4_K, row_length);
+}
+
+}  // namespace detail
+
+// The tensors of a synthetic model in file order, with their types.
+inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& spec) {
+  spec.validate();
+  const std::uint64_t hidden = spec.hidden;
+  const std::uint64_t q_dim = spec.heads * spec.effective_head_dim();
+  const std::uint64_t kv_dim = spec.kv_heads * spec.effective_head_dim();
+  const std::uint64_t ffn = spec.ffn;
+  // Logits are token_embd . (RMSNorm(x) * w): with unit-RMS normalised activations
+  // their spread is about 0.02 * w * sqrt(hidden); aim for 3, as in the fixture.
+  const float output_norm_centre = 3.0f / (0.02f * std::sqrt(static_cast<float>(hidden)));
+
+  std::vector<SyntheticTensor> tensors;
+  const auto matrix = [&](std::string name, std::string_view role, std::size_t layer,
+                          std::uint64_t in, std::uint64_t out, float gain) {
+    const GgmlType type = detail::synthetic_matrix_type(spec, role, layer, in);
+    const float stddev =
+        role == "token_embd" || role == "output" ? 0.02f : gain / std::sqrt(static_cast<float>(in));
+    tensors.push_back({std::move(name), type, {in, out}, SyntheticTensor::Init::gaussian, stddev});
+  };
+  const auto norm = [&](std::string name, float centre) {
+    tensors.push_back(
+        {std::move(name), GgmlType::F32, {hidden}, SyntheticTensor::Init::norm, centre});
+  };
+
+  matrix("token_embd.weight", "token_embd", 0, hidden, spec.vocab, 1);
+  norm("output_norm.weight", output_norm_centre);
+  if (!spec.tied) matrix("output.weight", "output", 0, hidden, spec.vocab, 1);
+  for (std::size_t il = 0; il < spec.layers; ++il) {
+    const std::string prefix = "blk." + std::to_string(il) + ".";
+    norm(prefix + "attn_norm.weight", 1);
+    matrix(prefix + "attn_q.weight", "attn_q", il, hidden, q_dim, 1.5f);
+    matrix(prefix + "attn_k.weight", "attn_k", il, hidden, kv_dim, 1.5f);
+    matrix(prefix + "attn_v.weight", "attn_v", il, hidden, kv_dim, 1);
+    matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 2);
+    norm(prefix + "ffn_norm.weight", 1);
+    matrix(prefix + "ffn_gate.weight", "ffn_gate", il, hidden, ffn, 1);
+    matrix(prefix + "ffn_up.weight", "ffn_up", il, hidden, ffn, 1);
+    matrix(prefix + "ffn_down.weight", "ffn_down", il, ffn, hidden, 2);
+  }
+  return tensors;
+}
+
+namespace detail {
+
+// splitmix64: tiny, fast, and the same numbers on every platform (unlike
+// std::normal_distribution, whose algorithm is up to the standard library).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in (0, 1]: never 0, so its logarithm is finite.
+  double uniform() { return static_cast<double>((next() >> 11) + 1) * 0x1p-53; }
+  // Standard normal values by the Box-Muller transform, one pair at a time.
+  float normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double radius = std::sqrt(-2.0 * std::log(uniform()));
+    const double angle = 2.0 * 3.14159265358979323846 * uniform();
+    spare_ = static_cast<float>(radius * std::sin(angle));
+    has_spare_ = true;
+    return static_cast<float>(radius * std::cos(angle));
+  }
+  void fill(std::span<std::byte> out) {
+    std::size_t i = 0;
+    for (; i + 8 <= out.size(); i += 8) {
+      const std::uint64_t bits = next();
+      std::memcpy(out.data() + i, &bits, 8);
+    }
+    if (i < out.size()) {
+      const std::uint64_t bits = next();
+      std::memcpy(out.data() + i, &bits, out.size() - i);
+    }
+  }
+  int uniform_int(int low, int high) {  // inclusive; the modulo bias is irrelevant here
+    return low + static_cast<int>(next() % static_cast<std::uint64_t>(high - low + 1));
+  }
+
+ private:
+  std::uint64_t state_;
+  float spare_ = 0;
+  bool has_spare_ = false;
+};
+
+// FNV-1a of the tensor name mixed with the seed: a stream per tensor.
+inline std::uint64_t tensor_seed(std::uint64_t seed, std::string_view name) {
+  std::uint64_t hash = 0xcbf29ce484222325ull ^ (seed * 0x9e3779b97f4a7c15ull);
+  for (const char c : name) {
+    hash ^= static_cast<std::uint8_t>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+inline std::vector<float> synthetic_values(const SyntheticTensor& tensor, std::uint64_t seed) {
+  SplitMix64 rng(tensor_seed(seed, tensor.name));
+  std::vector<float> values(tensor.elements());
+  for (float& v : values) {
+    v = tensor.init == SyntheticTensor::Init::norm ? tensor.scale * (1 + 0.1f * rng.normal())
+                                                   : tensor.scale * rng.normal();
+  }
+  return values;
+}
+
+// Random blocks whose values have about the standard deviation `stddev`: random
+// quants under scales drawn from the upper part of their range, as a quantizer
+// would produce for Gaussian data. Only the statistics matter; speed is the point.
+inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
+                               std::span<std::byte> out) {
+  SplitMix64 rng(seed);
+  rng.fill(out);  // every quant bit random; scales are overwritten below
+  const auto for_each_block = [&](auto block_tag, auto&& set_scales) {
+    using Block = decltype(block_tag);
+    for (std::size_t at = 0; at + sizeof(Block) <= out.size(); at += sizeof(Block)) {
+      Block block;
+      std::memcpy(&block, out.data() + at, sizeof(Block));
+      set_scales(block);
+      std::memcpy(out.data() + at, &block, sizeof(Block));
+    }
+  };
+  switch (type) {
+    case GgmlType::Q4_K:
+      // value = d * sc * q - dmin * m with dmin = 7.5 d and m = sc: d * sc * (q - 7.5),
+      // q uniform in 0..15 (mean 7.5, std 4.6), sc in 32..63 (rms 48.8).
+      for_each_block(BlockQ4K{}, [&](BlockQ4K& block) {
+        std::uint8_t scales[8];
+        for (auto& s : scales) s = static_cast<std::uint8_t>(rng.uniform_int(32, 63));
+        pack_q4k_scales(scales, scales, block.scales);
+        const float d = stddev / (48.8f * 4.6f);
+        block.d = f32_to_f16(d);
+        block.dmin = f32_to_f16(7.5f * d);
+      });
+      return;
+    case GgmlType::Q6_K:
+      // value = d * sc * (q - 32), q uniform in 0..63 (std 18.5), sc in 48..127 (rms 90).
+      for_each_block(BlockQ6K{}, [&](BlockQ6K& block) {
+        for (auto& s : block.scales) s = static_cast<std::int8_t>(rng.uniform_int(48, 127));
+        block.d = f32_to_f16(stddev / (90.0f * 18.5f));
+      });
+      return;
+    case GgmlType::Q8_0:
+      // q uniform in -128..127 (std 73.9).
+      for_each_block(BlockQ8_0{}, [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
+      return;
+    default:
+      fail("fill_random_blocks: no random blocks for ", ggml_type_name(type));
+  }
+}
+
+inline bool is_block_quantized(GgmlType type) {
+  return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q8_0;
+}
+
+inline std::uint32_t file_type_id(SyntheticWeights weights) {
+  switch (weights) {
+    case SyntheticWeights::f32:
+      return 0;
+    case SyntheticWeights::f16:
+      return 1;
+    case SyntheticWeights::q8_0:
+      return 7;
+    case SyntheticWeights::q4_k_m:
+      return 15;
+  }
+  return 0;
+}
+
+}  // namespace detail
+
+// A writer holding the whole synthetic model; tensor bytes are produced one tensor
+// at a time while it writes, so even a multi-gigabyte model needs little memory.
+inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
+  const auto tensors = plan_synthetic_tensors(spec);  // validates spec
+  const Vocabulary vocab = build_synthetic_vocabulary(spec.vocab);
+  const auto u32 = [](std::size_t value) { return static_cast<std::uint32_t>(value); };
+
+  gguf::GgufWriter writer;
+  const std::string& arch = spec.arch;
+  writer.set("general.architecture", arch);
+  writer.set("general.name", spec.name);
+  writer.set(arch + ".block_count", u32(spec.layers));
+  writer.set(arch + ".context_length", u32(spec.context));
+  writer.set(arch + ".embedding_length", u32(spec.hidden));
+  writer.set(arch + ".feed_forward_length", u32(spec.ffn));
+  writer.set(arch + ".attention.head_count", u32(spec.heads));
+  writer.set(arch + ".attention.head_count_kv", u32(spec.kv_heads));
+  writer.set(arch + ".rope.freq_base", spec.rope_base);
+  writer.set(arch + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
+  writer.set(arch + ".rope.dimension_count", u32(spec.effective_head_dim()));
+  if (spec.head_dim != 0 && spec.head_dim * spec.heads != spec.hidden) {
+    writer.set(arch + ".attention.key_length", u32(spec.head_dim));
+    writer.set(arch + ".attention.value_length", u32(spec.head_dim));
+  }
+  writer.set(arch + ".vocab_size", u32(spec.vocab));
+
+  writer.set("tokenizer.ggml.model", vocab.model);
+  writer.set("tokenizer.ggml.pre", vocab.pre_tokenizer);
+  writer.set("tokenizer.ggml.tokens", gguf::Value::strings(vocab.tokens));
+  std::vector<std::int32_t> token_types;
+  for (const TokenType type : vocab.token_types) {
+    token_types.push_back(static_cast<std::int32_t>(type));
+  }
+  writer.set("tokenizer.ggml.token_type", gguf::Value::array(token_types));
+  writer.set("tokenizer.ggml.merges", gguf::Value::strings(vocab.merges));
+  writer.set("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(*vocab.bos_id));
+  writer.set("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(*vocab.eos_id));
+  writer.set("tokenizer.ggml.add_bos_token", false);
+  writer.set("tokenizer.chat_template", kSmolLM3ChatTemplate);
+  writer.set("general.file_type", detail::file_type_id(spec.weights));
+  if (spec.weights != SyntheticWeights::f32) writer.set("general.quantization_version", 2u);
+
+  for (const SyntheticTensor& tensor : tensors) {
+    const gguf::Shape shape(std::span<const std::uint64_t>(tensor.dims));
+    const std::uint64_t seed = detail::tensor_seed(spec.seed, tensor.name);
+    if (spec.fast && detail::is_block_quantized(tensor.type)) {
+      writer.add_tensor_generated(
+          tensor.name, tensor.type, shape,
+          [type = tensor.type, stddev = tensor.scale, seed](std::span<std::byte> out) {
+            detail::fill_random_blocks(type, stddev, seed, out);
+          });
+    } else {
+      writer.add_tensor_generated(
+          tensor.name, tensor.type, shape, [tensor, seed = spec.seed](std::span<std::byte> out) {
+            const auto values = detail::synthetic_values(tensor, seed);
+            quantize_row(tensor.type, values.data(), out.data(), values.size());
+          });
+    }
+  }
+  return writer;
+}
+
+inline void write_synthetic_model(const SyntheticSpec& spec, const std::string& path) {
+  make_synthetic_writer(spec).write(path);
+}
+
+}  // namespace smol

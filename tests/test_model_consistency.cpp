@@ -1,0 +1,240 @@
+// The Transformer against itself and against the Eigen reference forward:
+// prefill == step-by-step decode, chunked prefill == one block, rewinding, session
+// errors, lazily committed KV memory, and the quantized path vs the f32 reference on
+// synthetic models of several shapes with the real SmolLM3 Q4_K_M type mix.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "smol/gguf/gguf_file.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/reference_forward.hpp"
+#include "smol/model/synthetic.hpp"
+#include "smol/model/transformer.hpp"
+#include "smol/ops/context.hpp"
+
+namespace {
+
+const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
+
+std::vector<std::int32_t> some_tokens(std::size_t n, std::size_t vocab, unsigned seed) {
+  std::vector<std::int32_t> tokens(n);
+  std::uint32_t state = seed;
+  for (auto& token : tokens) {
+    state = state * 1664525u + 1013904223u;
+    token = static_cast<std::int32_t>((state >> 8) % vocab);
+  }
+  return tokens;
+}
+
+struct Agreement {
+  double mean = 0, max = 0, top1 = 0;
+};
+
+Agreement compare(std::span<const float> ours, std::span<const float> expected, std::size_t vocab) {
+  REQUIRE(ours.size() == expected.size());
+  Agreement a;
+  double sum = 0;
+  std::size_t same = 0;
+  const std::size_t rows = expected.size() / vocab;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto row = ours.subspan(r * vocab, vocab);
+    const auto want = expected.subspan(r * vocab, vocab);
+    for (std::size_t i = 0; i < vocab; ++i) {
+      const double delta = std::abs(double{row[i]} - want[i]);
+      sum += delta;
+      a.max = std::max(a.max, delta);
+    }
+    same += std::max_element(row.begin(), row.end()) - row.begin() ==
+                    std::max_element(want.begin(), want.end()) - want.begin()
+                ? 1
+                : 0;
+  }
+  a.mean = sum / static_cast<double>(expected.size());
+  a.top1 = static_cast<double>(same) / static_cast<double>(rows);
+  return a;
+}
+
+std::vector<float> step_by_step(smol::Transformer& session, std::span<const std::int32_t> tokens) {
+  std::vector<float> rows;
+  for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+    const auto logits = session.forward(tokens.subspan(pos, 1), pos);
+    rows.insert(rows.end(), logits.begin(), logits.end());
+  }
+  return rows;
+}
+
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages_total = 0, pages_resident = 0;
+  statm >> pages_total >> pages_resident;
+  return pages_resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+TEST_CASE("prefill of n tokens then one decode equals n+1 decode steps") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  const std::vector<std::int32_t> tokens = some_tokens(41, 1024, 7);
+  const std::span<const std::int32_t> prompt = std::span(tokens).first(40);
+  for (const auto precision : {smol::ActivationPrecision::f32, smol::ActivationPrecision::q8}) {
+    smol::Context ctx;
+    ctx.activation_precision = precision;
+    smol::Transformer batched(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+    const auto prefill = batched.forward(prompt, 0, smol::LogitsFor::all);
+    std::vector<float> rows(prefill.begin(), prefill.end());
+    const auto last = batched.forward(std::span(tokens).subspan(40, 1), 40);
+    rows.insert(rows.end(), last.begin(), last.end());
+
+    smol::Transformer single(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+    const Agreement a = compare(rows, step_by_step(single, tokens), 1024);
+    const bool exact = precision == smol::ActivationPrecision::f32;
+    MESSAGE(std::string(exact ? "f32" : "q8")
+            << " activations, prefill vs decode: mean |d| " << a.mean << ", max |d| " << a.max
+            << ", top-1 " << 100 * a.top1 << "%");
+    if (exact) {  // only the order of float sums differs
+      CHECK(a.max <= 1e-4);
+    } else {  // a different sum order can flip one Q8_K rounding step
+      CHECK(a.mean <= 0.15);
+      CHECK(a.max <= 1.5);
+      CHECK(a.top1 >= 0.85);
+    }
+  }
+}
+
+TEST_CASE("a prefill split into batches, or rewound and redone, gives the same logits") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  const std::vector<std::int32_t> tokens = some_tokens(30, 1024, 3);
+  smol::Transformer whole(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+  const auto expected_span = whole.forward(tokens, 0, smol::LogitsFor::all);
+  const std::vector<float> expected(expected_span.begin(), expected_span.end());
+
+  smol::Transformer chunked(model, ctx,
+                            {.context = 64, .kv_type = smol::KvType::f32, .max_batch = 7});
+  const auto chunked_rows = chunked.forward(tokens, 0, smol::LogitsFor::all);
+  CHECK(compare(chunked_rows, expected, 1024).max <= 1e-4);
+
+  // Rewind to position 10 after a detour, then finish the sequence again.
+  smol::Transformer rewound(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+  rewound.forward(std::span(tokens).first(20), 0, smol::LogitsFor::none);
+  const std::vector<std::int32_t> detour = some_tokens(15, 1024, 99);
+  rewound.forward(detour, 20, smol::LogitsFor::none);
+  CHECK(rewound.n_filled() == 35);
+  const auto redone = rewound.forward(std::span(tokens).subspan(10), 10, smol::LogitsFor::all);
+  CHECK(compare(redone, std::span(expected).subspan(10 * 1024), 1024).max <= 1e-4);
+  CHECK(rewound.n_filled() == 30);
+}
+
+TEST_CASE("session errors: overflow, gaps, bad token ids, oversized context") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  smol::Context ctx;
+  smol::Transformer session(model, ctx, {.context = 16});
+  const std::vector<std::int32_t> tokens = some_tokens(17, 1024, 1);
+  CHECK_THROWS_WITH_AS(session.forward(tokens, 0), doctest::Contains("context overflow"),
+                       smol::Error);
+  session.forward(std::span(tokens).first(16), 0);
+  CHECK_THROWS_WITH_AS(session.forward(std::span(tokens).first(1), 16),
+                       doctest::Contains("context overflow"), smol::Error);
+  smol::Transformer fresh(model, ctx, {.context = 16});
+  CHECK_THROWS_WITH_AS(fresh.forward(std::span(tokens).first(1), 3),
+                       doctest::Contains("past the 0 positions"), smol::Error);
+  const std::vector<std::int32_t> bad{5, 1024};
+  CHECK_THROWS_WITH_AS(fresh.forward(bad, 0), doctest::Contains("token id 1024"), smol::Error);
+  CHECK_THROWS_AS(smol::Transformer(model, ctx, {.context = 4097}), smol::Error);
+}
+
+TEST_CASE("a long-context session commits KV memory only for the positions it fills") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("tiny");
+  spec.context = 1u << 20;  // 1M positions: 2 GiB of f16 K/V if reserved eagerly
+  spec.vocab = 512;
+  spec.fast = true;
+  auto file =
+      smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(), "long.gguf");
+  auto config = smol::ModelConfig::from_gguf(file);
+  const smol::Model model(std::move(file), std::move(config));
+  smol::Context ctx;
+  const std::size_t before = resident_bytes();
+  smol::Transformer session(model, ctx);
+  CHECK(session.context_length() == (1u << 20));
+  session.forward(some_tokens(100, spec.vocab, 5), 0);
+  const std::size_t grown = resident_bytes() - std::min(before, resident_bytes());
+  MESSAGE("resident growth for 100 positions of a 1M-position session: " << grown << " bytes");
+  CHECK(grown < 64u << 20);
+}
+
+TEST_CASE("quantized path vs the f32 reference forward on synthetic Q4_K_M models") {
+  struct Shape {
+    const char* arch;
+    std::size_t hidden, heads, kv_heads, head_dim;
+    bool tied;
+  };
+  const Shape shapes[] = {
+      {"smollm3", 256, 4, 4, 64, true},   // head_dim 64, no grouping
+      {"smollm3", 256, 4, 2, 64, true},   // GQA 2
+      {"smollm3", 256, 4, 1, 64, false},  // GQA 4, separate output.weight
+      {"smollm3", 256, 4, 4, 128, true},  // head_dim 128 with q_dim 512 != hidden
+      {"llama", 512, 4, 2, 128, true},    // RoPE in every block
+      {"smollm3", 512, 4, 1, 128, true},  // GQA 4 at head_dim 128
+  };
+  const std::vector<std::int32_t> tokens = some_tokens(48, 512, 11);
+  for (const Shape& s : shapes) {
+    smol::SyntheticSpec spec;
+    spec.arch = s.arch;
+    spec.layers = 8;
+    spec.hidden = s.hidden;
+    spec.ffn = 512;
+    spec.heads = s.heads;
+    spec.kv_heads = s.kv_heads;
+    spec.head_dim = s.head_dim;
+    spec.vocab = 512;
+    spec.tied = s.tied;
+    spec.seed = s.hidden + s.kv_heads * 10 + s.head_dim;
+    auto file = smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(),
+                                                 "synthetic.gguf");
+    auto config = smol::ModelConfig::from_gguf(file);
+    const smol::Model model(std::move(file), std::move(config));
+    REQUIRE(model.config().head_dim == s.head_dim);
+    for (const auto precision : {smol::ActivationPrecision::q8, smol::ActivationPrecision::f32}) {
+      const bool q8 = precision == smol::ActivationPrecision::q8;
+      // q8: against a reference that rounds activations as ggml does, so only the
+      // order of float sums differs; f32: against the exact-activation reference.
+      const auto reference =
+          smol::ReferenceForward(model, {.round_activations = q8}).logits(tokens);
+      const std::span<const float> expected(reference.data(),
+                                            static_cast<std::size_t>(reference.size()));
+      smol::Context ctx;
+      ctx.activation_precision = precision;
+      smol::Transformer session(model, ctx, {.context = 128, .kv_type = smol::KvType::f32});
+      // Half as one prefill, the rest decoded one token at a time.
+      const auto prefill = session.forward(std::span(tokens).first(24), 0, smol::LogitsFor::all);
+      std::vector<float> rows(prefill.begin(), prefill.end());
+      for (std::size_t pos = 24; pos < tokens.size(); ++pos) {
+        const auto logits = session.forward(std::span(tokens).subspan(pos, 1), pos);
+        rows.insert(rows.end(), logits.begin(), logits.end());
+      }
+      const Agreement a = compare(rows, expected, spec.vocab);
+      MESSAGE(std::string(s.arch) << " hidden " << s.hidden << " heads " << s.heads << "/"
+                                  << s.kv_heads << " head_dim " << s.head_dim
+                                  << std::string(q8 ? " q8 activations" : " f32 activations")
+                                  << " vs reference: mean |d| " << a.mean << ", max |d| " << a.max
+                                  << ", top-1 " << 100 * a.top1 << "%");
+      if (q8) {
+        CHECK(a.mean <= 0.15);
+        CHECK(a.max <= 1.5);
+        CHECK(a.top1 >= 0.85);
+      } else {
+        CHECK(a.max <= 1e-3);
+        CHECK(a.top1 == 1.0);
+      }
+    }
+  }
+}

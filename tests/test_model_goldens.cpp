@@ -1,0 +1,250 @@
+// The Transformer against llama.cpp's goldens for the tiny SmolLM3 fixture, with
+// teacher forcing: prompt_ids + generated_ids go in (prompt as one prefill, then one
+// decode step per generated token, as the goldens were made) and every logits row is
+// compared. Tolerances are those of the fixtures' README. Two planted bugs (RoPE in
+// the NoPE blocks, rotate-half RoPE) must fail the F32 tolerance, proving it bites.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "smol/model/model.hpp"
+#include "smol/model/reference_forward.hpp"
+#include "smol/model/transformer.hpp"
+#include "smol/ops/context.hpp"
+
+namespace {
+
+const std::string kFixtures = SMOL_FIXTURES_DIR;
+const std::string kF32Model = std::string(SMOL_TEST_DATA_DIR) + "/tiny-smollm3-a.f32.gguf";
+const std::string kQ4Model = kFixtures + "/tiny-smollm3-a.q4_k_m.gguf";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The integers of the array after "key": in the golden JSON (flat, known layout).
+std::vector<std::int32_t> json_ints(const std::string& json, const std::string& key) {
+  const std::size_t at = json.find("\"" + key + "\"");
+  REQUIRE(at != std::string::npos);
+  const std::size_t open = json.find('[', at);
+  const std::size_t close = json.find(']', open);
+  std::vector<std::int32_t> out;
+  std::size_t i = open + 1;
+  while (i < close) {
+    std::size_t used = 0;
+    out.push_back(std::stoi(json.substr(i, close - i), &used));
+    i += used;
+    while (i < close && (json[i] == ',' || json[i] == ' ' || json[i] == '\n')) ++i;
+  }
+  return out;
+}
+
+struct Golden {
+  std::string label;
+  std::vector<std::int32_t> prompt;
+  std::vector<std::int32_t> generated;
+  std::vector<float> logits;  // rows of kVocab
+};
+constexpr std::size_t kVocab = 1024;
+
+Golden load_golden(const std::string& kind, const std::string& prompt) {
+  const std::string stem = kFixtures + "/tiny-smollm3-a." + kind + "." + prompt;
+  const std::string json = read_text(stem + ".json");
+  Golden golden{
+      kind + "." + prompt, json_ints(json, "prompt_ids"), json_ints(json, "generated_ids"), {}};
+  const std::string bin = read_text(stem + ".bin");
+  golden.logits.resize(bin.size() / sizeof(float));
+  std::memcpy(golden.logits.data(), bin.data(), golden.logits.size() * sizeof(float));
+  REQUIRE(golden.logits.size() == (golden.prompt.size() + golden.generated.size()) * kVocab);
+  return golden;
+}
+
+std::size_t argmax(const float* row) {  // lowest id wins ties, as in the goldens
+  return static_cast<std::size_t>(std::max_element(row, row + kVocab) - row);
+}
+
+// Teacher forcing as the goldens ran: the prompt as one batch, then one token a step.
+std::vector<float> teacher_forced(smol::Transformer& model, const Golden& golden) {
+  const auto prefill = model.forward(golden.prompt, 0, smol::LogitsFor::all);
+  std::vector<float> rows(prefill.begin(), prefill.end());
+  std::size_t pos = golden.prompt.size();
+  for (const std::int32_t token : golden.generated) {
+    const auto step = model.forward(std::span(&token, 1), pos++);
+    rows.insert(rows.end(), step.begin(), step.end());
+  }
+  return rows;
+}
+
+struct Agreement {
+  double mean = 0, max = 0, top1 = 0;  // mean/max |Δlogit|, share of rows with equal argmax
+};
+
+Agreement compare(const std::vector<float>& ours, const std::vector<float>& golden) {
+  REQUIRE(ours.size() == golden.size());
+  Agreement a;
+  const std::size_t rows = golden.size() / kVocab;
+  double sum = 0;
+  std::size_t same = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t i = r * kVocab; i < (r + 1) * kVocab; ++i) {
+      const double delta = std::abs(double{ours[i]} - golden[i]);
+      sum += delta;
+      a.max = std::max(a.max, delta);
+    }
+    same += argmax(&ours[r * kVocab]) == argmax(&golden[r * kVocab]) ? 1 : 0;
+  }
+  a.mean = sum / static_cast<double>(golden.size());
+  a.top1 = static_cast<double>(same) / static_cast<double>(rows);
+  return a;
+}
+
+Agreement run_and_report(const smol::Model& model, smol::Context& ctx, smol::KvType kv_type,
+                         const Golden& golden, const char* what) {
+  smol::Transformer session(model, ctx, {.context = 512, .kv_type = kv_type});
+  const Agreement a = compare(teacher_forced(session, golden), golden.logits);
+  MESSAGE(std::string(what) << " vs " << golden.label << ": mean |d| " << a.mean << ", max |d| "
+                            << a.max << ", top-1 " << 100 * a.top1 << "%");
+  return a;
+}
+
+std::vector<std::int32_t> greedy(smol::Transformer& session, const Golden& golden) {
+  std::vector<std::int32_t> ids;
+  auto logits = session.forward(golden.prompt, 0);
+  for (std::size_t k = 0; k < golden.generated.size(); ++k) {
+    ids.push_back(static_cast<std::int32_t>(argmax(logits.data())));
+    logits = session.forward(std::span(&ids.back(), 1), golden.prompt.size() + k);
+  }
+  return ids;
+}
+
+const char* const kPrompts[] = {"P1", "P2", "P3"};
+
+}  // namespace
+
+TEST_CASE("F32 fixture, f32 activations and KV cache: within 1e-3 of every golden row") {
+  const smol::Model model = smol::Model::open(kF32Model);
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  for (const char* prompt : kPrompts) {
+    const Golden golden = load_golden("f32", prompt);
+    const Agreement a = run_and_report(model, ctx, smol::KvType::f32, golden, "f32 engine");
+    CHECK(a.max <= 1e-3);
+    CHECK(a.top1 == 1.0);
+    smol::Transformer session(model, ctx, {.context = 512, .kv_type = smol::KvType::f32});
+    CHECK(greedy(session, golden) == golden.generated);
+  }
+}
+
+TEST_CASE("F32 fixture with an f16 KV cache stays within the f16 tolerance") {
+  const smol::Model model = smol::Model::open(kF32Model);
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  for (const char* prompt : kPrompts) {
+    const Agreement a =
+        run_and_report(model, ctx, smol::KvType::f16, load_golden("f32", prompt), "f16 KV");
+    CHECK(a.max <= 0.3);
+    CHECK(a.mean <= 0.02);
+    CHECK(a.top1 >= 0.98);
+  }
+}
+
+TEST_CASE("Q4_K_M fixture with Q8_K activations: within llama.cpp's own noise") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::q8;
+  for (const char* prompt : kPrompts) {
+    const Agreement a =
+        run_and_report(model, ctx, smol::KvType::f32, load_golden("q4_k_m", prompt), "q8 engine");
+    CHECK(a.mean <= 0.15);
+    CHECK(a.max <= 1.5);
+    CHECK(a.top1 >= 0.85);
+  }
+}
+
+TEST_CASE("Q4_K_M fixture with Q8_K activations: greedy agrees until the first close call") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  smol::Context ctx;
+  for (const char* prompt : kPrompts) {
+    const Golden golden = load_golden("q4_k_m", prompt);
+    smol::Transformer session(model, ctx, {.context = 512, .kv_type = smol::KvType::f32});
+    const std::vector<std::int32_t> ours = greedy(session, golden);
+    // Decisions whose golden margin (top-1 minus top-2 logit) is at least 1 are far
+    // beyond the Q8_K rounding noise; after the first closer one, parting is legitimate.
+    std::size_t safe = 0;
+    for (; safe < golden.generated.size(); ++safe) {
+      const float* row = &golden.logits[(golden.prompt.size() - 1 + safe) * kVocab];
+      std::vector<float> sorted(row, row + kVocab);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] < 1.0f) break;
+    }
+    std::size_t same = 0;
+    while (same < ours.size() && ours[same] == golden.generated[same]) ++same;
+    MESSAGE("greedy q4_k_m." << std::string(prompt) << ": " << same << " of 32 ids equal, " << safe
+                             << " before the first decision with margin < 1");
+    CHECK(same >= safe);
+  }
+}
+
+TEST_CASE("Q4_K_M fixture with f32 activations reproduces the F32 goldens") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  for (const char* prompt : kPrompts) {
+    const Agreement a =
+        run_and_report(model, ctx, smol::KvType::f32, load_golden("f32", prompt), "q4 f32-act");
+    CHECK(a.max <= 1e-3);
+    CHECK(a.top1 == 1.0);
+  }
+}
+
+TEST_CASE("the Eigen reference forward reproduces the F32 goldens") {
+  const smol::Model model = smol::Model::open(kF32Model);
+  const smol::ReferenceForward reference(model);
+  for (const char* prompt : {"P1", "P3"}) {
+    const Golden golden = load_golden("f32", prompt);
+    std::vector<std::int32_t> tokens = golden.prompt;
+    tokens.insert(tokens.end(), golden.generated.begin(), golden.generated.end());
+    const auto logits = reference.logits(tokens);
+    const Agreement a =
+        compare(std::vector<float>(logits.data(), logits.data() + logits.size()), golden.logits);
+    MESSAGE("reference vs " << golden.label << ": mean |d| " << a.mean << ", max |d| " << a.max
+                            << ", top-1 " << 100 * a.top1 << "%");
+    CHECK(a.max <= 1e-3);
+  }
+}
+
+TEST_CASE("planted RoPE bugs fail the F32 tolerance") {
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  const auto open_with = [](auto&& adjust) {
+    auto file = smol::gguf::GgufFile::open(kF32Model);
+    smol::ModelConfig config = smol::ModelConfig::from_gguf(file);
+    adjust(config);
+    return smol::Model(std::move(file), std::move(config));
+  };
+  const smol::Model rope_everywhere =
+      open_with([](smol::ModelConfig& c) { c.rope_layers.assign(c.n_layer, true); });
+  const smol::Model rotate_half =
+      open_with([](smol::ModelConfig& c) { c.rope_layout = smol::RopeLayout::rotate_half; });
+  for (const char* prompt : {"P1", "P3"}) {
+    const Golden golden = load_golden("f32", prompt);
+    const Agreement nope =
+        run_and_report(rope_everywhere, ctx, smol::KvType::f32, golden, "RoPE in NoPE blocks");
+    CHECK(nope.max > 0.1);  // 100x the tolerance: the check cannot pass by luck
+    CHECK(nope.top1 < 0.9);
+    const Agreement half =
+        run_and_report(rotate_half, ctx, smol::KvType::f32, golden, "rotate-half RoPE");
+    CHECK(half.max > 0.1);
+    CHECK(half.top1 < 0.5);
+  }
+}
