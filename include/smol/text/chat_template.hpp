@@ -1,0 +1,238 @@
+// Chat templates: the prompt text a chat model expects around each message.
+//
+// GGUF files carry their template as Jinja (tokenizer.chat_template). Rather than
+// embed a Jinja interpreter, smol recognizes the few template families it supports
+// by their tell-tale markers and renders each in C++, reproducing the Jinja output
+// character for character (the tests hold it to SmolLM3's own template text).
+//
+// The rendered text never includes the leading bos token: the tokenizer adds it when
+// the vocabulary asks (add_bos), as llama.cpp does. Tokenize it with parse_special.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "smol/text/unicode.hpp"
+#include "smol/text/warning.hpp"
+
+namespace smol {
+
+enum class ChatFormat {
+  smollm3,  // ChatML with SmolLM3's system block and /think, /no_think reasoning modes
+  chatml,   // <|im_start|>role\n...<|im_end|>\n
+  llama2,   // [INST] <<SYS>>...<</SYS>> ... [/INST]
+  llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" or "tool"
+  std::string content;
+};
+
+struct ChatOptions {
+  bool add_generation_prompt = true;  // end with the opening of the assistant's turn
+  bool enable_thinking = true;        // SmolLM3 only; a /think or /no_think in the
+                                      // system message overrides it
+};
+
+// Picks the format from a file's Jinja template; an unrecognized (or empty) template
+// gives ChatML, with a warning.
+inline ChatFormat detect_template(std::string_view jinja, const WarningHandler& warn = {}) {
+  const auto has = [&](std::string_view marker) {
+    return jinja.find(marker) != std::string_view::npos;
+  };
+  if (has("<|im_start|>") && has("Reasoning Mode")) return ChatFormat::smollm3;
+  if (has("<|im_start|>")) return ChatFormat::chatml;
+  if (has("<|start_header_id|>")) return ChatFormat::llama3;
+  if (has("[INST]")) return ChatFormat::llama2;
+  report_warning(warn, jinja.empty() ? "the model has no chat template; using ChatML"
+                                     : "unrecognized chat template; using ChatML");
+  return ChatFormat::chatml;
+}
+
+namespace detail {
+
+inline void replace_all(std::string& text, std::string_view from, std::string_view to) {
+  for (std::size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size()) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+// Python's str.strip()/rstrip() (what Jinja's filters call): Unicode whitespace plus
+// the four ASCII separators U+001C..U+001F that Python also counts.
+inline bool python_space(char32_t c) {
+  return unicode::is_whitespace(c) || (c >= 0x1C && c <= 0x1F);
+}
+
+inline std::string_view rstrip(std::string_view text) {
+  std::size_t end = text.size();
+  while (end > 0) {
+    std::size_t start = end - 1;
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    const auto decoded = unicode::decode_utf8(text, start);
+    if (decoded.status != unicode::Utf8Status::valid || start + decoded.length != end ||
+        !python_space(decoded.codepoint)) {
+      break;
+    }
+    end = start;
+  }
+  return text.substr(0, end);
+}
+
+inline std::string_view lstrip(std::string_view text) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const auto decoded = unicode::decode_utf8(text, start);
+    if (decoded.status != unicode::Utf8Status::valid || !python_space(decoded.codepoint)) break;
+    start += decoded.length;
+  }
+  return text.substr(start);
+}
+
+inline std::string_view strip(std::string_view text) {
+  return lstrip(rstrip(text));
+}
+
+inline std::string_view lstrip_newlines(std::string_view text) {
+  const std::size_t start = text.find_first_not_of('\n');
+  return start == std::string_view::npos ? std::string_view() : text.substr(start);
+}
+
+// The texts of SmolLM3's template (Unsloth's edition, as in SmolLM3 GGUF files).
+inline constexpr std::string_view kSmolLM3DefaultInstructions =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face.";
+inline constexpr std::string_view kSmolLM3ThinkingInstructions =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as"
+    " an assistant involves thoroughly exploring questions through a systematic thinking"
+    " process before providing the final precise and accurate solutions. This requires"
+    " engaging in a comprehensive cycle of analysis, summarizing, exploration,"
+    " reassessment, reflection, backtracking, and iteration to develop well-considered"
+    " thinking process. Please structure your response into two main sections: Thought"
+    " and Solution using the specified format: <think> Thought section </think> Solution"
+    " section. In the Thought section, detail your reasoning process in steps. Each step"
+    " should include detailed considerations such as analysing questions, summarizing"
+    " relevant findings, brainstorming new ideas, verifying the accuracy of the current"
+    " steps, refining any errors, and revisiting previous steps. In the Solution section,"
+    " based on various attempts, explorations, and reflections from the Thought section,"
+    " systematically present the final solution that you deem correct. The Solution"
+    " section should be logical, accurate, and concise and detail necessary steps needed"
+    " to reach the conclusion.";
+inline constexpr std::string_view kEmptyThinking = "<think>\n\n</think>\n";
+
+inline std::string render_smollm3(std::span<const ChatMessage> messages,
+                                  const ChatOptions& options) {
+  bool thinking = options.enable_thinking;
+  std::string custom_instructions;
+  if (!messages.empty() && messages.front().role == "system") {
+    const std::string& system = messages.front().content;
+    // A message with both markers gets /no_think: the template tests it first.
+    if (system.find("/no_think") != std::string::npos) {
+      thinking = false;
+    } else if (system.find("/think") != std::string::npos) {
+      thinking = true;
+    }
+    custom_instructions = system;
+    replace_all(custom_instructions, "/no_think", "");
+    replace_all(custom_instructions, "/think", "");
+    custom_instructions = std::string(rstrip(custom_instructions));
+  }
+
+  std::string out = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\n";
+  out += thinking ? "Reasoning Mode: /think\n\n" : "Reasoning Mode: /no_think\n\n";
+  out += "## Custom Instructions\n\n";
+  if (!custom_instructions.empty()) {
+    out += custom_instructions;
+  } else {
+    out += thinking ? kSmolLM3ThinkingInstructions : kSmolLM3DefaultInstructions;
+  }
+  out += "\n\n<|im_end|>\n";
+
+  for (const ChatMessage& message : messages) {
+    if (message.role == "user" || message.role == "tool") {  // tool results speak as user
+      out += "<|im_start|>user\n";
+      out += message.content;
+      out += "<|im_end|>\n";
+    } else if (message.role == "assistant") {
+      // Earlier answers are kept as written, thinking included; with thinking off
+      // each gets the same empty think block as the generation prompt.
+      out += "<|im_start|>assistant\n";
+      if (!thinking) out += kEmptyThinking;
+      out += lstrip_newlines(message.content);
+      out += "<|im_end|>\n";
+    }
+  }
+  if (options.add_generation_prompt) {
+    out += "<|im_start|>assistant\n";
+    if (!thinking) out += kEmptyThinking;
+  }
+  return out;
+}
+
+inline std::string render_chatml(std::span<const ChatMessage> messages,
+                                 const ChatOptions& options) {
+  std::string out;
+  for (const ChatMessage& message : messages) {
+    out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+inline std::string render_llama3(std::span<const ChatMessage> messages,
+                                 const ChatOptions& options) {
+  std::string out;
+  for (const ChatMessage& message : messages) {
+    out += "<|start_header_id|>" + message.role + "<|end_header_id|>\n\n";
+    out += strip(message.content);
+    out += "<|eot_id|>";
+  }
+  if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+// Meta's Llama-2 chat format: the system prompt folds into the first user turn,
+// and every turn after the first opens with its own "<s>".
+inline std::string render_llama2(std::span<const ChatMessage> messages) {
+  std::string out;
+  std::string pending_system;
+  bool first_turn = true;
+  for (const ChatMessage& message : messages) {
+    if (message.role == "system") {
+      pending_system = "<<SYS>>\n" + std::string(strip(message.content)) + "\n<</SYS>>\n\n";
+    } else if (message.role == "assistant") {
+      out += " ";
+      out += strip(message.content);
+      out += " </s>";
+    } else {
+      out += first_turn ? "[INST] " : "<s>[INST] ";
+      out += pending_system;
+      out += strip(message.content);
+      out += " [/INST]";
+      pending_system.clear();
+      first_turn = false;
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
+// The prompt text for `messages` in `format`.
+inline std::string render_chat(ChatFormat format, std::span<const ChatMessage> messages,
+                               const ChatOptions& options = {}) {
+  switch (format) {
+    case ChatFormat::smollm3:
+      return detail::render_smollm3(messages, options);
+    case ChatFormat::chatml:
+      return detail::render_chatml(messages, options);
+    case ChatFormat::llama3:
+      return detail::render_llama3(messages, options);
+    case ChatFormat::llama2:
+      return detail::render_llama2(messages);
+  }
+  return detail::render_chatml(messages, options);
+}
+
+}  // namespace smol
