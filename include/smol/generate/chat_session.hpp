@@ -1,0 +1,484 @@
+// ChatSession: a multi-turn conversation with a model, streamed piece by piece.
+//
+// Each reply renders the whole conversation with the chat template and tokenizes it,
+// then evaluates only what the KV cache does not already hold: the tokens after the
+// longest common prefix with what the cache contains. A second turn therefore costs
+// only its own new tokens, never the history again.
+//
+// Generated tokens stay in the cache as generated, even where tokenizing the reply's
+// text again would spell it with other tokens. So that the next turn still matches
+// them, the rendered prompt is compared with the cache as text first: when the
+// conversation text starts with the cached tokens' text, only the rest is tokenized.
+//
+// Pieces arrive tagged thinking or answer: SmolLM3 writes its reasoning between the
+// <think> and </think> tokens (found by their spelling in the vocabulary).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/generate/logits_source.hpp"
+#include "smol/generate/sampler.hpp"
+#include "smol/generate/stats.hpp"
+#include "smol/generate/stop.hpp"
+#include "smol/text/chat_template.hpp"
+#include "smol/text/tokenizer.hpp"
+#include "smol/text/utf8_stream_decoder.hpp"
+
+namespace smol {
+
+// The conversation no longer fits the session's context.
+class ContextFullError : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class PieceKind { thinking, answer };
+
+struct TextPiece {
+  std::string_view text;  // valid UTF-8
+  PieceKind kind;
+};
+
+using PieceCallback = std::function<void(const TextPiece&)>;
+
+enum class WhenContextFull {
+  fail,               // throw ContextFullError; the caller decides (e.g. /reset)
+  drop_oldest_turns,  // forget the oldest exchanges, keep the system prompt, re-prefill
+};
+
+struct ChatSettings {
+  SamplerSettings sampling = {};
+  bool thinking = true;  // the reasoning mode of templates that have one (SmolLM3)
+  // No template: the messages' texts are simply concatenated and continued, with a
+  // bos first when the vocabulary asks for one. For base models.
+  bool raw = false;
+  WhenContextFull when_full = WhenContextFull::fail;
+  // A long prompt is evaluated in chunks of this many tokens, so a cancel request is
+  // noticed between them.
+  std::size_t prefill_chunk = 512;
+};
+
+struct ReplyOptions {
+  std::size_t max_tokens = 0;  // 0: until the model ends its turn or the context is full
+  std::vector<std::string> stop_strings = {};
+  const std::atomic<bool>* cancel = nullptr;  // polled between tokens
+  // Never pick an end-of-generation token (llama.cpp's --ignore-eos): for benchmarks
+  // and tests that need a reply of a given length.
+  bool ignore_eos = false;
+  PieceCallback on_piece = {};
+};
+
+struct Reply {
+  // The message as kept in the conversation: thinking markers included, stop string
+  // excluded. The streamed pieces concatenate to `thinking` and `answer`.
+  std::string text;
+  std::string thinking;
+  std::string answer;
+  StopReason stop = StopReason::end_of_generation;
+  GenerationStats stats;
+  std::size_t dropped_messages = 0;  // forgotten to make room (drop_oldest_turns)
+};
+
+class ChatSession {
+ public:
+  ChatSession(LogitsSource& source, const Tokenizer& tokenizer, ChatFormat format,
+              ChatSettings settings = {})
+      : source_(&source),
+        tokenizer_(&tokenizer),
+        format_(format),
+        settings_(std::move(settings)),
+        sampler_(settings_.sampling) {
+    think_open_ = tokenizer.find_token("<think>");
+    think_close_ = tokenizer.find_token("</think>");
+    for (std::size_t id = 0; id < tokenizer.size(); ++id) {
+      const auto token = static_cast<TokenId>(id);
+      if (tokenizer.is_control(token)) {
+        control_spellings_.push_back(tokenizer.vocabulary().tokens[id]);
+      }
+    }
+  }
+
+  // Sets the system prompt (the first message); an empty text removes it.
+  void set_system_prompt(std::string text) {
+    const bool has_system = !messages_.empty() && messages_.front().role == "system";
+    if (text.empty()) {
+      if (has_system) messages_.erase(messages_.begin());
+    } else if (has_system) {
+      messages_.front().content = std::move(text);
+    } else {
+      messages_.insert(messages_.begin(), ChatMessage{"system", std::move(text)});
+    }
+  }
+
+  void add_message(std::string role, std::string content) {
+    messages_.push_back(ChatMessage{std::move(role), std::move(content)});
+  }
+
+  // Adds a user message and replies to it. A message that does not fit the context
+  // is taken back before the ContextFullError leaves.
+  Reply ask(std::string user_text, const ReplyOptions& options = {}) {
+    add_message("user", std::move(user_text));
+    try {
+      return reply(options);
+    } catch (const ContextFullError&) {
+      messages_.pop_back();
+      throw;
+    }
+  }
+
+  // Forgets every message but the system prompt. The cache is kept: the next turn
+  // reuses whatever prefix still matches (the system block).
+  void reset() {
+    const bool has_system = !messages_.empty() && messages_.front().role == "system";
+    messages_.erase(messages_.begin() + (has_system ? 1 : 0), messages_.end());
+    sampler_.reset_history();
+  }
+
+  void set_thinking(bool thinking) { settings_.thinking = thinking; }
+  bool thinking() const { return settings_.thinking; }
+  const std::vector<ChatMessage>& messages() const { return messages_; }
+  // Tokens whose keys and values are in the cache.
+  std::size_t cached_tokens() const { return cache_.size(); }
+  std::size_t context_length() const { return source_->context_length(); }
+
+  // Generates the assistant's reply to the conversation so far and appends it.
+  Reply reply(const ReplyOptions& options = {}) {
+    const auto started = Clock::now();
+    Reply reply;
+    const std::vector<TokenId> prompt = fit_prompt(options.max_tokens, reply.dropped_messages);
+    if (prompt.empty()) fail("nothing to reply to: the prompt is empty");
+    const auto logits = prefill(prompt, options, reply.stats);
+    if (!logits) {
+      reply.stop = StopReason::cancelled;
+      return reply;  // nothing generated: the conversation is left unanswered
+    }
+    generate(*logits, starts_in_thinking(prompt), options, started, reply);
+    messages_.push_back(ChatMessage{"assistant", reply.text});
+    return reply;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  static double seconds_since(Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  }
+
+  static bool cancelled(const ReplyOptions& options) {
+    return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
+  }
+
+  // Evaluates the part of `prompt` the cache does not hold, at least its last token
+  // (whose logits choose the first reply token). Empty when cancelled.
+  std::optional<std::span<const float>> prefill(std::span<const TokenId> prompt,
+                                                const ReplyOptions& options,
+                                                GenerationStats& stats) {
+    const std::size_t reused = std::min(common_prefix(cache_, prompt), prompt.size() - 1);
+    stats.reused_tokens = reused;
+    stats.prompt_tokens = prompt.size() - reused;
+    cache_.resize(reused);
+    tail_.reset();
+    for (const TokenId token : prompt.subspan(reused)) sampler_.accept(token);
+
+    const auto started = Clock::now();
+    const std::size_t chunk_size = std::max<std::size_t>(settings_.prefill_chunk, 1);
+    std::span<const float> logits;
+    for (std::size_t begin = reused; begin < prompt.size(); begin += chunk_size) {
+      if (cancelled(options)) return std::nullopt;
+      const auto chunk = prompt.subspan(begin, std::min(chunk_size, prompt.size() - begin));
+      logits = source_->evaluate(chunk, begin);
+      cache_.insert(cache_.end(), chunk.begin(), chunk.end());
+    }
+    stats.prefill_seconds = seconds_since(started);
+    return logits;
+  }
+
+  // Samples, streams and evaluates reply tokens until one of the stop rules fires.
+  // The last sampled token is never evaluated: it waits in tail_ for the next turn.
+  void generate(std::span<const float> logits, bool thinking, const ReplyOptions& options,
+                Clock::time_point started, Reply& reply) {
+    Streamer streamer(*this, reply, options);
+    streamer.kind = thinking ? PieceKind::thinking : PieceKind::answer;
+    GenerationStats& stats = reply.stats;
+    Clock::time_point first_token_at{};
+    for (;;) {
+      if (cancelled(options)) {
+        reply.stop = StopReason::cancelled;
+        break;
+      }
+      const TokenId token = sample(logits, options.ignore_eos);
+      if (++stats.generated_tokens == 1) {
+        first_token_at = Clock::now();
+        stats.time_to_first_token = seconds_since(started);
+      }
+      std::optional<StopReason> stop;
+      if (tokenizer_->is_end_of_generation(token)) {
+        stop = StopReason::end_of_generation;
+      } else if (streamer.take(token)) {
+        stop = StopReason::stop_string;
+      } else if (options.max_tokens != 0 && stats.generated_tokens >= options.max_tokens) {
+        stop = StopReason::max_tokens;
+      } else if (cache_.size() >= source_->context_length()) {
+        stop = StopReason::context_full;
+      }
+      if (stop) {
+        tail_ = token;
+        reply.stop = *stop;
+        break;
+      }
+      const TokenId next[] = {token};
+      logits = source_->evaluate(next, cache_.size());
+      cache_.push_back(token);
+    }
+    streamer.finish();
+    if (stats.generated_tokens > 0) stats.decode_seconds = seconds_since(first_token_at);
+  }
+
+  TokenId sample(std::span<const float> logits, bool ignore_eos) {
+    // A model may have more output rows than the tokenizer has tokens (padding).
+    std::span<const float> row = logits.first(std::min(logits.size(), tokenizer_->size()));
+    if (ignore_eos) {
+      masked_.assign(row.begin(), row.end());
+      for (const TokenId id : tokenizer_->end_of_generation_ids()) {
+        if (static_cast<std::size_t>(id) < masked_.size()) {
+          masked_[static_cast<std::size_t>(id)] = -std::numeric_limits<float>::infinity();
+        }
+      }
+      row = masked_;
+    }
+    const TokenId token = sampler_.sample(row);
+    sampler_.accept(token);
+    return token;
+  }
+
+  // Turns sampled tokens into the reply's text and the streamed pieces.
+  struct Streamer {
+    Streamer(const ChatSession& session, Reply& reply, const ReplyOptions& options)
+        : session(session), reply(reply), options(options), matcher(options.stop_strings) {}
+
+    // Returns true when a stop string was reached.
+    bool take(TokenId token) {
+      const Tokenizer& tokenizer = *session.tokenizer_;
+      const bool opens = token == session.think_open_, closes = token == session.think_close_;
+      if (opens || closes || tokenizer.is_control(token)) {
+        // Markers are part of the message but never shown; whatever text was held
+        // back before them can no longer become a stop string across them.
+        release(matcher.flush());
+        flush_decoder();
+        reply.text += tokenizer.token_to_piece(token, {.render_special = true});
+        if (opens) kind = PieceKind::thinking;
+        if (closes) kind = PieceKind::answer;
+        return false;
+      }
+      const auto result = matcher.push(tokenizer.token_to_piece(token));
+      release(result.released);
+      return result.matched;
+    }
+
+    void finish() {
+      release(matcher.flush());
+      flush_decoder();
+    }
+
+    void release(const std::string& bytes) {
+      if (bytes.empty()) return;
+      reply.text += bytes;
+      emit(decoder.push(bytes));
+    }
+
+    void flush_decoder() { emit(decoder.flush()); }
+
+    void emit(const std::string& text) {
+      if (text.empty()) return;
+      (kind == PieceKind::thinking ? reply.thinking : reply.answer) += text;
+      if (options.on_piece) options.on_piece(TextPiece{text, kind});
+    }
+
+    const ChatSession& session;
+    Reply& reply;
+    const ReplyOptions& options;
+    StopStringMatcher matcher;
+    Utf8StreamDecoder decoder;
+    PieceKind kind = PieceKind::answer;
+  };
+
+  // A part of the rendered prompt that holds a user's own text: special-token
+  // spellings in it stay plain characters, so typing "<|im_end|>" ends nothing.
+  struct TextRange {
+    std::size_t begin, end;
+  };
+
+  static std::size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
+    const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+    return static_cast<std::size_t>(mismatch.first - a.begin());
+  }
+
+  // The prompt for the next reply; drops old turns or throws when it cannot fit.
+  std::vector<TokenId> fit_prompt(std::size_t max_tokens, std::size_t& dropped) {
+    const std::size_t context = source_->context_length();
+    const bool may_drop = settings_.when_full == WhenContextFull::drop_oldest_turns;
+    // When turns may be dropped, leave the reply some room rather than one position.
+    const std::size_t room =
+        may_drop ? std::clamp<std::size_t>(max_tokens != 0 ? max_tokens : context / 4, 1,
+                                           std::max<std::size_t>(context / 4, 1))
+                 : 1;
+    std::vector<TokenId> prompt = tokenize_conversation();
+    if (prompt.size() + room <= context) return prompt;
+    if (!may_drop) {
+      throw ContextFullError(cat("the conversation needs ", prompt.size(),
+                                 " tokens but the context holds ", context,
+                                 "; start over (/reset) or use a larger context (-c)"));
+    }
+    while (prompt.size() + room > context && drop_oldest_turn(dropped)) {
+      prompt = tokenize_conversation();
+    }
+    if (prompt.size() >= context) {
+      throw ContextFullError(cat("the last message alone needs ", prompt.size(),
+                                 " tokens but the context holds ", context));
+    }
+    return prompt;
+  }
+
+  // Drops the oldest exchange after the system prompt: a user message and the replies
+  // up to the next user message. The newest message is never dropped.
+  bool drop_oldest_turn(std::size_t& dropped) {
+    const std::size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
+    if (messages_.size() <= first + 1) return false;
+    std::size_t end = first + 1;
+    while (end + 1 < messages_.size() && messages_[end].role != "user") ++end;
+    dropped += end - first;
+    messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(first),
+                    messages_.begin() + static_cast<std::ptrdiff_t>(end));
+    return true;
+  }
+
+  std::vector<TokenId> tokenize_conversation() const {
+    std::string text;
+    std::vector<TextRange> user_ranges;
+    if (settings_.raw) {
+      for (const ChatMessage& message : messages_) text += message.content;
+      user_ranges.push_back({0, text.size()});  // nothing in raw text is special
+    } else {
+      text = render_chat(format_, messages_,
+                         {.add_generation_prompt = true, .enable_thinking = settings_.thinking});
+      user_ranges = find_user_text(text);
+    }
+
+    // The cache as text; when the conversation still starts with it, only the rest
+    // is tokenized, so generated tokens match even where they are not canonical.
+    std::vector<TokenId> known = cache_;
+    // Raw text has no end-of-turn markup, so a final eos is not part of it.
+    if (tail_ && !(settings_.raw && tokenizer_->is_end_of_generation(*tail_))) {
+      known.push_back(*tail_);
+    }
+    const bool bos_first = !known.empty() && tokenizer_->vocabulary().bos_id &&
+                           known.front() == *tokenizer_->vocabulary().bos_id;
+    const std::string known_text = tokenizer_->decode(
+        std::span<const TokenId>(known).subspan(bos_first ? 1 : 0), {.render_special = true});
+    // SentencePiece puts a space in front of every text it starts, so its pieces
+    // cannot be tokenized on their own: it takes the slow path below.
+    const bool can_continue = tokenizer_->vocabulary().model != "llama";
+    if (can_continue && !known.empty() && bos_first == tokenizer_->vocabulary().add_bos &&
+        std::string_view(text).starts_with(known_text) &&
+        (settings_.raw || at_fragment_boundary(known.back(), text, known_text.size()))) {
+      encode_from(text, known_text.size(), user_ranges, known);
+      return known;
+    }
+    std::vector<TokenId> tokens;
+    if (tokenizer_->vocabulary().add_bos) {
+      if (!tokenizer_->vocabulary().bos_id) fail("the vocabulary asks for bos but has none");
+      tokens.push_back(*tokenizer_->vocabulary().bos_id);
+    }
+    encode_from(text, 0, user_ranges, tokens);
+    return tokens;
+  }
+
+  // Whether tokenizing the text from `at` on its own gives the same tokens as the whole
+  // text would: true where a special token ends before `at` or begins there, since
+  // special tokens cut the text before BPE runs.
+  bool at_fragment_boundary(TokenId before, std::string_view text, std::size_t at) const {
+    const TokenType type = tokenizer_->vocabulary().type_of(before);
+    if (type == TokenType::control || type == TokenType::user_defined) return true;
+    const std::string_view rest = text.substr(at);
+    return std::any_of(control_spellings_.begin(), control_spellings_.end(),
+                       [&](const std::string& s) { return rest.starts_with(s); });
+  }
+
+  // Tokenizes text[from, end) onto `tokens`: the template's own markup with special
+  // tokens recognized, the user's ranges without.
+  void encode_from(const std::string& text, std::size_t from, const std::vector<TextRange>& plain,
+                   std::vector<TokenId>& tokens) const {
+    const auto append = [&](std::size_t begin, std::size_t end, bool special) {
+      if (begin >= end) return;
+      const auto ids = tokenizer_->encode(std::string_view(text).substr(begin, end - begin),
+                                          {.parse_special = special, .add_bos = false});
+      tokens.insert(tokens.end(), ids.begin(), ids.end());
+    };
+    std::size_t cursor = from;
+    for (const TextRange& range : plain) {
+      if (range.end <= cursor) continue;
+      append(cursor, range.begin, true);
+      append(std::max(range.begin, cursor), range.end, false);
+      cursor = range.end;
+    }
+    append(cursor, text.size(), true);
+  }
+
+  // Where user and tool messages that contain special-token spellings sit in the
+  // rendered text. Messages without any are left to the fast path: tokenizing them
+  // with special tokens on changes nothing.
+  std::vector<TextRange> find_user_text(const std::string& text) const {
+    std::vector<TextRange> ranges;
+    std::size_t cursor = 0;
+    for (const ChatMessage& message : messages_) {
+      const std::string_view content = detail::strip(message.content);
+      if (content.empty()) continue;
+      const std::size_t at = text.find(content, cursor);
+      if (at == std::string::npos) continue;
+      cursor = at + content.size();
+      if (message.role != "user" && message.role != "tool") continue;
+      const bool has_special =
+          std::any_of(control_spellings_.begin(), control_spellings_.end(),
+                      [&](const std::string& s) { return content.find(s) != std::string::npos; });
+      if (has_special) ranges.push_back({at, at + content.size()});
+    }
+    return ranges;
+  }
+
+  // Whether the prompt leaves the model inside a <think> block (a template that
+  // opens one in its generation prompt).
+  bool starts_in_thinking(std::span<const TokenId> prompt) const {
+    if (!think_open_) return false;
+    for (std::size_t i = prompt.size(); i-- > 0;) {
+      if (prompt[i] == *think_open_) return true;
+      if (think_close_ && prompt[i] == *think_close_) return false;
+    }
+    return false;
+  }
+
+  LogitsSource* source_;
+  const Tokenizer* tokenizer_;
+  ChatFormat format_;
+  ChatSettings settings_;
+  Sampler sampler_;
+  std::optional<TokenId> think_open_, think_close_;
+  std::vector<std::string> control_spellings_;
+  std::vector<ChatMessage> messages_;
+  std::vector<TokenId> cache_;   // the tokens whose K/V the source holds, in order
+  std::optional<TokenId> tail_;  // the last sampled token, never evaluated
+  std::vector<float> masked_;    // logits with end-of-generation ruled out (ignore_eos)
+};
+
+}  // namespace smol

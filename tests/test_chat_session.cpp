@@ -1,0 +1,357 @@
+// ChatSession: two greedy turns on the fixture model (stop, cache reuse, streamed
+// pieces), and a scripted logits source for what a random model never does on
+// demand: <think> blocks, eos, stop strings, a full context.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "smol/generate/chat_session.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/transformer.hpp"
+#include "smol/ops/context.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+
+namespace {
+
+const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
+
+struct Fixture {
+  smol::Model model = smol::Model::open(kFixture);
+  smol::Tokenizer tokenizer{smol::load_vocabulary(model.file())};
+  smol::ChatFormat format = smol::detect_template(
+      model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""));
+};
+
+Fixture& fixture() {
+  static Fixture instance;
+  return instance;
+}
+
+// Answers every evaluation with a one-hot row for the next token of a script, then
+// eos; records how many tokens each evaluation was given.
+class ScriptedSource final : public smol::LogitsSource {
+ public:
+  ScriptedSource(std::vector<smol::TokenId> script, smol::TokenId end, std::size_t context,
+                 std::size_t n_vocab)
+      : script_(std::move(script)), end_(end), context_(context), logits_(n_vocab) {}
+
+  std::span<const float> evaluate(std::span<const smol::TokenId> tokens,
+                                  std::size_t n_past) override {
+    REQUIRE(n_past <= filled_);
+    REQUIRE(n_past + tokens.size() <= context_);
+    filled_ = n_past + tokens.size();
+    evaluated.push_back(tokens.size());
+    std::fill(logits_.begin(), logits_.end(), 0.0f);
+    const smol::TokenId next = next_ < script_.size() ? script_[next_++] : end_;
+    logits_[static_cast<std::size_t>(next)] = 10.0f;
+    return logits_;
+  }
+  std::size_t context_length() const override { return context_; }
+
+  std::vector<std::size_t> evaluated;
+
+ private:
+  std::vector<smol::TokenId> script_;
+  smol::TokenId end_;
+  std::size_t context_;
+  std::size_t next_ = 0, filled_ = 0;
+  std::vector<float> logits_;
+};
+
+smol::TokenId id_of(std::string_view spelling) {
+  const auto id = fixture().tokenizer.find_token(spelling);
+  REQUIRE(id.has_value());
+  return *id;
+}
+
+std::vector<smol::TokenId> plain(std::string_view text) {
+  return fixture().tokenizer.encode(text, {.parse_special = false, .add_bos = false});
+}
+
+// A script that answers with the given texts, each followed by <|im_end|>.
+std::vector<smol::TokenId> replies(std::initializer_list<std::string_view> texts) {
+  std::vector<smol::TokenId> script;
+  for (const auto text : texts) {
+    const auto ids = plain(text);
+    script.insert(script.end(), ids.begin(), ids.end());
+    script.push_back(id_of("<|im_end|>"));
+  }
+  return script;
+}
+
+struct Collected {
+  std::string thinking, answer;
+  smol::PieceCallback callback() {
+    return [this](const smol::TextPiece& piece) {
+      (piece.kind == smol::PieceKind::thinking ? thinking : answer) += piece.text;
+    };
+  }
+};
+
+smol::ChatSettings greedy() {
+  smol::ChatSettings settings;
+  settings.sampling = smol::SamplerSettings::greedy();
+  settings.prefill_chunk = 1 << 20;  // one evaluation per prefill: scripts count calls
+  return settings;
+}
+
+}  // namespace
+
+TEST_CASE("two greedy turns on the fixture reuse the cache and stream the reply") {
+  Fixture& f = fixture();
+  smol::Context context(2);
+  smol::Transformer transformer(f.model, context, {.context = 1024});
+  smol::TransformerSource source(transformer);
+  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  CHECK(f.format == smol::ChatFormat::smollm3);
+
+  Collected first;
+  const smol::Reply one =
+      session.ask("Hello there", {.max_tokens = 8, .on_piece = first.callback()});
+  CHECK((one.stop == smol::StopReason::max_tokens ||
+         one.stop == smol::StopReason::end_of_generation));
+  CHECK(one.stats.generated_tokens <= 8);
+  CHECK(one.stats.reused_tokens == 0);
+  const std::string prompt_one =
+      smol::render_chat(f.format, std::vector<smol::ChatMessage>{{"user", "Hello there"}});
+  CHECK(one.stats.prompt_tokens == f.tokenizer.encode(prompt_one, {.parse_special = true}).size());
+  CHECK(first.thinking == one.thinking);
+  CHECK(first.answer == one.answer);
+  CHECK(session.messages().size() == 2);
+  CHECK(session.messages().back().content == one.text);
+  CHECK(transformer.n_filled() == session.cached_tokens());
+
+  const std::size_t cached = session.cached_tokens();
+  Collected second;
+  const smol::Reply two =
+      session.ask("And how are you?", {.max_tokens = 6, .on_piece = second.callback()});
+  // Everything already evaluated is reused; only the new turn's tokens are prefilled.
+  CHECK(two.stats.reused_tokens == cached);
+  const std::string prompt_two =
+      smol::render_chat(f.format, std::vector<smol::ChatMessage>{{"user", "Hello there"},
+                                                                 {"assistant", one.text},
+                                                                 {"user", "And how are you?"}});
+  const std::string before = prompt_one + one.text;
+  REQUIRE(prompt_two.starts_with(before));
+  const std::size_t unevaluated_last_token = one.stop == smol::StopReason::max_tokens ? 1 : 0;
+  CHECK(two.stats.prompt_tokens ==
+        f.tokenizer.encode(prompt_two.substr(before.size()), {.parse_special = true}).size() +
+            unevaluated_last_token);
+  CHECK(second.answer == two.answer);
+  CHECK(two.stats.generated_tokens <= 6);
+  CHECK(transformer.n_filled() == session.cached_tokens());
+
+  // Greedy decoding is deterministic: a fresh session gives the same first reply.
+  smol::Transformer again(f.model, context, {.context = 1024});
+  smol::TransformerSource again_source(again);
+  smol::ChatSession fresh(again_source, f.tokenizer, f.format, greedy());
+  CHECK(fresh.ask("Hello there", {.max_tokens = 8}).text == one.text);
+}
+
+// Remembers the token at every position the session evaluated, so a test can replay
+// the whole sequence in one fresh pass.
+class RecordingSource final : public smol::LogitsSource {
+ public:
+  explicit RecordingSource(smol::LogitsSource& inner) : inner_(&inner) {}
+  std::span<const float> evaluate(std::span<const smol::TokenId> tokens,
+                                  std::size_t n_past) override {
+    positions.resize(n_past);
+    positions.insert(positions.end(), tokens.begin(), tokens.end());
+    return inner_->evaluate(tokens, n_past);
+  }
+  std::size_t context_length() const override { return inner_->context_length(); }
+
+  std::vector<smol::TokenId> positions;
+
+ private:
+  smol::LogitsSource* inner_;
+};
+
+TEST_CASE("a reused cache gives the same next token as evaluating everything afresh") {
+  Fixture& f = fixture();
+  smol::Context context(2);
+  smol::Transformer transformer(f.model, context, {.context = 1024});
+  smol::TransformerSource inner(transformer);
+  RecordingSource source(inner);
+  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  session.ask("Hello there", {.max_tokens = 5});
+  const smol::Reply second = session.ask("Tell me more", {.max_tokens = 1});
+  REQUIRE(second.stats.reused_tokens > 0);
+  REQUIRE(second.stats.generated_tokens == 1);
+
+  // Everything up to the end of the second prompt, in one prefill from position 0.
+  const std::vector<smol::TokenId> prompt(
+      source.positions.begin(),
+      source.positions.begin() +
+          static_cast<std::ptrdiff_t>(second.stats.reused_tokens + second.stats.prompt_tokens));
+  smol::Transformer fresh(f.model, context, {.context = 1024});
+  const auto logits = fresh.forward(prompt, 0, smol::LogitsFor::last);
+  const smol::TokenId expected = smol::greedy_token(logits.first(f.tokenizer.size()));
+  CHECK(second.text == f.tokenizer.token_to_piece(expected, {.render_special = true}));
+}
+
+TEST_CASE("thinking and answer pieces are tagged by the <think> markers") {
+  Fixture& f = fixture();
+  std::vector<smol::TokenId> script = {id_of("<think>")};
+  for (const auto id : plain("\nlet me see\n")) script.push_back(id);
+  script.push_back(id_of("</think>"));
+  for (const auto id : plain("\nYes.")) script.push_back(id);
+  script.push_back(id_of("<|im_end|>"));
+  ScriptedSource source(script, id_of("<|im_end|>"), 4096, f.tokenizer.size());
+  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+
+  Collected pieces;
+  const smol::Reply reply = session.ask("Is it?", {.on_piece = pieces.callback()});
+  CHECK(reply.stop == smol::StopReason::end_of_generation);
+  CHECK(reply.thinking == "\nlet me see\n");
+  CHECK(reply.answer == "\nYes.");
+  CHECK(pieces.thinking == reply.thinking);
+  CHECK(pieces.answer == reply.answer);
+  CHECK(reply.text == "<think>\nlet me see\n</think>\nYes.");
+  CHECK(reply.stats.generated_tokens == script.size());
+
+  // The next turn evaluates only its own tokens: the <|im_end|> that ended the reply,
+  // then "\n<|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n".
+  const std::size_t cached = session.cached_tokens();
+  source.evaluated.clear();
+  const smol::Reply next = session.ask("Sure?", {.max_tokens = 1});
+  CHECK(next.stats.reused_tokens == cached);
+  const std::string suffix =
+      "<|im_end|>\n<|im_start|>user\nSure?<|im_end|>\n<|im_start|>assistant\n";
+  CHECK(next.stats.prompt_tokens == f.tokenizer.encode(suffix, {.parse_special = true}).size());
+  CHECK(source.evaluated.front() == next.stats.prompt_tokens);
+}
+
+TEST_CASE("thinking off: the template's empty think block leaves the reply an answer") {
+  Fixture& f = fixture();
+  ScriptedSource source(replies({"Fine."}), id_of("<|im_end|>"), 4096, f.tokenizer.size());
+  smol::ChatSettings settings = greedy();
+  settings.thinking = false;
+  smol::ChatSession session(source, f.tokenizer, f.format, settings);
+  const smol::Reply reply = session.ask("How?");
+  CHECK(reply.answer == "Fine.");
+  CHECK(reply.thinking.empty());
+}
+
+TEST_CASE("a stop string ends the reply and is left out of it") {
+  Fixture& f = fixture();
+  ScriptedSource source(replies({"Hello there User: more"}), id_of("<|im_end|>"), 4096,
+                        f.tokenizer.size());
+  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  Collected pieces;
+  const smol::Reply reply =
+      session.ask("Hi", {.stop_strings = {"User:"}, .on_piece = pieces.callback()});
+  CHECK(reply.stop == smol::StopReason::stop_string);
+  CHECK(reply.answer == "Hello there ");
+  CHECK(pieces.answer == "Hello there ");
+  CHECK(session.messages().back().content == "Hello there ");
+
+  // The next turn still works; the cache is reused up to where the texts differ.
+  const smol::Reply next = session.ask("Again", {.max_tokens = 2});
+  CHECK(next.stats.reused_tokens > 0);
+}
+
+TEST_CASE("the matcher holds back only what could still become a stop string") {
+  smol::StopStringMatcher matcher({"</end>", "STOP"});
+  auto result = matcher.push("abc</e");
+  CHECK(result.released == "abc");
+  CHECK_FALSE(result.matched);
+  result = matcher.push("x");
+  CHECK(result.released == "</ex");
+  result = matcher.push("ST");
+  CHECK(result.released.empty());
+  result = matcher.push("OP tail");
+  CHECK(result.matched);
+  CHECK(result.released.empty());
+  CHECK(matcher.flush().empty());
+}
+
+TEST_CASE("max tokens and the cancel flag stop a reply") {
+  Fixture& f = fixture();
+  ScriptedSource source(plain("one two three four five six"), id_of("<|im_end|>"), 4096,
+                        f.tokenizer.size());
+  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  const smol::Reply limited = session.ask("Count", {.max_tokens = 3});
+  CHECK(limited.stop == smol::StopReason::max_tokens);
+  CHECK(limited.stats.generated_tokens == 3);
+
+  std::atomic<bool> cancel{true};
+  const smol::Reply cancelled = session.ask("Count", {.cancel = &cancel});
+  CHECK(cancelled.stop == smol::StopReason::cancelled);
+  CHECK(cancelled.stats.generated_tokens == 0);
+}
+
+TEST_CASE("a full context is an error, or the oldest turns are dropped") {
+  Fixture& f = fixture();
+  const std::string question = "Tell me about the license terms and the warranty conditions.";
+  const auto chat = [&](smol::WhenContextFull policy, std::size_t context) {
+    smol::ChatSettings settings = greedy();
+    settings.when_full = policy;
+    auto source = std::make_unique<ScriptedSource>(
+        replies({"It is free.", "It is free.", "It is free.", "It is free.", "It is free."}),
+        id_of("<|im_end|>"), context, f.tokenizer.size());
+    auto session = std::make_unique<smol::ChatSession>(*source, f.tokenizer,
+                                                       smol::ChatFormat::chatml, settings);
+    session->set_system_prompt("Be brief.");
+    return std::make_pair(std::move(source), std::move(session));
+  };
+
+  auto [failing_source, failing] = chat(smol::WhenContextFull::fail, 160);
+  bool threw = false;
+  for (int turn = 0; turn < 6 && !threw; ++turn) {
+    try {
+      failing->ask(question, {.max_tokens = 16});
+    } catch (const smol::ContextFullError& error) {
+      threw = true;
+      CHECK(std::string(error.what()).find("context") != std::string::npos);
+      CHECK(failing->messages().back().role == "assistant");  // the question was taken back
+    }
+  }
+  CHECK(threw);
+
+  auto [dropping_source, dropping] = chat(smol::WhenContextFull::drop_oldest_turns, 160);
+  std::size_t dropped = 0;
+  for (int turn = 0; turn < 5; ++turn) {
+    const smol::Reply reply = dropping->ask(question, {.max_tokens = 16});
+    CHECK(reply.answer == "It is free.");
+    dropped += reply.dropped_messages;
+  }
+  CHECK(dropped > 0);
+  CHECK(dropping->messages().front().role == "system");
+  CHECK(dropping->messages().front().content == "Be brief.");
+}
+
+TEST_CASE("raw mode continues plain text and reuses it") {
+  Fixture& f = fixture();
+  ScriptedSource source(plain(" there was a cat"), id_of("<|im_end|>"), 4096, f.tokenizer.size());
+  smol::ChatSettings settings = greedy();
+  settings.raw = true;
+  smol::ChatSession session(source, f.tokenizer, f.format, settings);
+  const smol::Reply reply = session.ask("Once upon a time", {.max_tokens = 4});
+  CHECK(reply.stats.prompt_tokens == plain("Once upon a time").size());  // no bos: add_bos false
+  CHECK(reply.answer ==
+        f.tokenizer.decode(plain(" there was a cat")).substr(0, reply.answer.size()));
+  const std::size_t cached = session.cached_tokens();
+  const smol::Reply next = session.ask(" and then", {.max_tokens = 1});
+  CHECK(next.stats.reused_tokens == cached);
+  CHECK(next.stats.prompt_tokens == 1 + plain(" and then").size());
+
+  // A user typing a special token's spelling gets characters, not the token.
+  session.reset();
+  const smol::Reply injected = session.ask("<|im_end|>", {.max_tokens = 1});
+  CHECK(injected.stats.prompt_tokens + injected.stats.reused_tokens == plain("<|im_end|>").size());
+}
+
+TEST_CASE("special-token spellings in a user message stay text in chat mode") {
+  Fixture& f = fixture();
+  ScriptedSource source(replies({"ok"}), id_of("<|im_end|>"), 4096, f.tokenizer.size());
+  smol::ChatSession session(source, f.tokenizer, smol::ChatFormat::chatml, greedy());
+  const smol::Reply reply = session.ask("a<|im_end|>b");
+  const std::size_t expected =
+      f.tokenizer.encode("<|im_start|>user\n", {.parse_special = true}).size() +
+      plain("a<|im_end|>b").size() +
+      f.tokenizer.encode("<|im_end|>\n<|im_start|>assistant\n", {.parse_special = true}).size();
+  CHECK(reply.stats.prompt_tokens == expected);
+}
