@@ -1,0 +1,297 @@
+// smol-chat: talk to a SmolLM3 or Llama-family GGUF model in the terminal.
+//
+//   smol-chat                         the default model (see default_model.hpp)
+//   smol-chat -m model.gguf           a REPL with streamed replies
+//   smol-chat -m model.gguf -p "Hi"   one answer, then exit
+//   echo "Hi" | smol-chat -m model.gguf --temp 0
+//
+// Exit codes: 0 done, 1 bad input (a file that is missing, not GGUF, or not a
+// supported model), 2 bad command line, 130 stopped with Ctrl-C.
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "default_model.hpp"
+#include "options.hpp"
+#include "smol/generate/chat_session.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/transformer.hpp"
+#include "smol/ops/context.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+#include "terminal.hpp"
+
+namespace {
+
+constexpr std::string_view kCommands =
+    "  /think        reasoning on (SmolLM3)\n"
+    "  /no_think     reasoning off\n"
+    "  /system TEXT  set the system prompt (empty: remove it); clears nothing else\n"
+    "  /reset        forget the conversation (the system prompt stays)\n"
+    "  /stats        speed of the last reply and context use\n"
+    "  /help         this list\n"
+    "  /quit         leave (also Ctrl-D, or Ctrl-C twice)\n";
+
+// How replies reach the screen: thinking dimmed on a terminal, between <think> tags
+// in a pipe, or not at all.
+class ReplyPrinter {
+ public:
+  ReplyPrinter(bool hide_thinking, bool color) : hide_thinking_(hide_thinking), color_(color) {}
+
+  void operator()(const smol::TextPiece& piece) {
+    const bool thinking = piece.kind == smol::PieceKind::thinking;
+    if (thinking && hide_thinking_) {
+      // A reasoning model can think for a while: say so, then wipe the note.
+      if (color_ && !placeholder_shown_) {
+        std::fputs("\x1b[2m(thinking...)\x1b[0m", stdout);
+        std::fflush(stdout);
+        placeholder_shown_ = true;
+      }
+      return;
+    }
+    if (placeholder_shown_) {
+      std::fputs("\r\x1b[K", stdout);
+      placeholder_shown_ = false;
+    }
+    if (thinking != in_thinking_) switch_to(thinking);
+    std::string_view text = piece.text;
+    if (!thinking && !answer_started_) {
+      // The answer follows "</think>" with a newline or two; one is enough on screen.
+      while (!text.empty() && text.front() == '\n') text.remove_prefix(1);
+      if (text.empty()) return;
+      answer_started_ = true;
+    }
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    wrote_ = !text.empty() ? text.back() != '\n' : wrote_;
+  }
+
+  // Closes a dimmed block and ends the line.
+  void finish() {
+    if (placeholder_shown_) std::fputs("\r\x1b[K", stdout);
+    if (in_thinking_) switch_to(false);
+    if (wrote_) std::fputc('\n', stdout);
+    std::fflush(stdout);
+    in_thinking_ = answer_started_ = wrote_ = placeholder_shown_ = false;
+  }
+
+ private:
+  void switch_to(bool thinking) {
+    if (color_) {
+      std::fputs(thinking ? chat::kDim.data() : chat::kReset.data(), stdout);
+    } else {
+      std::fputs(thinking ? "<think>" : "</think>\n", stdout);
+    }
+    in_thinking_ = thinking;
+  }
+
+  bool hide_thinking_, color_;
+  bool in_thinking_ = false, answer_started_ = false, wrote_ = false;
+  bool placeholder_shown_ = false;
+};
+
+void print_stats_line(const smol::GenerationStats& stats, smol::StopReason stop) {
+  const bool color = chat::use_color(STDERR_FILENO);
+  std::string line = "[" + smol::format_stats(stats);
+  if (stop != smol::StopReason::end_of_generation) line += " | " + std::string(to_string(stop));
+  line += "]";
+  std::fprintf(stderr, "%s%s%s\n", color ? chat::kDim.data() : "", line.c_str(),
+               color ? chat::kReset.data() : "");
+}
+
+struct Chat {
+  chat::Options options;
+  smol::Model model;
+  smol::Tokenizer tokenizer;
+  smol::Context context;
+  smol::Transformer transformer;
+  smol::TransformerSource source{transformer};
+  smol::ChatSession session;
+  std::optional<smol::GenerationStats> last_stats;
+
+  Chat(chat::Options opts, smol::Model opened)
+      : options(std::move(opts)),
+        model(std::move(opened)),
+        tokenizer(smol::load_vocabulary(model.file())),
+        context(options.threads),
+        transformer(model, context, {.context = options.context, .kv_type = options.kv_type}),
+        session(source, tokenizer, chat_format(), settings()) {
+    if (!options.system.empty()) session.set_system_prompt(options.system);
+  }
+
+  smol::ChatFormat chat_format() const {
+    if (options.raw) return smol::ChatFormat::chatml;  // unused in raw mode
+    return smol::detect_template(
+        model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),
+        [](std::string_view warning) {
+          std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()),
+                       warning.data());
+        });
+  }
+
+  smol::ChatSettings settings() const {
+    smol::ChatSettings settings;
+    settings.sampling = options.sampling;
+    settings.thinking = options.thinking;
+    settings.raw = options.raw;
+    settings.when_full = options.context_shift ? smol::WhenContextFull::drop_oldest_turns
+                                               : smol::WhenContextFull::fail;
+    return settings;
+  }
+
+  // One turn: streams the reply and prints the stats line. False when cancelled.
+  bool answer(const std::string& text) {
+    chat::interrupt_requested.store(false);
+    ReplyPrinter printer(options.hide_thinking, chat::use_color(STDOUT_FILENO));
+    smol::ReplyOptions reply_options;
+    reply_options.max_tokens =
+        options.max_tokens < 0 ? 0 : static_cast<std::size_t>(options.max_tokens);
+    reply_options.stop_strings = options.stop_strings;
+    reply_options.cancel = &chat::interrupt_requested;
+    reply_options.ignore_eos = options.ignore_eos;
+    reply_options.on_piece = [&printer](const smol::TextPiece& piece) { printer(piece); };
+    if (options.max_tokens == 0) {
+      std::fputc('\n', stdout);
+      return true;
+    }
+    try {
+      const smol::Reply reply = session.ask(text, reply_options);
+      printer.finish();
+      last_stats = reply.stats;
+      if (reply.dropped_messages > 0) {
+        std::fprintf(stderr, "smol-chat: the context was full; forgot the %zu oldest messages\n",
+                     reply.dropped_messages);
+      }
+      print_stats_line(reply.stats, reply.stop);
+      if (reply.stop == smol::StopReason::context_full) {
+        std::fprintf(stderr, "smol-chat: the context is full (%zu tokens); %s\n",
+                     session.context_length(),
+                     options.context_shift ? "the next turn forgets the oldest ones"
+                                           : "use /reset, or a larger -c");
+      }
+      return reply.stop != smol::StopReason::cancelled;
+    } catch (const smol::ContextFullError& error) {
+      printer.finish();
+      std::fprintf(stderr, "smol-chat: %s\n", error.what());
+      return true;
+    }
+  }
+
+  void print_stats() const {
+    std::printf("model: %s (%s, %zu layers)\n", model.file().name().c_str(),
+                model.config().architecture.c_str(), model.config().n_layer);
+    std::printf("context: %zu of %zu positions used\n", session.cached_tokens(),
+                session.context_length());
+    std::printf("threads: %d, thinking: %s\n", context.threads(),
+                session.thinking() ? "on" : "off");
+    if (last_stats) {
+      std::printf("last reply: %s\n", smol::format_stats(*last_stats).c_str());
+    } else {
+      std::printf("no reply yet\n");
+    }
+  }
+
+  // Runs a /command; false means quit.
+  bool command(const std::string& line) {
+    const std::size_t space = line.find(' ');
+    const std::string name = line.substr(0, space);
+    const std::string argument = space == std::string::npos ? "" : line.substr(space + 1);
+    if (name == "/quit" || name == "/exit" || name == "/bye") return false;
+    if (name == "/think" || name == "/no_think") {
+      session.set_thinking(name == "/think");
+      std::printf("(reasoning %s)\n", name == "/think" ? "on" : "off");
+    } else if (name == "/system") {
+      session.set_system_prompt(argument);
+      std::printf(argument.empty() ? "(system prompt removed)\n" : "(system prompt set)\n");
+    } else if (name == "/reset" || name == "/clear") {
+      session.reset();
+      std::printf("(conversation cleared)\n");
+    } else if (name == "/stats") {
+      print_stats();
+    } else if (name == "/help" || name == "/?") {
+      std::printf("%s", kCommands.data());
+    } else {
+      std::printf("unknown command %s; /help lists them\n", name.c_str());
+    }
+    std::fflush(stdout);
+    return true;
+  }
+
+  // The REPL, or one turn per line when stdin is not a terminal. Returns the exit code.
+  int loop() {
+    const bool interactive = chat::is_terminal(STDIN_FILENO);
+    const bool color = chat::use_color(STDOUT_FILENO);
+    if (interactive) {
+      std::printf("smol-chat: %s. Type a message, /help for commands, Ctrl-C stops a reply.\n",
+                  model.file().name().c_str());
+    }
+    bool interrupted_at_prompt = false;
+    for (;;) {
+      if (interactive) {
+        std::printf("%s> %s", color ? chat::kBold.data() : "", color ? chat::kReset.data() : "");
+        std::fflush(stdout);
+      }
+      chat::interrupt_requested.store(false);
+      const chat::ReadLine input = chat::read_line(stdin);
+      if (input.status == chat::LineStatus::interrupted) {
+        if (interrupted_at_prompt || !interactive) {
+          std::printf("\n");
+          return 130;
+        }
+        interrupted_at_prompt = true;
+        std::printf("\n(Ctrl-C again or /quit to leave)\n");
+        continue;
+      }
+      interrupted_at_prompt = false;
+      if (input.status == chat::LineStatus::end_of_input) {
+        if (interactive) std::printf("\n");
+        return 0;
+      }
+      if (input.text.empty()) continue;
+      if (input.text.front() == '/') {
+        if (!command(input.text)) return 0;
+        continue;
+      }
+      if (!answer(input.text) && !interactive) return 130;
+    }
+  }
+};
+
+// Opens a model the user named, with one clear line for each way that can go wrong.
+smol::Model open_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::exists(path, error)) smol::fail(path, ": no such file");
+  if (fs::is_directory(path, error)) smol::fail(path, " is a directory, not a GGUF file");
+  return smol::Model::open(path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  chat::Options options;
+  try {
+    options = chat::parse_options(argc, argv);
+  } catch (const chat::UsageError& error) {
+    std::fprintf(stderr, "smol-chat: %s (see smol-chat --help)\n", error.message.c_str());
+    return 2;
+  }
+  chat::catch_interrupts();
+  try {
+    const std::string path =
+        options.model ? *options.model : chat::choose_default_model(options.yes).path;
+    Chat chat(options, open_model(path));
+    if (options.prompt) {
+      const bool finished = chat.answer(*options.prompt);
+      return finished ? 0 : 130;
+    }
+    return chat.loop();
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "smol-chat: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,115 @@
+# Chat, tokenize and download tests (included by tests/CMakeLists.txt).
+#
+# test_download links libcurl and OpenSSL when both are found; the programs are run
+# as a user would: smol-chat through a pipe and through a pseudo-terminal (script
+# from util-linux), smol-tokenize against the fixture's llama-tokenize ids.
+find_package(CURL QUIET)
+find_package(OpenSSL QUIET COMPONENTS Crypto)
+if(TARGET test_download)
+  if(CURL_FOUND AND OpenSSL_FOUND)
+    target_link_libraries(test_download PRIVATE CURL::libcurl OpenSSL::Crypto)
+    target_compile_definitions(test_download PRIVATE SMOL_HAVE_DOWNLOAD=1)
+  else()
+    message(STATUS "smol: libcurl or OpenSSL not found; the downloader tests are skipped")
+  endif()
+endif()
+
+if(NOT EXISTS "${PROJECT_SOURCE_DIR}/examples/chat" OR NOT EXISTS "${PROJECT_SOURCE_DIR}/examples/tokenize")
+  return()
+endif()
+
+find_program(SMOL_SH sh REQUIRED)
+find_program(SMOL_PYTHON3 python3)
+find_program(SMOL_SCRIPT script)  # util-linux: runs a command on a pseudo-terminal
+set(chat_dir "${CMAKE_CURRENT_BINARY_DIR}/data/chat")
+file(MAKE_DIRECTORY "${chat_dir}")
+set(expect "${CMAKE_CURRENT_SOURCE_DIR}/chat/expect.sh")
+set(gguf_tool "${CMAKE_CURRENT_SOURCE_DIR}/chat/gguf_tool.py")
+set(fixture "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
+set(chat $<TARGET_FILE:smol-chat>)
+set(tokenize $<TARGET_FILE:smol-tokenize>)
+
+# smol_expect(NAME RC REGEX MAX_LINES COMMAND...): see tests/chat/expect.sh. Shell
+# snippets chain with && since a ; would split the CMake argument.
+function(smol_expect name rc regex max_lines)
+  add_test(NAME ${name} COMMAND ${SMOL_SH} ${expect} ${rc} ${regex} ${max_lines} ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120)
+endfunction()
+
+# ---- smol-chat through a pipe and one-shot -------------------------------------
+smol_expect(chat_pipe 0 "prompt [0-9]+ tokens \\(0 reused\\).*reply 8 tokens.*max tokens" 0
+  ${SMOL_SH} -c "echo hi | ${chat} -m ${fixture} -n 8 --temp 0 -t 2")
+smol_expect(chat_pipe_two_turns 0 "\\([1-9][0-9]* reused\\)" 0
+  ${SMOL_SH} -c "printf 'hi\\nhow are you\\n' | ${chat} -m ${fixture} -n 4 --temp 0 -t 2")
+smol_expect(chat_one_shot 0 "reply [0-9]+ tokens" 0
+  ${chat} -m ${fixture} -p "Hello" -n 6 --temp 0 --no-think -t 2)
+smol_expect(chat_raw 0 "prompt [0-9]+ tokens \\(0 reused\\)" 0
+  ${chat} -m ${fixture} --raw -p "Once upon" -n 6 --temp 0 -t 2)
+# Greedy output is the same through a pipe and with -p.
+add_test(NAME chat_pipe_matches_prompt COMMAND ${SMOL_SH} -c
+  "a=$(echo hi | ${chat} -m ${fixture} -n 8 --temp 0 2>/dev/null) && b=$(${chat} -m ${fixture} -p hi -n 8 --temp 0 2>/dev/null) && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ]")
+
+# ---- bad input: one line, exit 1; bad flags: exit 2 -----------------------------
+smol_expect(chat_missing_file 1 "^smol-chat: .*no such file$" 1 ${chat} -m "${chat_dir}/nope.gguf")
+smol_expect(chat_directory 1 "^smol-chat: .* is a directory" 1 ${chat} -m "${chat_dir}")
+smol_expect(chat_not_gguf 1 "^smol-chat: .*not a GGUF file" 1
+  ${chat} -m "${PROJECT_SOURCE_DIR}/CMakeLists.txt")
+smol_expect(chat_bad_flag 2 "unknown option --bogus" 1 ${chat} --bogus)
+smol_expect(chat_bad_kv_type 2 "--kv-type: expected f16 or f32" 1 ${chat} --kv-type q8)
+smol_expect(chat_bad_number 2 "--temp: expected a number" 1 ${chat} --temp warm)
+smol_expect(chat_help 0 "--repeat-penalty.*--hide-thinking.*--kv-type" 0 ${chat} --help)
+if(SMOL_PYTHON3)
+  set(unsupported "${chat_dir}/unsupported-arch.gguf")
+  set(truncated "${chat_dir}/truncated.gguf")
+  set(vocab_only "${chat_dir}/vocab-only.gguf")
+  add_test(NAME chat_make_bad_files COMMAND ${SMOL_SH} -c
+    "${SMOL_PYTHON3} ${gguf_tool} unsupported ${unsupported} && ${SMOL_PYTHON3} ${gguf_tool} truncate ${fixture} ${truncated} 100000 && ${SMOL_PYTHON3} ${gguf_tool} vocab-only ${fixture} ${vocab_only}")
+  set_tests_properties(chat_make_bad_files PROPERTIES FIXTURES_SETUP chat_bad_files)
+  smol_expect(chat_unsupported_arch 1 "architecture \"mamba\" is not supported" 1 ${chat} -m ${unsupported})
+  smol_expect(chat_truncated 1 "runs past the end of the file" 1 ${chat} -m ${truncated})
+  smol_expect(tokenize_vocab_only 0 "^\\[39, 68, 357, 78, 277, 262, 587\\]$" 1
+    ${tokenize} -m ${vocab_only} --ids "Hello world")
+  set_tests_properties(chat_unsupported_arch chat_truncated tokenize_vocab_only PROPERTIES
+    FIXTURES_REQUIRED chat_bad_files)
+endif()
+
+# ---- the default model: no file, no download -> the random demo model ----------
+smol_expect(chat_demo_model 0 "weights are RANDOM.*reply [0-9]+ tokens" 0
+  ${CMAKE_COMMAND} -E env SMOL_MODELS=${chat_dir}/models SMOL_DOWNLOAD=0
+  ${chat} -p "Hello" -n 4 --temp 0 -t 2)
+
+# ---- smol-chat on a pseudo-terminal ----------------------------------------------
+if(SMOL_SCRIPT)
+  set(repl "${chat} -m ${fixture} -n 8 --temp 0 -t 2")
+  smol_expect(chat_pty_commands 0 "> .*\\[prompt [0-9]+ tokens.*reasoning off.*context: [0-9]+ of 4096 positions used.*conversation cleared" 0
+    ${SMOL_SH} -c "printf 'hi\\n/no_think\\n/stats\\n/reset\\n/help\\n/quit\\n' | ${SMOL_SCRIPT} -qec '${repl}' /dev/null")
+  # Ctrl-C during a reply stops the reply; the program goes on and /quit exits 0.
+  smol_expect(chat_pty_ctrl_c_stops_reply 0 "cancelled\\]" 0
+    ${SMOL_SH} -c "(printf 'hi\\n' && sleep 0.7 && printf '\\003' && sleep 1 && printf '/quit\\n' && sleep 1) | ${SMOL_SCRIPT} -qec '${chat} -m ${fixture} -t 1 --temp 0 --ignore-eos' /dev/null")
+  # Ctrl-C twice at the prompt quits with 130.
+  smol_expect(chat_pty_ctrl_c_twice 130 "Ctrl-C again" 0
+    ${SMOL_SH} -c "(sleep 1 && printf '\\003' && sleep 0.5 && printf '\\003' && sleep 1) | ${SMOL_SCRIPT} -qec '${repl}' /dev/null")
+endif()
+
+# ---- smol-tokenize against llama-tokenize's ids (tiny-smollm3-a.tokenizer.json) --
+smol_expect(tokenize_ids 0 "^\\[39, 68, 357, 78, 11, 277, 262, 587, 0\\]$" 1
+  ${tokenize} -m ${fixture} --ids "Hello, world!")
+smol_expect(tokenize_pieces 0 "   357 -> 'll'.*   277 -> ' w'" 0 ${tokenize} -m ${fixture} "Hello, world!")
+smol_expect(tokenize_numbers 0 "^\\[18, 13, 16, 19, 16, 20, 24, 306, 220, 17, 10, 17, 28, 19, 11, 220, 16, 11, 15, 15, 15, 11, 15, 15, 15, 297, 220, 15, 13, 15, 15, 16\\]$" 1
+  ${tokenize} -m ${fixture} --ids "3.14159 and 2+2=4, 1,000,000 or 0.001")
+file(WRITE "${chat_dir}/newlines.txt" "\n\n\n")
+smol_expect(tokenize_file_bytes 0 "^\\[299, 198\\]$" 1 ${tokenize} -m ${fixture} --ids -f "${chat_dir}/newlines.txt")
+smol_expect(tokenize_special 0 "^\\[996, 71, 72\\]$" 1 ${tokenize} -m ${fixture} --ids "<|im_start|>hi")
+smol_expect(tokenize_no_special 0 "^\\[27, 91, 380" 1 ${tokenize} -m ${fixture} --ids --no-special "<|im_start|>hi")
+smol_expect(tokenize_bos 0 "^\\[992, 39," 1 ${tokenize} -m ${fixture} --ids --bos "Hello")
+smol_expect(tokenize_bad_file 1 "^smol-tokenize: .*not a GGUF file" 1
+  ${tokenize} -m "${PROJECT_SOURCE_DIR}/CMakeLists.txt" "x")
+smol_expect(tokenize_bad_flag 2 "unknown option --bogus" 0 ${tokenize} --bogus)
+
+# ---- smol-chat's download of the default model, against a loopback server --------
+if(SMOL_PYTHON3 AND CURL_FOUND AND OpenSSL_FOUND)
+  add_test(NAME chat_download_default_model
+    COMMAND ${SMOL_SH} ${CMAKE_CURRENT_SOURCE_DIR}/chat/download_e2e.sh ${chat} ${fixture}
+            ${chat_dir}/download-e2e)
+  set_tests_properties(chat_download_default_model PROPERTIES TIMEOUT 120 LABELS network)
+endif()

@@ -1,0 +1,37 @@
+# CTest entries for smol-make-model (included by tests/CMakeLists.txt): the tool
+# writes small synthetic models, and smol-inspect (when it is part of the build)
+# reads them back. The in-process checks of the generator live in
+# test_quant_synthetic.cpp; these run the program as a user would.
+set(make_model_dir "${CMAKE_CURRENT_BINARY_DIR}/data/make-model")
+set(make_model_tiny "${make_model_dir}/synthetic-tiny.q4_k_m.gguf")
+set(make_model_llama "${make_model_dir}/synthetic-llama.f16.gguf")
+file(MAKE_DIRECTORY "${make_model_dir}")
+
+add_test(NAME make_model_tiny
+  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --seed 3 -o "${make_model_tiny}")
+set_tests_properties(make_model_tiny PROPERTIES
+  FIXTURES_SETUP synthetic_tiny
+  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 Q4_K, 9 Q6_K\\)")
+
+add_test(NAME make_model_llama_f16
+  COMMAND $<TARGET_FILE:smol-make-model> --arch llama --layers 2 --hidden 128 --ffn 384
+          --heads 4 --kv-heads 2 --vocab 512 --type f16 -o "${make_model_llama}")
+set_tests_properties(make_model_llama_f16 PROPERTIES
+  FIXTURES_SETUP synthetic_llama
+  PASS_REGULAR_EXPRESSION "21 tensors \\(16 F16, 5 F32\\)")
+
+add_test(NAME make_model_rejects_bad_options
+  COMMAND $<TARGET_FILE:smol-make-model> --vocab 100 -o "${make_model_dir}/never.gguf")
+set_tests_properties(make_model_rejects_bad_options PROPERTIES
+  PASS_REGULAR_EXPRESSION "vocab must be at least 262")
+
+if(EXISTS "${PROJECT_SOURCE_DIR}/examples/inspect")
+  add_test(NAME make_model_inspect_tiny COMMAND $<TARGET_FILE:smol-inspect> "${make_model_tiny}")
+  set_tests_properties(make_model_inspect_tiny PROPERTIES
+    FIXTURES_REQUIRED synthetic_tiny
+    PASS_REGULAR_EXPRESSION "architecture: smollm3.*merges: 736.*chat template: present \\(3795 bytes\\).*tensors: 74 of 74")
+  add_test(NAME make_model_inspect_llama COMMAND $<TARGET_FILE:smol-inspect> "${make_model_llama}")
+  set_tests_properties(make_model_inspect_llama PROPERTIES
+    FIXTURES_REQUIRED synthetic_llama
+    PASS_REGULAR_EXPRESSION "architecture: llama.*output.weight +F16")
+endif()
