@@ -1,0 +1,139 @@
+// Decode-side costs of the model beyond the matvecs: attention over a deep f16 KV
+// cache (SmolLM3-3B's shape, K/V streamed from beyond the LLC as in a real decode
+// step) against a plain memory read in the same run (counter `vs_memory`), and whole
+// decode steps of a small synthetic model and, when $SMOL_BENCH_MODEL names a GGUF file
+// (e.g. one from `smol-make-model --preset smollm3-3b`), of that model.
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "smol/core/half.hpp"
+#include "smol/gguf/gguf_file.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/synthetic.hpp"
+#include "smol/model/transformer.hpp"
+#include "smol/ops/attention.hpp"
+
+using namespace smol;
+
+namespace {
+
+constexpr AttentionShape kSmolLM3{16, 4, 128};
+
+// Copies of one layer's K and V (f16) at `depth` positions, enough of them to exceed
+// the LLC; each iteration reads the next copy.
+struct KvPool {
+  std::vector<f16_bits> bytes;
+  std::size_t layer_elements = 0, copies = 0;
+};
+
+KvPool make_pool(std::size_t depth) {
+  KvPool pool;
+  pool.layer_elements = 2 * kSmolLM3.n_head_kv * depth * kSmolLM3.head_dim;
+  pool.copies =
+      std::max<std::size_t>(2, bench::kMemoryReadBytes / (pool.layer_elements * sizeof(f16_bits)));
+  pool.bytes.resize(pool.copies * pool.layer_elements);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (std::size_t i = 0; i < pool.layer_elements; ++i) pool.bytes[i] = f32_to_f16(normal(rng));
+  for (std::size_t c = 1; c < pool.copies; ++c) {
+    std::copy_n(pool.bytes.begin(), pool.layer_elements,
+                pool.bytes.begin() + static_cast<std::ptrdiff_t>(c * pool.layer_elements));
+  }
+  return pool;
+}
+
+void BM_attention_decode(benchmark::State& state) {
+  const auto depth = static_cast<std::size_t>(state.range(0));
+  Context ctx(static_cast<int>(state.range(1)));
+  const double memory_gbps = bench::memory_read_gbps(ctx);
+  const KvPool pool = make_pool(depth);
+  std::vector<float> q(kSmolLM3.n_head * kSmolLM3.head_dim, 0.1f), out(q.size());
+  const std::size_t head_stride = depth * kSmolLM3.head_dim;
+  std::size_t copy = 0;
+  for (auto _ : state) {
+    const f16_bits* keys = pool.bytes.data() + copy * pool.layer_elements;
+    const f16_bits* values = keys + pool.layer_elements / 2;
+    const KvHeads<f16_bits> kv{keys, head_stride, values, head_stride};
+    attention(ctx, kSmolLM3, q.data(), 1, depth - 1, kv, out.data());
+    benchmark::DoNotOptimize(out.data());
+    copy = (copy + 1) % pool.copies;
+  }
+  const double bytes = static_cast<double>(state.iterations()) *
+                       static_cast<double>(pool.layer_elements * sizeof(f16_bits));
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["memory_GBps"] = memory_gbps;
+  state.counters["vs_memory"] =
+      benchmark::Counter(bytes / 1e9 / memory_gbps, benchmark::Counter::kIsRate);
+  state.SetLabel(isa_name(ctx.isa()).data());
+}
+
+// One decode step of the tiny synthetic SmolLM3 (the fixture's shape, Q4_K_M) after a
+// prompt of `depth` tokens; the step is rewound each iteration so depth stays fixed.
+void BM_decode_tiny(benchmark::State& state) {
+  static const Model model = [] {
+    SyntheticSpec spec = synthetic_preset("tiny");
+    auto file = gguf::GgufFile::from_bytes(make_synthetic_writer(spec).to_bytes(), "tiny.gguf");
+    ModelConfig config = ModelConfig::from_gguf(file);
+    return Model(std::move(file), std::move(config));
+  }();
+  const auto depth = static_cast<std::size_t>(state.range(0));
+  Context ctx(static_cast<int>(state.range(1)));
+  Transformer session(model, ctx, {.context = depth + 1});
+  std::vector<std::int32_t> prompt(depth);
+  for (std::size_t i = 0; i < depth; ++i) prompt[i] = static_cast<std::int32_t>(i * 7 % 900);
+  session.forward(prompt, 0, LogitsFor::none);
+  const std::int32_t next = 42;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(session.forward(std::span(&next, 1), depth).data());
+  }
+  state.counters["tok_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// One decode step of the model in $SMOL_BENCH_MODEL at a fixed depth, as above.
+void BM_decode_file(benchmark::State& state) {
+  static const std::unique_ptr<Model> model =
+      std::make_unique<Model>(Model::open(std::getenv("SMOL_BENCH_MODEL")));
+  const auto depth = static_cast<std::size_t>(state.range(0));
+  Context ctx(static_cast<int>(state.range(1)));
+  Transformer session(*model, ctx, {.context = depth + 1});
+  std::vector<std::int32_t> prompt(depth);
+  for (std::size_t i = 0; i < depth; ++i) prompt[i] = static_cast<std::int32_t>(i * 7 % 900);
+  session.forward(prompt, 0, LogitsFor::none);
+  const std::int32_t next = 42;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(session.forward(std::span(&next, 1), depth).data());
+  }
+  state.counters["tok_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(isa_name(ctx.isa()).data());
+}
+
+const bool registered = [] {
+  auto* attention =
+      benchmark::RegisterBenchmark("attention_decode_f16/smollm3", BM_attention_decode);
+  for (const int depth : {512, 4096, 16384}) {
+    for (const int threads : {1, 2, 4, 8, 16}) attention->Args({depth, threads});
+  }
+  attention->UseRealTime()->Unit(benchmark::kMicrosecond);
+  auto* decode = benchmark::RegisterBenchmark("decode_step/tiny_q4_k_m", BM_decode_tiny);
+  for (const int depth : {16, 1024}) decode->Args({depth, 1})->Args({depth, 4});
+  decode->UseRealTime()->Unit(benchmark::kMicrosecond);
+  if (std::getenv("SMOL_BENCH_MODEL") != nullptr) {
+    auto* file = benchmark::RegisterBenchmark("decode_step/$SMOL_BENCH_MODEL", BM_decode_file);
+    for (const int depth : {16, 512}) file->Args({depth, 2})->Args({depth, 16});
+    file->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+}  // namespace

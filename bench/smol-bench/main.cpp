@@ -1,0 +1,145 @@
+// smol-bench: prefill and decode tokens/s of a GGUF model, llama-bench style, beside
+// the decode ceiling that the machine's memory bandwidth allows, measured in the same
+// run. See bench/README.md for how each figure is reproduced.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "decode_traffic.hpp"
+#include "../memory_read.hpp"
+#include "model_summary.hpp"
+#include "options.hpp"
+#include "report.hpp"
+#include "smol/model/model.hpp"
+#include "smol/model/transformer.hpp"
+#include "smol/ops/context.hpp"
+#include "test_result.hpp"
+#include "test_runner.hpp"
+
+namespace {
+
+using namespace smol;
+using namespace smol::bench;
+
+std::uint64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+std::size_t largest(const std::vector<std::size_t>& values) {
+  return *std::max_element(values.begin(), values.end());
+}
+
+// All tests at one thread count, appended to report.tests.
+void run_tests(const Model& model, const BenchOptions& options, int threads, BenchReport& report) {
+  Context context(threads, options.isa);
+  RandomTokens tokens(options.seed, model.config().n_vocab);
+  const std::size_t longest_test = std::max<std::size_t>(
+      1, std::max(largest(options.prompt_tokens), largest(options.generated_tokens)));
+  for (const std::size_t depth : options.depths) {
+    // A session just large enough for the deepest test, so the bench also works on
+    // models with short contexts; Transformer refuses one that exceeds the model's.
+    TransformerOptions session;
+    session.context = depth + longest_test;
+    session.kv_type = options.kv_type;
+    Transformer transformer(model, context, session);
+    TestRunner runner(transformer, tokens, options.repetitions, options.progress);
+    runner.fill(depth);
+
+    const auto new_result = [&] {
+      TestResult result;
+      result.threads = threads;
+      result.isa = std::string(isa_name(context.isa()));
+      return result;
+    };
+    for (const std::size_t n : options.prompt_tokens) {
+      if (n == 0) continue;
+      TestResult result = new_result();
+      runner.prefill(n, result);
+      report.tests.push_back(std::move(result));
+    }
+    for (const std::size_t n : options.generated_tokens) {
+      if (n == 0) continue;
+      TestResult result = new_result();
+      runner.decode(n, result);
+      report.tests.push_back(std::move(result));
+    }
+  }
+}
+
+int run(const BenchOptions& options) {
+  const Model model = Model::open(options.model_path);
+  BenchReport report;
+  report.model = summarize_model(model, options.model_path);
+  report.kv_type = options.kv_type == KvType::f16 ? "f16" : "f32";
+  report.repetitions = options.repetitions;
+  report.seed = options.seed;
+
+  // CPU time over wall time tells a reader of the report whether other tenants took the
+  // cores away during the tests (it sits near the thread count when they did not).
+  const double cpu_start = process_cpu_seconds();
+  const auto wall_start = std::chrono::steady_clock::now();
+  for (const int threads : options.threads) run_tests(model, options, threads, report);
+  report.busy_threads =
+      (process_cpu_seconds() - cpu_start) /
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  // Before the bandwidth buffer exists: peak RSS is a high-water mark and the 1 GiB
+  // buffer is the benchmark's, not the model's.
+  report.peak_rss_bytes = peak_rss_bytes();
+
+  const DecodeTraffic traffic = decode_traffic(model, options.kv_type);
+  for (const int threads : options.threads) {
+    if (options.progress) {
+      std::fprintf(stderr, "smol-bench: memory read bandwidth, %d threads\n", threads);
+    }
+    Context context(threads, options.isa);
+    const MemoryReadResult memory = measure_memory_read(context);
+    report.memory_reads.emplace_back(threads, memory);
+    for (TestResult& test : report.tests) {
+      if (test.threads != threads || !test.is_decode()) continue;
+      test.roofline =
+          Roofline{memory.best_gbps, traffic.bytes_per_token(test.depth, test.generated_tokens)};
+    }
+  }
+
+  write_report(report, options.output, stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchOptions options;
+  try {
+    options = parse_options(argc, argv);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "smol-bench: %s\n", error.what());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(kUsage.data(), stdout);
+    return 0;
+  }
+  try {
+    return run(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "smol-bench: %s\n", error.what());
+    return 1;
+  }
+}

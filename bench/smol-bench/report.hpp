@@ -1,0 +1,291 @@
+// Writes smol-bench's results as a llama-bench-shaped markdown table, JSON or CSV.
+//
+// Field names follow llama-bench's JSON and CSV (n_prompt, n_gen, n_depth, avg_ts,
+// stddev_ts, samples_ts, ...) so scripts written for one read the other; what
+// llama-bench has no field for (the ISA, the roofline, peak RSS) is added beside them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../memory_read.hpp"
+#include "model_summary.hpp"
+#include "options.hpp"
+#include "test_result.hpp"
+
+namespace smol::bench {
+
+struct BenchReport {
+  ModelSummary model;
+  std::string kv_type;
+  std::size_t repetitions = 0;
+  unsigned seed = 0;
+  std::uint64_t peak_rss_bytes = 0;
+  double busy_threads = 0;  // process CPU seconds per wall second during the tests
+  std::vector<std::pair<int, MemoryReadResult>> memory_reads;  // by thread count
+  std::vector<TestResult> tests;
+};
+
+namespace detail {
+
+template <class... Args>
+std::string format(const char* pattern, Args... args) {
+  char text[256];
+  std::snprintf(text, sizeof text, pattern, args...);
+  return text;
+}
+
+inline double gib(std::uint64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
+}
+
+// llama-bench's units: GiB from 1 GiB up, else MiB; billions of parameters from a
+// billion up, else millions.
+inline std::string size_text(std::uint64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024);
+  return mib >= 1024 ? format("%.2f GiB", mib / 1024) : format("%.2f MiB", mib);
+}
+
+inline std::string params_text(std::uint64_t params) {
+  const double count = static_cast<double>(params);
+  return count >= 1e9 ? format("%.2f B", count / 1e9) : format("%.2f M", count / 1e6);
+}
+
+// Decode at depth d as a share of decode at depth 0 with the same length and threads:
+// the number the attention over the KV cache is judged by.
+inline const TestResult* shallow_twin(const std::vector<TestResult>& tests,
+                                      const TestResult& deep) {
+  for (const TestResult& test : tests) {
+    if (test.is_decode() && test.depth == 0 && test.threads == deep.threads &&
+        test.generated_tokens == deep.generated_tokens) {
+      return &test;
+    }
+  }
+  return nullptr;
+}
+
+inline std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += format("\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// JSON has no NaN or infinity; a sample that produced one is reported as null.
+inline std::string json_number(double value) {
+  return std::isfinite(value) ? format("%.6g", value) : std::string("null");
+}
+
+inline std::string json_numbers(const std::vector<double>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += (i ? ", " : "") + json_number(values[i]);
+  }
+  return out + "]";
+}
+
+inline std::string csv_field(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    out += c;
+    if (c == '"') out += '"';
+  }
+  return out + "\"";
+}
+
+inline std::vector<double> nanoseconds(const std::vector<double>& seconds) {
+  std::vector<double> out;
+  for (const double s : seconds) out.push_back(s * 1e9);
+  return out;
+}
+
+}  // namespace detail
+
+inline void write_markdown(const BenchReport& report, std::FILE* out) {
+  using detail::format;
+  std::vector<std::string> header{"model", "size", "params", "threads", "isa"};
+  // llama-bench shows a setting only when it differs from its default.
+  const bool show_kv = report.kv_type != "f16";
+  if (show_kv) header.push_back("type_kv");
+  header.insert(header.end(), {"test", "t/s"});
+
+  std::vector<std::vector<std::string>> rows;
+  for (const TestResult& test : report.tests) {
+    const SampleStats rate = sample_stats(test.tokens_per_second());
+    std::vector<std::string> row{
+        report.model.description, detail::size_text(report.model.size_bytes),
+        detail::params_text(report.model.params), std::to_string(test.threads), test.isa};
+    if (show_kv) row.push_back(report.kv_type);
+    row.insert(row.end(), {test.name(), format("%.2f ± %.2f", rate.mean, rate.stddev)});
+    rows.push_back(std::move(row));
+  }
+
+  // Column widths in characters on screen; "±" is two bytes but one column.
+  const auto width = [](const std::string& text) {
+    std::size_t columns = 0;
+    for (const char c : text) columns += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return columns;
+  };
+  std::vector<std::size_t> widths(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    widths[c] = width(header[c]);
+    for (const auto& row : rows) widths[c] = std::max(widths[c], width(row[c]));
+  }
+  // Text columns align left, numbers right, as in llama-bench.
+  const auto is_text_column = [&](std::size_t c) {
+    return header[c] == "model" || header[c] == "isa" || header[c] == "type_kv" ||
+           header[c] == "test";
+  };
+  const auto print_row = [&](const std::vector<std::string>& cells) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(widths[c] - width(cells[c]), ' ');
+      std::fprintf(out, "| %s ", (is_text_column(c) ? cells[c] + pad : pad + cells[c]).c_str());
+    }
+    std::fprintf(out, "|\n");
+  };
+  print_row(header);
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    const std::string dashes(widths[c], '-');
+    std::fprintf(out, "| %s ", (is_text_column(c) ? dashes : dashes.substr(1) + ":").c_str());
+  }
+  std::fprintf(out, "|\n");
+  for (const auto& row : rows) print_row(row);
+
+  std::fprintf(out, "\n");
+  for (const auto& [threads, memory] : report.memory_reads) {
+    std::fprintf(
+        out,
+        "roofline, %d threads: memory read %.2f GB/s (%s loads, best of %d passes over %.2f GiB)\n",
+        threads, memory.best_gbps, memory.loads, memory.passes, detail::gib(memory.buffer_bytes));
+    for (const TestResult& test : report.tests) {
+      if (test.threads != threads || !test.roofline) continue;
+      const double rate = sample_stats(test.tokens_per_second()).mean;
+      const double ceiling = test.roofline->ceiling_tokens_per_second();
+      std::fprintf(out,
+                   "  %s: %.3f GB read per token -> ceiling %.2f t/s; measured %.2f t/s = %.1f %%",
+                   test.name().c_str(), test.roofline->bytes_per_token / 1e9, ceiling, rate,
+                   100.0 * rate / ceiling);
+      if (const TestResult* twin =
+              test.depth > 0 ? detail::shallow_twin(report.tests, test) : nullptr) {
+        std::fprintf(out, "; %.1f %% of %s",
+                     100.0 * rate / sample_stats(twin->tokens_per_second()).mean,
+                     twin->name().c_str());
+      }
+      std::fprintf(out, "\n");
+    }
+  }
+  std::fprintf(out, "peak RSS %.2f GiB (the mapped model counts once it is read); KV cache %s\n",
+               detail::gib(report.peak_rss_bytes), report.kv_type.c_str());
+  // Worker threads that wait spin for a while, so a quiet machine shows close to the
+  // thread count; much less means other processes had the cores.
+  std::fprintf(out, "CPU busy: %.2f threads on average during the tests\n", report.busy_threads);
+}
+
+inline void write_json(const BenchReport& report, std::FILE* out) {
+  using detail::json_number;
+  using detail::json_string;
+  std::fprintf(out, "{\n  \"model_filename\": %s,\n  \"model_type\": %s,\n",
+               json_string(report.model.path).c_str(),
+               json_string(report.model.description).c_str());
+  std::fprintf(out, "  \"model_size\": %llu,\n  \"model_n_params\": %llu,\n",
+               static_cast<unsigned long long>(report.model.size_bytes),
+               static_cast<unsigned long long>(report.model.params));
+  std::fprintf(out, "  \"type_kv\": %s,\n  \"repetitions\": %zu,\n  \"seed\": %u,\n",
+               json_string(report.kv_type).c_str(), report.repetitions, report.seed);
+  std::fprintf(out, "  \"peak_rss_bytes\": %llu,\n  \"busy_threads\": %s,\n  \"memory_read\": [",
+               static_cast<unsigned long long>(report.peak_rss_bytes),
+               json_number(report.busy_threads).c_str());
+  for (std::size_t i = 0; i < report.memory_reads.size(); ++i) {
+    const auto& [threads, memory] = report.memory_reads[i];
+    std::fprintf(out,
+                 "%s\n    {\"n_threads\": %d, \"gbps\": %s, \"loads\": \"%s\", \"buffer_bytes\": "
+                 "%zu, \"passes\": %d}",
+                 i ? "," : "", threads, json_number(memory.best_gbps).c_str(), memory.loads,
+                 memory.buffer_bytes, memory.passes);
+  }
+  std::fprintf(out, "\n  ],\n  \"tests\": [");
+  for (std::size_t i = 0; i < report.tests.size(); ++i) {
+    const TestResult& test = report.tests[i];
+    const std::vector<double> rates = test.tokens_per_second();
+    const SampleStats rate = sample_stats(rates);
+    const std::vector<double> ns = detail::nanoseconds(test.seconds);
+    const SampleStats time = sample_stats(ns);
+    std::fprintf(out, "%s\n    {\"test\": %s, \"n_threads\": %d, \"isa\": %s, ", i ? "," : "",
+                 json_string(test.name()).c_str(), test.threads, json_string(test.isa).c_str());
+    std::fprintf(out, "\"n_prompt\": %zu, \"n_gen\": %zu, \"n_depth\": %zu,\n", test.prompt_tokens,
+                 test.generated_tokens, test.depth);
+    std::fprintf(out,
+                 "     \"avg_ns\": %s, \"stddev_ns\": %s, \"avg_ts\": %s, \"stddev_ts\": %s,\n",
+                 json_number(time.mean).c_str(), json_number(time.stddev).c_str(),
+                 json_number(rate.mean).c_str(), json_number(rate.stddev).c_str());
+    std::fprintf(out, "     \"samples_ns\": %s, \"samples_ts\": %s",
+                 detail::json_numbers(ns).c_str(), detail::json_numbers(rates).c_str());
+    if (test.roofline) {
+      const double ceiling = test.roofline->ceiling_tokens_per_second();
+      std::fprintf(out,
+                   ",\n     \"memory_read_gbps\": %s, \"bytes_per_token\": %s, \"ceiling_ts\": %s, "
+                   "\"percent_of_ceiling\": %s",
+                   json_number(test.roofline->memory_read_gbps).c_str(),
+                   json_number(test.roofline->bytes_per_token).c_str(),
+                   json_number(ceiling).c_str(), json_number(100.0 * rate.mean / ceiling).c_str());
+    }
+    std::fprintf(out, "}");
+  }
+  std::fprintf(out, "\n  ]\n}\n");
+}
+
+inline void write_csv(const BenchReport& report, std::FILE* out) {
+  std::fprintf(out,
+               "model_filename,model_type,model_size,model_n_params,n_threads,isa,type_kv,test,"
+               "n_prompt,n_gen,n_depth,avg_ts,stddev_ts,memory_read_gbps,bytes_per_token,"
+               "ceiling_ts,percent_of_ceiling,peak_rss_bytes\n");
+  for (const TestResult& test : report.tests) {
+    const SampleStats rate = sample_stats(test.tokens_per_second());
+    std::string roofline = ",,,";
+    if (test.roofline) {
+      const double ceiling = test.roofline->ceiling_tokens_per_second();
+      roofline =
+          detail::format("%.4f,%.0f,%.4f,%.2f", test.roofline->memory_read_gbps,
+                         test.roofline->bytes_per_token, ceiling, 100.0 * rate.mean / ceiling);
+    }
+    std::fprintf(out, "%s,%s,%llu,%llu,%d,%s,%s,%s,%zu,%zu,%zu,%.4f,%.4f,%s,%llu\n",
+                 detail::csv_field(report.model.path).c_str(),
+                 detail::csv_field(report.model.description).c_str(),
+                 static_cast<unsigned long long>(report.model.size_bytes),
+                 static_cast<unsigned long long>(report.model.params), test.threads,
+                 test.isa.c_str(), report.kv_type.c_str(), detail::csv_field(test.name()).c_str(),
+                 test.prompt_tokens, test.generated_tokens, test.depth, rate.mean, rate.stddev,
+                 roofline.c_str(), static_cast<unsigned long long>(report.peak_rss_bytes));
+  }
+}
+
+inline void write_report(const BenchReport& report, OutputFormat format, std::FILE* out) {
+  switch (format) {
+    case OutputFormat::markdown:
+      write_markdown(report, out);
+      return;
+    case OutputFormat::json:
+      write_json(report, out);
+      return;
+    case OutputFormat::csv:
+      write_csv(report, out);
+      return;
+  }
+}
+
+}  // namespace smol::bench

@@ -1,0 +1,71 @@
+# CTest entries for smol-bench (included by tests/CMakeLists.txt): a short run on the
+# tiny fixture whose JSON report must parse and list the expected tests, and the exit
+# status of bad command lines. Speeds are never checked: the machines are shared.
+#
+# tests/ is configured before bench/, so `if(TARGET smol-bench)` would always be false
+# here; the option that adds bench/ is the reliable guard ($<TARGET_FILE:...> resolves
+# later, at generation time).
+if(NOT SMOL_BUILD_BENCH)
+  return()
+endif()
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  message(STATUS "smol: no python3, skipping the smol-bench tests")
+  return()
+endif()
+
+set(bench_model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
+set(bench_report "${CMAKE_CURRENT_BINARY_DIR}/data/smol-bench.json")
+
+# argv: smol-bench, model, report path. json.tool first, as a user would check it;
+# then the contents.
+set(smol_bench_json_check [=[
+import json, subprocess, sys
+tool, model, report = sys.argv[1:4]
+with open(report, "w") as out:
+    subprocess.run([tool, "-m", model, "-p", "16", "-n", "8", "-d", "0,8", "-r", "1", "-o", "json"],
+                   stdout=out, check=True)
+subprocess.run([sys.executable, "-m", "json.tool", report], stdout=subprocess.DEVNULL, check=True)
+data = json.load(open(report))
+names = [t["test"] for t in data["tests"]]
+expected = ["pp16", "tg8", "pp16 @ d8", "tg8 @ d8"]
+if names != expected:
+    sys.exit("tests %s, expected %s" % (names, expected))
+for t in data["tests"]:
+    if len(t["samples_ts"]) != 1 or not t["avg_ts"] > 0 or not t["isa"]:
+        sys.exit("bad samples in %s" % t)
+    if t["n_gen"] and not (t["ceiling_ts"] > 0 and t["bytes_per_token"] > 0):
+        sys.exit("decode test without a roofline: %s" % t)
+if not (data["peak_rss_bytes"] > 0 and data["memory_read"][0]["gbps"] > 0):
+    sys.exit("no peak RSS or memory bandwidth in the report")
+if data["model_n_params"] <= 0 or not data["model_type"].startswith("smollm3"):
+    sys.exit("model fields wrong: %s %s" % (data["model_type"], data["model_n_params"]))
+print("smol-bench report ok:", ", ".join(names))
+]=])
+add_test(NAME bench_smol_bench_json
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_json_check}" $<TARGET_FILE:smol-bench>
+                 "${bench_model}" "${bench_report}")
+# It reads a 1 GiB buffer for the roofline; keep it from competing with itself.
+set_tests_properties(bench_smol_bench_json PROPERTIES RUN_SERIAL TRUE)
+
+# argv: smol-bench, expected exit status, arguments...; one line on stderr, nothing
+# on stdout.
+set(smol_bench_exit_check [=[
+import subprocess, sys
+tool, expected = sys.argv[1], int(sys.argv[2])
+run = subprocess.run([tool] + sys.argv[3:], capture_output=True, text=True)
+lines = run.stderr.strip().splitlines()
+if run.returncode != expected or len(lines) != 1 or not lines[0].startswith("smol-bench: ") or run.stdout:
+    sys.exit("exit %d (expected %d), stderr %r, stdout %r" %
+             (run.returncode, expected, run.stderr, run.stdout))
+print(lines[0])
+]=])
+add_test(NAME bench_smol_bench_bad_flag
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 2
+                 -m "${bench_model}" --no-such-flag)
+add_test(NAME bench_smol_bench_bad_count
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 2
+                 -m "${bench_model}" -p 16,x)
+add_test(NAME bench_smol_bench_missing_file
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
+                 -m "${CMAKE_CURRENT_BINARY_DIR}/data/no-such-model.gguf")
