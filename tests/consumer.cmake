@@ -1,0 +1,28 @@
+# CTest entries that build tests/consumer/ against smol three ways: as a
+# subdirectory, through find_package on this build tree, and through find_package
+# on an install prefix. Each configures, builds and runs the consumer on a fixture.
+set(consumer_src "${CMAKE_CURRENT_SOURCE_DIR}/consumer")
+set(consumer_work "${CMAKE_CURRENT_BINARY_DIR}/consumer")
+set(consumer_model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
+set(consumer_common -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER})
+
+add_test(NAME consumer_subdirectory
+  COMMAND ${CMAKE_COMMAND} -DSRC=${consumer_src} -DWORK=${consumer_work}/subdirectory
+          -DMODEL=${consumer_model}
+          "-DARGS=${consumer_common};-DSMOL_CONSUME=subdirectory;-DSMOL_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
+
+add_test(NAME consumer_build_tree
+  COMMAND ${CMAKE_COMMAND} -DSRC=${consumer_src} -DWORK=${consumer_work}/build_tree
+          -DMODEL=${consumer_model}
+          "-DARGS=${consumer_common};-Dsmol_DIR=${PROJECT_BINARY_DIR}"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
+
+add_test(NAME consumer_install_prefix
+  COMMAND ${CMAKE_COMMAND} -DSRC=${consumer_src} -DWORK=${consumer_work}/installed
+          -DMODEL=${consumer_model} -DINSTALL_FROM=${PROJECT_BINARY_DIR}
+          "-DARGS=${consumer_common};-DCMAKE_PREFIX_PATH=${consumer_work}/installed/prefix"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
+
+set_tests_properties(consumer_subdirectory consumer_build_tree consumer_install_prefix PROPERTIES
+  PASS_REGULAR_EXPRESSION "architecture: smollm3, tensors: 74\nisa: [a-z0-9]+, logits: 1024" LABELS "consumer;slow")

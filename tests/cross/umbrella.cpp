@@ -1,0 +1,6 @@
+// Compiled for aarch64 by tests/cross_aarch64.cmake: the whole public API must build there.
+#include <smol/smol.hpp>
+
+int main() {
+  return 0;
+}

@@ -1,0 +1,236 @@
+// Random and adversarial quantized blocks for the kernel tests (test_simd_*, matvec,
+// matmul). Blocks are random bytes with sane f16 scales: never NaN or infinity.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "smol/core/half.hpp"
+#include "smol/ops/weight_matrix.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/dequantize.hpp"
+#include "smol/quant/quantize_q8k.hpp"
+#include "smol/simd/kernels_impl.hpp"
+
+namespace smol::testing {
+
+enum class Pattern { random, all_max, zero_scales, huge_scales, tiny_scales };
+inline constexpr Pattern kPatterns[] = {Pattern::random, Pattern::all_max, Pattern::zero_scales,
+                                        Pattern::huge_scales, Pattern::tiny_scales};
+
+inline f16_bits scale_for(Pattern p, std::mt19937& rng, float typical) {
+  std::uniform_real_distribution<float> u(0.25f, 1.0f);
+  switch (p) {
+    case Pattern::zero_scales:
+      return 0;
+    case Pattern::huge_scales:
+      return 0x7bff;  // 65504, the largest finite f16
+    case Pattern::tiny_scales:
+      return 0x0001;  // the smallest subnormal
+    default:
+      return f32_to_f16(typical * u(rng));
+  }
+}
+
+inline void fill_bytes(std::uint8_t* p, std::size_t n, Pattern pattern, std::mt19937& rng) {
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = pattern == Pattern::all_max ? 0xFF : static_cast<std::uint8_t>(rng());
+  }
+}
+
+inline std::vector<BlockQ4K> q4k_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ4K> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.01f);
+    b.dmin = scale_for(p, rng, 0.005f);
+    fill_bytes(b.scales, sizeof(b.scales), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
+  }
+  return v;
+}
+
+inline std::vector<BlockQ6K> q6k_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ6K> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.002f);
+    fill_bytes(b.ql, sizeof(b.ql), p, rng);
+    fill_bytes(b.qh, sizeof(b.qh), p, rng);
+    fill_bytes(reinterpret_cast<std::uint8_t*>(b.scales), sizeof(b.scales), p, rng);
+    if (p == Pattern::all_max) std::fill(std::begin(b.scales), std::end(b.scales), 127);
+    if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
+  }
+  return v;
+}
+
+inline std::vector<BlockQ8_0> q8_0_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ8_0> v(n);
+  std::uniform_int_distribution<int> q(-127, 127);  // ggml never writes -128
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.01f);
+    for (auto& x : b.qs) x = static_cast<std::int8_t>(p == Pattern::all_max ? 127 : q(rng));
+  }
+  return v;
+}
+
+inline std::vector<BlockQ4_0> q4_0_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ4_0> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.01f);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+  }
+  return v;
+}
+
+inline std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> g(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+// Q8_K activations; all_max gives every quant +-127 (the extremes the kernels must take).
+inline std::vector<BlockQ8K> q8k_activations(std::size_t n_values, Pattern p, std::mt19937& rng) {
+  std::vector<float> x = random_floats(n_values, rng);
+  if (p == Pattern::all_max) {
+    for (std::size_t i = 0; i < n_values; ++i) x[i] = (rng() & 1) ? 1.0f : -1.0f;
+  }
+  std::vector<BlockQ8K> v(n_values / QK_K);
+  quantize_row_q8k(x.data(), v.data(), n_values);
+  return v;
+}
+
+// An independent double-precision dot of dequantized weights with dequantized
+// activations: the value, and the sum of |products| (the scale for tolerances).
+struct Reference {
+  double value = 0, magnitude = 0;
+};
+inline Reference reference_dot(const std::vector<float>& w, const std::vector<float>& a) {
+  Reference r;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    r.value += static_cast<double>(w[i]) * a[i];
+    r.magnitude += std::fabs(static_cast<double>(w[i]) * a[i]);
+  }
+  return r;
+}
+
+template <class Block>
+std::vector<float> dequantized(GgmlType type, const std::vector<Block>& blocks, std::size_t n) {
+  std::vector<float> out(n);
+  dequantize_row(type, reinterpret_cast<const std::byte*>(blocks.data()), out.data(), n);
+  return out;
+}
+
+inline std::vector<float> dequantized_q8k(const std::vector<BlockQ8K>& blocks) {
+  std::vector<float> out;
+  for (const auto& b : blocks) {
+    for (auto q : b.qs) out.push_back(b.d * q);
+  }
+  return out;
+}
+
+inline std::vector<float> dequantized_q8_0(const std::vector<BlockQ8_0>& blocks) {
+  std::vector<float> out;
+  for (const auto& b : blocks) {
+    for (auto q : b.qs) out.push_back(f16_to_f32(b.d) * q);
+  }
+  return out;
+}
+
+// Weight bytes for a rows x cols matrix of `type` (random valid blocks).
+inline std::vector<std::byte> random_matrix(GgmlType type, std::size_t rows, std::size_t cols,
+                                            std::mt19937& rng) {
+  std::vector<std::byte> bytes(rows * ggml_row_bytes(type, cols));
+  auto put = [&](const auto& blocks) { std::memcpy(bytes.data(), blocks.data(), bytes.size()); };
+  const std::size_t n = rows * cols;
+  switch (type) {
+    case GgmlType::Q4_K:
+      put(q4k_blocks(n / QK_K, Pattern::random, rng));
+      break;
+    case GgmlType::Q6_K:
+      put(q6k_blocks(n / QK_K, Pattern::random, rng));
+      break;
+    case GgmlType::Q8_0:
+      put(q8_0_blocks(n / 32, Pattern::random, rng));
+      break;
+    case GgmlType::Q4_0:
+      put(q4_0_blocks(n / 32, Pattern::random, rng));
+      break;
+    case GgmlType::F32:
+      put(random_floats(n, rng, 0.05f));
+      break;
+    case GgmlType::F16:
+    case GgmlType::BF16: {
+      std::vector<std::uint16_t> h(n);
+      const auto f = random_floats(n, rng, 0.05f);
+      for (std::size_t i = 0; i < n; ++i)
+        h[i] = type == GgmlType::F16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
+      put(h);
+      break;
+    }
+    default:
+      throw Error("no generator");
+  }
+  return bytes;
+}
+
+inline WeightMatrix view(GgmlType type, const std::vector<std::byte>& bytes, std::size_t rows,
+                         std::size_t cols) {
+  return WeightMatrix{type, bytes.data(), rows, cols, ggml_row_bytes(type, cols), "test.weight"};
+}
+
+// The scalar kernels row by row: what matvec must reproduce in q8 mode.
+inline std::vector<float> expected_q8(const WeightMatrix& w, const float* x) {
+  const Kernels& k = kernels_for_isa(Isa::scalar);
+  std::vector<float> y(w.rows);
+  std::vector<BlockQ8K> q8k(w.cols / QK_K);
+  std::vector<BlockQ8_0> q80(w.cols / 32);
+  if (w.cols % QK_K == 0) k.quantize_row_q8k(x, q8k.data(), w.cols);
+  k.quantize_row_q8_0(x, q80.data(), w.cols);
+  for (std::size_t r = 0; r < w.rows; ++r) {
+    const std::byte* row = w.row(r);
+    switch (w.type) {
+      case GgmlType::Q4_K:
+        y[r] = k.dot_q4k_q8k(reinterpret_cast<const BlockQ4K*>(row), q8k.data(), w.cols / QK_K);
+        break;
+      case GgmlType::Q6_K:
+        y[r] = k.dot_q6k_q8k(reinterpret_cast<const BlockQ6K*>(row), q8k.data(), w.cols / QK_K);
+        break;
+      case GgmlType::Q8_0:
+        y[r] = k.dot_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(row), q80.data(), w.cols / 32);
+        break;
+      case GgmlType::Q4_0:
+        y[r] = k.dot_q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(row), q80.data(), w.cols / 32);
+        break;
+      case GgmlType::F32:
+        y[r] = k.dot_f32(reinterpret_cast<const float*>(row), x, w.cols);
+        break;
+      case GgmlType::F16:
+        y[r] = k.dot_f16_f32(reinterpret_cast<const f16_bits*>(row), x, w.cols);
+        break;
+      case GgmlType::BF16:
+        y[r] = k.dot_bf16_f32(reinterpret_cast<const bf16_bits*>(row), x, w.cols);
+        break;
+      default:
+        break;
+    }
+  }
+  return y;
+}
+
+// Double-precision W x over dequantized weights, with the sum of |products| per row.
+inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x) {
+  std::vector<Reference> out(w.rows);
+  std::vector<float> row(w.cols);
+  const std::vector<float> xs(x, x + w.cols);
+  for (std::size_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.type, w.row(r), row.data(), w.cols);
+    out[r] = reference_dot(row, xs);
+  }
+  return out;
+}
+
+}  // namespace smol::testing
