@@ -106,13 +106,15 @@ TEST_CASE("matmul: adversarial Q4_K / Q6_K blocks, partial row groups and token 
   }
 }
 
-TEST_CASE("the vector sets carry their prefill kernels") {
+TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
     CAPTURE(isa_name(isa));
-    const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
-    CHECK((k.tile_q4k_q8k != nullptr) == avx512);
-    CHECK((k.tile_q6k_q8k != nullptr) == avx512);
+    const bool x86 =
+        isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
+    CHECK((k.tile_q4k_q8k != nullptr) == x86);
+    CHECK((k.tile_q6k_q8k != nullptr) == x86);
+    CHECK((k.dot_q4k_lanes != nullptr) == (isa == Isa::avx2));
     CHECK((k.matrix_q4k_q8k != nullptr) == (isa == Isa::amx));
     CHECK((k.matrix_q6k_q8k != nullptr) == (isa == Isa::amx));
   }

@@ -26,6 +26,12 @@ void check_close(float got, float want, double magnitude, double rel = 2e-6) {
   CHECK(std::fabs(static_cast<double>(got) - want) <= rel * magnitude + 1e-30);
 }
 
+std::vector<BlockQ8KLanes> lane_packed(const std::vector<BlockQ8K>& act) {
+  std::vector<BlockQ8KLanes> lanes(act.size());
+  pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(act.data(), lanes.data(), act.size());
+  return lanes;
+}
+
 std::string label(Isa isa, const char* type, std::size_t n, Pattern p) {
   return cat(isa_name(isa), " ", type, " n=", n, " pattern=", static_cast<int>(p));
 }
@@ -120,6 +126,11 @@ TEST_CASE("quantized dots: every ISA equals the scalar reference") {
           CAPTURE(label(isa, "Q4_K", n, p));
           check_close(k.dot_q4k_q8k(w.data(), act.data(), nb),
                       ref.dot_q4k_q8k(w.data(), act.data(), nb), r.magnitude);
+          if (k.dot_q4k_lanes) {
+            const auto lanes = lane_packed(act);
+            check_close(k.dot_q4k_lanes(w.data(), lanes.data(), nb),
+                        ref.dot_q4k_q8k(w.data(), act.data(), nb), r.magnitude);
+          }
         }
         {
           auto w = q6k_blocks(nb, p, rng);
@@ -167,6 +178,10 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
       CAPTURE(isa_name(isa));
       CHECK(k.dot_q4k_q8k(w4.data(), act.data(), 1) ==
             scalar_kernels().dot_q4k_q8k(w4.data(), act.data(), 1));
+      if (k.dot_q4k_lanes) {
+        CHECK(k.dot_q4k_lanes(w4.data(), lane_packed(act).data(), 1) ==
+              scalar_kernels().dot_q4k_q8k(w4.data(), act.data(), 1));
+      }
       CHECK(k.dot_q6k_q8k(w6.data(), act.data(), 1) ==
             scalar_kernels().dot_q6k_q8k(w6.data(), act.data(), 1));
     }

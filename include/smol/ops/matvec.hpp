@@ -17,6 +17,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/simd/q8k_lanes.hpp"
 
 namespace smol {
 namespace detail {
@@ -165,9 +166,14 @@ inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y
   switch (w.type) {
     case GgmlType::Q4_K:
     case GgmlType::Q6_K: {
-      auto* xq = ctx.scratch_as<BlockQ8K>(Scratch::activations, w.cols / QK_K);
+      const std::size_t nblocks = w.cols / QK_K;
+      auto* xq = ctx.scratch_as<BlockQ8K>(Scratch::activations, nblocks);
       k.quantize_row_q8k(x, xq, w.cols);
-      if (w.type == GgmlType::Q4_K) {
+      if (w.type == GgmlType::Q4_K && k.dot_q4k_lanes) {
+        auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
+        pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(xq, lanes, nblocks);
+        detail::matvec_quantized<BlockQ4K>(ctx, w, lanes, k.dot_q4k_lanes, y);
+      } else if (w.type == GgmlType::Q4_K) {
         detail::matvec_quantized<BlockQ4K>(ctx, w, xq, k.dot_q4k_q8k, y);
       } else {
         detail::matvec_quantized<BlockQ6K>(ctx, w, xq, k.dot_q6k_q8k, y);

@@ -37,6 +37,9 @@ struct Kernels {
   float (*dot_f32)(const float*, const float*, std::size_t n) = nullptr;
   float (*dot_f16_f32)(const f16_bits*, const float*, std::size_t n) = nullptr;
   float (*dot_bf16_f32)(const bf16_bits*, const float*, std::size_t n) = nullptr;
+  // Decode dot on lane-packed activations (pack_q8k_lanes, q4k_scaled_by_d): the same
+  // value as dot_q4k_q8k. Set where it is faster; matvec then packs x once per call.
+  float (*dot_q4k_lanes)(const BlockQ4K*, const BlockQ8KLanes*, std::size_t nblocks) = nullptr;
   // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
   void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
   void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;

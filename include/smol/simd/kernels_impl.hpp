@@ -18,6 +18,7 @@
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_lanes.hpp"
 #include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_tiles.hpp"
 #if defined(__GNUC__) && !defined(__clang__)
@@ -38,6 +39,9 @@ Kernels make_isa_kernels() noexcept {
 #if defined(SMOL_X86)
   } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
     Kernels k = simd::make_x86_kernels<Arch>();
+    k.dot_q4k_lanes = simd::x86::dot_q4k_lanes_256<Arch>;
+    k.tile_q4k_q8k = simd::x86::tile_q4k_q8k_256<Arch>;
+    k.tile_q6k_q8k = simd::x86::tile_q6k_q8k_256<Arch>;
     k.attend_block_f32 = simd::attend_block<Arch, float>;
     k.attend_block_f16 = simd::attend_block<Arch, f16_bits>;
     return k;

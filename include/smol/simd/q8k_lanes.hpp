@@ -9,9 +9,11 @@
 // carry the Q4_K min term and the Q6_K -32 offset.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 #include "smol/quant/blocks.hpp"
 
@@ -23,6 +25,7 @@ struct alignas(64) BlockQ8KLanes {
     float d_lane_sums[16];          // Q4_K: d * (sum of the lane's quants), for the min term
     std::int32_t minus32_sums[16];  // Q6_K: -32 * (sum of the lane's quants), the offset
   };
+  std::int16_t bsums[QK_K / 16];  // BlockQ8K::bsums, unchanged (natural groups of 16)
   float d;
 };
 static_assert(sizeof(BlockQ8KLanes) == 384);
@@ -67,6 +70,7 @@ void pack_q8k_lanes(const BlockQ8K* in, BlockQ8KLanes* out, std::size_t nblocks)
       sums[(p % 64) / 4] += out[b].qs[p];
     }
     out[b].d = in[b].d;
+    std::copy(std::begin(in[b].bsums), std::end(in[b].bsums), std::begin(out[b].bsums));
     for (std::size_t l = 0; l < 16; ++l) {
       if constexpr (kind == LaneSums::q4k_scaled_by_d) {
         out[b].d_lane_sums[l] = in[b].d * static_cast<float>(sums[l]);

@@ -84,7 +84,7 @@ inline void expand_q4k_row(const BlockQ4K* x, std::size_t nblocks, std::size_t c
   const __m512i nibble = _mm512_set1_epi8(0x0F), low5 = _mm512_set1_epi16(31);
   for (std::size_t b = 0; b < nblocks; ++b) {
     alignas(16) std::uint8_t sm[16];  // scales 0-7, mins 8-15
-    _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x[b].scales));
+    _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x[b]));
     const std::size_t at = r * cols + b * QK_K;
     for (int c = 0; c < 4; ++c) {
       const __m512i q = _mm512_and_si512(

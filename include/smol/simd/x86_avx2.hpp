@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/simd/arch.hpp"
@@ -84,19 +83,22 @@ inline __m256i load256(const void* p) noexcept {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
-// Q4_K's 12 packed bytes as 16: scales 0-7 in bytes 0-7, mins 0-7 in bytes 8-15
-// (the same unpacking as unpack_q4k_scales, four bytes at a time).
+// Q4_K's 12 packed scale bytes as 16: scales 0-7 in bytes 0-7, mins 0-7 in bytes 8-15
+// (unpack_q4k_scales, four bytes per 32-bit lane). With u0, u1, u2 the packed words:
+// [u0 & 0x3f.., (u2 & 0x0f..) | (u0 >> 2 & 0x30..), u1 & 0x3f.., (u2 >> 4 & 0x0f..) |
+// (u1 >> 2 & 0x30..)]. Vector code, since moving four scalars into a vector costs more
+// than the arithmetic. The 16-byte load ends inside qs, which follows the scales.
 template <class Arch>
-inline __m128i q4k_scales_and_mins(const std::uint8_t* packed) noexcept {
-  std::uint32_t u[3];
-  std::memcpy(u, packed, 12);
-  const std::uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, top2 = 0x03030303u;
-  const std::uint32_t sc_lo = u[0] & low6;
-  const std::uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & top2) << 4);
-  const std::uint32_t m_lo = u[1] & low6;
-  const std::uint32_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & top2) << 4);
-  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
-                       static_cast<int>(sc_lo));
+inline __m128i q4k_scales_and_mins(const BlockQ4K& block) noexcept {
+  static_assert(offsetof(BlockQ4K, scales) + 16 <= sizeof(BlockQ4K));
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales));
+  const __m128i u0u0u1u1 = _mm_shuffle_epi32(packed, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m128i u2 = _mm_shuffle_epi32(packed, _MM_SHUFFLE(2, 2, 2, 2));
+  const __m128i low = _mm_and_si128(_mm_srlv_epi32(u0u0u1u1, _mm_setr_epi32(0, 2, 0, 2)),
+                                    _mm_setr_epi32(0x3f3f3f3f, 0x30303030, 0x3f3f3f3f, 0x30303030));
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 0, 0, 4)),
+                                     _mm_setr_epi32(0, 0x0f0f0f0f, 0, 0x0f0f0f0f));
+  return _mm_or_si128(low, high);
 }
 
 // Picks int16 element `lo` into every slot of the low 128-bit lane and `hi` into the high
@@ -121,7 +123,7 @@ float dot_q4k_q8k(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks) noe
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const float yd = y[b].d;
-    const __m128i packed = q4k_scales_and_mins<Arch>(x[b].scales);
+    const __m128i packed = q4k_scales_and_mins<Arch>(x[b]);
     // The 8 scales as int16, the same in both 128-bit lanes (for pick_words).
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
     const __m256i min_products = _mm256_madd_epi16(

@@ -65,7 +65,7 @@ float dot_q4k_q8k_512_vnni(const BlockQ4K* x, const BlockQ8K* y, std::size_t nbl
   __m256 acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const float yd = y[b].d;
-    const __m128i packed = q4k_scales_and_mins<Arch>(x[b].scales);
+    const __m128i packed = q4k_scales_and_mins<Arch>(x[b]);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));
     const __m256i min_products =
         _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group)),
@@ -142,7 +142,7 @@ float dot_q4k_q8k_512(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks)
   __m256 acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const float yd = y[b].d;
-    const __m128i packed = q4k_scales_and_mins<Arch>(x[b].scales);
+    const __m128i packed = q4k_scales_and_mins<Arch>(x[b]);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));
     const __m256i min_products =
         _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group)),

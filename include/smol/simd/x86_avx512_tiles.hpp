@@ -20,6 +20,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/q8k_lanes.hpp"
+#include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol::simd::x86 {
@@ -111,7 +112,7 @@ void q4k_row_tile(const BlockQ4K* w, const BlockQ8KLanes* act, std::size_t act_s
   for (std::size_t b = 0; b < nblocks; ++b) {
     __m512i v[4];
     unpack_q4k_lanes<Arch>(w[b], v);
-    const __m128i packed = q4k_scales_and_mins<Arch>(w[b].scales);
+    const __m128i packed = q4k_scales_and_mins<Arch>(w[b]);
     const __m512 scale = lane_floats_u8<Arch>(packed, lane_scale, _cvtsh_ss(w[b].d));
     const __m512 min = lane_floats_u8<Arch>(packed, lane_min, _cvtsh_ss(w[b].dmin));
     // Fully unrolled so every token's accumulator stays in a register.
@@ -154,44 +155,6 @@ void q6k_row_tile(const BlockQ6K* w, const BlockQ8KLanes* act, std::size_t act_s
   for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// Token tiles of up to kTileTokens, rows inner: one tile's activations stay in L1 while
-// the rows pass over them. Results are added to y (the caller splits long rows).
-template <class Block, class Arch, template <class, std::size_t> class RowTile>
-void run_tiles(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-               const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
-               std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
-  float out[kTileTokens];
-  for (std::size_t t0 = 0; t0 < n_tokens;) {
-    // 16 tokens per pass where possible (the weight unpacking is shared by more tokens),
-    // then 8, 4, 2, 1 for the rest.
-    const std::size_t left = n_tokens - t0;
-    const std::size_t tn = left >= 16 ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    const BlockQ8KLanes* a = act + t0 * act_stride;
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      const auto* row = reinterpret_cast<const Block*>(w + r * row_bytes);
-      switch (tn) {
-        case 16:
-          RowTile<Arch, 16>::run(row, a, act_stride, nblocks, out);
-          break;
-        case 8:
-          RowTile<Arch, 8>::run(row, a, act_stride, nblocks, out);
-          break;
-        case 4:
-          RowTile<Arch, 4>::run(row, a, act_stride, nblocks, out);
-          break;
-        case 2:
-          RowTile<Arch, 2>::run(row, a, act_stride, nblocks, out);
-          break;
-        default:
-          RowTile<Arch, 1>::run(row, a, act_stride, nblocks, out);
-          break;
-      }
-      for (std::size_t t = 0; t < tn; ++t) y[(t0 + t) * y_stride + r] += out[t];
-    }
-    t0 += tn;
-  }
-}
-
 template <class Arch, std::size_t T>
 struct Q4KRowTile {
   static void run(const BlockQ4K* w, const BlockQ8KLanes* a, std::size_t stride, std::size_t nb,
@@ -211,16 +174,16 @@ template <class Arch>
 void tile_q4k_q8k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                   const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
                   std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
-  run_tiles<BlockQ4K, Arch, Q4KRowTile>(w, row_bytes, n_rows, act, act_stride, nblocks, n_tokens, y,
-                                        y_stride);
+  run_tiles<BlockQ4K, Arch, Q4KRowTile, kTileTokens>(w, row_bytes, n_rows, act, act_stride, nblocks,
+                                                     n_tokens, y, y_stride);
 }
 
 template <class Arch>
 void tile_q6k_q8k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                   const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
                   std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
-  run_tiles<BlockQ6K, Arch, Q6KRowTile>(w, row_bytes, n_rows, act, act_stride, nblocks, n_tokens, y,
-                                        y_stride);
+  run_tiles<BlockQ6K, Arch, Q6KRowTile, kTileTokens>(w, row_bytes, n_rows, act, act_stride, nblocks,
+                                                     n_tokens, y, y_stride);
 }
 
 }  // namespace smol::simd::x86
