@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test: the Release build (all suites, the
 # example programs' CTest checks), the same suites under AddressSanitizer +
-# UndefinedBehaviorSanitizer, and a bounded libFuzzer run of the GGUF reader.
+# UndefinedBehaviorSanitizer, a bounded libFuzzer run of the GGUF reader, and, where
+# nvcc is installed, the build with the CUDA unit (the CPU suites again, plus the CUDA
+# tests: those that need a GPU report "skipped: no CUDA device" without one).
 #   ./scripts/test.sh            (BUILD_ROOT=build by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +29,20 @@ cmake -S . -B "$root/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILE
   -DSMOL_FUZZ=ON -DSMOL_WERROR=ON -DSMOL_BUILD_BENCH=OFF -DSMOL_BUILD_EXAMPLES=OFF
 cmake --build "$root/fuzz" -j "$jobs" --target fuzz_gguf_reader
 ctest --test-dir "$root/fuzz" --output-on-failure -L fuzz
+
+# nvcc is not on PATH in a default CUDA install; CMake is told where it is.
+nvcc=""
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  nvcc=/usr/local/cuda/bin/nvcc
+elif command -v nvcc >/dev/null 2>&1; then
+  nvcc=$(command -v nvcc)
+fi
+if [ -n "$nvcc" ]; then
+  echo "== CUDA unit ($nvcc): compile and link, CPU suites and CUDA tests"
+  cmake -S . -B "$root/cuda" -DSMOL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DSMOL_WERROR=ON \
+    -DCMAKE_BUILD_TYPE=Release -DSMOL_BUILD_BENCH=OFF
+  cmake --build "$root/cuda" -j "$jobs" --target smol_cuda smol_cuda_tests smol-chat smol_unit_tests
+  ctest --test-dir "$root/cuda" --output-on-failure -j "$jobs" -L 'unit|cuda'
+else
+  echo "== CUDA unit: skipped, no nvcc (not at /usr/local/cuda/bin/nvcc, not on PATH)"
+fi

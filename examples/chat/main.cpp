@@ -4,14 +4,17 @@
 //   smol-chat -m model.gguf           a REPL with streamed replies
 //   smol-chat -m model.gguf -p "Hi"   one answer, then exit
 //   echo "Hi" | smol-chat -m model.gguf --temp 0
+//   smol-chat -m model.gguf --gpu     on the GPU (a build with -DSMOL_CUDA=ON)
 //
 // Exit codes: 0 done, 1 bad input (a file that is missing, not GGUF, or not a
-// supported model), 2 bad command line, 130 stopped with Ctrl-C.
+// supported model; --gpu without a CUDA device), 2 bad command line (also --gpu in a
+// build without CUDA), 130 stopped with Ctrl-C.
 #include <unistd.h>
 
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +27,10 @@
 #include "smol/ops/context.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "terminal.hpp"
+
+#if SMOL_CUDA
+#include "smol/cuda/gpu_transformer.hpp"
+#endif
 
 namespace {
 
@@ -108,8 +115,12 @@ struct Chat {
   smol::Model model;
   smol::Tokenizer tokenizer;
   smol::Context context;
-  smol::Transformer transformer;
-  smol::TransformerSource source{transformer};
+  // The model runs in one of these (--gpu: the GPU one); `source` shows it to the session.
+  std::unique_ptr<smol::Transformer> cpu;
+#if SMOL_CUDA
+  std::unique_ptr<smol::cuda::GpuTransformer> gpu;
+#endif
+  std::unique_ptr<smol::LogitsSource> source;
   smol::ChatSession session;
   std::optional<smol::GenerationStats> last_stats;
 
@@ -118,9 +129,21 @@ struct Chat {
         model(std::move(opened)),
         tokenizer(smol::load_vocabulary(model.file())),
         context(options.threads),
-        transformer(model, context, {.context = options.context, .kv_type = options.kv_type}),
-        session(source, tokenizer, chat_format(), settings()) {
+        source(start_engine()),
+        session(*source, tokenizer, chat_format(), settings()) {
     if (!options.system.empty()) session.set_system_prompt(options.system);
+  }
+
+  std::unique_ptr<smol::LogitsSource> start_engine() {
+    const smol::TransformerOptions run{.context = options.context, .kv_type = options.kv_type};
+#if SMOL_CUDA
+    if (options.gpu) {
+      gpu = std::make_unique<smol::cuda::GpuTransformer>(model, run);
+      return std::make_unique<smol::ForwardSource<smol::cuda::GpuTransformer>>(*gpu);
+    }
+#endif
+    cpu = std::make_unique<smol::Transformer>(model, context, run);
+    return std::make_unique<smol::TransformerSource>(*cpu);
   }
 
   smol::ChatFormat chat_format() const {
@@ -186,8 +209,15 @@ struct Chat {
                 model.config().architecture.c_str(), model.config().n_layer);
     std::printf("context: %zu of %zu positions used\n", session.cached_tokens(),
                 session.context_length());
-    std::printf("threads: %d, thinking: %s\n", context.threads(),
-                session.thinking() ? "on" : "off");
+    if (options.gpu) {
+#if SMOL_CUDA
+      std::printf("device: %s, thinking: %s\n", smol::cuda::device_name().c_str(),
+                  session.thinking() ? "on" : "off");
+#endif
+    } else {
+      std::printf("threads: %d, thinking: %s\n", context.threads(),
+                  session.thinking() ? "on" : "off");
+    }
     if (last_stats) {
       std::printf("last reply: %s\n", smol::format_stats(*last_stats).c_str());
     } else {
@@ -279,6 +309,18 @@ int main(int argc, char** argv) {
   } catch (const chat::UsageError& error) {
     std::fprintf(stderr, "smol-chat: %s (see smol-chat --help)\n", error.message.c_str());
     return 2;
+  }
+  if (options.gpu) {
+#if SMOL_CUDA
+    if (smol::cuda::device_count() == 0) {
+      std::fprintf(stderr, "smol-chat: --gpu: no CUDA device (%s)\n",
+                   smol::cuda::device_error().c_str());
+      return 1;
+    }
+#else
+    std::fputs("smol-chat: --gpu needs a build with -DSMOL_CUDA=ON\n", stderr);
+    return 2;
+#endif
   }
   chat::catch_interrupts();
   try {

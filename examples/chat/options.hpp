@@ -47,6 +47,7 @@ runtime:
   -t, --threads N          CPU threads (default: all)
   -c, --ctx-size N         context in tokens (default: the model's)
   --kv-type f16|f32        KV cache precision (default f16)
+  --gpu                    run the model on the GPU (a build with -DSMOL_CUDA=ON)
   --no-context-shift       when the context is full, stop instead of forgetting the
                            oldest turns
   -h, --help               show this text
@@ -71,6 +72,7 @@ struct Options {
   std::size_t context = 0;
   smol::KvType kv_type = smol::KvType::f16;
   bool context_shift = true;
+  bool gpu = false;
 
   // SmolLM3's recommended temperature (0.6, top-p 0.95); the rest are llama.cpp's.
   static smol::SamplerSettings default_sampling() {
@@ -173,6 +175,8 @@ inline Options parse_options(int argc, char** argv) {
       }
     } else if (flag == "--no-context-shift") {
       options.context_shift = false;
+    } else if (flag == "--gpu") {
+      options.gpu = true;
     } else {
       throw UsageError{"unknown option " + flag};
     }

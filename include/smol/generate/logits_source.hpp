@@ -26,17 +26,23 @@ class LogitsSource {
   virtual std::size_t context_length() const = 0;
 };
 
-class TransformerSource final : public LogitsSource {
+// Any session with the Transformer's forward() and context_length(), seen as a
+// LogitsSource: the CPU Transformer (TransformerSource below) and, in a build with
+// the CUDA unit, smol::cuda::GpuTransformer (ForwardSource<cuda::GpuTransformer>).
+template <class Session>
+class ForwardSource final : public LogitsSource {
  public:
-  explicit TransformerSource(Transformer& transformer) : transformer_(&transformer) {}
+  explicit ForwardSource(Session& session) : session_(&session) {}
 
   std::span<const float> evaluate(std::span<const TokenId> tokens, std::size_t n_past) override {
-    return transformer_->forward(tokens, n_past, LogitsFor::last);
+    return session_->forward(tokens, n_past, LogitsFor::last);
   }
-  std::size_t context_length() const override { return transformer_->context_length(); }
+  std::size_t context_length() const override { return session_->context_length(); }
 
  private:
-  Transformer* transformer_;
+  Session* session_;
 };
+
+using TransformerSource = ForwardSource<Transformer>;
 
 }  // namespace smol
