@@ -63,7 +63,8 @@ inline bool agree_to_download(bool yes, const fs::path& target) {
                "Download SmolLM3-3B (Q4_K_M, 1.9 GB) from Hugging Face into %s? [y/N] ",
                target.c_str(), target.parent_path().c_str());
   std::fflush(stderr);
-  const ReadLine answer = read_line(stdin);
+  clear_interrupts();
+  const ReadLine answer = read_line();
   return answer.status == LineStatus::line &&
          (answer.text == "y" || answer.text == "Y" || answer.text == "yes");
 }

@@ -168,7 +168,7 @@ struct Chat {
 
   // One turn: streams the reply and prints the stats line. False when cancelled.
   bool answer(const std::string& text) {
-    chat::interrupt_requested.store(false);
+    chat::clear_interrupts();
     ReplyPrinter printer(options.hide_thinking, chat::use_color(STDOUT_FILENO));
     smol::ReplyOptions reply_options;
     reply_options.max_tokens =
@@ -261,12 +261,12 @@ struct Chat {
     }
     bool interrupted_at_prompt = false;
     for (;;) {
+      chat::clear_interrupts();  // a Ctrl-C from here on is one at the prompt
       if (interactive) {
         std::printf("%s> %s", color ? chat::kBold.data() : "", color ? chat::kReset.data() : "");
         std::fflush(stdout);
       }
-      chat::interrupt_requested.store(false);
-      const chat::ReadLine input = chat::read_line(stdin);
+      const chat::ReadLine input = chat::read_line();
       if (input.status == chat::LineStatus::interrupted) {
         if (interrupted_at_prompt || !interactive) {
           std::printf("\n");
