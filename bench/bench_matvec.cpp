@@ -5,6 +5,7 @@
 
 #include "bench_support.hpp"
 #include "smol/ops/matvec.hpp"
+#include "smol/quant/q4k_rows8.hpp"
 
 using namespace smol;
 
@@ -14,13 +15,17 @@ struct Shape {
   const char* name;
   std::size_t rows, cols;
   GgmlType type;
+  bool rows8 = false;  // through the interleaved copy (Model's repack option)
 };
 constexpr Shape kShapes[] = {
     {"q_o_2048x2048_Q4_K", 2048, 2048, GgmlType::Q4_K},
     {"kv_2048to512_Q4_K", 512, 2048, GgmlType::Q4_K},
     {"kv_2048to512_Q6_K", 512, 2048, GgmlType::Q6_K},
+    {"q_o_2048x2048_Q4_K_rows8", 2048, 2048, GgmlType::Q4_K, true},
     {"gate_up_2048to11008_Q4_K", 11008, 2048, GgmlType::Q4_K},
+    {"gate_up_2048to11008_Q4_K_rows8", 11008, 2048, GgmlType::Q4_K, true},
     {"down_11008to2048_Q4_K", 2048, 11008, GgmlType::Q4_K},
+    {"down_11008to2048_Q4_K_rows8", 2048, 11008, GgmlType::Q4_K, true},
     {"down_11008to2048_Q6_K", 2048, 11008, GgmlType::Q6_K},
     {"lm_head_2048to128256_Q6_K", 128256, 2048, GgmlType::Q6_K},
 };
@@ -39,10 +44,23 @@ WeightPool& pool_for(const Shape& s) {
   if (current != s.name) {
     pool = WeightPool{};
     current = s.name;
-    pool.matrix_bytes = s.rows * ggml_row_bytes(s.type, s.cols);
+    const std::size_t row_bytes = ggml_row_bytes(s.type, s.cols);
+    const std::size_t nblocks = s.cols / QK_K;
+    pool.matrix_bytes =
+        s.rows8 ? s.rows / kRowsPerGroup * nblocks * sizeof(BlockQ4KRows8) : s.rows * row_bytes;
     pool.copies = std::max<std::size_t>(2, bench::kMemoryReadBytes / pool.matrix_bytes);
     pool.bytes = AlignedBuffer<std::byte>(pool.copies * pool.matrix_bytes);
-    bench::fill_random_blocks(s.type, pool.bytes.data(), pool.matrix_bytes, 1);
+    if (s.rows8) {
+      AlignedBuffer<std::byte> file_rows(s.rows * row_bytes);
+      bench::fill_random_blocks(s.type, file_rows.data(), file_rows.size(), 1);
+      auto* groups = reinterpret_cast<BlockQ4KRows8*>(pool.bytes.data());
+      for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
+        repack_q4k_rows8(file_rows.data() + g * kRowsPerGroup * row_bytes, row_bytes, nblocks,
+                         groups + g * nblocks);
+      }
+    } else {
+      bench::fill_random_blocks(s.type, pool.bytes.data(), pool.matrix_bytes, 1);
+    }
     for (std::size_t c = 1; c < pool.copies; ++c) {
       std::memcpy(pool.bytes.data() + c * pool.matrix_bytes, pool.bytes.data(), pool.matrix_bytes);
     }
@@ -57,8 +75,9 @@ void BM_matvec(benchmark::State& state, Shape s) {
   std::vector<float> x(s.cols, 0.5f), y(s.rows);
   std::size_t copy = 0;
   for (auto _ : state) {
-    const WeightMatrix w =
-        bench::matrix_view(s.type, pool.bytes.data() + copy * pool.matrix_bytes, s.rows, s.cols);
+    std::byte* data = pool.bytes.data() + copy * pool.matrix_bytes;
+    WeightMatrix w = bench::matrix_view(s.type, data, s.rows, s.cols);
+    if (s.rows8) w.rows8 = reinterpret_cast<const BlockQ4KRows8*>(data);
     matvec(ctx, w, x.data(), y.data());
     benchmark::DoNotOptimize(y.data());
     copy = (copy + 1) % pool.copies;

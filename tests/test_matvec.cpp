@@ -58,6 +58,55 @@ TEST_CASE("matvec: every type, ISA and thread count equals the scalar kernels") 
   }
 }
 
+TEST_CASE("matvec on an interleaved Q4_K copy equals the scalar kernels on the file's rows") {
+  std::mt19937 rng(12);
+  struct Shape {
+    std::size_t rows, cols;
+  };
+  for (Shape s :
+       {Shape{8, 256}, Shape{64, 768}, Shape{120, 2048}, Shape{512, 2048}, Shape{96, 11008}}) {
+    const auto bytes = random_matrix(GgmlType::Q4_K, s.rows, s.cols, rng);
+    const WeightMatrix file_rows = view(GgmlType::Q4_K, bytes, s.rows, s.cols);
+    const auto copy = rows8_copy(file_rows);
+    const WeightMatrix w = with_rows8(file_rows, copy);
+    const auto x = random_floats(s.cols, rng);
+    const auto want = expected_q8(file_rows, x.data());
+    const auto ref = expected_f64(file_rows, x.data());
+    for (Isa isa : available_isas()) {
+      for (int threads : {1, 2, 3}) {
+        Context ctx(threads, isa);
+        std::vector<float> y(s.rows, -1.0f);
+        matvec(ctx, w, x.data(), y.data());
+        CAPTURE(isa_name(isa));
+        CAPTURE(threads);
+        CAPTURE(s.rows);
+        CAPTURE(s.cols);
+        std::size_t bad = 0;
+        for (std::size_t r = 0; r < s.rows; ++r) {
+          bad += !(std::fabs(y[r] - want[r]) <=
+                   2e-6 * (ref[r].magnitude + std::fabs(want[r])) + 1e-30);
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("matvec: an interleaved copy on a matrix that cannot have one is an error") {
+  std::mt19937 rng(13);
+  const auto bytes = random_matrix(GgmlType::Q4_K, 16, 256, rng);
+  const auto copy = rows8_copy(view(GgmlType::Q4_K, bytes, 16, 256));
+  WeightMatrix odd_rows = with_rows8(view(GgmlType::Q4_K, bytes, 12, 256), copy);
+  Context ctx(1);
+  std::vector<float> x(256, 1.0f), y(16);
+  CHECK_THROWS_WITH_AS(matvec(ctx, odd_rows, x.data(), y.data()),
+                       doctest::Contains("interleaved copy"), Error);
+  const auto q6 = random_matrix(GgmlType::Q6_K, 16, 256, rng);
+  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q6_K, q6, 16, 256), copy);
+  CHECK_THROWS_WITH_AS(matvec(ctx, wrong_type, x.data(), y.data()),
+                       doctest::Contains("is not Q4_K"), Error);
+}
+
 TEST_CASE("matvec: SmolLM3 shapes") {
   std::mt19937 rng(11);
   struct Shape {

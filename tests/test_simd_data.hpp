@@ -12,6 +12,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/q4k_rows8.hpp"
 #include "smol/quant/quantize_q8k.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
@@ -231,6 +232,21 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
     out[r] = reference_dot(row, xs);
   }
   return out;
+}
+
+// The interleaved copy of a Q4_K matrix (rows a multiple of 8), as Model's repack
+// option makes it; `w.rows8` is pointed at it by with_rows8.
+inline std::vector<BlockQ4KRows8> rows8_copy(const WeightMatrix& w) {
+  const std::size_t nblocks = w.cols / QK_K;
+  std::vector<BlockQ4KRows8> copy(w.rows / kRowsPerGroup * nblocks);
+  for (std::size_t g = 0; g < w.rows / kRowsPerGroup; ++g) {
+    repack_q4k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks, copy.data() + g * nblocks);
+  }
+  return copy;
+}
+inline WeightMatrix with_rows8(WeightMatrix w, const std::vector<BlockQ4KRows8>& copy) {
+  w.rows8 = copy.data();
+  return w;
 }
 
 }  // namespace smol::testing

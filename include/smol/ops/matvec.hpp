@@ -17,6 +17,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/q4k_rows8.hpp"
 #include "smol/simd/q8k_lanes.hpp"
 
 namespace smol {
@@ -52,6 +53,10 @@ inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
          ggml_row_bytes(w.type, w.cols), " for ", w.cols, " ", info->name, " values");
   }
   if (w.data == nullptr && w.rows > 0) fail(op, ": weight '", w.name, "' has no data");
+  if (w.rows8 != nullptr && (w.type != GgmlType::Q4_K || w.rows % kRowsPerGroup != 0)) {
+    fail(op, ": weight '", w.name, "' has an interleaved copy but is not Q4_K with a multiple of ",
+         kRowsPerGroup, " rows");
+  }
 }
 
 // Runs body(first_row, last_row) over [0, rows) in the context's arena, one contiguous
@@ -86,28 +91,23 @@ inline void prefetch_ahead(const WeightMatrix& w, std::size_t row) noexcept {
   for (std::size_t off = 0; off < w.row_bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
-// y[r] = row_dot(r) for every row, streaming with prefetch. The rows are handed out in
-// small chunks from a shared counter rather than one static chunk per thread: on shared
-// cores a descheduled or slow thread then delays the matvec by one chunk, not by its
-// whole share, at the cost of one atomic increment per chunk.
-template <class RowDot>
-void for_each_row(Context& ctx, const WeightMatrix& w, float* y, RowDot row_dot) {
+// Runs run(first, last) over [0, items) items of `item_bytes` weight bytes each. The
+// items are handed out in small chunks from a shared counter rather than one static
+// chunk per thread: on shared cores a descheduled or slow thread then delays the
+// matvec by one chunk, not by its whole share, at the cost of one atomic increment
+// per chunk.
+template <class Run>
+void for_each_streamed_chunk(Context& ctx, std::size_t items, std::size_t item_bytes, Run run) {
   // 64 KB: big enough for the hardware prefetchers and to make the counter's cost
   // negligible, small enough that a late thread holds up the others only briefly (an
   // 11008x2048 Q4_K matrix is ~190 chunks). Measured flat from 32 KB to 128 KB.
   constexpr std::size_t kChunkBytes = 64 * 1024;
-  const auto run = [&](std::size_t first, std::size_t last) {
-    for (std::size_t r = first; r < last; ++r) {
-      prefetch_ahead(w, r);
-      y[r] = row_dot(r);
-    }
-  };
   const std::size_t threads = static_cast<std::size_t>(ctx.threads());
-  const std::size_t chunk_rows =
-      std::max<std::size_t>(1, kChunkBytes / std::max<std::size_t>(w.row_bytes, 1));
-  const std::size_t chunks = (w.rows + chunk_rows - 1) / chunk_rows;
+  const std::size_t chunk_items =
+      std::max<std::size_t>(1, kChunkBytes / std::max<std::size_t>(item_bytes, 1));
+  const std::size_t chunks = (items + chunk_items - 1) / chunk_items;
   if (threads == 1 || chunks < 2) {
-    run(0, w.rows);
+    run(std::size_t{0}, items);
     return;
   }
   std::atomic<std::size_t> next{0};
@@ -116,11 +116,35 @@ void for_each_row(Context& ctx, const WeightMatrix& w, float* y, RowDot row_dot)
         std::size_t{0}, std::min(threads, chunks),
         [&](std::size_t) {
           for (std::size_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-            run(c * chunk_rows, std::min(w.rows, (c + 1) * chunk_rows));
+            run(c * chunk_items, std::min(items, (c + 1) * chunk_items));
           }
         },
         tbb::static_partitioner());
   });
+}
+
+// y[r] = row_dot(r) for every row, streaming with prefetch.
+template <class RowDot>
+void for_each_row(Context& ctx, const WeightMatrix& w, float* y, RowDot row_dot) {
+  for_each_streamed_chunk(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
+    for (std::size_t r = first; r < last; ++r) {
+      prefetch_ahead(w, r);
+      y[r] = row_dot(r);
+    }
+  });
+}
+
+// Repacked Q4_K: eight rows per kernel call, groups streamed like rows.
+inline void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, float* y) {
+  const std::size_t nblocks = w.cols / QK_K;
+  const std::size_t group_bytes = nblocks * sizeof(BlockQ4KRows8);
+  const auto kernel = ctx.kernels().rows8_q4k_q8k;
+  for_each_streamed_chunk(
+      ctx, w.rows / kRowsPerGroup, group_bytes, [&](std::size_t first, std::size_t last) {
+        for (std::size_t g = first; g < last; ++g) {
+          kernel(w.rows8 + g * nblocks, nblocks, xq, nblocks, 1, y + g * kRowsPerGroup, 0);
+        }
+      });
 }
 
 template <class Block, class Act, class Dot>
@@ -169,7 +193,9 @@ inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y
       const std::size_t nblocks = w.cols / QK_K;
       auto* xq = ctx.scratch_as<BlockQ8K>(Scratch::activations, nblocks);
       k.quantize_row_q8k(x, xq, w.cols);
-      if (w.type == GgmlType::Q4_K && k.dot_q4k_lanes) {
+      if (w.type == GgmlType::Q4_K && w.rows8 != nullptr) {
+        detail::matvec_rows8(ctx, w, xq, y);
+      } else if (w.type == GgmlType::Q4_K && k.dot_q4k_lanes) {
         auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
         pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(xq, lanes, nblocks);
         detail::matvec_quantized<BlockQ4K>(ctx, w, lanes, k.dot_q4k_lanes, y);

@@ -1,5 +1,6 @@
 // A weight matrix as the kernels see it: a view of `rows` rows of `cols` values
-// in some ggml type, straight out of the memory map (nothing copied).
+// in some ggml type, straight out of the memory map (nothing copied), and optionally
+// an interleaved copy made at load time that the kernels prefer when it is there.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,8 @@
 
 namespace smol {
 
+struct BlockQ4KRows8;  // quant/q4k_rows8.hpp
+
 struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   const std::byte* data = nullptr;
@@ -16,6 +19,9 @@ struct WeightMatrix {
   std::size_t cols = 0;       // input features, the row length (GGUF dims[0])
   std::size_t row_bytes = 0;  // bytes of one row: ggml_row_bytes(type, cols)
   std::string_view name;      // for error messages
+  // Q4_K only: the same rows interleaved in groups of 8 (rows / 8 groups of cols / 256
+  // blocks each), or nullptr. Made by Model's `repack` option.
+  const BlockQ4KRows8* rows8 = nullptr;
 
   const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }
 };
