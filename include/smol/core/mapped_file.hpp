@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
@@ -68,6 +69,17 @@ class MappedFile {
   // every weight once per token); purely a hint.
   void advise_sequential() const noexcept {
     if (data_ != nullptr) ::madvise(const_cast<std::byte*>(data_), size_, MADV_WILLNEED);
+  }
+
+  // Drops this process's mapping of the whole pages inside [p, p + n) (a range of this
+  // mapping) from its resident memory. The mapping is read-only and private, so the
+  // bytes stay the file's: a later read faults them back in. Purely a hint.
+  void release_pages(const std::byte* p, std::size_t n) const noexcept {
+    if (data_ == nullptr || p < data_ || n > size_ || p > data_ + (size_ - n)) return;
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+    const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(p) + n) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
   }
 
  private:

@@ -62,6 +62,11 @@ class GgufFile {
 
   const std::string& name() const noexcept { return name_; }
   std::span<const std::byte> bytes() const noexcept { return bytes_; }
+  // Releases the resident pages of a range of a memory-mapped file (see MappedFile);
+  // does nothing for bytes held in memory, which have no file to come back from.
+  void release_pages(const std::byte* p, std::size_t n) const noexcept {
+    mapping_.release_pages(p, n);
+  }
   std::uint32_t version() const noexcept { return parsed_.version; }
   std::uint64_t alignment() const noexcept { return parsed_.alignment; }
   // File offset where the data section (and the first tensor offset) begins.
