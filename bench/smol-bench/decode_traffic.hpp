@@ -12,6 +12,7 @@
 #include "smol/core/half.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
+#include "smol/quant/q4k_rows8.hpp"
 
 namespace smol::bench {
 
@@ -29,7 +30,11 @@ struct DecodeTraffic {
   }
 };
 
+// The bytes a matvec reads: the interleaved copy's when there is one (it is 2.8 % larger).
 inline std::size_t matrix_bytes(const WeightMatrix& matrix) noexcept {
+  if (matrix.rows8 != nullptr) {
+    return matrix.rows / kRowsPerGroup * (matrix.cols / QK_K) * sizeof(BlockQ4KRows8);
+  }
   return matrix.rows * matrix.row_bytes;
 }
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "decode_traffic.hpp"
 #include "../memory_read.hpp"
+#include "decode_traffic.hpp"
 #include "model_summary.hpp"
 #include "options.hpp"
 #include "report.hpp"
@@ -65,7 +65,7 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
     const auto new_result = [&] {
       TestResult result;
       result.threads = threads;
-      result.isa = std::string(isa_name(context.isa()));
+      result.isa = std::string(isa_name(context.isa())) + (options.repack ? "+repack" : "");
       return result;
     };
     for (const std::size_t n : options.prompt_tokens) {
@@ -84,7 +84,7 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
 }
 
 int run(const BenchOptions& options) {
-  const Model model = Model::open(options.model_path);
+  const Model model = Model::open(options.model_path, ModelOptions{.repack = options.repack});
   BenchReport report;
   report.model = summarize_model(model, options.model_path);
   report.kv_type = options.kv_type == KvType::f16 ? "f16" : "f32";

@@ -28,6 +28,9 @@ like llama-bench, beside the decode ceiling that memory bandwidth allows.
   --kv-type f16|f32       KV cache element type (default f16)
   --isa NAME              force scalar, avx2, avx512, avx512vnni or amx
                           (default: $SMOL_ISA, else the best the CPU supports)
+  --no-repack             run the Q4_K weights straight from the memory map instead
+                          of interleaved copies made at load (the default; the isa
+                          column then reads e.g. "avx2+repack")
   -s, --seed N            seed of the random token ids (default 1234)
   -o, --output md|json|csv  report format (default md)
   --progress              say on stderr which test is running
@@ -51,6 +54,7 @@ struct BenchOptions {
   unsigned seed = 1234;
   OutputFormat output = OutputFormat::markdown;
   bool progress = false;
+  bool repack = true;
   bool help = false;
 };
 
@@ -114,6 +118,8 @@ inline BenchOptions parse_options(int argc, char** argv) {
       options.help = true;
     } else if (flag == "--progress") {
       options.progress = true;
+    } else if (flag == "--no-repack") {
+      options.repack = false;
     } else if (flag == "-m" || flag == "--model") {
       options.model_path = value();
       have_model = true;

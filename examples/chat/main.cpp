@@ -261,7 +261,9 @@ struct Chat {
     }
     bool interrupted_at_prompt = false;
     for (;;) {
-      chat::clear_interrupts();  // a Ctrl-C from here on is one at the prompt
+      // A Ctrl-C from here on is one at the prompt. After one there, keep what came
+      // since: a second Ctrl-C typed while the hint was printing must still quit.
+      if (!interrupted_at_prompt) chat::clear_interrupts();
       if (interactive) {
         std::printf("%s> %s", color ? chat::kBold.data() : "", color ? chat::kReset.data() : "");
         std::fflush(stdout);
@@ -272,6 +274,7 @@ struct Chat {
           std::printf("\n");
           return 130;
         }
+        chat::clear_interrupts();  // this one is answered; the next one quits
         interrupted_at_prompt = true;
         std::printf("\n(Ctrl-C again or /quit to leave)\n");
         continue;
@@ -292,12 +295,12 @@ struct Chat {
 };
 
 // Opens a model the user named, with one clear line for each way that can go wrong.
-smol::Model open_model(const std::string& path) {
+smol::Model open_model(const std::string& path, smol::ModelOptions model_options) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (!fs::exists(path, error)) smol::fail(path, ": no such file");
   if (fs::is_directory(path, error)) smol::fail(path, " is a directory, not a GGUF file");
-  return smol::Model::open(path);
+  return smol::Model::open(path, model_options);
 }
 
 }  // namespace
@@ -326,7 +329,8 @@ int main(int argc, char** argv) {
   try {
     const std::string path =
         options.model ? *options.model : chat::choose_default_model(options.yes).path;
-    Chat chat(options, open_model(path));
+    // The GPU uploads the file's blocks, so a CPU-side copy would only cost time.
+    Chat chat(options, open_model(path, {.repack = options.repack && !options.gpu}));
     if (options.prompt) {
       const bool finished = chat.answer(*options.prompt);
       return finished ? 0 : 130;

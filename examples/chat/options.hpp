@@ -48,6 +48,8 @@ runtime:
   -c, --ctx-size N         context in tokens (default: the model's)
   --kv-type f16|f32        KV cache precision (default f16)
   --gpu                    run the model on the GPU (a build with -DSMOL_CUDA=ON)
+  --no-repack              read the Q4_K weights straight from the memory map instead
+                           of interleaving them at load (faster, the default)
   --no-context-shift       when the context is full, stop instead of forgetting the
                            oldest turns
   -h, --help               show this text
@@ -73,6 +75,7 @@ struct Options {
   smol::KvType kv_type = smol::KvType::f16;
   bool context_shift = true;
   bool gpu = false;
+  bool repack = true;
 
   // SmolLM3's recommended temperature (0.6, top-p 0.95); the rest are llama.cpp's.
   static smol::SamplerSettings default_sampling() {
@@ -177,6 +180,8 @@ inline Options parse_options(int argc, char** argv) {
       options.context_shift = false;
     } else if (flag == "--gpu") {
       options.gpu = true;
+    } else if (flag == "--no-repack") {
+      options.repack = false;
     } else {
       throw UsageError{"unknown option " + flag};
     }
