@@ -5,7 +5,7 @@
 
 #include "bench_support.hpp"
 #include "smol/ops/matvec.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 
 using namespace smol;
 
@@ -27,7 +27,9 @@ constexpr Shape kShapes[] = {
     {"down_11008to2048_Q4_K", 2048, 11008, GgmlType::Q4_K},
     {"down_11008to2048_Q4_K_rows8", 2048, 11008, GgmlType::Q4_K, true},
     {"down_11008to2048_Q6_K", 2048, 11008, GgmlType::Q6_K},
+    {"down_11008to2048_Q6_K_rows8", 2048, 11008, GgmlType::Q6_K, true},
     {"lm_head_2048to128256_Q6_K", 128256, 2048, GgmlType::Q6_K},
+    {"lm_head_2048to128256_Q6_K_rows8", 128256, 2048, GgmlType::Q6_K, true},
 };
 
 // One copy of the matrix per window of a buffer larger than the LLC; each call uses
@@ -46,17 +48,21 @@ WeightPool& pool_for(const Shape& s) {
     current = s.name;
     const std::size_t row_bytes = ggml_row_bytes(s.type, s.cols);
     const std::size_t nblocks = s.cols / QK_K;
-    pool.matrix_bytes =
-        s.rows8 ? s.rows / kRowsPerGroup * nblocks * sizeof(BlockQ4KRows8) : s.rows * row_bytes;
+    pool.matrix_bytes = s.rows8 ? rows8_bytes(s.type, s.rows, s.cols) : s.rows * row_bytes;
     pool.copies = std::max<std::size_t>(2, bench::kMemoryReadBytes / pool.matrix_bytes);
     pool.bytes = AlignedBuffer<std::byte>(pool.copies * pool.matrix_bytes);
     if (s.rows8) {
       AlignedBuffer<std::byte> file_rows(s.rows * row_bytes);
       bench::fill_random_blocks(s.type, file_rows.data(), file_rows.size(), 1);
-      auto* groups = reinterpret_cast<BlockQ4KRows8*>(pool.bytes.data());
       for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
-        repack_q4k_rows8(file_rows.data() + g * kRowsPerGroup * row_bytes, row_bytes, nblocks,
-                         groups + g * nblocks);
+        const std::byte* rows = file_rows.data() + g * kRowsPerGroup * row_bytes;
+        if (s.type == GgmlType::Q4_K) {
+          repack_q4k_rows8(rows, row_bytes, nblocks,
+                           reinterpret_cast<BlockQ4KRows8*>(pool.bytes.data()) + g * nblocks);
+        } else {
+          repack_q6k_rows8(rows, row_bytes, nblocks,
+                           reinterpret_cast<BlockQ6KRows8*>(pool.bytes.data()) + g * nblocks);
+        }
       }
     } else {
       bench::fill_random_blocks(s.type, pool.bytes.data(), pool.matrix_bytes, 1);
@@ -77,7 +83,7 @@ void BM_matvec(benchmark::State& state, Shape s) {
   for (auto _ : state) {
     std::byte* data = pool.bytes.data() + copy * pool.matrix_bytes;
     WeightMatrix w = bench::matrix_view(s.type, data, s.rows, s.cols);
-    if (s.rows8) w.rows8 = reinterpret_cast<const BlockQ4KRows8*>(data);
+    if (s.rows8) w.rows8 = data;
     matvec(ctx, w, x.data(), y.data());
     benchmark::DoNotOptimize(y.data());
     copy = (copy + 1) % pool.copies;

@@ -32,7 +32,7 @@ expected = ["pp16", "tg8", "pp16 @ d8", "tg8 @ d8"]
 if names != expected:
     sys.exit("tests %s, expected %s" % (names, expected))
 for t in data["tests"]:
-    if len(t["samples_ts"]) != 1 or not t["avg_ts"] > 0 or not t["isa"].endswith("+repack"):
+    if len(t["samples_ts"]) != 1 or not t["avg_ts"] > 0 or not t["isa"]:
         sys.exit("bad samples in %s" % t)
     if t["n_gen"] and not (t["ceiling_ts"] > 0 and t["bytes_per_token"] > 0):
         sys.exit("decode test without a roofline: %s" % t)
@@ -40,10 +40,11 @@ if not (data["peak_rss_bytes"] > 0 and data["memory_read"][0]["gbps"] > 0):
     sys.exit("no peak RSS or memory bandwidth in the report")
 if data["model_n_params"] <= 0 or not data["model_type"].startswith("smollm3"):
     sys.exit("model fields wrong: %s %s" % (data["model_type"], data["model_n_params"]))
-mapped = json.loads(subprocess.run([tool, "-m", model, "-p", "0", "-n", "4", "-r", "1", "-o", "json",
-                                    "--no-repack"], capture_output=True, check=True).stdout)
-if [t["isa"].endswith("+repack") for t in mapped["tests"]] != [False]:
-    sys.exit("--no-repack still reports repacked weights: %s" % mapped["tests"])
+for mode, repacked in (("on", True), ("off", False)):
+    run = json.loads(subprocess.run([tool, "-m", model, "-p", "4", "-n", "4", "-r", "1", "-o", "json",
+                                     "--repack", mode], capture_output=True, check=True).stdout)
+    if [t["isa"].endswith("+repack") for t in run["tests"]] != [repacked, repacked]:
+        sys.exit("--repack %s: isa column %s" % (mode, [t["isa"] for t in run["tests"]]))
 print("smol-bench report ok:", ", ".join(names))
 ]=])
 add_test(NAME bench_smol_bench_json
@@ -67,6 +68,9 @@ print(lines[0])
 add_test(NAME bench_smol_bench_bad_flag
          COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 2
                  -m "${bench_model}" --no-such-flag)
+add_test(NAME bench_smol_bench_bad_repack
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 2
+                 -m "${bench_model}" --repack sometimes)
 add_test(NAME bench_smol_bench_bad_count
          COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 2
                  -m "${bench_model}" -p 16,x)

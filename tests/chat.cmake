@@ -47,9 +47,12 @@ smol_expect(chat_one_shot 0 "reply [0-9]+ tokens" 0
   ${chat} -m ${fixture} -p "Hello" -n 6 --temp 0 --no-think -t 2)
 smol_expect(chat_raw 0 "prompt [0-9]+ tokens \\(0 reused\\)" 0
   ${chat} -m ${fixture} --raw -p "Once upon" -n 6 --temp 0 -t 2)
-# The mmap path (no interleaved Q4_K copies) answers as well.
-smol_expect(chat_no_repack 0 "reply 6 tokens" 0
-  ${chat} -m ${fixture} -p "Hello" -n 6 --temp 0 --no-think --ignore-eos -t 2 --no-repack)
+# The mmap path and the interleaved copies both answer, whatever the CPU prefers.
+smol_expect(chat_repack_off 0 "reply 6 tokens" 0
+  ${chat} -m ${fixture} -p "Hello" -n 6 --temp 0 --no-think --ignore-eos -t 2 --repack off)
+smol_expect(chat_repack_on 0 "reply 6 tokens" 0
+  ${chat} -m ${fixture} -p "Hello" -n 6 --temp 0 --no-think --ignore-eos -t 2 --repack on)
+smol_expect(chat_bad_repack 2 "--repack: expected auto, on or off" 1 ${chat} --repack yes)
 # Greedy output is the same through a pipe and with -p.
 add_test(NAME chat_pipe_matches_prompt COMMAND ${SMOL_SH} -c
   "a=$(echo hi | ${chat} -m ${fixture} -n 8 --temp 0 2>/dev/null) && b=$(${chat} -m ${fixture} -p hi -n 8 --temp 0 2>/dev/null) && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ]")
@@ -62,7 +65,7 @@ smol_expect(chat_not_gguf 1 "^smol-chat: .*not a GGUF file" 1
 smol_expect(chat_bad_flag 2 "unknown option --bogus" 1 ${chat} --bogus)
 smol_expect(chat_bad_kv_type 2 "--kv-type: expected f16 or f32" 1 ${chat} --kv-type q8)
 smol_expect(chat_bad_number 2 "--temp: expected a number" 1 ${chat} --temp warm)
-smol_expect(chat_help 0 "--repeat-penalty.*--hide-thinking.*--kv-type.*--no-repack" 0 ${chat} --help)
+smol_expect(chat_help 0 "--repeat-penalty.*--hide-thinking.*--kv-type.*--repack" 0 ${chat} --help)
 if(SMOL_PYTHON3)
   set(unsupported "${chat_dir}/unsupported-arch.gguf")
   set(truncated "${chat_dir}/truncated.gguf")

@@ -106,15 +106,17 @@ TEST_CASE("matmul: adversarial Q4_K / Q6_K blocks, partial row groups and token 
   }
 }
 
-TEST_CASE("matmul on an interleaved Q4_K copy, odd token counts, 1 to 3 threads") {
+TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 threads") {
   std::mt19937 rng(24);
-  for (std::size_t rows : {8, 72, 264}) {
-    for (std::size_t cols : {256, 2048, 11008}) {
-      const auto bytes = random_matrix(GgmlType::Q4_K, rows, cols, rng);
-      const WeightMatrix file_rows = view(GgmlType::Q4_K, bytes, rows, cols);
-      const auto copy = rows8_copy(file_rows);
-      for (std::size_t n_tokens : {2, 3, 17}) {
-        check_matmul(with_rows8(file_rows, copy), n_tokens, rng, {1, 2, 3}, rows == 72);
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (std::size_t rows : {8, 72, 264}) {
+      for (std::size_t cols : {256, 2048, 11008}) {
+        const auto bytes = random_matrix(type, rows, cols, rng);
+        const WeightMatrix file_rows = view(type, bytes, rows, cols);
+        const auto copy = rows8_copy(file_rows);
+        for (std::size_t n_tokens : {2, 3, 17}) {
+          check_matmul(with_rows8(file_rows, copy), n_tokens, rng, {1, 2, 3}, rows == 72);
+        }
       }
     }
   }

@@ -58,15 +58,18 @@ TEST_CASE("matvec: every type, ISA and thread count equals the scalar kernels") 
   }
 }
 
-TEST_CASE("matvec on an interleaved Q4_K copy equals the scalar kernels on the file's rows") {
+TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on the file") {
   std::mt19937 rng(12);
   struct Shape {
     std::size_t rows, cols;
+    GgmlType type;
   };
-  for (Shape s :
-       {Shape{8, 256}, Shape{64, 768}, Shape{120, 2048}, Shape{512, 2048}, Shape{96, 11008}}) {
-    const auto bytes = random_matrix(GgmlType::Q4_K, s.rows, s.cols, rng);
-    const WeightMatrix file_rows = view(GgmlType::Q4_K, bytes, s.rows, s.cols);
+  for (Shape s : {Shape{8, 256, GgmlType::Q4_K}, Shape{64, 768, GgmlType::Q4_K},
+                  Shape{120, 2048, GgmlType::Q4_K}, Shape{512, 2048, GgmlType::Q4_K},
+                  Shape{96, 11008, GgmlType::Q4_K}, Shape{8, 256, GgmlType::Q6_K},
+                  Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K}}) {
+    const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
+    const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);
     const WeightMatrix w = with_rows8(file_rows, copy);
     const auto x = random_floats(s.cols, rng);
@@ -78,6 +81,7 @@ TEST_CASE("matvec on an interleaved Q4_K copy equals the scalar kernels on the f
         std::vector<float> y(s.rows, -1.0f);
         matvec(ctx, w, x.data(), y.data());
         CAPTURE(isa_name(isa));
+        CAPTURE(ggml_type_name(s.type));
         CAPTURE(threads);
         CAPTURE(s.rows);
         CAPTURE(s.cols);
@@ -101,10 +105,10 @@ TEST_CASE("matvec: an interleaved copy on a matrix that cannot have one is an er
   std::vector<float> x(256, 1.0f), y(16);
   CHECK_THROWS_WITH_AS(matvec(ctx, odd_rows, x.data(), y.data()),
                        doctest::Contains("interleaved copy"), Error);
-  const auto q6 = random_matrix(GgmlType::Q6_K, 16, 256, rng);
-  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q6_K, q6, 16, 256), copy);
+  const auto q8 = random_matrix(GgmlType::Q8_0, 16, 256, rng);
+  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q8_0, q8, 16, 256), copy);
   CHECK_THROWS_WITH_AS(matvec(ctx, wrong_type, x.data(), y.data()),
-                       doctest::Contains("is not Q4_K"), Error);
+                       doctest::Contains("is not Q4_K or Q6_K"), Error);
 }
 
 TEST_CASE("matvec: SmolLM3 shapes") {

@@ -109,21 +109,32 @@ TEST_CASE("prefill of n tokens then one decode equals n+1 decode steps") {
   }
 }
 
-TEST_CASE("repacked Q4_K weights: the mmap path's logits, prefill and decode") {
+TEST_CASE("repacked Q4_K / Q6_K weights: the mmap path's logits, prefill and decode") {
   const smol::Model mapped = smol::Model::open(kQ4Model);
-  const smol::Model repacked = smol::Model::open(kQ4Model, {.repack = true});
-  std::size_t q4k_matrices = 0;
+  const smol::Model repacked = smol::Model::open(kQ4Model, {.repack = smol::Repack::always});
+  std::size_t q4k = 0, q6k = 0;
+  const auto count = [&](const smol::WeightMatrix& w) {
+    if (w.rows % smol::kRowsPerGroup != 0) return;
+    q4k += w.type == smol::GgmlType::Q4_K;
+    q6k += w.type == smol::GgmlType::Q6_K;
+  };
   for (const smol::LayerWeights& layer : mapped.weights().layers) {
     for (const smol::WeightMatrix* w :
          {&layer.attn_q, &layer.attn_k, &layer.attn_v, &layer.attn_output, &layer.ffn_gate,
           &layer.ffn_up, &layer.ffn_down}) {
-      q4k_matrices += w->type == smol::GgmlType::Q4_K && w->rows % smol::kRowsPerGroup == 0;
+      count(*w);
     }
   }
-  REQUIRE(q4k_matrices > 0);
-  CHECK(repacked.repacked().matrices() == q4k_matrices);
+  count(mapped.weights().output);
+  REQUIRE(q4k > 0);
+  REQUIRE(q6k > 0);  // the Q4_K_M mix: ffn_down and attn_v in some layers, the LM head
+  CHECK(repacked.repacked().matrices() == q4k + q6k);
   CHECK(repacked.weights().layers[0].ffn_gate.rows8 != nullptr);
+  CHECK(repacked.weights().output.rows8 != nullptr);
+  CHECK(repacked.weights().token_embd.rows8 == nullptr);  // embed() reads the map
   CHECK(mapped.weights().layers[0].ffn_gate.rows8 == nullptr);
+  const smol::Model automatic = smol::Model::open(kQ4Model, {.repack = smol::Repack::when_faster});
+  CHECK((automatic.repacked().matrices() > 0) == smol::repacking_pays());
 
   const std::vector<std::int32_t> tokens = some_tokens(24, 1024, 5);
   const auto run = [&](const smol::Model& model, smol::ActivationPrecision precision) {

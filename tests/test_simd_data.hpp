@@ -8,12 +8,13 @@
 #include <random>
 #include <vector>
 
+#include "smol/core/aligned_buffer.hpp"
 #include "smol/core/half.hpp"
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
-#include "smol/quant/q4k_rows8.hpp"
 #include "smol/quant/quantize_q8k.hpp"
+#include "smol/quant/rows8.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
 namespace smol::testing {
@@ -234,17 +235,23 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
   return out;
 }
 
-// The interleaved copy of a Q4_K matrix (rows a multiple of 8), as Model's repack
-// option makes it; `w.rows8` is pointed at it by with_rows8.
-inline std::vector<BlockQ4KRows8> rows8_copy(const WeightMatrix& w) {
+// The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8), as Model's
+// repack option makes it; with_rows8 points `w.rows8` at it.
+inline AlignedBuffer<std::byte> rows8_copy(const WeightMatrix& w) {
   const std::size_t nblocks = w.cols / QK_K;
-  std::vector<BlockQ4KRows8> copy(w.rows / kRowsPerGroup * nblocks);
+  AlignedBuffer<std::byte> copy(rows8_bytes(w.type, w.rows, w.cols));
   for (std::size_t g = 0; g < w.rows / kRowsPerGroup; ++g) {
-    repack_q4k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks, copy.data() + g * nblocks);
+    if (w.type == GgmlType::Q4_K) {
+      repack_q4k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks,
+                       reinterpret_cast<BlockQ4KRows8*>(copy.data()) + g * nblocks);
+    } else {
+      repack_q6k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks,
+                       reinterpret_cast<BlockQ6KRows8*>(copy.data()) + g * nblocks);
+    }
   }
   return copy;
 }
-inline WeightMatrix with_rows8(WeightMatrix w, const std::vector<BlockQ4KRows8>& copy) {
+inline WeightMatrix with_rows8(WeightMatrix w, const AlignedBuffer<std::byte>& copy) {
   w.rows8 = copy.data();
   return w;
 }

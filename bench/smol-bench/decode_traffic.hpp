@@ -12,7 +12,7 @@
 #include "smol/core/half.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 
 namespace smol::bench {
 
@@ -30,11 +30,10 @@ struct DecodeTraffic {
   }
 };
 
-// The bytes a matvec reads: the interleaved copy's when there is one (it is 2.8 % larger).
+// The bytes a matvec reads: the interleaved copy's when there is one (2.8 % more for
+// Q4_K).
 inline std::size_t matrix_bytes(const WeightMatrix& matrix) noexcept {
-  if (matrix.rows8 != nullptr) {
-    return matrix.rows / kRowsPerGroup * (matrix.cols / QK_K) * sizeof(BlockQ4KRows8);
-  }
+  if (matrix.rows8 != nullptr) return rows8_bytes(matrix.type, matrix.rows, matrix.cols);
   return matrix.rows * matrix.row_bytes;
 }
 

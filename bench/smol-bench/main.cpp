@@ -65,7 +65,8 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
     const auto new_result = [&] {
       TestResult result;
       result.threads = threads;
-      result.isa = std::string(isa_name(context.isa())) + (options.repack ? "+repack" : "");
+      result.isa =
+          std::string(isa_name(context.isa())) + (model.repacked().matrices() > 0 ? "+repack" : "");
       return result;
     };
     for (const std::size_t n : options.prompt_tokens) {
@@ -84,7 +85,12 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
 }
 
 int run(const BenchOptions& options) {
-  const Model model = Model::open(options.model_path, ModelOptions{.repack = options.repack});
+  // auto asks the kernels of the ISA the tests run with (--isa, else the default).
+  Repack repack = options.repack;
+  if (repack == Repack::when_faster) {
+    repack = repacking_pays(options.isa) ? Repack::always : Repack::never;
+  }
+  const Model model = Model::open(options.model_path, ModelOptions{.repack = repack});
   BenchReport report;
   report.model = summarize_model(model, options.model_path);
   report.kv_type = options.kv_type == KvType::f16 ? "f16" : "f32";

@@ -10,6 +10,7 @@
 
 #include "smol/core/error.hpp"
 #include "smol/model/kv_cache.hpp"
+#include "smol/model/model.hpp"
 #include "smol/simd/isa.hpp"
 
 namespace smol::bench {
@@ -28,9 +29,9 @@ like llama-bench, beside the decode ceiling that memory bandwidth allows.
   --kv-type f16|f32       KV cache element type (default f16)
   --isa NAME              force scalar, avx2, avx512, avx512vnni or amx
                           (default: $SMOL_ISA, else the best the CPU supports)
-  --no-repack             run the Q4_K weights straight from the memory map instead
-                          of interleaved copies made at load (the default; the isa
-                          column then reads e.g. "avx2+repack")
+  --repack auto|on|off    interleave the Q4_K/Q6_K weights in groups of 8 rows at
+                          load: auto (default) where the kernels run faster on them
+                          (AVX2), on, off; the isa column then reads "avx2+repack"
   -s, --seed N            seed of the random token ids (default 1234)
   -o, --output md|json|csv  report format (default md)
   --progress              say on stderr which test is running
@@ -54,7 +55,7 @@ struct BenchOptions {
   unsigned seed = 1234;
   OutputFormat output = OutputFormat::markdown;
   bool progress = false;
-  bool repack = true;
+  Repack repack = Repack::when_faster;
   bool help = false;
 };
 
@@ -118,8 +119,17 @@ inline BenchOptions parse_options(int argc, char** argv) {
       options.help = true;
     } else if (flag == "--progress") {
       options.progress = true;
-    } else if (flag == "--no-repack") {
-      options.repack = false;
+    } else if (flag == "--repack") {
+      const std::string_view mode = value();
+      if (mode == "auto") {
+        options.repack = Repack::when_faster;
+      } else if (mode == "on") {
+        options.repack = Repack::always;
+      } else if (mode == "off") {
+        options.repack = Repack::never;
+      } else {
+        detail::usage_error("--repack: expected auto, on or off, got ", mode);
+      }
     } else if (flag == "-m" || flag == "--model") {
       options.model_path = value();
       have_model = true;

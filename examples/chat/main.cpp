@@ -330,7 +330,8 @@ int main(int argc, char** argv) {
     const std::string path =
         options.model ? *options.model : chat::choose_default_model(options.yes).path;
     // The GPU uploads the file's blocks, so a CPU-side copy would only cost time.
-    Chat chat(options, open_model(path, {.repack = options.repack && !options.gpu}));
+    Chat chat(options,
+              open_model(path, {.repack = options.gpu ? smol::Repack::never : options.repack}));
     if (options.prompt) {
       const bool finished = chat.answer(*options.prompt);
       return finished ? 0 : 130;

@@ -12,6 +12,7 @@
 
 #include "smol/generate/sampler.hpp"
 #include "smol/model/kv_cache.hpp"
+#include "smol/model/model.hpp"
 
 namespace chat {
 
@@ -48,8 +49,9 @@ runtime:
   -c, --ctx-size N         context in tokens (default: the model's)
   --kv-type f16|f32        KV cache precision (default f16)
   --gpu                    run the model on the GPU (a build with -DSMOL_CUDA=ON)
-  --no-repack              read the Q4_K weights straight from the memory map instead
-                           of interleaving them at load (faster, the default)
+  --repack auto|on|off     interleave the Q4_K/Q6_K weights in groups of 8 rows at
+                           load (on: always; auto, the default: where the CPU's
+                           kernels run faster on them, AVX2; off: read the file only)
   --no-context-shift       when the context is full, stop instead of forgetting the
                            oldest turns
   -h, --help               show this text
@@ -75,7 +77,7 @@ struct Options {
   smol::KvType kv_type = smol::KvType::f16;
   bool context_shift = true;
   bool gpu = false;
-  bool repack = true;
+  smol::Repack repack = smol::Repack::when_faster;
 
   // SmolLM3's recommended temperature (0.6, top-p 0.95); the rest are llama.cpp's.
   static smol::SamplerSettings default_sampling() {
@@ -180,8 +182,17 @@ inline Options parse_options(int argc, char** argv) {
       options.context_shift = false;
     } else if (flag == "--gpu") {
       options.gpu = true;
-    } else if (flag == "--no-repack") {
-      options.repack = false;
+    } else if (flag == "--repack") {
+      const std::string mode = value();
+      if (mode == "auto") {
+        options.repack = smol::Repack::when_faster;
+      } else if (mode == "on") {
+        options.repack = smol::Repack::always;
+      } else if (mode == "off") {
+        options.repack = smol::Repack::never;
+      } else {
+        throw UsageError{"--repack: expected auto, on or off, got \"" + mode + "\""};
+      }
     } else {
       throw UsageError{"unknown option " + flag};
     }

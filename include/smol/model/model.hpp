@@ -2,6 +2,7 @@
 // once built, so any number of Transformer sessions can share one.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,15 +10,26 @@
 #include "smol/model/config.hpp"
 #include "smol/model/repacked_weights.hpp"
 #include "smol/model/weights.hpp"
+#include "smol/simd/kernels_impl.hpp"
 
 namespace smol {
 
-struct ModelOptions {
-  // Interleave the Q4_K matrices in groups of 8 rows at load time (RepackedWeights):
-  // decode and prefill run faster kernels, for about a second of copying at load. Off,
-  // every weight is read straight from the memory map.
-  bool repack = false;
+// Whether to interleave the Q4_K / Q6_K matrices in groups of 8 rows at load time
+// (RepackedWeights): faster decode and prefill where the kernels prefer it, for a few
+// seconds of copying at load. `never` reads every weight straight from the memory map.
+enum class Repack {
+  never,
+  when_faster,  // if the kernels a Context would pick ($SMOL_ISA, else the best) prefer it
+  always,
 };
+
+struct ModelOptions {
+  Repack repack = Repack::never;
+};
+
+inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
+  return kernels_for_isa(select_isa(isa)).prefers_rows8;
+}
 
 class Model {
  public:
@@ -36,7 +48,10 @@ class Model {
     }
     // Views point into file_'s mapping, which a move of the GgufFile keeps in place.
     weights_ = ModelWeights::from_gguf(file_, config_);
-    if (options.repack) repacked_ = RepackedWeights(weights_, file_);
+    if (options.repack == Repack::always ||
+        (options.repack == Repack::when_faster && repacking_pays())) {
+      repacked_ = RepackedWeights(weights_, file_);
+    }
   }
 
   Model(Model&&) noexcept = default;

@@ -1,7 +1,7 @@
-// RepackedWeights: load-time interleaved copies of a model's Q4_K matrices.
+// RepackedWeights: load-time interleaved copies of a model's Q4_K and Q6_K matrices.
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
-// (quant/q4k_rows8.hpp) and hung on the matrix view as `rows8`, which the kernels
+// (quant/rows8.hpp) and hung on the matrix view as `rows8`, which the kernels
 // prefer. The file's pages of a copied matrix are released afterwards, so resident
 // memory holds the weights once, not twice; a path that still reads them (reference
 // mode) faults them back in from the page cache.
@@ -15,7 +15,7 @@
 #include "smol/core/huge_page_buffer.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/weights.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 
 namespace smol {
 
@@ -23,8 +23,8 @@ class RepackedWeights {
  public:
   RepackedWeights() = default;
 
-  // Repacks every Q4_K matrix of `weights` whose rows come in whole groups of 8 and
-  // points its view at the copy. Matrices of other types are left as they are.
+  // Repacks every Q4_K and Q6_K matrix of `weights` whose rows come in whole groups of
+  // 8 and points its view at the copy. Matrices of other types are left as they are.
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file) {
     std::vector<WeightMatrix*> matrices;
     for (LayerWeights& layer : weights.layers) {
@@ -33,15 +33,16 @@ class RepackedWeights {
         if (repackable(*w)) matrices.push_back(w);
       }
     }
-    // A tied LM head is the embedding table, which embed() keeps reading from the map.
-    if (!weights.tied_embeddings && repackable(weights.output)) matrices.push_back(&weights.output);
+    // A tied LM head is a view of the embedding table: the head gets the copy, and
+    // embed() goes on reading one row per token from the map.
+    if (repackable(weights.output)) matrices.push_back(&weights.output);
 
     std::size_t total = 0;
     for (const WeightMatrix* w : matrices) total += copy_bytes(*w);
     buffer_ = HugePageBuffer(total);
     std::byte* next = buffer_.data();
     for (WeightMatrix* w : matrices) {
-      repack(*w, reinterpret_cast<BlockQ4KRows8*>(next), file);
+      repack(*w, next, file);
       next += copy_bytes(*w);
     }
     matrices_ = matrices.size();
@@ -52,16 +53,26 @@ class RepackedWeights {
 
  private:
   static bool repackable(const WeightMatrix& w) noexcept {
-    return w.type == GgmlType::Q4_K && w.rows % kRowsPerGroup == 0 && w.rows > 0;
+    return (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) && w.rows % kRowsPerGroup == 0 &&
+           w.rows > 0;
   }
+  // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
+  // is only a multiple of 16).
   static std::size_t copy_bytes(const WeightMatrix& w) noexcept {
-    return w.rows / kRowsPerGroup * (w.cols / QK_K) * sizeof(BlockQ4KRows8);
+    return (rows8_bytes(w.type, w.rows, w.cols) + 63) / 64 * 64;
   }
 
-  static void repack(WeightMatrix& w, BlockQ4KRows8* out, const gguf::GgufFile& file) {
+  static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
     const std::size_t nblocks = w.cols / QK_K, groups = w.rows / kRowsPerGroup;
     tbb::parallel_for(std::size_t{0}, groups, [&](std::size_t g) {
-      repack_q4k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks, out + g * nblocks);
+      const std::byte* rows = w.row(g * kRowsPerGroup);
+      if (w.type == GgmlType::Q4_K) {
+        repack_q4k_rows8(rows, w.row_bytes, nblocks,
+                         reinterpret_cast<BlockQ4KRows8*>(out) + g * nblocks);
+      } else {
+        repack_q6k_rows8(rows, w.row_bytes, nblocks,
+                         reinterpret_cast<BlockQ6KRows8*>(out) + g * nblocks);
+      }
     });
     file.release_pages(w.data, w.rows * w.row_bytes);
     w.rows8 = out;

@@ -13,7 +13,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 #include "smol/simd/q8k_lanes.hpp"
 
 namespace smol {
@@ -105,12 +105,14 @@ inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float*
   });
 }
 
-// Repacked Q4_K (WeightMatrix::rows8): threads take chunks of 8-row groups (~256 KB of
+// Repacked rows (WeightMatrix::rows8): threads take chunks of 8-row groups (~256 KB of
 // weights, which stay in L2); each group passes over a block of tokens whose Q8_K rows
 // (16 x up to 43 blocks x 292 B) stay in L2 too.
-inline void matmul_rows8(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
-                         float* y) {
+template <class Rows8>
+void matmul_rows8(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
+                  Kernels::Rows8Fn<Rows8> kernel, float* y) {
   const Kernels& k = ctx.kernels();
+  const auto* rows8 = reinterpret_cast<const Rows8*>(w.rows8);
   const std::size_t nblocks = w.cols / QK_K, groups = w.rows / kRowsPerGroup;
   auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
   parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
@@ -119,16 +121,15 @@ inline void matmul_rows8(Context& ctx, const WeightMatrix& w, const float* x, st
     }
   });
   constexpr std::size_t kTokenBlock = 16;
-  const std::size_t chunk_groups =
-      std::max<std::size_t>(1, 256 * 1024 / (nblocks * sizeof(BlockQ4KRows8)));
+  const std::size_t chunk_groups = std::max<std::size_t>(1, 256 * 1024 / (nblocks * sizeof(Rows8)));
   parallel_chunks(ctx, groups, chunk_groups, [&](std::size_t first, std::size_t last) {
     for (std::size_t g0 = first; g0 < last; g0 += chunk_groups) {
       const std::size_t g1 = std::min(g0 + chunk_groups, last);
       for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
         const std::size_t nt = std::min(kTokenBlock, n_tokens - t0);
         for (std::size_t g = g0; g < g1; ++g) {
-          k.rows8_q4k_q8k(w.rows8 + g * nblocks, nblocks, q8 + t0 * nblocks, nblocks, nt,
-                          y + t0 * w.rows + g * kRowsPerGroup, w.rows);
+          kernel(rows8 + g * nblocks, nblocks, q8 + t0 * nblocks, nblocks, nt,
+                 y + t0 * w.rows + g * kRowsPerGroup, w.rows);
         }
       }
     }
@@ -217,7 +218,7 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
   switch (w.type) {
     case GgmlType::Q4_K:
       if (w.rows8 != nullptr) {
-        detail::matmul_rows8(ctx, w, x, n_tokens, y);
+        detail::matmul_rows8<BlockQ4KRows8>(ctx, w, x, n_tokens, k.rows8_q4k_q8k, y);
       } else if (k.matrix_q4k_q8k) {
         detail::matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_q4k_q8k);
       } else if (k.tile_q4k_q8k) {
@@ -228,7 +229,9 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
       }
       return;
     case GgmlType::Q6_K:
-      if (k.matrix_q6k_q8k) {
+      if (w.rows8 != nullptr) {
+        detail::matmul_rows8<BlockQ6KRows8>(ctx, w, x, n_tokens, k.rows8_q6k_q8k, y);
+      } else if (k.matrix_q6k_q8k) {
         detail::matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_q6k_q8k);
       } else if (k.tile_q6k_q8k) {
         detail::matmul_tiled(ctx, w, x, n_tokens, y, k.tile_q6k_q8k, LaneSums::q6k_minus_32);

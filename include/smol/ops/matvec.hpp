@@ -17,7 +17,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 #include "smol/simd/q8k_lanes.hpp"
 
 namespace smol {
@@ -53,9 +53,11 @@ inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
          ggml_row_bytes(w.type, w.cols), " for ", w.cols, " ", info->name, " values");
   }
   if (w.data == nullptr && w.rows > 0) fail(op, ": weight '", w.name, "' has no data");
-  if (w.rows8 != nullptr && (w.type != GgmlType::Q4_K || w.rows % kRowsPerGroup != 0)) {
-    fail(op, ": weight '", w.name, "' has an interleaved copy but is not Q4_K with a multiple of ",
-         kRowsPerGroup, " rows");
+  if (w.rows8 != nullptr &&
+      ((w.type != GgmlType::Q4_K && w.type != GgmlType::Q6_K) || w.rows % kRowsPerGroup != 0)) {
+    fail(op, ": weight '", w.name,
+         "' has an interleaved copy but is not Q4_K or Q6_K with a multiple of ", kRowsPerGroup,
+         " rows");
   }
 }
 
@@ -134,17 +136,20 @@ void for_each_row(Context& ctx, const WeightMatrix& w, float* y, RowDot row_dot)
   });
 }
 
-// Repacked Q4_K: eight rows per kernel call, groups streamed like rows.
-inline void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, float* y) {
+// Repacked rows (WeightMatrix::rows8): eight rows per kernel call, groups streamed like
+// rows.
+template <class Rows8>
+void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq,
+                  Kernels::Rows8Fn<Rows8> kernel, float* y) {
   const std::size_t nblocks = w.cols / QK_K;
-  const std::size_t group_bytes = nblocks * sizeof(BlockQ4KRows8);
-  const auto kernel = ctx.kernels().rows8_q4k_q8k;
-  for_each_streamed_chunk(
-      ctx, w.rows / kRowsPerGroup, group_bytes, [&](std::size_t first, std::size_t last) {
-        for (std::size_t g = first; g < last; ++g) {
-          kernel(w.rows8 + g * nblocks, nblocks, xq, nblocks, 1, y + g * kRowsPerGroup, 0);
-        }
-      });
+  const auto* groups = reinterpret_cast<const Rows8*>(w.rows8);
+  for_each_streamed_chunk(ctx, w.rows / kRowsPerGroup, nblocks * sizeof(Rows8),
+                          [&](std::size_t first, std::size_t last) {
+                            for (std::size_t g = first; g < last; ++g) {
+                              kernel(groups + g * nblocks, nblocks, xq, nblocks, 1,
+                                     y + g * kRowsPerGroup, 0);
+                            }
+                          });
 }
 
 template <class Block, class Act, class Dot>
@@ -194,7 +199,9 @@ inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y
       auto* xq = ctx.scratch_as<BlockQ8K>(Scratch::activations, nblocks);
       k.quantize_row_q8k(x, xq, w.cols);
       if (w.type == GgmlType::Q4_K && w.rows8 != nullptr) {
-        detail::matvec_rows8(ctx, w, xq, y);
+        detail::matvec_rows8<BlockQ4KRows8>(ctx, w, xq, k.rows8_q4k_q8k, y);
+      } else if (w.rows8 != nullptr) {
+        detail::matvec_rows8<BlockQ6KRows8>(ctx, w, xq, k.rows8_q6k_q8k, y);
       } else if (w.type == GgmlType::Q4_K && k.dot_q4k_lanes) {
         auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
         pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(xq, lanes, nblocks);

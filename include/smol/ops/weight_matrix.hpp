@@ -10,8 +10,6 @@
 
 namespace smol {
 
-struct BlockQ4KRows8;  // quant/q4k_rows8.hpp
-
 struct WeightMatrix {
   GgmlType type = GgmlType::F32;
   const std::byte* data = nullptr;
@@ -19,9 +17,10 @@ struct WeightMatrix {
   std::size_t cols = 0;       // input features, the row length (GGUF dims[0])
   std::size_t row_bytes = 0;  // bytes of one row: ggml_row_bytes(type, cols)
   std::string_view name;      // for error messages
-  // Q4_K only: the same rows interleaved in groups of 8 (rows / 8 groups of cols / 256
-  // blocks each), or nullptr. Made by Model's `repack` option.
-  const BlockQ4KRows8* rows8 = nullptr;
+  // Q4_K and Q6_K: the same rows interleaved in groups of 8 (rows / 8 groups of
+  // cols / 256 BlockQ4KRows8 or BlockQ6KRows8, quant/rows8.hpp), or nullptr. Made by
+  // Model's `repack` option.
+  const std::byte* rows8 = nullptr;
 
   const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }
 };

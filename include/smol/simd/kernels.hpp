@@ -16,7 +16,7 @@
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/cpu_features.hpp"
 #include "smol/simd/q8k_lanes.hpp"
@@ -41,12 +41,18 @@ struct Kernels {
   // Decode dot on lane-packed activations (pack_q8k_lanes, q4k_scaled_by_d): the same
   // value as dot_q4k_q8k. Set where it is faster; matvec then packs x once per call.
   float (*dot_q4k_lanes)(const BlockQ4K*, const BlockQ8KLanes*, std::size_t nblocks) = nullptr;
-  // Eight interleaved Q4_K rows (quant/q4k_rows8.hpp) times `n_tokens` Q8_K rows lying
+  // Eight interleaved rows (quant/rows8.hpp) times `n_tokens` Q8_K rows lying
   // `x_stride` blocks apart: y[t * y_stride + r] = row r . token t, r < 8. Decode and
-  // prefill on repacked weights; the scalar set has the reference.
-  void (*rows8_q4k_q8k)(const BlockQ4KRows8*, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, std::size_t n_tokens, float* y,
-                        std::size_t y_stride) = nullptr;
+  // prefill on repacked weights; the scalar set has the references.
+  template <class Rows8>
+  using Rows8Fn = void (*)(const Rows8*, std::size_t nblocks, const BlockQ8K* x,
+                           std::size_t x_stride, std::size_t n_tokens, float* y,
+                           std::size_t y_stride);
+  Rows8Fn<BlockQ4KRows8> rows8_q4k_q8k = nullptr;
+  Rows8Fn<BlockQ6KRows8> rows8_q6k_q8k = nullptr;
+  // Whether this set runs faster on interleaved rows than on the file's (measured for
+  // AVX2; the AVX-512 and AMX sets have their own prefill kernels on the file's rows).
+  bool prefers_rows8 = false;
   // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
   void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
   void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;

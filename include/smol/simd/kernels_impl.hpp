@@ -42,6 +42,8 @@ Kernels make_isa_kernels() noexcept {
     Kernels k = simd::make_x86_kernels<Arch>();
     k.dot_q4k_lanes = simd::x86::dot_q4k_lanes_256<Arch>;
     k.rows8_q4k_q8k = simd::x86::rows8_q4k_q8k_256<Arch>;
+    k.rows8_q6k_q8k = simd::x86::rows8_q6k_q8k_256<Arch>;
+    k.prefers_rows8 = true;
     k.tile_q4k_q8k = simd::x86::tile_q4k_q8k_256<Arch>;
     k.tile_q6k_q8k = simd::x86::tile_q6k_q8k_256<Arch>;
     k.attend_block_f32 = simd::attend_block<Arch, float>;
@@ -60,6 +62,7 @@ Kernels make_isa_kernels() noexcept {
     k.tile_q4k_q8k = simd::x86::tile_q4k_q8k<Arch>;
     k.tile_q6k_q8k = simd::x86::tile_q6k_q8k<Arch>;
     k.rows8_q4k_q8k = simd::x86::rows8_q4k_q8k_256<Arch>;
+    k.rows8_q6k_q8k = simd::x86::rows8_q6k_q8k_256<Arch>;
     k.attend_block_f32 = simd::attend_block<Arch, float>;
     k.attend_block_f16 = simd::attend_block<Arch, f16_bits>;
     if constexpr (std::is_same_v<Arch, amx_arch>) {
@@ -96,6 +99,7 @@ inline Kernels with_scalar_fallbacks(Kernels k) noexcept {
   if (!k.dot_f16_f32) k.dot_f16_f32 = s.dot_f16_f32;
   if (!k.dot_bf16_f32) k.dot_bf16_f32 = s.dot_bf16_f32;
   if (!k.rows8_q4k_q8k) k.rows8_q4k_q8k = s.rows8_q4k_q8k;
+  if (!k.rows8_q6k_q8k) k.rows8_q6k_q8k = s.rows8_q6k_q8k;
   if (!k.quantize_row_q8k) k.quantize_row_q8k = s.quantize_row_q8k;
   if (!k.quantize_row_q8_0) k.quantize_row_q8_0 = s.quantize_row_q8_0;
   if (!k.attend_block_f32) k.attend_block_f32 = simd::attend_block_reference<float>;

@@ -158,6 +158,7 @@ inline Kernels make_kernels() noexcept {
   k.dot_f16_f32 = dot_f16_f32;
   k.dot_bf16_f32 = dot_bf16_f32;
   k.rows8_q4k_q8k = rows8_q4k_q8k_reference;
+  k.rows8_q6k_q8k = rows8_q6k_q8k_reference;
   k.quantize_row_q8k = quantize_row_q8k;
   k.quantize_row_q8_0 = quantize_row_q8_0;
   return k;

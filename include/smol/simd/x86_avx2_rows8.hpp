@@ -1,11 +1,12 @@
-// AVX2 kernel on eight interleaved Q4_K rows (quant/q4k_rows8.hpp) times up to
+// AVX2 kernels on eight interleaved Q4_K or Q6_K rows (quant/rows8.hpp) times up to
 // kRows8Tokens Q8_K tokens at a time: the decode matvec (one token) and prefill.
 //
 // Lane r of every vector is row r. Per 4-byte group of a chunk, one load serves eight
-// rows; the token's matching 4 activation bytes are broadcast to all lanes. The eight
-// vpmaddubsw products of a sub-block are summed in int16 (8 x 2 x 15 x 128 < 2^15)
-// before one vpmaddwd with the rows' scales, so the integers stay exact until one float
-// multiply per super-block, and the eight row results leave as one vector.
+// rows; the token's matching 4 activation bytes are broadcast to all lanes. vpmaddubsw
+// products are summed in int16 as far as they cannot overflow (Q4_K: the eight of a
+// sub-block, 8 x 2 x 15 x 128 < 2^15; Q6_K: pairs, 2 x 2 x 63 x 128 < 2^15) before one
+// vpmaddwd with the rows' scales, so the integers stay exact until one float multiply
+// per super-block, and the eight row results leave as one vector.
 // Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
 #pragma once
 
@@ -19,13 +20,14 @@
 #include <cstring>
 
 #include "smol/quant/blocks.hpp"
-#include "smol/quant/q4k_rows8.hpp"
+#include "smol/quant/rows8.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol::simd::x86 {
 
 // Tokens per pass: two keep the int16 and int32 accumulators in the 16 ymm registers.
 inline constexpr std::size_t kRows8Tokens = 2;
+inline constexpr std::size_t kRows8TokensQ6K = 4;
 inline constexpr std::size_t kRows8PrefetchBytes = 4096;
 
 template <class Arch>
@@ -48,22 +50,31 @@ inline void sub_block_sum_pairs(const BlockQ8K& x, __m256i pairs[4]) noexcept {
   pairs[3] = _mm256_permutevar8x32_epi32(packed, _mm256_set1_epi32(5));
 }
 
+// A vpshufb control making lane r (r = 0..7) of a row of 16 bytes broadcast to both
+// 128-bit halves into two words: bytes `first` + r and `second` + r, zero-extended, or
+// placed in the words' high bytes (for an arithmetic shift to sign-extend them).
+template <class Arch>
+inline __m256i word_picker(int first, int second, bool into_high_byte) noexcept {
+  alignas(32) std::int8_t control[32];
+  for (int r = 0; r < 8; ++r) {  // each half indexes its own copy of the 16 bytes
+    const int high = into_high_byte ? 1 : 0;
+    control[4 * r + 1 - high] = -1;
+    control[4 * r + high] = static_cast<std::int8_t>(first + r);
+    control[4 * r + 3 - high] = -1;
+    control[4 * r + 2 + high] = static_cast<std::int8_t>(second + r);
+  }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(control));
+}
+
 template <class Arch, std::size_t T>
 void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                         std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  // Byte 2 * j of lane r (j = 0, 1) takes byte `row` of a 16-byte row of bytes (both
-  // 128-bit halves hold the same 16), the odd bytes become 0: int16 pairs per lane.
-  // scale_lo: both words = byte r (sub-block 2c); scale_hi: byte 8 + r (2c + 1);
+  // scale_lo: both words of lane r = byte r (sub-block 2c), scale_hi: byte 8 + r (2c + 1);
   // min_pair: (byte r, byte 8 + r), matching sub_block_sum_pairs.
-  const auto lane_words = [](int first, int second) {
-    return _mm256_setr_epi8(first, -1, second, -1, first + 1, -1, second + 1, -1, first + 2, -1,
-                            second + 2, -1, first + 3, -1, second + 3, -1, first + 4, -1,
-                            second + 4, -1, first + 5, -1, second + 5, -1, first + 6, -1,
-                            second + 6, -1, first + 7, -1, second + 7, -1);
-  };
-  const __m256i scale_lo = lane_words(0, 0), scale_hi = lane_words(8, 8);
-  const __m256i min_pair = lane_words(0, 8);
+  const __m256i scale_lo = word_picker<Arch>(0, 0, false);
+  const __m256i scale_hi = word_picker<Arch>(8, 8, false);
+  const __m256i min_pair = word_picker<Arch>(0, 8, false);
   __m256 acc[T];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
@@ -119,6 +130,97 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   for (std::size_t t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
 }
 
+template <class Arch>
+inline __m256i signed_words(__m256i bytes16, __m256i control) noexcept {
+  return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes16, control), 8);
+}
+
+template <class Arch>
+inline __m256i broadcast16(const void* p) noexcept {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// The 8 scale bytes of one group (one per row) as sign-extended words, both words of
+// lane r holding row r's.
+template <class Arch>
+inline __m256i group_scales(const std::int8_t* scales, __m256i same_byte_twice) noexcept {
+  std::int64_t bytes;
+  std::memcpy(&bytes, scales, sizeof bytes);
+  return signed_words<Arch>(_mm256_set1_epi64x(bytes), same_byte_twice);
+}
+
+template <class Arch, std::size_t T>
+void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
+  const __m256i same_byte_twice = word_picker<Arch>(0, 0, true);
+  // From 16 scale bytes (groups G and G + 1 of 8 rows): (s[G], s[G + 1]) per lane.
+  const __m256i group_pair = word_picker<Arch>(0, 8, true);
+  __m256 acc[T];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const BlockQ6KRows8& wb = w[b];
+    const char* ahead = reinterpret_cast<const char*>(&wb) + kRows8PrefetchBytes;
+    for (std::size_t off = 0; off < sizeof(BlockQ6KRows8); off += 64) {
+      _mm_prefetch(ahead + off, _MM_HINT_T1);
+    }
+    __m256i isum[T];
+    for (auto& s : isum) s = _mm256_setzero_si256();
+    // Half h of the block: ql chunks 2h (s = 0) and 2h + 1 (s = 1) share qh bytes; the
+    // four values of a byte position are (s, nibble n) = value 128h + 32s + 64n + l,
+    // in group 8h + 2s + 4n + l / 16.
+    for (int h = 0; h < 2; ++h) {
+      for (int quarter = 0; quarter < 2; ++quarter) {  // g in [4 quarter, 4 quarter + 4)
+        for (int s = 0; s < 2; ++s) {
+          const std::int8_t* group = wb.scales[8 * h + 2 * s + quarter];
+          const __m256i scale[2] = {group_scales<Arch>(group, same_byte_twice),
+                                    group_scales<Arch>(group + 4 * kRowsPerGroup, same_byte_twice)};
+          for (int g = 4 * quarter; g < 4 * quarter + 4; g += 2) {
+            __m256i v[2][2];  // [n][g + k]
+            for (int k = 0; k < 2; ++k) {
+              const __m256i qh = load256<Arch>(wb.qh[h][g + k]);
+              const __m256i ql = load256<Arch>(wb.ql[2 * h + s][g + k]);
+              const __m256i lo_top = s == 0 ? _mm256_slli_epi16(qh, 4) : _mm256_slli_epi16(qh, 2);
+              const __m256i hi_top = s == 0 ? qh : _mm256_srli_epi16(qh, 2);
+              v[0][k] = _mm256_or_si256(_mm256_and_si256(ql, low4), _mm256_and_si256(lo_top, top2));
+              v[1][k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), low4),
+                                        _mm256_and_si256(hi_top, top2));
+            }
+            for (std::size_t t = 0; t < T; ++t) {
+              const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * s + 4 * g;
+              for (int n = 0; n < 2; ++n) {
+                const std::int8_t* xv = xq + 64 * n;
+                const __m256i pair =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(v[n][0], broadcast4<Arch>(xv)),
+                                     _mm256_maddubs_epi16(v[n][1], broadcast4<Arch>(xv + 4)));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pair, scale[n]));
+              }
+            }
+          }
+        }
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+    for (std::size_t t = 0; t < T; ++t) {
+      // The -32 offset of every quant: 32 * sum over groups of scale * bsum.
+      const BlockQ8K& xb = x[t * x_stride + b];
+      __m256i offset = _mm256_setzero_si256();
+      for (int group = 0; group < 16; group += 2) {
+        std::int32_t sums;
+        std::memcpy(&sums, xb.bsums + group, sizeof sums);
+        offset = _mm256_add_epi32(
+            offset,
+            _mm256_madd_epi16(signed_words<Arch>(broadcast16<Arch>(wb.scales[group]), group_pair),
+                              _mm256_set1_epi32(sums)));
+      }
+      const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(xb.d)), _mm256_cvtepi32_ps(sumi), acc[t]);
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
 // Kernels::rows8_q4k_q8k: every token, kRows8Tokens at a time.
 template <class Arch>
 void rows8_q4k_q8k_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
@@ -131,6 +233,20 @@ void rows8_q4k_q8k_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ
   }
   for (; t < n_tokens; ++t) {
     rows8_q4k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+  }
+}
+
+template <class Arch>
+void rows8_q6k_q8k_256(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                       std::size_t x_stride, std::size_t n_tokens, float* y,
+                       std::size_t y_stride) noexcept {
+  std::size_t t = 0;
+  for (; t + kRows8TokensQ6K <= n_tokens; t += kRows8TokensQ6K) {
+    rows8_q6k_tile_256<Arch, kRows8TokensQ6K>(w, nblocks, x + t * x_stride, x_stride,
+                                              y + t * y_stride, y_stride);
+  }
+  for (; t < n_tokens; ++t) {
+    rows8_q6k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
   }
 }
 

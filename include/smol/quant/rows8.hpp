@@ -1,0 +1,164 @@
+// Rows interleaved by eight: super-block b of eight consecutive Q4_K or Q6_K rows, laid
+// side by side at load time (BlockQ4KRows8, BlockQ6KRows8).
+//
+// Why: a decode dot on the file's layout spends most of its instructions on one row's
+// bookkeeping (unpacking scales, shuffling them next to the values, summing a vector
+// down to one float). With eight rows side by side, 32-bit lane r of every vector
+// belongs to row r: the activations are broadcast four bytes at a time, each
+// vpmaddubsw serves eight rows, the scales are plain bytes one shuffle away from their
+// lanes, and the eight results come out as one vector with no horizontal sum. The
+// price is a copy of the weights made when the model is loaded (RepackedWeights).
+//
+// Bit-exact: the same integers as the eight file blocks, rearranged; the repack
+// functions and the reference dots below are tested against the file's blocks, and
+// each reference rounds exactly like the scalar dot on the original rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
+
+namespace smol {
+
+inline constexpr std::size_t kRowsPerGroup = 8;
+
+struct alignas(32) BlockQ4KRows8 {
+  // qs[c][g][r][e] = byte 32 * c + 4 * g + e of row r's qs: low nibbles are values
+  // 64 * c + 4 * g + e (sub-block 2c), high nibbles 32 more (sub-block 2c + 1).
+  std::uint8_t qs[4][8][kRowsPerGroup][4];
+  std::uint8_t scales[8][kRowsPerGroup];  // [sub-block][row], unpacked 6-bit
+  std::uint8_t mins[8][kRowsPerGroup];
+  f16_bits d[kRowsPerGroup];
+  f16_bits dmin[kRowsPerGroup];
+};
+static_assert(sizeof(BlockQ4KRows8) == 1184 && offsetof(BlockQ4KRows8, scales) == 1024 &&
+              offsetof(BlockQ4KRows8, d) == 1152);
+
+// Interleaves rows [8 * group, 8 * group + 8) of a Q4_K matrix whose rows hold `nblocks`
+// blocks and lie `row_bytes` apart: out[b] is super-block b of the group.
+inline void repack_q4k_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
+                             BlockQ4KRows8* out) noexcept {
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ4K*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      BlockQ4KRows8& o = out[b];
+      std::uint8_t scales[8], mins[8];
+      unpack_q4k_scales(row[b].scales, scales, mins);
+      for (std::size_t j = 0; j < 8; ++j) {
+        o.scales[j][r] = scales[j];
+        o.mins[j][r] = mins[j];
+      }
+      o.d[r] = row[b].d;
+      o.dmin[r] = row[b].dmin;
+      for (std::size_t i = 0; i < QK_K / 2; i += 4) {
+        std::memcpy(o.qs[i / 32][(i % 32) / 4][r], row[b].qs + i, 4);
+      }
+    }
+  }
+}
+
+// Scalar reference: y[t * y_stride + r] = row r . token t, for `n_tokens` tokens whose
+// Q8_K rows lie `x_stride` blocks apart. Rounds exactly like the scalar dot_q4k_q8k
+// on the original rows, so the two agree bit for bit.
+inline void rows8_q4k_q8k_reference(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                                    std::size_t x_stride, std::size_t n_tokens, float* y,
+                                    std::size_t y_stride) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8K* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+      float sum = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t sumi = 0, summ = 0;
+        for (std::size_t j = 0; j < 8; ++j) {
+          const std::size_t c = j / 2;
+          const int shift = (j % 2) * 4;
+          std::int32_t s = 0;
+          for (std::size_t i = 0; i < 32; ++i) {
+            s += ((w[b].qs[c][i / 4][r][i % 4] >> shift) & 0xF) * xt[b].qs[32 * j + i];
+          }
+          sumi += w[b].scales[j][r] * s;
+          summ += w[b].mins[j][r] * (xt[b].bsums[2 * j] + xt[b].bsums[2 * j + 1]);
+        }
+        sum += f16_to_f32(w[b].d[r]) * xt[b].d * static_cast<float>(sumi) -
+               f16_to_f32(w[b].dmin[r]) * xt[b].d * static_cast<float>(summ);
+      }
+      y[t * y_stride + r] = sum;
+    }
+  }
+}
+
+// Q6_K: ql and qh keep their bytes, regrouped by 4 across the rows like Q4_K's qs.
+// Chunk c = 2h + s of ql: low nibbles are values 128h + 32s + 4g + e, high nibbles 64
+// more; their top two bits are bits 2s and 4 + 2s of the matching qh byte.
+struct alignas(16) BlockQ6KRows8 {
+  std::uint8_t ql[4][8][kRowsPerGroup][4];  // byte 32 * c + 4 * g + e of row r's ql
+  std::uint8_t qh[2][8][kRowsPerGroup][4];  // byte 32 * h + 4 * g + e of row r's qh
+  std::int8_t scales[16][kRowsPerGroup];    // [group of 16][row]
+  f16_bits d[kRowsPerGroup];
+};
+static_assert(sizeof(BlockQ6KRows8) == 8 * sizeof(BlockQ6K) &&
+              offsetof(BlockQ6KRows8, scales) == 1536 && offsetof(BlockQ6KRows8, d) == 1664);
+
+inline void repack_q6k_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
+                             BlockQ6KRows8* out) noexcept {
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ6K*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      BlockQ6KRows8& o = out[b];
+      for (std::size_t i = 0; i < QK_K / 2; i += 4) {
+        std::memcpy(o.ql[i / 32][(i % 32) / 4][r], row[b].ql + i, 4);
+      }
+      for (std::size_t i = 0; i < QK_K / 4; i += 4) {
+        std::memcpy(o.qh[i / 32][(i % 32) / 4][r], row[b].qh + i, 4);
+      }
+      for (std::size_t g = 0; g < 16; ++g) o.scales[g][r] = row[b].scales[g];
+      o.d[r] = row[b].d;
+    }
+  }
+}
+
+// The 6-bit quant of value i (0..255) of row r, 0..63.
+inline int rows8_q6k_quant(const BlockQ6KRows8& w, std::size_t r, std::size_t i) noexcept {
+  const std::size_t h = i / 128, v = i % 128, quarter = v / 32, l = v % 32;
+  const std::size_t c = 2 * h + quarter % 2;
+  const std::uint8_t low = w.ql[c][l / 4][r][l % 4];
+  const int low4 = quarter < 2 ? (low & 0xF) : (low >> 4);
+  const int high2 = (w.qh[h][l / 4][r][l % 4] >> (2 * quarter)) & 3;
+  return low4 | (high2 << 4);
+}
+
+// Scalar reference, as rows8_q4k_q8k_reference; rounds like the scalar dot_q6k_q8k.
+inline void rows8_q6k_q8k_reference(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                                    std::size_t x_stride, std::size_t n_tokens, float* y,
+                                    std::size_t y_stride) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8K* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+      float sum = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t sumi = 0;
+        for (std::size_t g = 0; g < 16; ++g) {
+          std::int32_t s = 0;
+          for (std::size_t i = 16 * g; i < 16 * g + 16; ++i) {
+            s += (rows8_q6k_quant(w[b], r, i) - 32) * xt[b].qs[i];
+          }
+          sumi += w[b].scales[g][r] * s;
+        }
+        sum += f16_to_f32(w[b].d[r]) * xt[b].d * static_cast<float>(sumi);
+      }
+      y[t * y_stride + r] = sum;
+    }
+  }
+}
+
+// Bytes of the interleaved copy of a rows x cols Q4_K or Q6_K matrix (rows a multiple
+// of kRowsPerGroup): the file's size for Q6_K, 2.8 % more for Q4_K (unpacked scales).
+inline std::size_t rows8_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
+  const std::size_t blocks = rows / kRowsPerGroup * (cols / QK_K);
+  return blocks * (type == GgmlType::Q4_K ? sizeof(BlockQ4KRows8) : sizeof(BlockQ6KRows8));
+}
+
+}  // namespace smol
