@@ -25,11 +25,23 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
 fi
 read -r -a missing <<<"${missing[*]}"  # drop the emptied entries
 
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
+export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -gt 0 ]; then
   echo "smol: installing ${missing[*]}"
-  as_root=()
-  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
   "${as_root[@]}" apt-get update -qq
   "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The NEON kernels' suites run under qemu-user (scripts/test.sh): they need the arm64
+# oneTBB, so the arm64 architecture is added to dpkg. Optional: on failure the step is
+# skipped with a message, the rest of the tests do not depend on it.
+if ! command -v qemu-aarch64 >/dev/null || [ ! -e /usr/lib/aarch64-linux-gnu/libtbb.so ]; then
+  echo "smol: installing qemu-user and libtbb-dev:arm64 (aarch64 suites under qemu)"
+  if ! { "${as_root[@]}" dpkg --add-architecture arm64 &&
+         "${as_root[@]}" apt-get update -qq &&
+         "${as_root[@]}" apt-get install -y -qq --no-install-recommends qemu-user libtbb-dev:arm64; }; then
+    echo "smol: could not install them; the aarch64 suites will be skipped" >&2
+  fi
 fi

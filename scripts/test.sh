@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test: the Release build (all suites, the
 # example programs' CTest checks), the same suites under AddressSanitizer +
-# UndefinedBehaviorSanitizer, a bounded libFuzzer run of the GGUF reader, and, where
+# UndefinedBehaviorSanitizer, a bounded libFuzzer run of the GGUF reader, the NEON
+# kernel suites cross-compiled for aarch64 and run under qemu-user, and, where
 # nvcc is installed, the build with the CUDA unit (the CPU suites again, plus the CUDA
 # tests: those that need a GPU report "skipped: no CUDA device" without one).
 #   ./scripts/test.sh            (BUILD_ROOT=build by default)
@@ -29,6 +30,23 @@ cmake -S . -B "$root/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILE
   -DSMOL_FUZZ=ON -DSMOL_WERROR=ON -DSMOL_BUILD_BENCH=OFF -DSMOL_BUILD_EXAMPLES=OFF
 cmake --build "$root/fuzz" -j "$jobs" --target fuzz_gguf_reader
 ctest --test-dir "$root/fuzz" --output-on-failure -L fuzz
+
+# The NEON kernels, which no machine here can run natively: cross-compiled with Debian's
+# aarch64 g++ and run under qemu-user. Only the kernel suites: the multi-threaded model
+# suites take many minutes under emulation.
+aarch64_suites=(test_simd_dot test_quant_rows8 test_simd_attention test_quant_blocks
+                test_ops_elementwise test_ops_rope)
+if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null &&
+   [ -e /usr/lib/aarch64-linux-gnu/libtbb.so ]; then
+  echo "== aarch64 (NEON) kernel suites under qemu-user"
+  cmake -S . -B "$root/aarch64" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+    -DCMAKE_BUILD_TYPE=Release -DSMOL_WERROR=ON -DSMOL_BUILD_BENCH=OFF -DSMOL_BUILD_EXAMPLES=OFF
+  cmake --build "$root/aarch64" -j "$jobs" --target "${aarch64_suites[@]}"
+  pattern=$(IFS='|'; echo "${aarch64_suites[*]}")
+  ctest --test-dir "$root/aarch64" --output-on-failure -j "$jobs" -R "^($pattern)(@scalar)?\$"
+else
+  echo "== aarch64 suites: skipped (needs aarch64-linux-gnu-g++, qemu-aarch64, libtbb-dev:arm64)"
+fi
 
 # nvcc is not on PATH in a default CUDA install; CMake is told where it is.
 nvcc=""

@@ -1,7 +1,8 @@
 # aarch64 check: Debian's cross compiler (g++-aarch64-linux-gnu) compiles the NEON
 # dispatch unit and the umbrella header. The architecture-independent headers of the
-# host's Eigen, xsimd and oneTBB serve (-idirafter /usr/include). Running the suites
-# under qemu-user would also need arm64 builds of oneTBB, so it is not done here.
+# host's Eigen, xsimd and oneTBB serve (-idirafter /usr/include). scripts/test.sh also
+# cross-builds the kernel suites (cmake/aarch64-linux-gnu.cmake) and runs them under
+# qemu-user.
 find_program(SMOL_AARCH64_CXX aarch64-linux-gnu-g++)
 if(SMOL_AARCH64_CXX AND NOT SMOL_SANITIZE)
   set(cross_flags -std=c++20 -O2 -fsyntax-only -Wall -Wextra -Wpedantic -Werror
