@@ -2,6 +2,9 @@
 // and a projection of whole-model prefill tok/s from the per-shape times: 36 layers of
 // q, k, v, o, gate, up, down (v and down in Q6_K for 18 of the layers, as in the real
 // Q4_K_M file) plus the LM head for the last token. Attention and norms are not counted.
+// Each shape runs on the file's layout and, as `..._rows8`, on the interleaved copy
+// (quant/rows8.hpp); the projection uses the layout the kernel set prefers, as
+// smol-bench's default `--repack auto` does.
 #include <benchmark/benchmark.h>
 
 #include <time.h>
@@ -10,6 +13,7 @@
 
 #include "bench_support.hpp"
 #include "smol/ops/matmul.hpp"
+#include "smol/quant/rows8.hpp"
 
 using namespace smol;
 
@@ -34,9 +38,9 @@ constexpr Shape kShapes[] = {
 constexpr Shape kLmHead{"lm_head_2048to128256_Q6_K", 128256, 2048, GgmlType::Q6_K, 1};
 
 struct Operands {
-  AlignedBuffer<std::byte> weights;
+  AlignedBuffer<std::byte> weights, rows8;
   std::vector<float> x, y;
-  WeightMatrix w;
+  WeightMatrix w, w_rows8;  // the file's layout; the same matrix through the copy
 };
 
 Operands& operands(const Shape& s, std::size_t tokens) {
@@ -51,6 +55,12 @@ Operands& operands(const Shape& s, std::size_t tokens) {
     for (auto& v : o.x) v = g(rng);
     o.y.resize(tokens * s.rows);
     o.w = bench::matrix_view(s.type, o.weights.data(), s.rows, s.cols);
+    o.rows8 = AlignedBuffer<std::byte>(rows8_bytes(s.type, s.rows, s.cols));
+    for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
+      repack_rows8_group(s.type, o.weights.data(), o.w.row_bytes, s.cols, g, o.rows8.data());
+    }
+    o.w_rows8 = o.w;
+    o.w_rows8.rows8 = o.rows8.data();
   }
   return o;
 }
@@ -65,14 +75,15 @@ struct Timing {
   double wall = 1e30, cpu = 1e30;  // cpu: this thread only (meaningful with 1 thread)
 };
 
-Timing time_matmul(Context& ctx, const Shape& s, std::size_t tokens, int reps) {
+Timing time_matmul(Context& ctx, const Shape& s, std::size_t tokens, bool rows8, int reps) {
   Operands& o = operands(s, tokens);
-  matmul(ctx, o.w, o.x.data(), tokens, o.y.data());  // warm up
+  const WeightMatrix& w = rows8 ? o.w_rows8 : o.w;
+  matmul(ctx, w, o.x.data(), tokens, o.y.data());  // warm up
   Timing best;
   for (int r = 0; r < reps; ++r) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = thread_cpu_seconds();
-    matmul(ctx, o.w, o.x.data(), tokens, o.y.data());
+    matmul(ctx, w, o.x.data(), tokens, o.y.data());
     best.cpu = std::min(best.cpu, thread_cpu_seconds() - cpu_start);
     best.wall = std::min(
         best.wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -80,11 +91,12 @@ Timing time_matmul(Context& ctx, const Shape& s, std::size_t tokens, int reps) {
   return best;
 }
 
-void BM_matmul(benchmark::State& state, Shape s) {
+void BM_matmul(benchmark::State& state, Shape s, bool rows8) {
   Context ctx(static_cast<int>(state.range(0)));
   Operands& o = operands(s, kTokens);
+  const WeightMatrix& w = rows8 ? o.w_rows8 : o.w;
   for (auto _ : state) {
-    matmul(ctx, o.w, o.x.data(), kTokens, o.y.data());
+    matmul(ctx, w, o.x.data(), kTokens, o.y.data());
     benchmark::DoNotOptimize(o.y.data());
   }
   const double ops = 2.0 * static_cast<double>(s.rows * s.cols * kTokens);
@@ -98,12 +110,13 @@ void BM_matmul(benchmark::State& state, Shape s) {
 // stays meaningful when other work shares the cores (x threads = the ideal scaling).
 void BM_projected_prefill(benchmark::State& state) {
   Context ctx(static_cast<int>(state.range(0)));
+  const bool rows8 = ctx.kernels().prefers_rows8;
   double wall = 0, cpu = 0;
   for (auto _ : state) {
-    const Timing head = time_matmul(ctx, kLmHead, 1, 2);
+    const Timing head = time_matmul(ctx, kLmHead, 1, rows8, 2);
     wall = head.wall, cpu = head.cpu;
     for (const Shape& s : kShapes) {
-      const Timing t = time_matmul(ctx, s, kTokens, 2);
+      const Timing t = time_matmul(ctx, s, kTokens, rows8, 2);
       wall += s.per_model * t.wall;
       cpu += s.per_model * t.cpu;
     }
@@ -112,16 +125,19 @@ void BM_projected_prefill(benchmark::State& state) {
   state.counters["prefill_tok_per_s"] = tokens / wall;
   state.counters["vs_llamacpp_pp512_40"] = tokens / wall / 40.0;
   if (ctx.threads() == 1) state.counters["per_core_cpu_tok_per_s"] = tokens / cpu;
-  state.SetLabel(isa_name(ctx.isa()).data());
+  state.SetLabel(std::string(isa_name(ctx.isa())) + (rows8 ? "+repack" : ""));
 }
 
 const bool registered = [] {
   for (const Shape& s : kShapes) {
-    benchmark::RegisterBenchmark((std::string("matmul512/") + s.name).c_str(), BM_matmul, s)
-        ->Arg(1)
-        ->Arg(2)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    for (const bool rows8 : {false, true}) {
+      const std::string name = std::string("matmul512/") + s.name + (rows8 ? "_rows8" : "");
+      benchmark::RegisterBenchmark(name.c_str(), BM_matmul, s, rows8)
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::RegisterBenchmark("projected_prefill_512", BM_projected_prefill)
       ->Arg(1)

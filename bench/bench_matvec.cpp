@@ -47,7 +47,6 @@ WeightPool& pool_for(const Shape& s) {
     pool = WeightPool{};
     current = s.name;
     const std::size_t row_bytes = ggml_row_bytes(s.type, s.cols);
-    const std::size_t nblocks = s.cols / QK_K;
     pool.matrix_bytes = s.rows8 ? rows8_bytes(s.type, s.rows, s.cols) : s.rows * row_bytes;
     pool.copies = std::max<std::size_t>(2, bench::kMemoryReadBytes / pool.matrix_bytes);
     pool.bytes = AlignedBuffer<std::byte>(pool.copies * pool.matrix_bytes);
@@ -55,14 +54,7 @@ WeightPool& pool_for(const Shape& s) {
       AlignedBuffer<std::byte> file_rows(s.rows * row_bytes);
       bench::fill_random_blocks(s.type, file_rows.data(), file_rows.size(), 1);
       for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
-        const std::byte* rows = file_rows.data() + g * kRowsPerGroup * row_bytes;
-        if (s.type == GgmlType::Q4_K) {
-          repack_q4k_rows8(rows, row_bytes, nblocks,
-                           reinterpret_cast<BlockQ4KRows8*>(pool.bytes.data()) + g * nblocks);
-        } else {
-          repack_q6k_rows8(rows, row_bytes, nblocks,
-                           reinterpret_cast<BlockQ6KRows8*>(pool.bytes.data()) + g * nblocks);
-        }
+        repack_rows8_group(s.type, file_rows.data(), row_bytes, s.cols, g, pool.bytes.data());
       }
     } else {
       bench::fill_random_blocks(s.type, pool.bytes.data(), pool.matrix_bytes, 1);

@@ -238,16 +238,9 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
 // The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8), as Model's
 // repack option makes it; with_rows8 points `w.rows8` at it.
 inline AlignedBuffer<std::byte> rows8_copy(const WeightMatrix& w) {
-  const std::size_t nblocks = w.cols / QK_K;
   AlignedBuffer<std::byte> copy(rows8_bytes(w.type, w.rows, w.cols));
   for (std::size_t g = 0; g < w.rows / kRowsPerGroup; ++g) {
-    if (w.type == GgmlType::Q4_K) {
-      repack_q4k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks,
-                       reinterpret_cast<BlockQ4KRows8*>(copy.data()) + g * nblocks);
-    } else {
-      repack_q6k_rows8(w.row(g * kRowsPerGroup), w.row_bytes, nblocks,
-                       reinterpret_cast<BlockQ6KRows8*>(copy.data()) + g * nblocks);
-    }
+    repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, copy.data());
   }
   return copy;
 }

@@ -63,16 +63,8 @@ class RepackedWeights {
   }
 
   static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
-    const std::size_t nblocks = w.cols / QK_K, groups = w.rows / kRowsPerGroup;
-    tbb::parallel_for(std::size_t{0}, groups, [&](std::size_t g) {
-      const std::byte* rows = w.row(g * kRowsPerGroup);
-      if (w.type == GgmlType::Q4_K) {
-        repack_q4k_rows8(rows, w.row_bytes, nblocks,
-                         reinterpret_cast<BlockQ4KRows8*>(out) + g * nblocks);
-      } else {
-        repack_q6k_rows8(rows, w.row_bytes, nblocks,
-                         reinterpret_cast<BlockQ6KRows8*>(out) + g * nblocks);
-      }
+    tbb::parallel_for(std::size_t{0}, w.rows / kRowsPerGroup, [&](std::size_t g) {
+      repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, out);
     });
     file.release_pages(w.data, w.rows * w.row_bytes);
     w.rows8 = out;

@@ -161,4 +161,21 @@ inline std::size_t rows8_bytes(GgmlType type, std::size_t rows, std::size_t cols
   return blocks * (type == GgmlType::Q4_K ? sizeof(BlockQ4KRows8) : sizeof(BlockQ6KRows8));
 }
 
+// Interleaves group g (rows [8g, 8g + 8)) of a Q4_K or Q6_K matrix whose rows start at
+// `rows` and lie `row_bytes` apart, into the copy starting at `copy`
+// (rows8_bytes(type, rows, cols) bytes); groups are independent, so callers may run
+// them in parallel.
+inline void repack_rows8_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
+                               std::size_t cols, std::size_t g, std::byte* copy) noexcept {
+  const std::size_t nblocks = cols / QK_K;
+  const std::byte* first_row = rows + g * kRowsPerGroup * row_bytes;
+  if (type == GgmlType::Q4_K) {
+    repack_q4k_rows8(first_row, row_bytes, nblocks,
+                     reinterpret_cast<BlockQ4KRows8*>(copy) + g * nblocks);
+  } else {
+    repack_q6k_rows8(first_row, row_bytes, nblocks,
+                     reinterpret_cast<BlockQ6KRows8*>(copy) + g * nblocks);
+  }
+}
+
 }  // namespace smol
