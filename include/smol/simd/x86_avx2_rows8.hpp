@@ -25,10 +25,11 @@
 
 namespace smol::simd::x86 {
 
-// Tokens per pass: two keep the int16 and int32 accumulators in the 16 ymm registers.
-inline constexpr std::size_t kRows8Tokens = 2;
+// Tokens per pass: four int16 pairs of accumulators fill 8 of the 16 ymm registers
+// (the int32 sums spill, but they are touched once per 64 values).
+inline constexpr std::size_t kRows8Tokens = 4;
 inline constexpr std::size_t kRows8TokensQ6K = 4;
-inline constexpr std::size_t kRows8PrefetchBytes = 4096;
+inline constexpr std::size_t kRows8PrefetchBytes = 8192;
 
 template <class Arch>
 inline __m256i broadcast4(const std::int8_t* p) noexcept {
@@ -66,6 +67,16 @@ inline __m256i word_picker(int first, int second, bool into_high_byte) noexcept 
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(control));
 }
 
+// An empty asm that claims to rewrite `sum`: GCC otherwise reassociates a chain of
+// integer adds into a tree, computing every product first and spilling them to the
+// stack (with two tokens, 65 stack accesses per super-block). Pinning the running sum
+// keeps one register per accumulator: Q4_K prefill ran 20-40 % faster on Zen 3. Decode
+// (one token) is left to the compiler, whose early loads read 3 % faster there.
+template <class Arch>
+inline void accumulate_in_place(__m256i& sum) noexcept {
+  asm("" : "+x"(sum));
+}
+
 template <class Arch, std::size_t T>
 void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                         std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
@@ -79,11 +90,12 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ4KRows8& wb = w[b];
-    // Decode streams the weights: ask for the bytes ~4 KB ahead (they may lie in the
+    // Decode streams the weights: ask for the bytes 8 KB ahead (they may lie in the
     // next group, which is contiguous), as the hardware prefetcher alone falls behind.
+    // On Zen 3, 8 to 16 KB read 10 % faster than 4 KB with one or two threads.
     const char* ahead = reinterpret_cast<const char*>(&wb) + kRows8PrefetchBytes;
     for (std::size_t off = 0; off < sizeof(BlockQ4KRows8); off += 64) {
-      _mm_prefetch(ahead + off, _MM_HINT_T1);
+      _mm_prefetch(ahead + off, _MM_HINT_T0);
     }
     __m256i isum[T], msum[T];
     for (std::size_t t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
@@ -98,6 +110,10 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
           const std::int8_t* xq = x[t * x_stride + b].qs + 64 * c + 4 * g;
           lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, broadcast4<Arch>(xq)));
           hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, broadcast4<Arch>(xq + 32)));
+          if constexpr (T > 1) {
+            accumulate_in_place<Arch>(lo16[t]);
+            accumulate_in_place<Arch>(hi16[t]);
+          }
         }
       }
       const __m256i scales = _mm256_broadcastsi128_si256(
@@ -162,7 +178,7 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
     const BlockQ6KRows8& wb = w[b];
     const char* ahead = reinterpret_cast<const char*>(&wb) + kRows8PrefetchBytes;
     for (std::size_t off = 0; off < sizeof(BlockQ6KRows8); off += 64) {
-      _mm_prefetch(ahead + off, _MM_HINT_T1);
+      _mm_prefetch(ahead + off, _MM_HINT_T0);
     }
     __m256i isum[T];
     for (auto& s : isum) s = _mm256_setzero_si256();
