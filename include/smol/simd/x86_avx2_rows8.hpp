@@ -187,6 +187,9 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
     // in group 8h + 2s + 4n + l / 16.
     for (int h = 0; h < 2; ++h) {
       for (int quarter = 0; quarter < 2; ++quarter) {  // g in [4 quarter, 4 quarter + 4)
+        // Unrolled so that s is a constant in each copy: otherwise GCC branches on s
+        // around every shift below (decode in L2 ran about 20 % slower that way).
+#pragma GCC unroll 2
         for (int s = 0; s < 2; ++s) {
           const std::int8_t* group = wb.scales[8 * h + 2 * s + quarter];
           const __m256i scale[2] = {group_scales<Arch>(group, same_byte_twice),
