@@ -94,19 +94,22 @@ inline void prefetch_ahead(const WeightMatrix& w, std::size_t row) noexcept {
 }
 
 // Runs run(first, last) over [0, items) items of `item_bytes` weight bytes each. The
-// items are handed out in small chunks from a shared counter rather than one static
+// items are handed out in chunks from a shared counter rather than one static
 // chunk per thread: on shared cores a descheduled or slow thread then delays the
 // matvec by one chunk, not by its whole share, at the cost of one atomic increment
 // per chunk.
 template <class Run>
 void for_each_streamed_chunk(Context& ctx, std::size_t items, std::size_t item_bytes, Run run) {
-  // 64 KB: big enough for the hardware prefetchers and to make the counter's cost
-  // negligible, small enough that a late thread holds up the others only briefly (an
-  // 11008x2048 Q4_K matrix is ~190 chunks). Measured flat from 32 KB to 128 KB.
-  constexpr std::size_t kChunkBytes = 64 * 1024;
+  // Chunks as large as a balanced split allows: each chunk restarts the prefetch
+  // stream, and on Zen 3 a decode matvec streamed 10-25 % faster in 1 MB chunks than in
+  // 64 KB ones. At least two chunks per thread, so that a descheduled thread holds up
+  // the rest by half its share at worst; never below 64 KB nor above 1 MB.
   const std::size_t threads = static_cast<std::size_t>(ctx.threads());
+  const std::size_t total_bytes = items * std::max<std::size_t>(item_bytes, 1);
+  const std::size_t chunk_bytes =
+      std::clamp<std::size_t>(total_bytes / (2 * threads), 64 * 1024, 1024 * 1024);
   const std::size_t chunk_items =
-      std::max<std::size_t>(1, kChunkBytes / std::max<std::size_t>(item_bytes, 1));
+      std::max<std::size_t>(1, chunk_bytes / std::max<std::size_t>(item_bytes, 1));
   const std::size_t chunks = (items + chunk_items - 1) / chunk_items;
   if (threads == 1 || chunks < 2) {
     run(std::size_t{0}, items);
