@@ -1,0 +1,117 @@
+// Same-run baseline for smol-bench: llama.cpp's prefill and decode speed on one GGUF
+// file, timed like llama-bench's pp / tg tests, through node-llama-cpp's prebuilt CPU
+// build of llama.cpp (the npm registry is the one place this project's machines can get
+// a llama.cpp binary from; no source of it is copied here).
+//
+//   node baseline.mjs -m FILE [-p 512] [-n 128] [-d 0,4096] [-t 2] [-r 3] [--fa auto|on|off]
+//
+// Each test runs once untimed, then -r times on a cleared sequence: pp = one prompt of
+// -p random token ids in one batch; tg = -n tokens generated one at a time (greedy),
+// after -d random tokens already in the KV cache (filled once per depth, not timed).
+import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+
+const list = (s) => s.split(",").map((v) => Number.parseInt(v, 10));
+const { values: opts } = parseArgs({
+  options: {
+    model: { type: "string", short: "m" },
+    "n-prompt": { type: "string", short: "p", default: "512" },
+    "n-gen": { type: "string", short: "n", default: "128" },
+    "n-depth": { type: "string", short: "d", default: "0" },
+    threads: { type: "string", short: "t", default: "2" },
+    repetitions: { type: "string", short: "r", default: "3" },
+    fa: { type: "string", default: "auto" },
+    seed: { type: "string", short: "s", default: "1234" },
+  },
+});
+if (!opts.model) {
+  console.error("usage: node baseline.mjs -m FILE [-p 512] [-n 128] [-d 0,4096] [-t 2] [-r 3] [--fa auto|on|off]");
+  process.exit(2);
+}
+const threads = Number.parseInt(opts.threads, 10);
+const repetitions = Number.parseInt(opts.repetitions, 10);
+const prompts = list(opts["n-prompt"]).filter((n) => n > 0);
+const gens = list(opts["n-gen"]).filter((n) => n > 0);
+const depths = list(opts["n-depth"]);
+const flashAttention = { auto: "auto", on: true, off: false }[opts.fa];
+
+// A small linear congruential generator: the same token ids on every run.
+let state = BigInt(Number.parseInt(opts.seed, 10));
+const nextId = (vocab) => {
+  state = (state * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
+  return Number((state >> 33n) % BigInt(vocab));
+};
+
+const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.warn, maxThreads: threads });
+const model = await llama.loadModel({ modelPath: opts.model, gpuLayers: 0, useMmap: true });
+const vocab = model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 32000;
+const randomTokens = (n) => Array.from({ length: n }, () => nextId(vocab));
+
+const maxDepth = Math.max(...depths);
+const contextSize = maxDepth + Math.max(0, ...prompts, ...gens) + 16;
+const context = await model.createContext({
+  contextSize,
+  batchSize: Math.max(512, ...prompts),
+  threads: { ideal: threads, min: threads },
+  flashAttention,
+  sequences: 1,
+});
+const sequence = context.getSequence();
+
+// Fills the cache with `depth` random tokens once per depth; later runs at the same depth
+// erase what the previous run added, as smol-bench rewinds its session.
+let filled = -1;
+async function fill(depth) {
+  if (filled === depth) {
+    const end = sequence.nextTokenIndex;
+    if (end > depth) await sequence.eraseContextTokenRanges([{ start: depth, end }]);
+    return;
+  }
+  await sequence.clearHistory();
+  if (depth > 0) await sequence.evaluateWithoutGeneratingNewTokens(randomTokens(depth));
+  filled = depth;
+}
+async function prefill(n, depth) {
+  await fill(depth);
+  const tokens = randomTokens(n);
+  const start = performance.now();
+  await sequence.evaluateWithoutGeneratingNewTokens(tokens);
+  return n / ((performance.now() - start) / 1000);
+}
+async function decode(n, depth) {
+  await fill(depth);
+  // The first token's logits come from a one-token prompt, as in llama-bench's tg test;
+  // greedy sampling, so no sampler work beyond an argmax.
+  let generated = 0;
+  const start = performance.now();
+  for await (const token of sequence.evaluate(randomTokens(1), { temperature: 0 })) {
+    void token;
+    if (++generated === n) break;
+  }
+  return n / ((performance.now() - start) / 1000);
+}
+
+const stats = (xs) => {
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  const sd = xs.length > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (xs.length - 1)) : 0;
+  return `${mean.toFixed(2)} ± ${sd.toFixed(2)}`;
+};
+
+const tests = [];
+for (const depth of depths) {
+  for (const n of prompts) tests.push({ name: `pp${n}`, depth, run: () => prefill(n, depth) });
+  for (const n of gens) tests.push({ name: `tg${n}`, depth, run: () => decode(n, depth) });
+}
+console.log(`llama.cpp via node-llama-cpp 3.22.1, CPU, ${threads} threads, flash attention ${opts.fa}, KV cache f16`);
+console.log("| test | llama.cpp t/s |");
+console.log("| --- | ---: |");
+for (const test of tests) {
+  await test.run();  // warm-up
+  const speeds = [];
+  for (let r = 0; r < repetitions; ++r) speeds.push(await test.run());
+  const label = test.depth > 0 ? `${test.name} @ d${test.depth}` : test.name;
+  console.log(`| ${label} | ${stats(speeds)} |`);
+}
+await context.dispose();
+await model.dispose();
