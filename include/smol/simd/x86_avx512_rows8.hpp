@@ -1,0 +1,204 @@
+// AVX-512 kernels on eight interleaved Q4_K rows (quant/rows8.hpp) times up to
+// kRows8Tokens512 Q8_K tokens per pass: the decode matvec (one token) and prefill.
+//
+// One 64-byte load holds two neighbouring 4-byte groups (g, g + 1) of all eight rows.
+// A vpermd, paid once per weight vector and shared by every token of the pass, puts
+// them side by side, row r in lanes 2r (group g) and 2r + 1 (group g + 1); then one
+// broadcast 8-byte load per token matches them (vpbroadcastq), and each vpdpbusd does
+// 64 multiply-adds for eight rows. This is what makes prefill fast: the activations are
+// read once per eight rows, instead of once per row as in the file-layout tiles
+// (x86_avx512_tiles.hpp), whose speed was bounded by those loads.
+//
+// Exact integers, like the reference: each lane sums 16 products of one sub-block
+// (16 x 15 x 128 < 2^15), so vpackssdw packs the sums of sub-blocks 2c and 2c + 1
+// losslessly into words and one vpdpwssd applies both sub-block scales. Floats appear
+// once per super-block. Lane L = 4k + q of the int32 sums holds row 2k + (q & 1),
+// values of sub-blocks with parity q >> 1 (the order vpackssdw leaves); the two lanes
+// of a row are added at the end. Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
+#pragma once
+
+#include "smol/simd/cpu_features.hpp"
+
+#if defined(SMOL_X86)
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/rows8.hpp"
+#include "smol/simd/x86_avx2_rows8.hpp"
+#include "smol/simd/x86_avx512.hpp"
+#include "smol/simd/x86_avx512_tiles.hpp"
+
+namespace smol::simd::x86 {
+
+// Tokens per pass: their int32 sums and float accumulators take 16 of the 32 zmm
+// registers, the eight unpacked weight vectors of a chunk and the scales most of the rest.
+inline constexpr std::size_t kRows8Tokens512 = 8;
+
+// The row of lane L = 4k + q in the packed sums (see the top of this file).
+constexpr int rows8_lane_row(int lane) noexcept { return 2 * (lane / 4) + (lane % 4) % 2; }
+constexpr int rows8_lane_parity(int lane) noexcept { return (lane % 4) / 2; }
+
+// Index vectors for vpermd / vpermw, made at compile time.
+template <class Index, std::size_t N, class F>
+constexpr std::array<Index, N> index_table(F f) noexcept {
+  std::array<Index, N> idx{};
+  for (std::size_t i = 0; i < N; ++i) idx[i] = static_cast<Index>(f(static_cast<int>(i)));
+  return idx;
+}
+template <class F>
+constexpr auto lanes32(F f) noexcept {
+  return index_table<std::int32_t, 16>(f);
+}
+template <class F>
+constexpr auto words16(F f) noexcept {
+  return index_table<std::int16_t, 32>(f);
+}
+template <class Arch, class Table>
+inline __m512i load_index(const Table& table) noexcept {
+  return _mm512_loadu_si512(table.data());
+}
+
+// Lane 2r + e <- lane 8e + r: groups g and g + 1 of row r side by side.
+inline constexpr auto kPairRows = lanes32([](int l) { return 8 * (l % 2) + l / 2; });
+inline constexpr auto kLaneRows = lanes32(rows8_lane_row);
+// Scale words, from the 32 words of sub-blocks 4h .. 4h + 3 ([sub-block][row]): word
+// 2L + e of chunk c is sub-block 2c + parity(L) of row(L); chunks 2h and 2h + 1 read
+// the same source with these two tables.
+inline constexpr auto kScalesEven = words16(
+    [](int word) { return 8 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
+inline constexpr auto kScalesOdd = words16(
+    [](int word) { return 16 + 8 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
+// Min words from all 64 ([sub-block][row]): lane L of kMins01 pairs sub-blocks
+// (4p, 4p + 1) of row(L), kMins23 (4p + 2, 4p + 3), p = parity(L).
+inline constexpr auto kMins01 = words16([](int word) {
+  return 8 * (4 * rows8_lane_parity(word / 2) + word % 2) + rows8_lane_row(word / 2);
+});
+inline constexpr auto kMins23 = words16([](int word) {
+  return 8 * (4 * rows8_lane_parity(word / 2) + 2 + word % 2) + rows8_lane_row(word / 2);
+});
+// The token's sub-block sums as word pairs D0 = (S0, S1) .. D3 = (S6, S7), which
+// vpackssdw leaves in dwords 0, 1, 4, 5; lane L takes D(2 parity) or D(2 parity + 1).
+inline constexpr auto kSums01 = lanes32([](int l) { return 4 * rows8_lane_parity(l); });
+inline constexpr auto kSums23 = lanes32([](int l) { return 4 * rows8_lane_parity(l) + 1; });
+// Row r = lanes 4 (r / 2) + r % 2 (sub-blocks 0, 2, 4, 6) and that + 2 (1, 3, 5, 7).
+inline constexpr auto kRowFirst = lanes32([](int r) { return 4 * ((r % 8) / 2) + r % 2; });
+inline constexpr auto kRowSecond = lanes32([](int r) { return 4 * ((r % 8) / 2) + r % 2 + 2; });
+
+template <class Arch>
+inline __m512i broadcast8(const std::int8_t* p) noexcept {
+  std::int64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi64(v);
+}
+
+// The eight rows' values for one sub-block parity as floats (f16 d or dmin), in the
+// lanes of the packed sums.
+template <class Arch>
+inline __m512 rows8_lane_floats(const f16_bits* values, __m512i lane_rows) noexcept {
+  const __m256 rows = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  return _mm512_permutexvar_ps(lane_rows, _mm512_castps256_ps512(rows));
+}
+
+template <class Arch, std::size_t T>
+void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i pair_rows = load_index<Arch>(kPairRows);
+  const __m512i lane_rows = load_index<Arch>(kLaneRows);
+  const __m512i scales_even = load_index<Arch>(kScalesEven);
+  const __m512i scales_odd = load_index<Arch>(kScalesOdd);
+  const __m512i mins01 = load_index<Arch>(kMins01);
+  const __m512i mins23 = load_index<Arch>(kMins23);
+  const __m512i sums01 = load_index<Arch>(kSums01);
+  const __m512i sums23 = load_index<Arch>(kSums23);
+
+  __m512 acc[T];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const BlockQ4KRows8& wb = w[b];
+    const char* ahead = reinterpret_cast<const char*>(&wb) + kRows8PrefetchBytes;
+    for (std::size_t off = 0; off < sizeof(BlockQ4KRows8); off += 64) {
+      _mm_prefetch(ahead + off, _MM_HINT_T0);
+    }
+    __m512i isum[T];
+    for (auto& s : isum) s = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      const __m512i scale_words = _mm512_cvtepu8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[4 * (c / 2)])));
+      const __m512i scales =
+          _mm512_permutexvar_epi16(c % 2 == 0 ? scales_even : scales_odd, scale_words);
+      __m512i lo[4], hi[4];
+      for (int p = 0; p < 4; ++p) {
+        const __m512i q = _mm512_permutexvar_epi32(pair_rows, load512<Arch>(wb.qs[c][2 * p]));
+        lo[p] = _mm512_and_si512(q, nibble);
+        hi[p] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        const std::int8_t* xq = x[t * x_stride + b].qs + 64 * c;
+        __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+          s_lo = dot_u8s8<Arch>(s_lo, lo[p], broadcast8<Arch>(xq + 8 * p));
+          s_hi = dot_u8s8<Arch>(s_hi, hi[p], broadcast8<Arch>(xq + 32 + 8 * p));
+        }
+        isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(s_lo, s_hi), scales);
+      }
+    }
+    const __m512i min_lo = _mm512_cvtepu8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[0])));
+    const __m512i min_hi = _mm512_cvtepu8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[4])));
+    const __m512i m01 = _mm512_permutex2var_epi16(min_lo, mins01, min_hi);
+    const __m512i m23 = _mm512_permutex2var_epi16(min_lo, mins23, min_hi);
+    const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
+    const __m512 dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
+    for (std::size_t t = 0; t < T; ++t) {
+      const BlockQ8K& xb = x[t * x_stride + b];
+      const __m256i s = _mm256_madd_epi16(load256<Arch>(xb.bsums), _mm256_set1_epi16(1));
+      const __m512i pairs = _mm512_castsi256_si512(_mm256_packs_epi32(s, s));
+      __m512i msum = madd16_acc512<Arch>(_mm512_setzero_si512(), m01,
+                                         _mm512_permutexvar_epi32(sums01, pairs));
+      msum = madd16_acc512<Arch>(msum, m23, _mm512_permutexvar_epi32(sums23, pairs));
+      const __m512 xd = _mm512_set1_ps(xb.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(msum), acc[t]);
+    }
+  }
+  const __m512i first = load_index<Arch>(kRowFirst);
+  const __m512i second = load_index<Arch>(kRowSecond);
+  for (std::size_t t = 0; t < T; ++t) {
+    const __m512 rows =
+        _mm512_add_ps(_mm512_permutexvar_ps(first, acc[t]), _mm512_permutexvar_ps(second, acc[t]));
+    _mm256_storeu_ps(y + t * y_stride, _mm512_castps512_ps256(rows));
+  }
+}
+
+// Kernels::rows8_q4k_q8k: every token, kRows8Tokens512 at a time, then in halving tiles.
+template <class Arch>
+void rows8_q4k_q8k_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                       std::size_t x_stride, std::size_t n_tokens, float* y,
+                       std::size_t y_stride) noexcept {
+  std::size_t t = 0;
+  for (; t + 8 <= n_tokens; t += 8) {
+    rows8_q4k_tile_512<Arch, 8>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+  }
+  if (t + 4 <= n_tokens) {
+    rows8_q4k_tile_512<Arch, 4>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+    t += 4;
+  }
+  if (t + 2 <= n_tokens) {
+    rows8_q4k_tile_512<Arch, 2>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+    t += 2;
+  }
+  if (t < n_tokens) {
+    rows8_q4k_tile_512<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+  }
+}
+
+}  // namespace smol::simd::x86
+
+#endif  // SMOL_X86
