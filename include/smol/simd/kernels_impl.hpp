@@ -63,7 +63,7 @@ Kernels make_isa_kernels() noexcept {
     k.tile_q4k_q8k = simd::x86::tile_q4k_q8k<Arch>;
     k.tile_q6k_q8k = simd::x86::tile_q6k_q8k<Arch>;
     k.rows8_q4k_q8k = simd::x86::rows8_q4k_q8k_512<Arch>;
-    k.rows8_q6k_q8k = simd::x86::rows8_q6k_q8k_256<Arch>;
+    k.rows8_q6k_q8k = simd::x86::rows8_q6k_q8k_512<Arch>;
     // Measured on a Zen 5: decode +11 %, prefill +?? % on the interleaved copies. The
     // AMX set keeps the file's rows, which its matrix-unit prefill reads.
     k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;

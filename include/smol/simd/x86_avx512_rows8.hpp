@@ -1,4 +1,4 @@
-// AVX-512 kernels on eight interleaved Q4_K rows (quant/rows8.hpp) times up to
+// AVX-512 kernels on eight interleaved Q4_K or Q6_K rows (quant/rows8.hpp) times up to
 // kRows8Tokens512 Q8_K tokens per pass: the decode matvec (one token) and prefill.
 //
 // One 64-byte load holds two neighbouring 4-byte groups (g, g + 1) of all eight rows.
@@ -85,6 +85,19 @@ inline constexpr auto kMins23 = words16([](int word) {
 // vpackssdw leaves in dwords 0, 1, 4, 5; lane L takes D(2 parity) or D(2 parity + 1).
 inline constexpr auto kSums01 = lanes32([](int l) { return 4 * rows8_lane_parity(l); });
 inline constexpr auto kSums23 = lanes32([](int l) { return 4 * rows8_lane_parity(l) + 1; });
+// Q6_K scale words, from the 64 sign-extended words of groups 8h .. 8h + 7
+// ([group][row]): lane L of chunk (h, s) pairs group 8h + 2s + 4 parity(L) + pp of
+// row(L) (both words), for the g-pairs p with p / 2 = pp; this table holds pp = s = 0,
+// and 16 s + 8 pp is added.
+inline constexpr auto kQ6Scales = words16(
+    [](int word) { return 32 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
+// The -32 offset: lane L of product m pairs groups 4m + 2 parity(L) + e (e = 0, 1) of
+// row(L), from the 32 sign-extended words of groups 4m .. 4m + 3; the activations' bsums
+// pair (4m + 2 parity, + 1) is dword 2m + parity of the 16 bsums.
+inline constexpr auto kQ6OffsetScales = words16([](int word) {
+  return 8 * (2 * rows8_lane_parity(word / 2) + word % 2) + rows8_lane_row(word / 2);
+});
+inline constexpr auto kQ6OffsetSums = lanes32([](int l) { return rows8_lane_parity(l); });
 // Row r = lanes 4 (r / 2) + r % 2 (sub-blocks 0, 2, 4, 6) and that + 2 (1, 3, 5, 7).
 inline constexpr auto kRowFirst = lanes32([](int r) { return 4 * ((r % 8) / 2) + r % 2; });
 inline constexpr auto kRowSecond = lanes32([](int r) { return 4 * ((r % 8) / 2) + r % 2 + 2; });
@@ -104,6 +117,30 @@ inline __m512 rows8_lane_floats(const f16_bits* values, __m512i lane_rows) noexc
   return _mm512_permutexvar_ps(lane_rows, _mm512_castps256_ps512(rows));
 }
 
+// Adds each row's two lanes and stores the eight rows of every token.
+template <class Arch, std::size_t T>
+inline void store_rows8_sums(const __m512 (&acc)[T], float* y, std::size_t y_stride) noexcept {
+  const __m512i first = load_index<Arch>(kRowFirst);
+  const __m512i second = load_index<Arch>(kRowSecond);
+  for (std::size_t t = 0; t < T; ++t) {
+    const __m512 rows =
+        _mm512_add_ps(_mm512_permutexvar_ps(first, acc[t]), _mm512_permutexvar_ps(second, acc[t]));
+    _mm256_storeu_ps(y + t * y_stride, _mm512_castps512_ps256(rows));
+  }
+}
+
+template <class Arch>
+inline void prefetch_rows8_ahead(const void* block, std::size_t bytes) noexcept {
+  const char* ahead = static_cast<const char*>(block) + kRows8PrefetchBytes;
+  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}
+
+// 64 bytes of eight rows, groups g and g + 1, with row r's two groups in lanes 2r, 2r + 1.
+template <class Arch>
+inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
+  return _mm512_permutexvar_epi32(pair_rows, load512<Arch>(p));
+}
+
 template <class Arch, std::size_t T>
 void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                         std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
@@ -121,10 +158,7 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ4KRows8& wb = w[b];
-    const char* ahead = reinterpret_cast<const char*>(&wb) + kRows8PrefetchBytes;
-    for (std::size_t off = 0; off < sizeof(BlockQ4KRows8); off += 64) {
-      _mm_prefetch(ahead + off, _MM_HINT_T0);
-    }
+    prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
@@ -134,7 +168,7 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
           _mm512_permutexvar_epi16(c % 2 == 0 ? scales_even : scales_odd, scale_words);
       __m512i lo[4], hi[4];
       for (int p = 0; p < 4; ++p) {
-        const __m512i q = _mm512_permutexvar_epi32(pair_rows, load512<Arch>(wb.qs[c][2 * p]));
+        const __m512i q = load_pair_rows<Arch>(wb.qs[c][2 * p], pair_rows);
         lo[p] = _mm512_and_si512(q, nibble);
         hi[p] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
       }
@@ -168,35 +202,140 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
       acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(msum), acc[t]);
     }
   }
-  const __m512i first = load_index<Arch>(kRowFirst);
-  const __m512i second = load_index<Arch>(kRowSecond);
-  for (std::size_t t = 0; t < T; ++t) {
-    const __m512 rows =
-        _mm512_add_ps(_mm512_permutexvar_ps(first, acc[t]), _mm512_permutexvar_ps(second, acc[t]));
-    _mm256_storeu_ps(y + t * y_stride, _mm512_castps512_ps256(rows));
+  store_rows8_sums<Arch, T>(acc, y, y_stride);
+}
+
+// Q6_K: quants 0..63, so a lane may sum only one vpdpbusd (4 x 63 x 128 < 2^15) before
+// vpackssdw; the low and high nibbles of a g-pair (quarters s and s + 2 of a half) are
+// packed together, their groups' scales applied by one vpdpwssd. The -32 offset of every
+// quant is 32 x sum over groups of scale x bsum, four vpdpwssd per token and block.
+template <class Arch, std::size_t T>
+void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  const __m512i pair_rows = load_index<Arch>(kPairRows);
+  const __m512i lane_rows = load_index<Arch>(kLaneRows);
+  const __m512i scale_index = load_index<Arch>(kQ6Scales);
+  const __m512i offset_scales = load_index<Arch>(kQ6OffsetScales);
+  const __m512i offset_sums = load_index<Arch>(kQ6OffsetSums);
+
+  __m512 acc[T];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const BlockQ6KRows8& wb = w[b];
+    prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    __m512i isum[T];
+    for (auto& s : isum) s = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512i groups_lo = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h])));
+      const __m512i groups_hi = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h + 4])));
+      // Unrolled so that s is a constant in each copy (the shifts below depend on it).
+#pragma GCC unroll 2
+      for (int s = 0; s < 2; ++s) {
+        __m512i scales[2];
+        for (int pp = 0; pp < 2; ++pp) {
+          const __m512i index =
+              _mm512_add_epi16(scale_index, _mm512_set1_epi16(static_cast<short>(16 * s + 8 * pp)));
+          scales[pp] = _mm512_permutex2var_epi16(groups_lo, index, groups_hi);
+        }
+        __m512i lo[4], hi[4];
+        for (int p = 0; p < 4; ++p) {
+          const __m512i ql = load_pair_rows<Arch>(wb.ql[2 * h + s][2 * p], pair_rows);
+          const __m512i qh = load_pair_rows<Arch>(wb.qh[h][2 * p], pair_rows);
+          // Bits 2s, 2s + 1 of qh top the low nibble, bits 2s + 4, 2s + 5 the high one.
+          const __m512i lo_top = s == 0 ? _mm512_slli_epi16(qh, 4) : _mm512_slli_epi16(qh, 2);
+          const __m512i hi_top = s == 0 ? qh : _mm512_srli_epi16(qh, 2);
+          lo[p] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(lo_top, top2));
+          hi[p] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                  _mm512_and_si512(hi_top, top2));
+        }
+        for (std::size_t t = 0; t < T; ++t) {
+          const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * s;
+          for (int p = 0; p < 4; ++p) {
+            const __m512i a = dot_u8s8<Arch>(_mm512_setzero_si512(), lo[p], broadcast8<Arch>(xq + 8 * p));
+            const __m512i c =
+                dot_u8s8<Arch>(_mm512_setzero_si512(), hi[p], broadcast8<Arch>(xq + 64 + 8 * p));
+            isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(a, c), scales[p / 2]);
+          }
+        }
+      }
+    }
+    __m512i offset_words[4];
+    for (int m = 0; m < 4; ++m) {
+      offset_words[m] = _mm512_permutexvar_epi16(
+          offset_scales, _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                             reinterpret_cast<const __m256i*>(wb.scales[4 * m]))));
+    }
+    const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
+    for (std::size_t t = 0; t < T; ++t) {
+      const BlockQ8K& xb = x[t * x_stride + b];
+      const __m512i bsums = _mm512_castsi256_si512(load256<Arch>(xb.bsums));
+      __m512i offset = _mm512_setzero_si512();
+      for (int m = 0; m < 4; ++m) {
+        const __m512i sums = _mm512_permutexvar_epi32(
+            _mm512_add_epi32(offset_sums, _mm512_set1_epi32(2 * m)), bsums);
+        offset = madd16_acc512<Arch>(offset, offset_words[m], sums);
+      }
+      const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(offset, 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(sumi),
+                               acc[t]);
+    }
+  }
+  store_rows8_sums<Arch, T>(acc, y, y_stride);
+}
+
+// Kernels::rows8_q4k_q8k and rows8_q6k_q8k: every token, eight at a time, the rest in
+// halving tiles.
+template <class Arch, template <class, std::size_t> class Tile, class Rows8>
+void rows8_tiles_512(const Rows8* w, std::size_t nblocks, const BlockQ8K* x, std::size_t x_stride,
+                     std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
+  static_assert(kRows8Tokens512 == 8);
+  std::size_t t = 0;
+  for (; t + 8 <= n_tokens; t += 8) {
+    Tile<Arch, 8>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+  }
+  if (t + 4 <= n_tokens) {
+    Tile<Arch, 4>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+    t += 4;
+  }
+  if (t + 2 <= n_tokens) {
+    Tile<Arch, 2>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+    t += 2;
+  }
+  if (t < n_tokens) {
+    Tile<Arch, 1>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
   }
 }
 
-// Kernels::rows8_q4k_q8k: every token, kRows8Tokens512 at a time, then in halving tiles.
+template <class Arch, std::size_t T>
+struct Rows8Q4KTile512 {
+  static void run(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                  std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+    rows8_q4k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride);
+  }
+};
+template <class Arch, std::size_t T>
+struct Rows8Q6KTile512 {
+  static void run(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                  std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+    rows8_q6k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride);
+  }
+};
+
 template <class Arch>
 void rows8_q4k_q8k_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                        std::size_t x_stride, std::size_t n_tokens, float* y,
                        std::size_t y_stride) noexcept {
-  std::size_t t = 0;
-  for (; t + 8 <= n_tokens; t += 8) {
-    rows8_q4k_tile_512<Arch, 8>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-  }
-  if (t + 4 <= n_tokens) {
-    rows8_q4k_tile_512<Arch, 4>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-    t += 4;
-  }
-  if (t + 2 <= n_tokens) {
-    rows8_q4k_tile_512<Arch, 2>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-    t += 2;
-  }
-  if (t < n_tokens) {
-    rows8_q4k_tile_512<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-  }
+  rows8_tiles_512<Arch, Rows8Q4KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride);
+}
+
+template <class Arch>
+void rows8_q6k_q8k_512(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                       std::size_t x_stride, std::size_t n_tokens, float* y,
+                       std::size_t y_stride) noexcept {
+  rows8_tiles_512<Arch, Rows8Q6KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace smol::simd::x86
