@@ -2,10 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <iterator>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "smol/ops/activation.hpp"
+#include "smol/ops/context.hpp"
 #include "smol/ops/rmsnorm.hpp"
 #include "smol/ops/softmax.hpp"
 
@@ -30,8 +33,38 @@ TEST_CASE("swiglu is silu(gate) * up") {
   const std::vector<float> gate{-3, 0, 2};
   const std::vector<float> up{2, 5, -1};
   std::vector<float> out(3);
-  smol::swiglu(gate.data(), up.data(), out.data(), 3);
+  smol::Context ctx(1);
+  smol::swiglu(ctx, gate.data(), up.data(), out.data(), 3);
   for (std::size_t i = 0; i < 3; ++i) {
     CHECK(out[i] == doctest::Approx(gate[i] / (1 + std::exp(-gate[i])) * up[i]));
+  }
+}
+
+TEST_CASE("every ISA's swiglu matches the scalar reference, in place and at the extremes") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (std::size_t n : {1, 15, 16, 17, 64, 11008 + 3}) {
+    std::vector<float> gate(n), up(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      gate[i] = normal(rng);
+      up[i] = normal(rng);
+    }
+    // Saturation on both sides and the exp overflow: silu(-200) = -0, silu(200) = 200.
+    const float extremes[] = {-200.0f, -88.0f, -20.0f, 0.0f, 20.0f, 88.0f, 200.0f};
+    for (std::size_t i = 0; i < n && i < std::size(extremes); ++i) gate[i] = extremes[i];
+    std::vector<float> want(n);
+    smol::kernels_for_isa(smol::Isa::scalar).swiglu(gate.data(), up.data(), want.data(), n);
+    for (smol::Isa isa : smol::available_isas()) {
+      CAPTURE(smol::isa_name(isa));
+      CAPTURE(n);
+      std::vector<float> out = gate;  // in place, as the model calls it
+      smol::kernels_for_isa(isa).swiglu(out.data(), up.data(), out.data(), n);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        bad += !(std::isfinite(out[i]) &&
+                 std::fabs(out[i] - want[i]) <= 4e-7f * std::fabs(want[i]) + 1e-30f);
+      }
+      CHECK(bad == 0);
+    }
   }
 }

@@ -31,7 +31,8 @@ like llama-bench, beside the decode ceiling that memory bandwidth allows.
                           (default: $SMOL_ISA, else the best the CPU supports)
   --repack auto|on|off    interleave the Q4_K/Q6_K weights in groups of 8 rows at
                           load: auto (default) where the kernels run faster on them
-                          (AVX2), on, off; the isa column then reads "avx2+repack"
+                          (AVX2, AVX-512), on, off; the isa column then reads
+                          e.g. "avx2+repack"
   -s, --seed N            seed of the random token ids (default 1234)
   -o, --output md|json|csv  report format (default md)
   --progress              say on stderr which test is running

@@ -51,7 +51,8 @@ runtime:
   --gpu                    run the model on the GPU (a build with -DSMOL_CUDA=ON)
   --repack auto|on|off     interleave the Q4_K/Q6_K weights in groups of 8 rows at
                            load (on: always; auto, the default: where the CPU's
-                           kernels run faster on them, AVX2; off: read the file only)
+                           kernels run faster on them, AVX2 and AVX-512; off: read
+                           the file only)
   --no-context-shift       when the context is full, stop instead of forgetting the
                            oldest turns
   -h, --help               show this text

@@ -1,18 +1,17 @@
-// The SwiGLU gate of Llama-family feed-forward blocks: silu(gate) * up.
+// The SwiGLU gate of Llama-family feed-forward blocks: silu(gate) * up, through the
+// context's kernel table (vectorised exp); the scalar set holds the reference.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
+
+#include "smol/ops/context.hpp"
 
 namespace smol {
 
-inline float silu(float x) noexcept {
-  return x / (1.0f + std::exp(-x));
-}
-
 // out[i] = silu(gate[i]) * up[i]; `out` may alias either input.
-inline void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+inline void swiglu(const Context& ctx, const float* gate, const float* up, float* out,
+                   std::size_t n) noexcept {
+  ctx.kernels().swiglu(gate, up, out, n);
 }
 
 }  // namespace smol

@@ -73,6 +73,21 @@ float dot_bf16_f32(const bf16_bits* x, const float* y, std::size_t n) noexcept {
 // f32 -> Q8_K with ggml's rounding (see quant/quantize_q8k.hpp): the largest magnitude
 // m (first one on a tie), iscale = -127 / m, q = min(round-half-even(x * iscale), 127).
 // Vector ops give the same bits: multiply, nearbyint and min are exactly rounded.
+// SwiGLU with xsimd's vector exp: the scalar std::exp per element cost about 4 % of a
+// decode step (11008 values per layer, on one thread) and 2-3 % of prefill.
+template <class Arch>
+void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexcept {
+  using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
+  constexpr std::size_t w = batch::size;
+  const batch one(1.0f);
+  std::size_t i = 0;
+  for (; i + w <= n; i += w) {
+    const batch g = batch::load_unaligned(gate + i);
+    (g / (one + xsimd::exp(-g)) * batch::load_unaligned(up + i)).store_unaligned(out + i);
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 template <class Arch>
 void quantize_row_q8k(const float* x, BlockQ8K* out, std::size_t n) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;

@@ -51,8 +51,10 @@ struct Kernels {
   Rows8Fn<BlockQ4KRows8> rows8_q4k_q8k = nullptr;
   Rows8Fn<BlockQ6KRows8> rows8_q6k_q8k = nullptr;
   // Whether this set runs faster on interleaved rows than on the file's (measured for
-  // AVX2; the AVX-512 and AMX sets have their own prefill kernels on the file's rows).
+  // AVX2 and AVX-512; the AMX set has its own prefill kernels on the file's rows).
   bool prefers_rows8 = false;
+  // The SwiGLU gate: out[i] = silu(gate[i]) * up[i]; `out` may alias either input.
+  void (*swiglu)(const float* gate, const float* up, float* out, std::size_t n) = nullptr;
   // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
   void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
   void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;

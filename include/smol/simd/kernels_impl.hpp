@@ -107,6 +107,7 @@ inline Kernels with_scalar_fallbacks(Kernels k) noexcept {
   if (!k.rows8_q6k_q8k) k.rows8_q6k_q8k = s.rows8_q6k_q8k;
   if (!k.quantize_row_q8k) k.quantize_row_q8k = s.quantize_row_q8k;
   if (!k.quantize_row_q8_0) k.quantize_row_q8_0 = s.quantize_row_q8_0;
+  if (!k.swiglu) k.swiglu = s.swiglu;
   if (!k.attend_block_f32) k.attend_block_f32 = simd::attend_block_reference<float>;
   if (!k.attend_block_f16) k.attend_block_f16 = simd::attend_block_reference<f16_bits>;
   return k;

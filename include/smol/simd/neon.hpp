@@ -133,6 +133,7 @@ inline Kernels make_neon_kernels() noexcept {
   k.dot_f16_f32 = dot_f16_f32<neon_arch>;
   k.dot_bf16_f32 = dot_bf16_f32<neon_arch>;
   k.quantize_row_q8k = quantize_row_q8k<neon_arch>;
+  k.swiglu = swiglu<neon_arch>;
   return k;
 }
 

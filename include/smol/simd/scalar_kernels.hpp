@@ -147,6 +147,14 @@ inline void quantize_row_q8k(const float* x, BlockQ8K* out, std::size_t n) noexc
   }
 }
 
+inline float silu(float x) noexcept {
+  return x / (1.0f + std::exp(-x));
+}
+
+inline void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
 inline Kernels make_kernels() noexcept {
   Kernels k;
   k.isa = Isa::scalar;
@@ -161,6 +169,7 @@ inline Kernels make_kernels() noexcept {
   k.rows8_q6k_q8k = rows8_q6k_q8k_reference;
   k.quantize_row_q8k = quantize_row_q8k;
   k.quantize_row_q8_0 = quantize_row_q8_0;
+  k.swiglu = swiglu;
   return k;
 }
 

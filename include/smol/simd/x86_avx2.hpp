@@ -227,6 +227,7 @@ Kernels make_x86_kernels() noexcept {
   k.dot_f16_f32 = dot_f16_f32<Arch>;
   k.dot_bf16_f32 = dot_bf16_f32<Arch>;
   k.quantize_row_q8k = quantize_row_q8k<Arch>;
+  k.swiglu = swiglu<Arch>;
   return k;
 }
 
