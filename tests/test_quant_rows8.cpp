@@ -129,8 +129,8 @@ TEST_CASE_TEMPLATE("rows8: the reference equals the scalar dot on the file's row
   }
 }
 
-TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 tokens", Layout, Q4K,
-                   Q6K) {
+TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 tokens", Layout,
+                   Q4K, Q6K) {
   std::mt19937 rng(42);
   for (Pattern pattern : kPatterns) {
     for (std::size_t nblocks : {1, 8, 43}) {

@@ -182,8 +182,8 @@ class Transformer {
       project(layer.ffn_gate, normed_.data(), n, gate_.data());
       project(layer.ffn_up, normed_.data(), n, up_.data());
       for_each_token(n, [&](std::size_t t) {
-        swiglu(*context_, gate_.data() + t * c.n_ff, up_.data() + t * c.n_ff, gate_.data() + t * c.n_ff,
-               c.n_ff);
+        swiglu(*context_, gate_.data() + t * c.n_ff, up_.data() + t * c.n_ff,
+               gate_.data() + t * c.n_ff, c.n_ff);
       });
       project(layer.ffn_down, gate_.data(), n, projected_.data());
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);

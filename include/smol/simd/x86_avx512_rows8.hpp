@@ -40,8 +40,12 @@ namespace smol::simd::x86 {
 inline constexpr std::size_t kRows8Tokens512 = 8;
 
 // The row of lane L = 4k + q in the packed sums (see the top of this file).
-constexpr int rows8_lane_row(int lane) noexcept { return 2 * (lane / 4) + (lane % 4) % 2; }
-constexpr int rows8_lane_parity(int lane) noexcept { return (lane % 4) / 2; }
+constexpr int rows8_lane_row(int lane) noexcept {
+  return 2 * (lane / 4) + (lane % 4) % 2;
+}
+constexpr int rows8_lane_parity(int lane) noexcept {
+  return (lane % 4) / 2;
+}
 
 // Index vectors for vpermd / vpermw, made at compile time.
 template <class Index, std::size_t N, class F>
@@ -69,8 +73,8 @@ inline constexpr auto kLaneRows = lanes32(rows8_lane_row);
 // Scale words, from the 32 words of sub-blocks 4h .. 4h + 3 ([sub-block][row]): word
 // 2L + e of chunk c is sub-block 2c + parity(L) of row(L); chunks 2h and 2h + 1 read
 // the same source with these two tables.
-inline constexpr auto kScalesEven = words16(
-    [](int word) { return 8 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
+inline constexpr auto kScalesEven =
+    words16([](int word) { return 8 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
 inline constexpr auto kScalesOdd = words16(
     [](int word) { return 16 + 8 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
 // Min words from all 64 ([sub-block][row]): lane L of kMins01 pairs sub-blocks
@@ -89,8 +93,8 @@ inline constexpr auto kSums23 = lanes32([](int l) { return 4 * rows8_lane_parity
 // ([group][row]): lane L of chunk (h, s) pairs group 8h + 2s + 4 parity(L) + pp of
 // row(L) (both words), for the g-pairs p with p / 2 = pp; this table holds pp = s = 0,
 // and 16 s + 8 pp is added.
-inline constexpr auto kQ6Scales = words16(
-    [](int word) { return 32 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
+inline constexpr auto kQ6Scales =
+    words16([](int word) { return 32 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
 // The -32 offset: lane L of product m pairs groups 4m + 2 parity(L) + e (e = 0, 1) of
 // row(L), from the 32 sign-extended words of groups 4m .. 4m + 3; the activations' bsums
 // pair (4m + 2 parity, + 1) is dword 2m + parity of the 16 bsums.
@@ -183,10 +187,10 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
         isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(s_lo, s_hi), scales);
       }
     }
-    const __m512i min_lo = _mm512_cvtepu8_epi16(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[0])));
-    const __m512i min_hi = _mm512_cvtepu8_epi16(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[4])));
+    const __m512i min_lo =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[0])));
+    const __m512i min_hi =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[4])));
     const __m512i m01 = _mm512_permutex2var_epi16(min_lo, mins01, min_hi);
     const __m512i m23 = _mm512_permutex2var_epi16(min_lo, mins23, min_hi);
     const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
@@ -195,8 +199,8 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
       const BlockQ8K& xb = x[t * x_stride + b];
       const __m256i s = _mm256_madd_epi16(load256<Arch>(xb.bsums), _mm256_set1_epi16(1));
       const __m512i pairs = _mm512_castsi256_si512(_mm256_packs_epi32(s, s));
-      __m512i msum = madd16_acc512<Arch>(_mm512_setzero_si512(), m01,
-                                         _mm512_permutexvar_epi32(sums01, pairs));
+      __m512i msum =
+          madd16_acc512<Arch>(_mm512_setzero_si512(), m01, _mm512_permutexvar_epi32(sums01, pairs));
       msum = madd16_acc512<Arch>(msum, m23, _mm512_permutexvar_epi32(sums23, pairs));
       const __m512 xd = _mm512_set1_ps(xb.d);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
@@ -256,7 +260,8 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
         for (std::size_t t = 0; t < T; ++t) {
           const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * s;
           for (int p = 0; p < 4; ++p) {
-            const __m512i a = dot_u8s8<Arch>(_mm512_setzero_si512(), lo[p], broadcast8<Arch>(xq + 8 * p));
+            const __m512i a =
+                dot_u8s8<Arch>(_mm512_setzero_si512(), lo[p], broadcast8<Arch>(xq + 8 * p));
             const __m512i c =
                 dot_u8s8<Arch>(_mm512_setzero_si512(), hi[p], broadcast8<Arch>(xq + 64 + 8 * p));
             isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(a, c), scales[p / 2]);
@@ -281,8 +286,8 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
         offset = madd16_acc512<Arch>(offset, offset_words[m], sums);
       }
       const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(offset, 5));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(sumi),
-                               acc[t]);
+      acc[t] =
+          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(sumi), acc[t]);
     }
   }
   store_rows8_sums<Arch, T>(acc, y, y_stride);
