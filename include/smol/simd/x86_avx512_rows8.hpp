@@ -203,9 +203,9 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
       __m512i msum =
           madd16_acc512<Arch>(_mm512_setzero_si512(), m01, _mm512_permutexvar_epi32(sums01, pairs));
       msum = madd16_acc512<Arch>(msum, m23, _mm512_permutexvar_epi32(sums23, pairs));
-      const __m512 xd = _mm512_set1_ps(xb.d);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(msum), acc[t]);
+      const __m512 row_sums = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[t]),
+                                              _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum)));
+      acc[t] = _mm512_fmadd_ps(row_sums, _mm512_set1_ps(xb.d), acc[t]);
     }
   }
   store_rows8_sums<Arch, T>(acc, y, y_stride);
