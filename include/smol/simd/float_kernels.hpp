@@ -1,10 +1,11 @@
-// Float dot products and the Q8_K quantizer, written once over xsimd batches.
+// Float dot products, SwiGLU and the Q8_K quantizer, written once over xsimd batches.
 //
 // Only the f16/bf16 -> f32 widening differs per ISA (xsimd 8.1 has no half types):
 // each ISA header specialises HalfLoads<Arch>. Everything here is a template on the
 // arch tag, so each dispatch unit compiles its own copy under its own flags.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -70,9 +71,6 @@ float dot_bf16_f32(const bf16_bits* x, const float* y, std::size_t n) noexcept {
                           [x](std::size_t i) { return bf16_one<Arch>(x[i]); }, y, n);
 }
 
-// f32 -> Q8_K with ggml's rounding (see quant/quantize_q8k.hpp): the largest magnitude
-// m (first one on a tie), iscale = -127 / m, q = min(round-half-even(x * iscale), 127).
-// Vector ops give the same bits: multiply, nearbyint and min are exactly rounded.
 // SwiGLU with xsimd's vector exp: the scalar std::exp per element cost about 4 % of a
 // decode step (11008 values per layer, on one thread) and 2-3 % of prefill.
 template <class Arch>
@@ -88,6 +86,9 @@ void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexc
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// f32 -> Q8_K with ggml's rounding (see quant/quantize_q8k.hpp): the largest magnitude
+// m (first one on a tie), iscale = -127 / m, q = min(round-half-even(x * iscale), 127).
+// Vector ops give the same bits: multiply, nearbyint and min are exactly rounded.
 template <class Arch>
 void quantize_row_q8k(const float* x, BlockQ8K* out, std::size_t n) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
