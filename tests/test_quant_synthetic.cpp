@@ -282,3 +282,38 @@ TEST_CASE("A synthetic file's vocabulary loads back through the GGUF reader") {
   CHECK(loaded.pre_tokenizer == "llama-bpe");
   CHECK_FALSE(loaded.add_bos);
 }
+
+// llama.cpp's converters mark a special token the model lacks with 0xFFFFFFFF (models
+// from llama2.c checkpoints carry padding and separator ids like that); others write
+// -1 signed, or token types outside the six llama.cpp names. llama.cpp warns and runs
+// such files, so they must load here too: the id counts as absent, with a warning.
+TEST_CASE("Out-of-range special token ids and token types are warnings, not refusals") {
+  const smol::SyntheticSpec spec = smol::synthetic_preset("tiny");
+  auto writer = smol::make_synthetic_writer(spec);
+  writer.set("tokenizer.ggml.padding_token_id", std::uint32_t{0xFFFFFFFFu});
+  writer.set("tokenizer.ggml.seperator_token_id", std::uint32_t{0xFFFFFFFFu});
+  writer.set("tokenizer.ggml.unknown_token_id", std::int32_t{-1});
+  writer.set("tokenizer.ggml.eot_token_id", std::uint32_t{1u << 20});
+  std::vector<std::int32_t> types(1024, 1);
+  types[5] = 0;  // llama.cpp's LLAMA_TOKEN_TYPE_UNDEFINED
+  types[6] = 42;
+  writer.set("tokenizer.ggml.token_type", smol::gguf::Value::array(types));
+  const auto file = smol::gguf::GgufFile::from_bytes(writer.to_bytes(), "odd-ids.gguf");
+
+  std::vector<std::string> warnings;
+  const auto vocab = smol::load_vocabulary(
+      file, [&](std::string_view warning) { warnings.emplace_back(warning); });
+  CHECK_FALSE(vocab.padding_id.has_value());
+  CHECK_FALSE(vocab.unknown_id.has_value());
+  CHECK_FALSE(vocab.eot_id.has_value());
+  CHECK(vocab.type_of(5) == smol::TokenType::normal);
+  CHECK(vocab.type_of(6) == smol::TokenType::normal);
+  REQUIRE(warnings.size() == 4);  // three ids, one line for the types
+  CHECK(warnings[0].find("tokenizer.ggml.token_type") != std::string::npos);
+  CHECK(warnings[1].find("eot_token_id = 1048576 is outside the 1024 tokens") != std::string::npos);
+  CHECK(warnings[2].find("padding_token_id = 4294967295") != std::string::npos);
+  CHECK(warnings[3].find("unknown_token_id = -1") != std::string::npos);
+  // And the tokenizer built from it works.
+  const smol::Tokenizer tokenizer(vocab);
+  CHECK(tokenizer.decode(tokenizer.encode("Hello there")) == "Hello there");
+}

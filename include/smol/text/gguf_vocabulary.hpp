@@ -10,10 +10,16 @@
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/text/vocabulary.hpp"
+#include "smol/text/warning.hpp"
 
 namespace smol {
 
-inline Vocabulary load_vocabulary(const gguf::GgufFile& file) {
+// Files that llama.cpp runs must load here too. Its converters write 0xFFFFFFFF (or -1)
+// for a special token the model does not have (llama2.c conversions set padding and
+// separator that way), and some write token types outside the six it names; llama.cpp
+// warns and treats the first as absent and the second as undefined, and so does this
+// reader: a warning through `warn`, never a refusal.
+inline Vocabulary load_vocabulary(const gguf::GgufFile& file, const WarningHandler& warn = {}) {
   Vocabulary vocab;
   vocab.model = file.get<std::string>("tokenizer.ggml.model");
   vocab.pre_tokenizer =
@@ -22,8 +28,18 @@ inline Vocabulary load_vocabulary(const gguf::GgufFile& file) {
   if (const auto types =
           file.get_optional<std::vector<std::int32_t>>("tokenizer.ggml.token_type")) {
     vocab.token_types.reserve(types->size());
-    for (const std::int32_t type : *types)
-      vocab.token_types.push_back(static_cast<TokenType>(type));
+    std::size_t unknown_types = 0;
+    for (const std::int32_t type : *types) {
+      const bool known = type >= static_cast<std::int32_t>(TokenType::normal) &&
+                         type <= static_cast<std::int32_t>(TokenType::byte);
+      unknown_types += known ? 0 : 1;
+      vocab.token_types.push_back(known ? static_cast<TokenType>(type) : TokenType::normal);
+    }
+    if (unknown_types > 0) {
+      report_warning(warn, cat(file.name(), ": ", unknown_types,
+                               " tokens have a type outside 1..6 in tokenizer.ggml.token_type; "
+                               "treating them as normal text"));
+    }
   }
   vocab.merges = file.get_optional<std::vector<std::string>>("tokenizer.ggml.merges")
                      .value_or(std::vector<std::string>{});
@@ -31,10 +47,13 @@ inline Vocabulary load_vocabulary(const gguf::GgufFile& file) {
       file.get_optional<std::vector<float>>("tokenizer.ggml.scores").value_or(std::vector<float>{});
 
   const auto token_id = [&](std::string_view key) -> std::optional<TokenId> {
-    const auto id = file.get_optional<std::uint32_t>(key);
+    // Read wide, so that -1 stored signed reaches the same warning as 0xFFFFFFFF.
+    const auto id = file.get_optional<std::int64_t>(key);
     if (!id) return std::nullopt;
-    if (*id >= vocab.tokens.size()) {
-      fail(file.name(), ": ", key, " = ", *id, " is outside the ", vocab.tokens.size(), " tokens");
+    if (*id < 0 || static_cast<std::uint64_t>(*id) >= vocab.tokens.size()) {
+      report_warning(warn, cat(file.name(), ": ", key, " = ", *id, " is outside the ",
+                               vocab.tokens.size(), " tokens; treating that token as absent"));
+      return std::nullopt;
     }
     return static_cast<TokenId>(*id);
   };
