@@ -15,6 +15,7 @@
 #include <iterator>
 #include <string>
 
+#include "scratch_dir.hpp"
 #include "smol/net/download.hpp"
 
 namespace {
@@ -62,9 +63,7 @@ LoopbackServer& server() {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::path(SMOL_BINARY_DIR) / "tests" / "data" / "download";
-  fs::create_directories(dir);
-  const fs::path path = dir / name;
+  const fs::path path = smol::test::scratch_dir() / name;
   fs::remove(path);
   fs::remove(smol::net::partial_path(path));
   return path;

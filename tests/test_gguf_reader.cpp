@@ -1,6 +1,8 @@
 // The GGUF reader against the two fixture files and their documented metadata.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "gguf_samples.hpp"
+#include "scratch_dir.hpp"
 #include "smol/gguf/gguf_file.hpp"
 
 using smol::GgmlType;
@@ -327,4 +330,18 @@ TEST_CASE("open reports files that cannot be read") {
   CHECK(missing.find("/nonexistent/model.gguf") != std::string::npos);
   const std::string folder = error_of([] { GgufFile::open(SMOL_FIXTURES_DIR); });
   CHECK(folder.find("not a regular file") != std::string::npos);
+}
+
+// A FIFO, a directory or a device given as a model must be refused at once: opening a
+// FIFO for reading would otherwise wait for a writer that never comes.
+TEST_CASE("a path that is not a regular file is refused before it is read") {
+  const std::string fifo = (smol::test::scratch_dir() / "model.fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string fifo_error = error_of([&] { (void)GgufFile::open(fifo); });
+  CHECK(fifo_error == fifo + ": not a regular file (it is a FIFO)");
+  const std::string dir = smol::test::scratch_dir().string();
+  CHECK(error_of([&] { (void)GgufFile::open(dir); }) ==
+        dir + ": not a regular file (it is a directory)");
+  CHECK(error_of([] { (void)GgufFile::open("/dev/null"); }) ==
+        "/dev/null: not a regular file (it is a character device)");
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gguf_samples.hpp"
+#include "scratch_dir.hpp"
 #include "smol/core/half.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/gguf/writer.hpp"
@@ -37,8 +38,7 @@ bool same_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
 struct TempPath {
   std::filesystem::path path;
   explicit TempPath(const std::string& stem)
-      : path(std::filesystem::temp_directory_path() /
-             (stem + "-" + std::to_string(::getpid()) + ".gguf")) {}
+      : path(smol::test::scratch_dir() / (stem + ".gguf")) {}
   ~TempPath() {
     std::error_code ignored;
     std::filesystem::remove(path, ignored);

@@ -26,7 +26,10 @@ class MappedFile {
   MappedFile() = default;
 
   explicit MappedFile(const std::string& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+    // forever; with it the open returns at once and the check below refuses it.
+    // (Regular files ignore the flag.)
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
     struct stat info {};
     if (::fstat(fd, &info) != 0) {
@@ -36,7 +39,7 @@ class MappedFile {
     }
     if (!S_ISREG(info.st_mode)) {
       ::close(fd);
-      fail(path, ": not a regular file", S_ISDIR(info.st_mode) ? " (it is a directory)" : "");
+      fail(path, ": not a regular file (it is ", kind_of(info.st_mode), ")");
     }
     size_ = static_cast<std::size_t>(info.st_size);
     if (size_ > 0) {
@@ -83,6 +86,15 @@ class MappedFile {
   }
 
  private:
+  static const char* kind_of(mode_t mode) noexcept {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a plain file";
+  }
+
   void swap(MappedFile& other) noexcept {
     std::swap(path_, other.path_);
     std::swap(data_, other.data_);
