@@ -43,7 +43,7 @@ smol_expect(chat_pipe 0 "prompt [0-9]+ tokens \\(0 reused\\).*reply 8 tokens.*ma
   ${SMOL_SH} -c "echo hi | ${chat} -m ${fixture} -n 8 --temp 0 -t 2 --ignore-eos")
 smol_expect(chat_pipe_two_turns 0 "\\([1-9][0-9]* reused\\)" 0
   ${SMOL_SH} -c "printf 'hi\\nhow are you\\n' | ${chat} -m ${fixture} -n 4 --temp 0 -t 2")
-smol_expect(chat_one_shot 0 "reply [0-9]+ tokens" 0
+smol_expect(chat_one_shot 0 "reply [0-9]+ token" 0
   ${chat} -m ${fixture} -p "Hello" -n 6 --temp 0 --no-think -t 2)
 smol_expect(chat_raw 0 "prompt [0-9]+ tokens \\(0 reused\\)" 0
   ${chat} -m ${fixture} --raw -p "Once upon" -n 6 --temp 0 -t 2)
@@ -82,7 +82,7 @@ if(SMOL_PYTHON3)
 endif()
 
 # ---- the default model: no file, no download -> the random demo model ----------
-smol_expect(chat_demo_model 0 "weights are RANDOM.*reply [0-9]+ tokens" 0
+smol_expect(chat_demo_model 0 "weights are RANDOM.*reply [0-9]+ token" 0
   ${CMAKE_COMMAND} -E env SMOL_MODELS=${chat_dir}/models SMOL_DOWNLOAD=0
   ${chat} -p "Hello" -n 4 --temp 0 -t 2)
 

@@ -37,8 +37,8 @@ class ScriptedSource final : public smol::LogitsSource {
                  std::size_t n_vocab)
       : script_(std::move(script)), end_(end), context_(context), logits_(n_vocab) {}
 
-  std::span<const float> evaluate(std::span<const smol::TokenId> tokens,
-                                  std::size_t n_past) override {
+  std::span<const float> evaluate(std::span<const smol::TokenId> tokens, std::size_t n_past,
+                                  const smol::CancelCheck& = {}) override {
     REQUIRE(n_past <= filled_);
     REQUIRE(n_past + tokens.size() <= context_);
     filled_ = n_past + tokens.size();
@@ -155,11 +155,11 @@ TEST_CASE("two greedy turns on the fixture reuse the cache and stream the reply"
 class RecordingSource final : public smol::LogitsSource {
  public:
   explicit RecordingSource(smol::LogitsSource& inner) : inner_(&inner) {}
-  std::span<const float> evaluate(std::span<const smol::TokenId> tokens,
-                                  std::size_t n_past) override {
+  std::span<const float> evaluate(std::span<const smol::TokenId> tokens, std::size_t n_past,
+                                  const smol::CancelCheck& cancel = {}) override {
     positions.resize(n_past);
     positions.insert(positions.end(), tokens.begin(), tokens.end());
-    return inner_->evaluate(tokens, n_past);
+    return inner_->evaluate(tokens, n_past, cancel);
   }
   std::size_t context_length() const override { return inner_->context_length(); }
 
@@ -281,6 +281,47 @@ TEST_CASE("max tokens and the cancel flag stop a reply") {
   const smol::Reply cancelled = session.ask("Count", {.cancel = &cancel});
   CHECK(cancelled.stop == smol::StopReason::cancelled);
   CHECK(cancelled.stats.generated_tokens == 0);
+}
+
+// Ctrl-C during a long prompt: the session stops inside the prefill (between layers of
+// the running chunk), reports what it evaluated, takes the user message back, and the
+// next turn answers exactly as a session that was never interrupted.
+TEST_CASE("a prompt cancelled part-way is rolled back and honestly counted") {
+  Fixture& f = fixture();
+  smol::Context context(2);
+  smol::ChatSettings settings = greedy();
+  settings.prefill_chunk = 16;
+  std::string long_text;
+  for (int i = 0; i < 12; ++i) long_text += "Tell me a story about the sea and the ships. ";
+
+  smol::Transformer transformer(f.model, context, {.context = 1024});
+  smol::TransformerSource source(transformer);
+  smol::ChatSession session(source, f.tokenizer, f.format, settings);
+  const smol::Reply first = session.ask("Hello there", {.max_tokens = 4});
+  const std::size_t messages_before = session.messages().size();
+
+  // Stops after two whole chunks and the first layer of the third.
+  const std::size_t polls_per_chunk = 1 + 2 * f.model.config().n_layer;
+  std::size_t polls = 0;
+  const smol::CancelCheck cancel([&] { return ++polls > 2 * polls_per_chunk + 2; });
+  const smol::Reply cancelled = session.ask(long_text, {.max_tokens = 4, .cancel = cancel});
+  CHECK(cancelled.stop == smol::StopReason::cancelled);
+  CHECK(cancelled.stats.generated_tokens == 0);
+  CHECK(cancelled.stats.prompt_tokens == 32);
+  CHECK(cancelled.stats.prompt_tokens_left > 0);
+  CHECK(cancelled.stats.prefill_seconds > 0);
+  CHECK(smol::format_stats(cancelled.stats).find(" left | no reply") != std::string::npos);
+  CHECK(session.messages().size() == messages_before);  // the user message is taken back
+  CHECK(transformer.n_filled() >= session.cached_tokens());
+
+  // The same question again, uninterrupted: the same reply as a session that never
+  // saw the cancelled attempt.
+  const smol::Reply again = session.ask("How are you?", {.max_tokens = 6});
+  smol::Transformer fresh_transformer(f.model, context, {.context = 1024});
+  smol::TransformerSource fresh_source(fresh_transformer);
+  smol::ChatSession fresh(fresh_source, f.tokenizer, f.format, settings);
+  CHECK(fresh.ask("Hello there", {.max_tokens = 4}).text == first.text);
+  CHECK(fresh.ask("How are you?", {.max_tokens = 6}).text == again.text);
 }
 
 TEST_CASE("a full context is an error, or the oldest turns are dropped") {

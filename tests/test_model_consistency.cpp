@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -188,6 +189,40 @@ TEST_CASE("a prefill split into batches, or rewound and redone, gives the same l
   const auto redone = rewound.forward(std::span(tokens).subspan(10), 10, smol::LogitsFor::all);
   CHECK(compare(redone, std::span(expected).subspan(10 * 1024), 1024).max <= 1e-4);
   CHECK(rewound.n_filled() == 30);
+}
+
+// A cancel is polled twice per layer, so it stops a long prefill part-way through one
+// internal pass: the call throws Cancelled, n_filled() ends at the last pass that
+// completed, and going on from there gives the logits of an uncancelled run.
+TEST_CASE("a cancelled prefill stops between layers and leaves the cache consistent") {
+  const smol::Model model = smol::Model::open(kQ4Model);
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  const std::vector<std::int32_t> tokens = some_tokens(40, 1024, 5);
+  const smol::TransformerOptions options{.context = 64, .kv_type = smol::KvType::f32,
+                                         .max_batch = 16};
+  smol::Transformer whole(model, ctx, options);
+  const auto expected_span = whole.forward(tokens, 0, smol::LogitsFor::all);
+  const std::vector<float> expected(expected_span.begin(), expected_span.end());
+  const std::size_t polls_per_pass = 2 * model.config().n_layer;
+
+  // Cancelled in the second pass, after its third layer's attention.
+  std::size_t polls = 0;
+  const smol::CancelCheck cancel_mid_pass([&] { return ++polls > polls_per_pass + 5; });
+  smol::Transformer cancelled(model, ctx, options);
+  CHECK_THROWS_AS(cancelled.forward(tokens, 0, smol::LogitsFor::all, cancel_mid_pass),
+                  smol::Cancelled);
+  CHECK(polls == polls_per_pass + 6);  // not one poll more: it stopped at once
+  CHECK(cancelled.n_filled() == 16);
+  const auto rest = cancelled.forward(std::span(tokens).subspan(16), 16, smol::LogitsFor::all);
+  CHECK(compare(rest, std::span(expected).subspan(16 * 1024), 1024).max <= 1e-4);
+  CHECK(cancelled.n_filled() == 40);
+
+  // A flag set before the call stops it before any work; the cache keeps its 40.
+  std::atomic<bool> flag{true};
+  CHECK_THROWS_AS(cancelled.forward(some_tokens(8, 1024, 6), 40, smol::LogitsFor::last, &flag),
+                  smol::Cancelled);
+  CHECK(cancelled.n_filled() == 40);
 }
 
 TEST_CASE("session errors: overflow, gaps, bad token ids, oversized context") {

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
 #include "smol/generate/logits_source.hpp"
 #include "smol/generate/sampler.hpp"
@@ -65,15 +66,17 @@ struct ChatSettings {
   // bos first when the vocabulary asks for one. For base models.
   bool raw = false;
   WhenContextFull when_full = WhenContextFull::fail;
-  // A long prompt is evaluated in chunks of this many tokens, so a cancel request is
-  // noticed between them.
+  // A long prompt is evaluated in chunks of this many tokens (each one's work is
+  // bounded; a cancel request is also noticed inside a chunk, between layers).
   std::size_t prefill_chunk = 512;
 };
 
 struct ReplyOptions {
   std::size_t max_tokens = 0;  // 0: until the model ends its turn or the context is full
   std::vector<std::string> stop_strings = {};
-  const std::atomic<bool>* cancel = nullptr;  // polled between tokens
+  // Polled between tokens and, during the prompt, between layers: a cancelled prompt
+  // takes its user message back (ask()), a cancelled reply keeps what was streamed.
+  CancelCheck cancel = {};
   // Never pick an end-of-generation token (llama.cpp's --ignore-eos): for benchmarks
   // and tests that need a reply of a given length.
   bool ignore_eos = false;
@@ -127,11 +130,16 @@ class ChatSession {
   }
 
   // Adds a user message and replies to it. A message that does not fit the context
-  // is taken back before the ContextFullError leaves.
+  // is taken back before the ContextFullError leaves, and so is one whose prompt was
+  // cancelled before any reply token: the conversation is as it was before the call.
   Reply ask(std::string user_text, const ReplyOptions& options = {}) {
     add_message("user", std::move(user_text));
     try {
-      return reply(options);
+      Reply answer = reply(options);
+      if (answer.stop == StopReason::cancelled && answer.stats.generated_tokens == 0) {
+        messages_.pop_back();
+      }
+      return answer;
     } catch (const ContextFullError&) {
       messages_.pop_back();
       throw;
@@ -176,32 +184,39 @@ class ChatSession {
     return std::chrono::duration<double>(Clock::now() - from).count();
   }
 
-  static bool cancelled(const ReplyOptions& options) {
-    return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
-  }
+  static bool cancelled(const ReplyOptions& options) { return options.cancel.requested(); }
 
   // Evaluates the part of `prompt` the cache does not hold, at least its last token
-  // (whose logits choose the first reply token). Empty when cancelled.
+  // (whose logits choose the first reply token). Empty when cancelled; the stats then
+  // count the tokens evaluated and those left, and the cache holds the chunks done.
   std::optional<std::span<const float>> prefill(std::span<const TokenId> prompt,
                                                 const ReplyOptions& options,
                                                 GenerationStats& stats) {
     const std::size_t reused = std::min(common_prefix(cache_, prompt), prompt.size() - 1);
     stats.reused_tokens = reused;
-    stats.prompt_tokens = prompt.size() - reused;
     cache_.resize(reused);
     tail_.reset();
-    for (const TokenId token : prompt.subspan(reused)) sampler_.accept(token);
 
     const auto started = Clock::now();
     const std::size_t chunk_size = std::max<std::size_t>(settings_.prefill_chunk, 1);
     std::span<const float> logits;
     for (std::size_t begin = reused; begin < prompt.size(); begin += chunk_size) {
-      if (cancelled(options)) return std::nullopt;
       const auto chunk = prompt.subspan(begin, std::min(chunk_size, prompt.size() - begin));
-      logits = source_->evaluate(chunk, begin);
+      try {
+        options.cancel.throw_if_requested();
+        logits = source_->evaluate(chunk, begin, options.cancel);
+      } catch (const Cancelled&) {
+        stats.prompt_tokens = begin - reused;
+        stats.prompt_tokens_left = prompt.size() - begin;
+        stats.prefill_seconds = seconds_since(started);
+        return std::nullopt;
+      }
       cache_.insert(cache_.end(), chunk.begin(), chunk.end());
     }
+    stats.prompt_tokens = prompt.size() - reused;
     stats.prefill_seconds = seconds_since(started);
+    // The penalties' history takes the prompt only once it is really in the cache.
+    for (const TokenId token : prompt.subspan(reused)) sampler_.accept(token);
     return logits;
   }
 

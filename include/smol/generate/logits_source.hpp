@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <span>
 
+#include "smol/core/cancel.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/text/vocabulary.hpp"
 
@@ -20,8 +21,11 @@ class LogitsSource {
 
   // Evaluates `tokens` at positions [n_past, n_past + size) and returns the logits
   // of the last one (n_vocab floats, valid until the next call). Positions at and
-  // after n_past that were evaluated before are forgotten.
-  virtual std::span<const float> evaluate(std::span<const TokenId> tokens, std::size_t n_past) = 0;
+  // after n_past that were evaluated before are forgotten. A source that can stop
+  // part-way polls `cancel` and throws Cancelled, holding a prefix of what it was
+  // given (the caller re-evaluates from where its own bookkeeping ends).
+  virtual std::span<const float> evaluate(std::span<const TokenId> tokens, std::size_t n_past,
+                                          const CancelCheck& cancel = {}) = 0;
   // How many positions the source can hold.
   virtual std::size_t context_length() const = 0;
 };
@@ -34,8 +38,15 @@ class ForwardSource final : public LogitsSource {
  public:
   explicit ForwardSource(Session& session) : session_(&session) {}
 
-  std::span<const float> evaluate(std::span<const TokenId> tokens, std::size_t n_past) override {
-    return session_->forward(tokens, n_past, LogitsFor::last);
+  std::span<const float> evaluate(std::span<const TokenId> tokens, std::size_t n_past,
+                                  const CancelCheck& cancel = {}) override {
+    // A session that cannot stop part-way (the GPU one) is polled between calls only.
+    if constexpr (requires { session_->forward(tokens, n_past, LogitsFor::last, cancel); }) {
+      return session_->forward(tokens, n_past, LogitsFor::last, cancel);
+    } else {
+      cancel.throw_if_requested();
+      return session_->forward(tokens, n_past, LogitsFor::last);
+    }
   }
   std::size_t context_length() const override { return session_->context_length(); }
 

@@ -11,6 +11,8 @@ namespace smol {
 struct GenerationStats {
   std::size_t prompt_tokens = 0;  // evaluated for this reply: the new suffix only
   std::size_t reused_tokens = 0;  // already in the KV cache from earlier turns
+  // Not evaluated because the reply was cancelled during the prompt (0 otherwise).
+  std::size_t prompt_tokens_left = 0;
   double prefill_seconds = 0;
   std::size_t generated_tokens = 0;
   // From the first generated token to the last one: generated_tokens - 1 steps.
@@ -28,16 +30,28 @@ struct GenerationStats {
 };
 
 // One line, e.g. "prompt 42 tokens (12 reused) 310.5 tok/s | reply 64 tokens 21.3 tok/s |
-// first token 0.14 s".
+// first token 0.14 s", or for a reply cancelled during its prompt "prompt 512 tokens
+// (0 reused) 150.2 tok/s, cancelled with 90 left | no reply". Only what was measured
+// is shown: a reply that never started has no speed and no first token.
 inline std::string format_stats(const GenerationStats& stats) {
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "prompt %zu tokens (%zu reused) %.1f tok/s | reply %zu tokens %.1f tok/s | "
-                "first token %.2f s",
-                stats.prompt_tokens, stats.reused_tokens, stats.prefill_tokens_per_second(),
-                stats.generated_tokens, stats.decode_tokens_per_second(),
-                stats.time_to_first_token);
-  return line;
+  char prompt[160];
+  std::snprintf(prompt, sizeof prompt, "prompt %zu tokens (%zu reused) %.1f tok/s",
+                stats.prompt_tokens, stats.reused_tokens, stats.prefill_tokens_per_second());
+  std::string line = prompt;
+  if (stats.prompt_tokens_left > 0) {
+    line += ", cancelled with " + std::to_string(stats.prompt_tokens_left) + " left";
+  }
+  if (stats.generated_tokens == 0) return line + " | no reply";
+  char reply[160];
+  if (stats.generated_tokens == 1) {
+    std::snprintf(reply, sizeof reply, " | reply 1 token | first token %.2f s",
+                  stats.time_to_first_token);
+  } else {
+    std::snprintf(reply, sizeof reply, " | reply %zu tokens %.1f tok/s | first token %.2f s",
+                  stats.generated_tokens, stats.decode_tokens_per_second(),
+                  stats.time_to_first_token);
+  }
+  return line + reply;
 }
 
 }  // namespace smol

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
 #include "smol/model/kv_cache.hpp"
@@ -66,8 +67,15 @@ class Transformer {
   // n_filled(): rewinding drops the positions after it, skipping ahead is an error.
   // Returns the requested logits rows (n_vocab floats each, in position order),
   // valid until the next call.
+  //
+  // `cancel` is polled twice per layer (after attention, after the feed-forward), so a
+  // cancel takes effect within about half a layer's work, whatever the prompt's
+  // length. The call then throws Cancelled with n_filled() at the end of the last
+  // internal pass that completed (max_batch tokens each): the cache is consistent, and
+  // the caller resumes from n_filled() or rewinds to any earlier position.
   std::span<const float> forward(std::span<const std::int32_t> tokens, std::size_t n_past,
-                                 LogitsFor which = LogitsFor::last) {
+                                 LogitsFor which = LogitsFor::last,
+                                 const CancelCheck& cancel = {}) {
     const ModelConfig& config = model_->config();
     if (tokens.empty()) fail("forward: no tokens to run");
     if (n_past > n_filled_) {
@@ -90,7 +98,7 @@ class Transformer {
     logits_.resize(n_rows * config.n_vocab);
     for (std::size_t begin = 0; begin < tokens.size(); begin += options_.max_batch) {
       const std::size_t count = std::min(options_.max_batch, tokens.size() - begin);
-      run_blocks(tokens.subspan(begin, count), n_past + begin);
+      run_blocks(tokens.subspan(begin, count), n_past + begin, cancel);
       if (which == LogitsFor::all) {
         compute_logits(0, count, logits_.data() + begin * config.n_vocab);
       } else if (which == LogitsFor::last && begin + count == tokens.size()) {
@@ -138,7 +146,8 @@ class Transformer {
   }
 
   // Leaves the final hidden states of the block's tokens in x_.
-  void run_blocks(std::span<const std::int32_t> tokens, std::size_t first_pos) {
+  void run_blocks(std::span<const std::int32_t> tokens, std::size_t first_pos,
+                  const CancelCheck& cancel) {
     const ModelConfig& c = model_->config();
     const ModelWeights& w = model_->weights();
     const std::size_t n = tokens.size();
@@ -146,6 +155,7 @@ class Transformer {
     for (std::size_t t = 0; t < n; ++t) w.embed(tokens[t], x_.data() + t * c.n_embd);
 
     for (std::size_t il = 0; il < c.n_layer; ++il) {
+      cancel.throw_if_requested();
       const LayerWeights& layer = w.layers[il];
       for_each_token(n, [&](std::size_t t) {
         rmsnorm(x_.data() + t * c.n_embd, layer.attn_norm.data(), normed_.data() + t * c.n_embd,
@@ -174,6 +184,7 @@ class Transformer {
       }
       project(layer.attn_output, attended_.data(), n, projected_.data());
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
+      cancel.throw_if_requested();
 
       for_each_token(n, [&](std::size_t t) {
         rmsnorm(x_.data() + t * c.n_embd, layer.ffn_norm.data(), normed_.data() + t * c.n_embd,
