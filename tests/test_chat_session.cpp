@@ -301,7 +301,7 @@ TEST_CASE("a prompt cancelled part-way is rolled back and honestly counted") {
   const std::size_t messages_before = session.messages().size();
 
   // Stops after two whole chunks and the first layer of the third.
-  const std::size_t polls_per_chunk = 1 + 2 * f.model.config().n_layer;
+  const std::size_t polls_per_chunk = 1 + 4 * f.model.config().n_layer;
   std::size_t polls = 0;
   const smol::CancelCheck cancel([&] { return ++polls > 2 * polls_per_chunk + 2; });
   const smol::Reply cancelled = session.ask(long_text, {.max_tokens = 4, .cancel = cancel});

@@ -68,9 +68,10 @@ class Transformer {
   // Returns the requested logits rows (n_vocab floats each, in position order),
   // valid until the next call.
   //
-  // `cancel` is polled twice per layer (after attention, after the feed-forward), so a
-  // cancel takes effect within about half a layer's work, whatever the prompt's
-  // length. The call then throws Cancelled with n_filled() at the end of the last
+  // `cancel` is polled four times per layer (before it, after attention, after the
+  // feed-forward's gate and up projections: each of the three feed-forward matrices
+  // is about 30 % of a layer's work), so a cancel takes effect within about a third of
+  // a layer, whatever the prompt's length. The call then throws Cancelled with n_filled() at the end of the last
   // internal pass that completed (max_batch tokens each): the cache is consistent, and
   // the caller resumes from n_filled() or rewinds to any earlier position.
   std::span<const float> forward(std::span<const std::int32_t> tokens, std::size_t n_past,
@@ -191,7 +192,9 @@ class Transformer {
                 c.n_embd, c.rms_eps);
       });
       project(layer.ffn_gate, normed_.data(), n, gate_.data());
+      cancel.throw_if_requested();
       project(layer.ffn_up, normed_.data(), n, up_.data());
+      cancel.throw_if_requested();
       for_each_token(n, [&](std::size_t t) {
         swiglu(*context_, gate_.data() + t * c.n_ff, up_.data() + t * c.n_ff,
                gate_.data() + t * c.n_ff, c.n_ff);
