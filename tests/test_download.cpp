@@ -202,6 +202,8 @@ TEST_CASE("an HTTP error and an unreachable server are reported") {
   CHECK_THROWS_AS(
       smol::net::download_file({.url = "http://127.0.0.1:9/file", .destination = target}),
       smol::net::DownloadError);
+  // Neither failure received a byte, so neither leaves a .part file to "resume".
+  CHECK_FALSE(fs::exists(smol::net::partial_path(target)));
 }
 
 TEST_CASE("the sha256 helper matches known digests") {

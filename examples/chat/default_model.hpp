@@ -175,7 +175,13 @@ inline ModelChoice choose_default_model(bool yes) {
   if (error) smol::fail("cannot create ", directory.string(), ": ", error.message());
 
 #if SMOL_HAVE_DOWNLOAD
-  if (agree_to_download(yes, real) && download_default_model(real)) return {real.string(), false};
+  // Once the user asked for the real model, a failed download is an error: answering
+  // with random weights instead would pass off gibberish as the model they wanted.
+  if (agree_to_download(yes, real)) {
+    if (download_default_model(real)) return {real.string(), false};
+    smol::fail("could not get the default model; run again to retry (a partial download "
+               "resumes), or pass a model with -m FILE.gguf");
+  }
 #else
   (void)yes;
   std::fprintf(stderr,

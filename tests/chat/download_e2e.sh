@@ -17,11 +17,15 @@ done
 port=$(head -n1 "$work/port")
 export SMOL_MODELS="$work/models" SMOL_DOWNLOAD=1
 
-# The first attempt is cut off halfway: the chat falls back to the demo model and the
-# .part file stays for the next run.
-SMOL_MODEL_URL="http://127.0.0.1:$port/drop/file" "$chat" -p hi -n 2 --temp 0 >"$work/first.log" 2>&1
+# The download was asked for, so a failure is an error (exit 1), never an answer from
+# the random demo model. The first attempt is cut off halfway: the .part file stays
+# for the next run.
+rc=0
+SMOL_MODEL_URL="http://127.0.0.1:$port/drop/file" "$chat" -p hi -n 2 --temp 0 >"$work/first.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ]
 grep -q "interrupted" "$work/first.log"
-grep -q "RANDOM" "$work/first.log"
+grep -q "could not get the default model" "$work/first.log"
+if grep -q "RANDOM" "$work/first.log"; then exit 1; fi
 [ -f "$work/models/SmolLM3-3B-Q4_K_M.gguf.part" ]
 
 # The second run resumes, verifies and chats with the downloaded model.
@@ -31,11 +35,21 @@ if grep -q "RANDOM" "$work/second.log"; then exit 1; fi
 cmp "$model" "$work/models/SmolLM3-3B-Q4_K_M.gguf"
 [ ! -e "$work/models/SmolLM3-3B-Q4_K_M.gguf.part" ]
 
-# A wrong checksum: the file is refused and the demo model answers instead.
+# A wrong checksum: the file is refused, exit 1.
 rm -f "$work/models/SmolLM3-3B-Q4_K_M.gguf"
-SMOL_MODEL_URL="http://127.0.0.1:$port/bad-etag/file" "$chat" -p hi -n 2 --temp 0 >"$work/bad.log" 2>&1
+rc=0
+SMOL_MODEL_URL="http://127.0.0.1:$port/bad-etag/file" "$chat" -p hi -n 2 --temp 0 >"$work/bad.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ]
 grep -q "checksum mismatch" "$work/bad.log"
-grep -q "RANDOM" "$work/bad.log"
+if grep -q "RANDOM" "$work/bad.log"; then exit 1; fi
 [ ! -e "$work/models/SmolLM3-3B-Q4_K_M.gguf" ]
+[ ! -e "$work/models/SmolLM3-3B-Q4_K_M.gguf.part" ]
+
+# No server at all (--yes with no network): exit 1, one clear line, no empty .part.
+rc=0
+SMOL_DOWNLOAD= SMOL_MODEL_URL="http://127.0.0.1:9/file" "$chat" --yes -p hi -n 2 --temp 0 >"$work/offline.log" 2>&1 || rc=$?
+[ "$rc" -eq 1 ]
+grep -q "could not get the default model" "$work/offline.log"
+if grep -q "RANDOM" "$work/offline.log"; then exit 1; fi
 [ ! -e "$work/models/SmolLM3-3B-Q4_K_M.gguf.part" ]
 echo "download end-to-end: ok"

@@ -227,6 +227,7 @@ inline DownloadResult download_file(const DownloadRequest& request) {
                       : curl_error[0] != '\0' ? std::string(curl_error)
                                               : std::string(curl_easy_strerror(code));
     const std::uint64_t have = fs::exists(part) ? fs::file_size(part) : 0;
+    if (have == 0) fs::remove(part, ignored);  // nothing to resume: leave no empty .part
     if (code == CURLE_HTTP_RETURNED_ERROR && status >= 400 && status != 416) {
       // An error page, not the file: nothing worth resuming was received this time.
       throw DownloadError(cat("download of ", request.url, " failed: ", why), have > 0);
