@@ -84,9 +84,29 @@ auto block_kernel(const Context& ctx) noexcept {
   }
 }
 
+// The contiguous cache seen block by block, the interface attention_rows reads (the
+// paged pool, model/kv_pool.hpp, offers the same).
 template <class Element>
-void attention(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
-               std::size_t first_position, const KvHeads<Element>& kv, float* out) {
+struct ContiguousKv {
+  KvHeads<Element> heads;
+  std::size_t head_dim = 0;
+  const Element* keys(std::size_t g, std::size_t block) const noexcept {
+    return heads.keys + g * heads.key_head_stride + block * kAttentionBlock * head_dim;
+  }
+  const Element* values(std::size_t g, std::size_t block) const noexcept {
+    return heads.values + g * heads.value_head_stride + block * kAttentionBlock * head_dim;
+  }
+};
+
+// Attention for n_tokens query rows, each with its own K/V: token t attends to
+// positions [0, rows.visible(t)) of rows.kv(t), a view with keys(g, block) and
+// values(g, block) pointing at one block of kAttentionBlock positions of KV head g.
+// A token's result depends only on its query, its view and its visible count (the
+// blocks and their merge order follow from those), never on the other rows: the same
+// sequence gives the same bits alone or in any batch.
+template <class Element, class Rows>
+void attention_rows(Context& ctx, const AttentionShape& shape, const float* q,
+                    std::size_t n_tokens, const Rows& rows, float* out) {
   static_assert(kAttentionBlock % kKeyTile == 0, "blocks must start on a key tile");
   const std::size_t dim = shape.head_dim;
   const std::size_t group = shape.n_head / shape.n_head_kv;
@@ -98,11 +118,10 @@ void attention(Context& ctx, const AttentionShape& shape, const float* q, std::s
     tbb::parallel_for(std::size_t{0}, n_tokens * shape.n_head_kv, [&](std::size_t task) {
       const std::size_t t = task / shape.n_head_kv;
       const std::size_t g = task % shape.n_head_kv;
-      const std::size_t visible = first_position + t + 1;  // causal: positions [0, pos]
+      const std::size_t visible = rows.visible(t);
+      const auto& kv = rows.kv(t);
       const std::size_t n_blocks = (visible + kAttentionBlock - 1) / kAttentionBlock;
       const float* queries = q + t * row_stride + g * group * dim;
-      const Element* keys = kv.keys + g * kv.key_head_stride;
-      const Element* values = kv.values + g * kv.value_head_stride;
 
       // Per block and query head: max, sum, then `dim` weighted values.
       const std::size_t partial_size = group * (dim + 2);
@@ -115,8 +134,8 @@ void attention(Context& ctx, const AttentionShape& shape, const float* q, std::s
         attend({.queries = queries,
                 .group = group,
                 .head_dim = dim,
-                .keys = keys + begin * dim,
-                .values = values + begin * dim,
+                .keys = kv.keys(g, b),
+                .values = kv.values(g, b),
                 .count = end - begin,
                 .scale = scale,
                 .scores = heap_scores.empty() ? scores : heap_scores.data(),
@@ -150,6 +169,15 @@ void attention(Context& ctx, const AttentionShape& shape, const float* q, std::s
   });
 }
 
+// Consecutive tokens of one sequence in the contiguous cache.
+template <class Element>
+struct ConsecutiveRows {
+  ContiguousKv<Element> view;
+  std::size_t first_position = 0;
+  std::size_t visible(std::size_t t) const noexcept { return first_position + t + 1; }
+  const ContiguousKv<Element>& kv(std::size_t) const noexcept { return view; }
+};
+
 }  // namespace detail
 
 // Attention for `n_tokens` consecutive query tokens; token t sits at position
@@ -159,7 +187,8 @@ void attention(Context& ctx, const AttentionShape& shape, const float* q, std::s
 template <class Element>
 void attention(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
                std::size_t first_position, const KvHeads<Element>& kv, float* out) {
-  detail::attention(ctx, shape, q, n_tokens, first_position, kv, out);
+  const detail::ConsecutiveRows<Element> rows{{kv, shape.head_dim}, first_position};
+  detail::attention_rows<Element>(ctx, shape, q, n_tokens, rows, out);
 }
 
 }  // namespace smol

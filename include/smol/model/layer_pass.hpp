@@ -1,0 +1,158 @@
+// The transformer blocks over a batch of tokens: the one implementation of a forward
+// pass that the single-sequence Transformer and the many-sequence BatchTransformer
+// share. They differ only in where a token's keys and values live and which positions
+// it sees, so that is what they pass in (a `KvAccess`, below); every weight matrix is
+// applied once to all the batch's tokens (a matvec for one token, a matmul for more).
+#pragma once
+
+#include <tbb/parallel_for.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "smol/core/cancel.hpp"
+#include "smol/model/model.hpp"
+#include "smol/ops/activation.hpp"
+#include "smol/ops/context.hpp"
+#include "smol/ops/matmul.hpp"
+#include "smol/ops/matvec.hpp"
+#include "smol/ops/rmsnorm.hpp"
+#include "smol/ops/rope.hpp"
+
+namespace smol {
+
+// What run_layers needs to know of the K/V side, for token t of the batch:
+//   std::size_t position(std::size_t t)       its position in its own sequence
+//   void store(layer, t, const float* k, const float* v)   keep its K and V rows
+//   void attend(layer, const float* q, std::size_t n, float* out)
+//                                             attention of all n query rows
+template <class T>
+concept KvAccess = requires(T kv, std::size_t i, const float* f, float* out) {
+  { kv.position(i) } -> std::convertible_to<std::size_t>;
+  kv.store(i, i, f, f);
+  kv.attend(i, f, i, out);
+};
+
+// The activations of a batch, grown to the largest batch seen and then reused.
+class LayerPass {
+ public:
+  // `one_token`: what a batch of one token runs on (see ops/matmul.hpp): the decode
+  // kernels, or the block kernels when results must not depend on the batch's size.
+  LayerPass(const Model& model, Context& context, OneToken one_token = OneToken::matvec)
+      : model_(&model), context_(&context), one_token_(one_token) {}
+
+  // Runs the tokens through every block, leaving their final hidden states inside.
+  // RoPE turns the queries and keys of token t by kv.position(t); `rope` must cover
+  // every position. `cancel` is polled four times per block (before it, after the
+  // attention, after the feed-forward's gate and up projections: each of the three
+  // feed-forward matrices is about 30 % of a block's work), so a cancel stops the pass
+  // within about a third of a block, however long the batch. It then throws Cancelled;
+  // the K/V stored for the batch's positions so far is partial (the caller forgets it).
+  template <KvAccess Kv>
+  void run(std::span<const std::int32_t> tokens, const RopeTable& rope, Kv& kv,
+           const CancelCheck& cancel) {
+    const ModelConfig& c = model_->config();
+    const ModelWeights& w = model_->weights();
+    const std::size_t n = tokens.size();
+    reserve(n);
+    for (std::size_t t = 0; t < n; ++t) w.embed(tokens[t], x_.data() + t * c.n_embd);
+
+    for (std::size_t il = 0; il < c.n_layer; ++il) {
+      cancel.throw_if_requested();
+      const LayerWeights& layer = w.layers[il];
+      for_each_token(n, [&](std::size_t t) {
+        rmsnorm(x_.data() + t * c.n_embd, layer.attn_norm.data(), normed_.data() + t * c.n_embd,
+                c.n_embd, c.rms_eps);
+      });
+      project(layer.attn_q, normed_.data(), n, q_.data());
+      project(layer.attn_k, normed_.data(), n, k_.data());
+      project(layer.attn_v, normed_.data(), n, v_.data());
+      const bool rotate = c.uses_rope(il);
+      for_each_token(n, [&](std::size_t t) {
+        if (rotate) {
+          const std::size_t pos = kv.position(t);
+          apply_rope(q_.data() + t * c.q_dim(), c.n_head, c.head_dim, rope, pos, c.rope_layout);
+          apply_rope(k_.data() + t * c.kv_dim(), c.n_head_kv, c.head_dim, rope, pos,
+                     c.rope_layout);
+        }
+        kv.store(il, t, k_.data() + t * c.kv_dim(), v_.data() + t * c.kv_dim());
+      });
+      kv.attend(il, q_.data(), n, attended_.data());
+      project(layer.attn_output, attended_.data(), n, projected_.data());
+      add_in_place(x_.data(), projected_.data(), n * c.n_embd);
+      cancel.throw_if_requested();
+
+      for_each_token(n, [&](std::size_t t) {
+        rmsnorm(x_.data() + t * c.n_embd, layer.ffn_norm.data(), normed_.data() + t * c.n_embd,
+                c.n_embd, c.rms_eps);
+      });
+      project(layer.ffn_gate, normed_.data(), n, gate_.data());
+      cancel.throw_if_requested();
+      project(layer.ffn_up, normed_.data(), n, up_.data());
+      cancel.throw_if_requested();
+      for_each_token(n, [&](std::size_t t) {
+        swiglu(*context_, gate_.data() + t * c.n_ff, up_.data() + t * c.n_ff,
+               gate_.data() + t * c.n_ff, c.n_ff);
+      });
+      project(layer.ffn_down, gate_.data(), n, projected_.data());
+      add_in_place(x_.data(), projected_.data(), n * c.n_embd);
+    }
+  }
+
+  // Logits (n_vocab floats each) of the hidden states of the last run's tokens
+  // `rows`, in that order, into `out`.
+  void logits(std::span<const std::size_t> rows, float* out) {
+    const ModelConfig& c = model_->config();
+    const ModelWeights& w = model_->weights();
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      rmsnorm(x_.data() + rows[r] * c.n_embd, w.output_norm.data(), normed_.data() + r * c.n_embd,
+              c.n_embd, c.rms_eps);
+    }
+    project(w.output, normed_.data(), rows.size(), out);
+  }
+
+ private:
+  void reserve(std::size_t n) {
+    const ModelConfig& c = model_->config();
+    const auto grow = [n](std::vector<float>& buffer, std::size_t width) {
+      if (buffer.size() < n * width) buffer.resize(n * width);
+    };
+    grow(x_, c.n_embd);
+    grow(normed_, c.n_embd);
+    grow(q_, c.q_dim());
+    grow(k_, c.kv_dim());
+    grow(v_, c.kv_dim());
+    grow(attended_, c.q_dim());
+    grow(projected_, c.n_embd);
+    grow(gate_, c.n_ff);
+    grow(up_, c.n_ff);
+  }
+
+  // y = W x for n rows of x (a matvec for one token, unless told otherwise).
+  void project(const WeightMatrix& w, const float* x, std::size_t n, float* y) {
+    matmul(*context_, w, x, n, y, one_token_);
+  }
+
+  // Runs f(t) for t in [0, n), in parallel when the block is large enough to pay.
+  template <class PerToken>
+  void for_each_token(std::size_t n, const PerToken& f) {
+    if (n < 8) {
+      for (std::size_t t = 0; t < n; ++t) f(t);
+      return;
+    }
+    context_->arena().execute([&] { tbb::parallel_for(std::size_t{0}, n, f); });
+  }
+
+  static void add_in_place(float* x, const float* delta, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) x[i] += delta[i];
+  }
+
+  const Model* model_;
+  Context* context_;
+  OneToken one_token_;
+  std::vector<float> x_, normed_, q_, k_, v_, attended_, projected_, gate_, up_;
+};
+
+}  // namespace smol
