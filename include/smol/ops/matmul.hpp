@@ -201,12 +201,17 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 
 }  // namespace detail
 
+// What matmul does with a single token: the decode kernels (matvec, the fastest for
+// one token), or the same tile kernels as for a block, whose per-token float order is
+// the same at any n, so a token's result never depends on how many share its batch.
+enum class OneToken { matvec, tiles };
+
 // x: n_tokens x w.cols row-major; y: n_tokens x w.rows row-major.
 inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
-                   float* y) {
+                   float* y, OneToken one_token = OneToken::matvec) {
   detail::check_weight_matrix(w, "matmul");
   if (n_tokens == 0) return;
-  if (n_tokens == 1) {  // the decode kernels, so matmul(n = 1) equals matvec exactly
+  if (n_tokens == 1 && one_token == OneToken::matvec) {  // matmul(n = 1) equals matvec exactly
     matvec(ctx, w, x, y);
     return;
   }

@@ -1,0 +1,288 @@
+// KvPool: the keys and values of many sequences in one pool of fixed-size pages.
+//
+// A server with eight conversations cannot give each one a whole context of K/V: most
+// chats are short. So memory is one pool of pages of kKvPagePositions positions, sized
+// by the total number of positions all sequences may hold, and each sequence keeps a
+// page table (vLLM's paged KV). A page holds its positions for every block and KV
+// head, [layer][K, V][head][position], keys tiled as in KvCache (key_offset) and values
+// as rows; a page is exactly one attention block, so the attention kernels read a
+// page as they read a block of the contiguous cache.
+//
+// Pages are handed out as sequences grow and return to the free list when a sequence
+// is truncated or removed; their memory is committed on first write (the reservation
+// is address space only) and given back to the OS when they are freed. A fork shares
+// the pages of a prefix (a long system prompt is computed once); a page shared by two
+// sequences is copied before either writes into it (copy on write), so the prefix
+// never changes under the other one.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/core/half.hpp"
+#include "smol/model/kv_cache.hpp"
+#include "smol/ops/attention.hpp"
+
+namespace smol {
+
+inline constexpr std::size_t kKvPagePositions = detail::kAttentionBlock;
+static_assert(kKvPagePositions % kKeyTile == 0, "a page holds whole key tiles");
+
+// The pool has no free page for a sequence's growth; nothing was changed.
+class KvPoolFull : public Error {
+ public:
+  using Error::Error;
+};
+
+struct KvShape {
+  std::size_t n_layer = 0;
+  std::size_t n_head_kv = 0;
+  std::size_t head_dim = 0;
+};
+
+// One block's K/V for attention, read through a sequence's page table: block b of KV
+// head g is page pages[b] (ops/attention.hpp reads any view with keys(g, b) and
+// values(g, b)).
+template <class Element>
+struct PagedKv {
+  const std::byte* base = nullptr;
+  std::size_t page_bytes = 0;
+  const std::uint32_t* pages = nullptr;
+  std::size_t key_offset = 0;    // elements from a page's start to this layer's K
+  std::size_t value_offset = 0;  // ... and to its V
+  std::size_t head_elements = 0;  // kKvPagePositions * head_dim
+
+  const Element* keys(std::size_t g, std::size_t block) const noexcept {
+    return page(block) + key_offset + g * head_elements;
+  }
+  const Element* values(std::size_t g, std::size_t block) const noexcept {
+    return page(block) + value_offset + g * head_elements;
+  }
+
+ private:
+  const Element* page(std::size_t block) const noexcept {
+    return reinterpret_cast<const Element*>(base + pages[block] * page_bytes);
+  }
+};
+
+class KvPool {
+ public:
+  using SequenceId = std::uint32_t;
+
+  KvPool() = default;
+  // Room for `total_positions` positions over all sequences, in whole pages.
+  KvPool(KvShape shape, std::size_t total_positions, KvType type)
+      : shape_(shape),
+        type_(type),
+        element_bytes_(type == KvType::f16 ? sizeof(f16_bits) : sizeof(float)),
+        head_elements_(kKvPagePositions * shape.head_dim),
+        page_bytes_(round_to_os_page(2 * shape.n_layer * shape.n_head_kv * head_elements_ *
+                                     element_bytes_)),
+        n_pages_((total_positions + kKvPagePositions - 1) / kKvPagePositions),
+        memory_(n_pages_ * page_bytes_),
+        references_(n_pages_, 0) {
+    if (shape.n_layer == 0 || shape.n_head_kv == 0 || shape.head_dim == 0) {
+      fail("KV pool: every dimension must be positive");
+    }
+    free_.reserve(n_pages_);
+    for (std::size_t p = n_pages_; p-- > 0;) free_.push_back(static_cast<std::uint32_t>(p));
+  }
+
+  KvType type() const noexcept { return type_; }
+  const KvShape& shape() const noexcept { return shape_; }
+  std::size_t total_pages() const noexcept { return n_pages_; }
+  std::size_t free_pages() const noexcept { return free_.size(); }
+  std::size_t capacity() const noexcept { return n_pages_ * kKvPagePositions; }
+  std::size_t page_bytes() const noexcept { return page_bytes_; }
+  static constexpr std::size_t pages_for(std::size_t positions) noexcept {
+    return (positions + kKvPagePositions - 1) / kKvPagePositions;
+  }
+
+  // A new, empty sequence.
+  SequenceId add() {
+    for (std::size_t i = 0; i < sequences_.size(); ++i) {
+      if (!sequences_[i].live) {
+        sequences_[i] = Sequence{.live = true, .length = 0, .pages = {}};
+        return static_cast<SequenceId>(i);
+      }
+    }
+    sequences_.push_back(Sequence{.live = true, .length = 0, .pages = {}});
+    return static_cast<SequenceId>(sequences_.size() - 1);
+  }
+
+  // A new sequence whose first `length` positions are `from`'s, sharing its pages.
+  SequenceId fork(SequenceId from, std::size_t length) {
+    if (length > sequence(from).length) {
+      fail("KV pool: cannot fork ", length, " positions of a sequence of ",
+           sequence(from).length);
+    }
+    const SequenceId id = add();
+    Sequence& source = sequences_[from];  // add() may have moved the vector
+    Sequence& copy = sequences_[id];
+    copy.pages.assign(source.pages.begin(),
+                      source.pages.begin() + static_cast<std::ptrdiff_t>(pages_for(length)));
+    for (const std::uint32_t page : copy.pages) ++references_[page];
+    copy.length = length;
+    return id;
+  }
+
+  void remove(SequenceId id) {
+    truncate(id, 0);
+    sequences_[id].live = false;
+  }
+
+  bool contains(SequenceId id) const noexcept {
+    return id < sequences_.size() && sequences_[id].live;
+  }
+  std::size_t length(SequenceId id) const { return sequence(id).length; }
+
+  // Forgets the positions from `length` on; pages no sequence uses any more are freed.
+  void truncate(SequenceId id, std::size_t length) {
+    Sequence& s = sequence(id);
+    if (length >= s.length) return;
+    const std::size_t keep = pages_for(length);
+    for (std::size_t i = keep; i < s.pages.size(); ++i) release(s.pages[i]);
+    s.pages.resize(keep);
+    s.length = length;
+  }
+
+  // Pages that prepare(id, first, count) would take from the free list, less those its
+  // rewind to `first` gives back (0 when it fits what the sequence holds).
+  std::size_t pages_needed(SequenceId id, std::size_t first, std::size_t count) const {
+    const Sequence& s = sequence(id);
+    const std::size_t kept = std::min(s.pages.size(), pages_for(std::min(first, s.length)));
+    std::size_t needed = pages_for(first + count) - std::min(kept, pages_for(first + count));
+    // The page that holds `first` is written into: a shared one is copied.
+    const std::size_t first_page = first / kKvPagePositions;
+    if (first_page < kept && references_[s.pages[first_page]] > 1) ++needed;
+    std::size_t released = 0;
+    for (std::size_t i = kept; i < s.pages.size(); ++i) released += references_[s.pages[i]] == 1;
+    return needed > released ? needed - released : 0;
+  }
+
+  // Makes positions [first, first + count) writable for `id`: drops what lies after
+  // `first` (it is about to be overwritten), copies a shared page that will be written,
+  // takes new pages. The sequence's length becomes first + count. Throws KvPoolFull,
+  // changing nothing, when the free pages do not suffice.
+  void prepare(SequenceId id, std::size_t first, std::size_t count) {
+    Sequence& s = sequence(id);
+    if (first > s.length) {
+      fail("KV pool: position ", first, " is past the ", s.length, " positions of the sequence");
+    }
+    const std::size_t needed = pages_needed(id, first, count);
+    if (needed > free_.size()) {
+      throw KvPoolFull(cat("KV pool: ", needed, " pages needed, ", free_.size(), " of ", n_pages_,
+                           " free"));
+    }
+    truncate(id, first);
+    const std::size_t first_page = first / kKvPagePositions;
+    if (first_page < s.pages.size() && references_[s.pages[first_page]] > 1) {
+      const std::uint32_t copy = take();
+      std::memcpy(page_address(copy), page_address(s.pages[first_page]), page_bytes_);
+      release(s.pages[first_page]);
+      s.pages[first_page] = copy;
+    }
+    while (s.pages.size() < pages_for(first + count)) s.pages.push_back(take());
+    s.length = first + count;
+  }
+
+  // Writes the K and V rows of every KV head of block `layer` at `pos` (< length).
+  void store(SequenceId id, std::size_t layer, std::size_t pos, const float* keys,
+             const float* values) {
+    if (type_ == KvType::f16) {
+      store_as<f16_bits>(id, layer, pos, keys, values);
+    } else {
+      store_as<float>(id, layer, pos, keys, values);
+    }
+  }
+
+  // The attention view of block `layer` of a sequence; Element must match type().
+  template <class Element>
+  PagedKv<Element> view(SequenceId id, std::size_t layer) const {
+    const Sequence& s = sequence(id);
+    const std::size_t layer_elements = 2 * shape_.n_head_kv * head_elements_;
+    return {.base = memory_.data(),
+            .page_bytes = page_bytes_,
+            .pages = s.pages.data(),
+            .key_offset = layer * layer_elements,
+            .value_offset = layer * layer_elements + shape_.n_head_kv * head_elements_,
+            .head_elements = head_elements_};
+  }
+
+ private:
+  struct Sequence {
+    bool live = false;
+    std::size_t length = 0;
+    std::vector<std::uint32_t> pages;
+  };
+
+  static std::size_t round_to_os_page(std::size_t bytes) {
+    const auto os_page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    return (bytes + os_page - 1) / os_page * os_page;
+  }
+
+  Sequence& sequence(SequenceId id) {
+    if (!contains(id)) fail("KV pool: no sequence ", id);
+    return sequences_[id];
+  }
+  const Sequence& sequence(SequenceId id) const {
+    if (!contains(id)) fail("KV pool: no sequence ", id);
+    return sequences_[id];
+  }
+
+  std::byte* page_address(std::uint32_t page) const noexcept {
+    return memory_.data() + page * page_bytes_;
+  }
+
+  std::uint32_t take() {
+    const std::uint32_t page = free_.back();
+    free_.pop_back();
+    references_[page] = 1;
+    return page;
+  }
+
+  // Drops one reference; the last one returns the page and its memory.
+  void release(std::uint32_t page) {
+    if (--references_[page] > 0) return;
+    ::madvise(page_address(page), page_bytes_, MADV_DONTNEED);
+    free_.push_back(page);
+  }
+
+  template <class Element>
+  void store_as(SequenceId id, std::size_t layer, std::size_t pos, const float* keys,
+                const float* values) {
+    const Sequence& s = sequence(id);
+    const std::size_t page = pos / kKvPagePositions, offset = pos % kKvPagePositions;
+    auto* base = reinterpret_cast<Element*>(page_address(s.pages[page]));
+    const std::size_t layer_elements = 2 * shape_.n_head_kv * head_elements_;
+    Element* k = base + layer * layer_elements;
+    Element* v = k + shape_.n_head_kv * head_elements_;
+    const std::size_t dim = shape_.head_dim;
+    for (std::size_t g = 0; g < shape_.n_head_kv; ++g) {
+      store_key(keys + g * dim, k + g * head_elements_, offset, dim);
+      store_kv(values + g * dim, v + g * head_elements_ + offset * dim, dim);
+    }
+  }
+
+  KvShape shape_;
+  KvType type_ = KvType::f16;
+  std::size_t element_bytes_ = sizeof(f16_bits);
+  std::size_t head_elements_ = 0;
+  std::size_t page_bytes_ = 0;
+  std::size_t n_pages_ = 0;
+  detail::ReservedMemory memory_;
+  std::vector<std::uint32_t> references_;  // per page: the sequences that use it
+  std::vector<std::uint32_t> free_;        // pages nobody uses, the next one last
+  std::vector<Sequence> sequences_;
+};
+
+}  // namespace smol
