@@ -10,8 +10,7 @@
 // them, the rendered prompt is compared with the cache as text first: when the
 // conversation text starts with the cached tokens' text, only the rest is tokenized.
 //
-// Pieces arrive tagged thinking or answer: SmolLM3 writes its reasoning between the
-// <think> and </think> tokens (found by their spelling in the vocabulary).
+// Pieces arrive tagged thinking or answer (see ReplyStream).
 #pragma once
 
 #include <algorithm>
@@ -30,12 +29,12 @@
 #include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
 #include "smol/generate/logits_source.hpp"
+#include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/tokenizer.hpp"
-#include "smol/text/utf8_stream_decoder.hpp"
 
 namespace smol {
 
@@ -44,15 +43,6 @@ class ContextFullError : public Error {
  public:
   using Error::Error;
 };
-
-enum class PieceKind { thinking, answer };
-
-struct TextPiece {
-  std::string_view text;  // valid UTF-8
-  PieceKind kind;
-};
-
-using PieceCallback = std::function<void(const TextPiece&)>;
 
 enum class WhenContextFull {
   fail,               // throw ContextFullError; the caller decides (e.g. /reset)
@@ -103,8 +93,7 @@ class ChatSession {
         format_(format),
         settings_(std::move(settings)),
         sampler_(settings_.sampling) {
-    think_open_ = tokenizer.find_token("<think>");
-    think_close_ = tokenizer.find_token("</think>");
+    think_ = ThinkMarkers::of(tokenizer);
     for (std::size_t id = 0; id < tokenizer.size(); ++id) {
       const auto token = static_cast<TokenId>(id);
       if (tokenizer.is_control(token)) {
@@ -172,7 +161,7 @@ class ChatSession {
       reply.stop = StopReason::cancelled;
       return reply;  // nothing generated: the conversation is left unanswered
     }
-    generate(*logits, starts_in_thinking(prompt), options, started, reply);
+    generate(*logits, think_.open_at_end(prompt), options, started, reply);
     messages_.push_back(ChatMessage{"assistant", reply.text});
     return reply;
   }
@@ -224,8 +213,8 @@ class ChatSession {
   // The last sampled token is never evaluated: it waits in tail_ for the next turn.
   void generate(std::span<const float> logits, bool thinking, const ReplyOptions& options,
                 Clock::time_point started, Reply& reply) {
-    Streamer streamer(*this, reply, options);
-    streamer.kind = thinking ? PieceKind::thinking : PieceKind::answer;
+    ReplyStream streamer(*tokenizer_, think_, options.stop_strings, options.on_piece,
+                         thinking ? PieceKind::thinking : PieceKind::answer);
     GenerationStats& stats = reply.stats;
     Clock::time_point first_token_at{};
     for (;;) {
@@ -258,6 +247,9 @@ class ChatSession {
       cache_.push_back(token);
     }
     streamer.finish();
+    reply.text = streamer.text();
+    reply.thinking = streamer.thinking();
+    reply.answer = streamer.answer();
     if (stats.generated_tokens > 0) stats.decode_seconds = seconds_since(first_token_at);
   }
 
@@ -277,57 +269,6 @@ class ChatSession {
     sampler_.accept(token);
     return token;
   }
-
-  // Turns sampled tokens into the reply's text and the streamed pieces.
-  struct Streamer {
-    Streamer(const ChatSession& session, Reply& reply, const ReplyOptions& options)
-        : session(session), reply(reply), options(options), matcher(options.stop_strings) {}
-
-    // Returns true when a stop string was reached.
-    bool take(TokenId token) {
-      const Tokenizer& tokenizer = *session.tokenizer_;
-      const bool opens = token == session.think_open_, closes = token == session.think_close_;
-      if (opens || closes || tokenizer.is_control(token)) {
-        // Markers are part of the message but never shown; whatever text was held
-        // back before them can no longer become a stop string across them.
-        release(matcher.flush());
-        flush_decoder();
-        reply.text += tokenizer.token_to_piece(token, {.render_special = true});
-        if (opens) kind = PieceKind::thinking;
-        if (closes) kind = PieceKind::answer;
-        return false;
-      }
-      const auto result = matcher.push(tokenizer.token_to_piece(token));
-      release(result.released);
-      return result.matched;
-    }
-
-    void finish() {
-      release(matcher.flush());
-      flush_decoder();
-    }
-
-    void release(const std::string& bytes) {
-      if (bytes.empty()) return;
-      reply.text += bytes;
-      emit(decoder.push(bytes));
-    }
-
-    void flush_decoder() { emit(decoder.flush()); }
-
-    void emit(const std::string& text) {
-      if (text.empty()) return;
-      (kind == PieceKind::thinking ? reply.thinking : reply.answer) += text;
-      if (options.on_piece) options.on_piece(TextPiece{text, kind});
-    }
-
-    const ChatSession& session;
-    Reply& reply;
-    const ReplyOptions& options;
-    StopStringMatcher matcher;
-    Utf8StreamDecoder decoder;
-    PieceKind kind = PieceKind::answer;
-  };
 
   // A part of the rendered prompt that holds a user's own text: special-token
   // spellings in it stay plain characters, so typing "<|im_end|>" ends nothing.
@@ -472,23 +413,12 @@ class ChatSession {
     return ranges;
   }
 
-  // Whether the prompt leaves the model inside a <think> block (a template that
-  // opens one in its generation prompt).
-  bool starts_in_thinking(std::span<const TokenId> prompt) const {
-    if (!think_open_) return false;
-    for (std::size_t i = prompt.size(); i-- > 0;) {
-      if (prompt[i] == *think_open_) return true;
-      if (think_close_ && prompt[i] == *think_close_) return false;
-    }
-    return false;
-  }
-
   LogitsSource* source_;
   const Tokenizer* tokenizer_;
   ChatFormat format_;
   ChatSettings settings_;
   Sampler sampler_;
-  std::optional<TokenId> think_open_, think_close_;
+  ThinkMarkers think_;
   std::vector<std::string> control_spellings_;
   std::vector<ChatMessage> messages_;
   std::vector<TokenId> cache_;   // the tokens whose K/V the source holds, in order

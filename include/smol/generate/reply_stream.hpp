@@ -1,0 +1,117 @@
+// ReplyStream: sampled tokens in, text pieces out.
+//
+// A reply is streamed as it is generated, but not token by token: a token may end in
+// the middle of a UTF-8 character, and text that could still become a stop string
+// must be held back until it cannot (it is never shown when it does). Pieces are
+// tagged thinking or answer: SmolLM3 writes its reasoning between the <think> and
+// </think> tokens (found by their spelling in the vocabulary), which, like every
+// control token, are kept in the reply's text but never shown. Used by ChatSession
+// for one conversation and by the batch scheduler for each of its requests.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "smol/generate/stop.hpp"
+#include "smol/text/tokenizer.hpp"
+#include "smol/text/utf8_stream_decoder.hpp"
+
+namespace smol {
+
+enum class PieceKind { thinking, answer };
+
+struct TextPiece {
+  std::string_view text;  // valid UTF-8
+  PieceKind kind;
+};
+
+using PieceCallback = std::function<void(const TextPiece&)>;
+
+// The tokens that open and close a reasoning block, where the vocabulary has them.
+struct ThinkMarkers {
+  std::optional<TokenId> open, close;
+
+  static ThinkMarkers of(const Tokenizer& tokenizer) {
+    return {tokenizer.find_token("<think>"), tokenizer.find_token("</think>")};
+  }
+  // Whether a prompt leaves the model inside a <think> block (a template that opens
+  // one in its generation prompt).
+  bool open_at_end(std::span<const TokenId> prompt) const {
+    if (!open) return false;
+    for (std::size_t i = prompt.size(); i-- > 0;) {
+      if (prompt[i] == *open) return true;
+      if (close && prompt[i] == *close) return false;
+    }
+    return false;
+  }
+};
+
+class ReplyStream {
+ public:
+  ReplyStream(const Tokenizer& tokenizer, ThinkMarkers markers,
+              const std::vector<std::string>& stop_strings, PieceCallback on_piece,
+              PieceKind first_kind = PieceKind::answer)
+      : tokenizer_(&tokenizer),
+        markers_(markers),
+        matcher_(stop_strings),
+        on_piece_(std::move(on_piece)),
+        kind_(first_kind) {}
+
+  // Takes the next sampled token; true when a stop string was reached (the text up to
+  // it has been released, the stop string itself never is).
+  bool take(TokenId token) {
+    const bool opens = token == markers_.open, closes = token == markers_.close;
+    if (opens || closes || tokenizer_->is_control(token)) {
+      // Markers are part of the message but never shown; whatever text was held back
+      // before them can no longer become a stop string across them.
+      release(matcher_.flush());
+      emit(decoder_.flush());
+      text_ += tokenizer_->token_to_piece(token, {.render_special = true});
+      if (opens) kind_ = PieceKind::thinking;
+      if (closes) kind_ = PieceKind::answer;
+      return false;
+    }
+    const auto result = matcher_.push(tokenizer_->token_to_piece(token));
+    release(result.released);
+    return result.matched;
+  }
+
+  // Releases what was held back (the reply ended without a stop string).
+  void finish() {
+    release(matcher_.flush());
+    emit(decoder_.flush());
+  }
+
+  // The message as kept in a conversation: markers included, stop string excluded.
+  const std::string& text() const noexcept { return text_; }
+  // The streamed pieces, concatenated by kind.
+  const std::string& thinking() const noexcept { return thinking_; }
+  const std::string& answer() const noexcept { return answer_; }
+
+ private:
+  void release(const std::string& bytes) {
+    if (bytes.empty()) return;
+    text_ += bytes;
+    emit(decoder_.push(bytes));
+  }
+
+  void emit(const std::string& text) {
+    if (text.empty()) return;
+    (kind_ == PieceKind::thinking ? thinking_ : answer_) += text;
+    if (on_piece_) on_piece_(TextPiece{text, kind_});
+  }
+
+  const Tokenizer* tokenizer_;
+  ThinkMarkers markers_;
+  StopStringMatcher matcher_;
+  Utf8StreamDecoder decoder_;
+  PieceCallback on_piece_;
+  PieceKind kind_;
+  std::string text_, thinking_, answer_;
+};
+
+}  // namespace smol

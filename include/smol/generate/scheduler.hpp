@@ -1,0 +1,418 @@
+// Scheduler: many generation requests served by one BatchTransformer, one batch per
+// step (continuous batching).
+//
+// Each step runs one token for every request that is generating and, in the room left
+// by a per-step token budget, chunks of the prompts still being read; so a long prompt
+// is spread over several steps and never stalls the others' replies for seconds.
+// Waiting requests are admitted while slots and KV pages allow (a request never fails
+// for lack of room now; it waits); one that could never fit is refused at submit().
+// When a running sequence needs a page and none is free, the newest one is preempted:
+// its K/V dropped and its tokens so far queued again, to be recomputed (vLLM's
+// recompute preemption), so a step always makes progress.
+//
+// Each request samples with its own settings and seed, stops on its own rules (end of
+// generation, stop strings, max tokens, the context) and streams its own pieces. A
+// finished sequence's K/V stays in the pool as a prompt cache, until its pages are
+// needed: a request whose prompt starts with a cached or running sequence's tokens
+// forks that prefix instead of computing it again (a shared system prompt is computed
+// once, a chat's next turn reuses the previous turns).
+//
+// Threads: one thread drives the engine (step(), run_until_idle()); any thread may call
+// submit() and cancel(). The callbacks run on the engine thread, between forward
+// passes: they must not block it for long (a server hands the pieces to the
+// connection's thread through a queue).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/generate/reply_stream.hpp"
+#include "smol/generate/sampler.hpp"
+#include "smol/generate/stats.hpp"
+#include "smol/generate/stop.hpp"
+#include "smol/model/batch_transformer.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace smol {
+
+using RequestId = std::uint64_t;
+
+struct GenerationResult {
+  StopReason stop = StopReason::end_of_generation;
+  std::string text, thinking, answer;  // as ReplyStream keeps them
+  std::vector<TokenId> tokens;         // the generated tokens
+  GenerationStats stats;               // reused_tokens: the prompt cache's share
+};
+
+struct GenerationRequest {
+  std::vector<TokenId> prompt;
+  SamplerSettings sampling = {};
+  std::size_t max_tokens = 0;  // 0: until the model ends its turn or the context is full
+  std::vector<std::string> stop_strings = {};
+  bool ignore_eos = false;  // never pick an end-of-generation token (benchmarks)
+  // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
+  // also when cancelled).
+  PieceCallback on_piece = {};
+  std::function<void(const GenerationResult&)> on_done = {};
+};
+
+struct SchedulerOptions {
+  std::size_t max_sequences = 8;  // requests generating at once (llama-server's -np)
+  std::size_t step_tokens = 512;  // tokens per forward pass, decode and prompt chunks
+  std::size_t context = 0;        // the longest sequence; 0: the model's context
+};
+
+class Scheduler {
+ public:
+  Scheduler(BatchTransformer& engine, const Tokenizer& tokenizer, SchedulerOptions options = {})
+      : engine_(&engine), tokenizer_(&tokenizer), options_(options) {
+    if (options_.context == 0 || options_.context > engine.max_sequence_length()) {
+      options_.context = engine.max_sequence_length();
+    }
+    if (options_.max_sequences == 0) fail("scheduler: max_sequences must be at least 1");
+    if (options_.step_tokens < options_.max_sequences) {
+      fail("scheduler: ", options_.step_tokens, " tokens per step cannot serve ",
+           options_.max_sequences, " sequences");
+    }
+    think_ = ThinkMarkers::of(tokenizer);
+  }
+
+  // Queues a request; thread-safe. Throws smol::Error when it can never run: an empty
+  // prompt, or one that leaves no room to generate in the context or the whole pool.
+  RequestId submit(GenerationRequest request) {
+    if (request.prompt.empty()) fail("the prompt is empty");
+    const std::size_t room = std::min(options_.context, engine_->pool().capacity());
+    if (request.prompt.size() >= room) {
+      fail("the prompt needs ", request.prompt.size(), " tokens but a sequence holds at most ",
+           room, " (the context, or the KV pool)");
+    }
+    for (const TokenId token : request.prompt) {
+      if (token < 0 || static_cast<std::size_t>(token) >= engine_->model().config().n_vocab) {
+        fail("token id ", token, " is outside the vocabulary");
+      }
+    }
+    std::lock_guard lock(mutex_);
+    const RequestId id = next_id_++;
+    incoming_.push_back(std::make_unique<Active>(id, std::move(request)));
+    return id;
+  }
+
+  // Stops a request, waiting or running, at the next step; thread-safe. Its on_done
+  // reports StopReason::cancelled with whatever it had generated.
+  void cancel(RequestId id) {
+    std::lock_guard lock(mutex_);
+    cancelled_.insert(id);
+  }
+
+  // Runs one step; false when there was nothing to do.
+  bool step() {
+    take_incoming();
+    apply_cancels();
+    admit();
+    std::vector<BatchEntry> batch = build_batch();
+    if (batch.empty()) return false;
+    const auto started = Clock::now();
+    const std::span<const float> logits = engine_->forward(batch);
+    const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    after_forward(batch, logits, seconds);
+    return true;
+  }
+
+  // Steps until every request submitted so far has finished.
+  void run_until_idle() {
+    while (step()) {
+    }
+  }
+
+  std::size_t waiting() const {
+    std::lock_guard lock(mutex_);
+    return waiting_.size() + incoming_.size();
+  }
+  // The engine thread's view (not thread-safe): requests in slots, sequences cached.
+  std::size_t running() const { return running_.size(); }
+  std::size_t cached_sequences() const { return cache_.size(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // A request and, once admitted, its sequence. `tokens` is the prompt and then every
+  // generated token; the pool holds the K/V of the first `evaluated` of them.
+  struct Active {
+    Active(RequestId id_, GenerationRequest r)
+        : id(id_), request(std::move(r)), tokens(request.prompt), sampler(request.sampling) {}
+    RequestId id;
+    GenerationRequest request;
+    std::vector<TokenId> tokens;
+    std::size_t evaluated = 0;
+    std::optional<SequenceId> sequence;
+    Sampler sampler;
+    std::optional<ReplyStream> stream;
+    GenerationResult result;
+    bool prompt_accepted = false;  // the prompt is in the sampler's penalty history
+    Clock::time_point submitted = Clock::now(), first_token_at{};
+    double prefill_seconds = 0;
+    std::size_t prompt_evaluated = 0;
+  };
+
+  // A finished sequence kept for its prefix.
+  struct Cached {
+    SequenceId sequence;
+    std::vector<TokenId> tokens;  // those whose K/V it holds
+  };
+
+  void take_incoming() {
+    std::lock_guard lock(mutex_);
+    for (auto& request : incoming_) waiting_.push_back(std::move(request));
+    incoming_.clear();
+  }
+
+  void apply_cancels() {
+    std::unordered_set<RequestId> ids;
+    {
+      std::lock_guard lock(mutex_);
+      ids.swap(cancelled_);
+    }
+    if (ids.empty()) return;
+    const auto matches = [&](const std::unique_ptr<Active>& a) { return ids.contains(a->id); };
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (matches(*it)) {
+        finish(**it, StopReason::cancelled, /*keep=*/false);
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = running_.begin(); it != running_.end();) {
+      if (matches(*it)) {
+        finish(**it, StopReason::cancelled, /*keep=*/false);
+        it = running_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Moves waiting requests into slots while the pool can hold their prompts.
+  void admit() {
+    KvPool& pool = engine_->pool();
+    while (!waiting_.empty() && running_.size() < options_.max_sequences) {
+      Active& next = *waiting_.front();
+      // The longest prefix of its tokens that a live or cached sequence holds; at least
+      // one token is left to evaluate (its logits pick the first reply token).
+      std::size_t best = 0;
+      std::optional<SequenceId> source;
+      const auto consider = [&](SequenceId sequence, std::span<const TokenId> held) {
+        const std::size_t n = std::min(common_prefix(held, next.tokens), next.tokens.size() - 1);
+        if (n > best) {
+          best = n;
+          source = sequence;
+        }
+      };
+      for (const Cached& c : cache_) consider(c.sequence, c.tokens);
+      for (const auto& r : running_) {
+        consider(*r->sequence, std::span(r->tokens).first(r->evaluated));
+      }
+      // Pages for its whole prompt, plus one for its first reply tokens.
+      const std::size_t needed = KvPool::pages_for(next.tokens.size() + 1) -
+                                 KvPool::pages_for(best) + (best % kKvPagePositions != 0);
+      if (!make_room(needed)) break;  // wait for running sequences to finish
+      next.sequence = source ? pool.fork(*source, best) : pool.add();
+      next.evaluated = best;
+      if (next.result.stats.reused_tokens == 0) next.result.stats.reused_tokens = best;
+      running_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+  }
+
+  // Frees cached sequences (oldest first) until `pages` are free; false if they can't be.
+  bool make_room(std::size_t pages) {
+    KvPool& pool = engine_->pool();
+    while (pool.free_pages() < pages && !cache_.empty()) {
+      pool.remove(cache_.front().sequence);
+      cache_.pop_front();
+    }
+    return pool.free_pages() >= pages;
+  }
+
+  // One token per generating sequence first, then prompt chunks in the room left.
+  std::vector<BatchEntry> build_batch() {
+    for (;;) {
+      std::vector<BatchEntry> batch;
+      std::size_t budget = options_.step_tokens;
+      for (const auto& r : running_) {
+        if (r->evaluated + 1 == r->tokens.size()) add(batch, *r, 1, budget);
+      }
+      for (const auto& r : running_) {
+        if (r->evaluated + 1 < r->tokens.size() && budget > 0) {
+          add(batch, *r, std::min(budget, r->tokens.size() - r->evaluated), budget);
+        }
+      }
+      if (batch.empty()) return batch;
+      if (make_room(engine_->pages_needed(batch))) return batch;
+      // Not even the cache's pages suffice: preempt the newest sequence and retry.
+      preempt(running_.back());
+      running_.pop_back();
+    }
+  }
+
+  void add(std::vector<BatchEntry>& batch, const Active& a, std::size_t n, std::size_t& budget) {
+    for (std::size_t i = a.evaluated; i < a.evaluated + n; ++i) {
+      batch.push_back({.sequence = *a.sequence,
+                       .token = a.tokens[i],
+                       .position = i,
+                       .logits = i + 1 == a.tokens.size()});
+    }
+    budget -= n;
+  }
+
+  void preempt(std::unique_ptr<Active>& victim) {
+    engine_->pool().remove(*victim->sequence);
+    victim->sequence.reset();
+    victim->evaluated = 0;
+    waiting_.push_front(std::move(victim));
+  }
+
+  void after_forward(std::span<const BatchEntry> batch, std::span<const float> logits,
+                     double seconds) {
+    const std::size_t vocab = engine_->model().config().n_vocab;
+    std::vector<RequestId> done;
+    for (auto& r : running_) {
+      // Its entries, and its logits row: rows come in the order of the entries asking.
+      std::size_t n = 0, row = 0, rows_before = 0;
+      for (const BatchEntry& e : batch) {
+        if (e.sequence == *r->sequence) {
+          ++n;
+          if (e.logits) row = rows_before;
+        }
+        rows_before += e.logits ? 1 : 0;
+      }
+      if (n == 0) continue;
+      const bool prompt_part = r->evaluated + 1 < r->tokens.size() || r->result.tokens.empty();
+      r->evaluated += n;
+      if (prompt_part) {
+        r->prefill_seconds += seconds;
+        r->prompt_evaluated += n;
+      }
+      if (r->evaluated != r->tokens.size()) continue;  // a prompt chunk without logits
+      if (const auto stop = next_token(*r, logits.subspan(row * vocab, vocab))) {
+        finish(*r, *stop, /*keep=*/true);
+        done.push_back(r->id);
+      }
+    }
+    std::erase_if(running_, [&](const std::unique_ptr<Active>& r) {
+      return std::find(done.begin(), done.end(), r->id) != done.end();
+    });
+  }
+
+  // Samples the request's next token and streams it; the stop reason when it ends.
+  std::optional<StopReason> next_token(Active& a, std::span<const float> logits) {
+    if (!a.prompt_accepted) {
+      for (const TokenId t : a.request.prompt) a.sampler.accept(t);
+      a.prompt_accepted = true;
+      a.stream.emplace(*tokenizer_, think_, a.request.stop_strings, a.request.on_piece,
+                       think_.open_at_end(a.request.prompt) ? PieceKind::thinking
+                                                            : PieceKind::answer);
+    }
+    std::span<const float> row = logits.first(std::min(logits.size(), tokenizer_->size()));
+    if (a.request.ignore_eos) {
+      masked_.assign(row.begin(), row.end());
+      for (const TokenId id : tokenizer_->end_of_generation_ids()) {
+        if (static_cast<std::size_t>(id) < masked_.size()) {
+          masked_[static_cast<std::size_t>(id)] = -std::numeric_limits<float>::infinity();
+        }
+      }
+      row = masked_;
+    }
+    const TokenId token = a.sampler.sample(row);
+    a.sampler.accept(token);
+    a.result.tokens.push_back(token);
+    GenerationStats& stats = a.result.stats;
+    if (++stats.generated_tokens == 1) {
+      a.first_token_at = Clock::now();
+      stats.time_to_first_token = seconds_since(a.submitted);
+    }
+    if (tokenizer_->is_end_of_generation(token)) return StopReason::end_of_generation;
+    if (a.stream->take(token)) return StopReason::stop_string;
+    if (a.request.max_tokens != 0 && stats.generated_tokens >= a.request.max_tokens) {
+      return StopReason::max_tokens;
+    }
+    a.tokens.push_back(token);
+    // A sequence may not outgrow the pool either: alone, it could then never run.
+    if (a.tokens.size() >= std::min(options_.context, engine_->pool().capacity())) {
+      return StopReason::context_full;
+    }
+    return std::nullopt;
+  }
+
+  // Reports the end and frees the slot; `keep`: the sequence stays as a prompt cache.
+  void finish(Active& a, StopReason stop, bool keep) {
+    GenerationResult& result = a.result;
+    result.stop = stop;
+    if (a.stream) {
+      a.stream->finish();
+      result.text = a.stream->text();
+      result.thinking = a.stream->thinking();
+      result.answer = a.stream->answer();
+    }
+    result.stats.prompt_tokens = a.prompt_evaluated;
+    result.stats.prefill_seconds = a.prefill_seconds;
+    if (result.stats.generated_tokens > 0) {
+      result.stats.decode_seconds = seconds_since(a.first_token_at);
+    }
+    if (a.sequence) {
+      KvPool& pool = engine_->pool();
+      if (keep && a.evaluated > 0) {
+        pool.truncate(*a.sequence, a.evaluated);
+        cache_.push_back({*a.sequence, std::vector<TokenId>(a.tokens.begin(),
+                                                            a.tokens.begin() +
+                                                                static_cast<std::ptrdiff_t>(a.evaluated))});
+      } else {
+        pool.remove(*a.sequence);
+      }
+      a.sequence.reset();
+    }
+    if (a.request.on_done) a.request.on_done(result);
+  }
+
+  static std::size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
+    const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+    return static_cast<std::size_t>(mismatch.first - a.begin());
+  }
+
+  static double seconds_since(Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  }
+
+  BatchTransformer* engine_;
+  const Tokenizer* tokenizer_;
+  SchedulerOptions options_;
+  ThinkMarkers think_;
+
+  mutable std::mutex mutex_;  // guards the three members below
+  RequestId next_id_ = 1;
+  std::vector<std::unique_ptr<Active>> incoming_;
+  std::unordered_set<RequestId> cancelled_;
+
+  // The engine thread's own.
+  std::deque<std::unique_ptr<Active>> waiting_;
+  std::vector<std::unique_ptr<Active>> running_;
+  std::deque<Cached> cache_;
+  std::vector<float> masked_;
+};
+
+}  // namespace smol

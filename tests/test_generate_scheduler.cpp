@@ -1,0 +1,237 @@
+// Scheduler: requests served together give each the reply it gets alone (the same
+// tokens, greedy or seeded), join and leave mid-way, are cancelled, stop on their own
+// rules, reuse cached prefixes, wait when the KV pool is full, and may be submitted
+// from other threads while the engine runs.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "smol/generate/scheduler.hpp"
+#include "smol/model/batch_transformer.hpp"
+#include "smol/model/model.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+
+namespace {
+
+const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
+
+struct Fixture {
+  smol::Model model = smol::Model::open(kFixture);
+  smol::Tokenizer tokenizer{smol::load_vocabulary(model.file())};
+};
+
+Fixture& fixture() {
+  static Fixture instance;
+  return instance;
+}
+
+std::vector<smol::TokenId> prompt_of(const std::string& text) {
+  return fixture().tokenizer.encode(text, {.parse_special = false, .add_bos = false});
+}
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time",
+    "The quick brown fox jumps over the lazy dog, and then the dog",
+    "A",
+    "In a village by the sea there lived an old fisherman who every morning took his boat "
+    "out past the rocks, and every evening came back with stories about what he had seen",
+    "Numbers: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20",
+    "Why is the sky blue?",
+};
+
+smol::GenerationRequest request_for(std::size_t i, bool sampled) {
+  smol::GenerationRequest request;
+  request.prompt = prompt_of(kPrompts[i % kPrompts.size()]);
+  request.sampling = sampled ? smol::SamplerSettings{} : smol::SamplerSettings::greedy();
+  if (sampled) {
+    request.sampling.temperature = 0.9f;
+    request.sampling.seed = 1000 + i;
+  }
+  request.max_tokens = 10 + i % 4;
+  request.ignore_eos = true;
+  return request;
+}
+
+// Runs the requests through one scheduler; results by submission index.
+std::vector<smol::GenerationResult> serve(std::vector<smol::GenerationRequest> requests,
+                                          smol::SchedulerOptions options,
+                                          std::size_t total_positions = 4096) {
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = total_positions});
+  smol::Scheduler scheduler(engine, fixture().tokenizer, options);
+  std::vector<smol::GenerationResult> results(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    requests[i].on_done = [&results, i](const smol::GenerationResult& r) { results[i] = r; };
+    scheduler.submit(std::move(requests[i]));
+  }
+  scheduler.run_until_idle();
+  return results;
+}
+
+smol::GenerationResult alone(const smol::GenerationRequest& request) {
+  return serve({request}, {.max_sequences = 1})[0];
+}
+
+}  // namespace
+
+TEST_CASE("requests served together get the tokens they get alone, greedy and seeded") {
+  for (const bool sampled : {false, true}) {
+    CAPTURE(sampled);
+    std::vector<smol::GenerationRequest> requests;
+    for (std::size_t i = 0; i < 8; ++i) requests.push_back(request_for(i, sampled));
+    // Four slots, so half the requests wait and join as others finish; 24 tokens a
+    // step, so the long prompts are read in chunks beside the others' decoding.
+    const auto together = serve(requests, {.max_sequences = 4, .step_tokens = 24});
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      CAPTURE(i);
+      const auto single = alone(requests[i]);
+      CHECK(together[i].stop == smol::StopReason::max_tokens);
+      CHECK(together[i].tokens.size() == requests[i].max_tokens);
+      CHECK(together[i].tokens == single.tokens);
+      CHECK(together[i].text == single.text);
+    }
+  }
+}
+
+TEST_CASE("streamed pieces, stop strings and cancelled requests") {
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+  smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 2, .step_tokens = 64});
+
+  // A reference reply, to pick a stop string from its middle.
+  const auto reference = alone(request_for(0, false));
+  REQUIRE(reference.answer.size() > 4);
+  const std::string stop = reference.answer.substr(reference.answer.size() / 2, 3);
+
+  std::map<std::string, smol::GenerationResult> done;
+  std::map<std::string, std::string> streamed;
+  const auto watch = [&](smol::GenerationRequest request, const std::string& name) {
+    request.on_piece = [&streamed, name](const smol::TextPiece& p) { streamed[name] += p.text; };
+    request.on_done = [&done, name](const smol::GenerationResult& r) { done[name] = r; };
+    return request;
+  };
+  auto stopped = request_for(0, false);
+  stopped.stop_strings = {stop};
+  const auto stop_id = scheduler.submit(watch(stopped, "stop"));
+  auto endless = request_for(1, false);
+  endless.max_tokens = 0;
+  const auto endless_id = scheduler.submit(watch(endless, "endless"));
+  const auto queued_id = scheduler.submit(watch(request_for(2, false), "queued"));
+  (void)stop_id;
+  for (int i = 0; i < 2; ++i) scheduler.step();
+  scheduler.cancel(endless_id);  // running
+  scheduler.cancel(queued_id);   // still waiting: two slots, both taken
+  scheduler.run_until_idle();
+
+  CHECK(done["stop"].stop == smol::StopReason::stop_string);
+  CHECK(done["stop"].answer == reference.answer.substr(0, reference.answer.find(stop)));
+  CHECK(streamed["stop"] == done["stop"].answer);
+  CHECK(done["endless"].stop == smol::StopReason::cancelled);
+  CHECK(done["endless"].stats.generated_tokens >= 1);
+  CHECK(streamed["endless"] == done["endless"].answer);
+  CHECK(done["queued"].stop == smol::StopReason::cancelled);
+  CHECK(done["queued"].stats.generated_tokens == 0);
+  CHECK(scheduler.running() == 0);
+  CHECK(scheduler.waiting() == 0);
+}
+
+TEST_CASE("a follow-up request reuses the cached prefix and replies as a fresh run") {
+  const auto first = request_for(3, false);
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+  smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 2});
+  smol::GenerationResult one, two;
+  auto a = first;
+  a.on_done = [&](const smol::GenerationResult& r) { one = r; };
+  scheduler.submit(a);
+  scheduler.run_until_idle();
+  CHECK(one.stats.reused_tokens == 0);
+  CHECK(scheduler.cached_sequences() == 1);
+
+  // The next turn: the first prompt, the reply, then more text.
+  auto follow = first;
+  follow.prompt.insert(follow.prompt.end(), one.tokens.begin(), one.tokens.end());
+  const auto more = prompt_of(" And then?");
+  follow.prompt.insert(follow.prompt.end(), more.begin(), more.end());
+  auto b = follow;
+  b.on_done = [&](const smol::GenerationResult& r) { two = r; };
+  scheduler.submit(b);
+  scheduler.run_until_idle();
+  // Everything evaluated before is reused: the prompt and all but the last reply token.
+  CHECK(two.stats.reused_tokens == first.prompt.size() + one.tokens.size() - 1);
+  CHECK(two.stats.prompt_tokens == follow.prompt.size() - two.stats.reused_tokens);
+  CHECK(two.tokens == alone(follow).tokens);
+}
+
+TEST_CASE("a full KV pool makes requests wait; one that can never fit is refused") {
+  // 3 pages of 256 positions; each request needs 2 (a 300-token prompt and its reply).
+  std::vector<smol::GenerationRequest> requests;
+  std::string long_text;
+  while (prompt_of(long_text).size() < 300) long_text += "The sea was calm and the ships sailed on. ";
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto r = request_for(i, false);
+    r.prompt = prompt_of(long_text + kPrompts[i]);
+    requests.push_back(r);
+  }
+  const auto results = serve(requests, {.max_sequences = 3, .step_tokens = 128}, 768);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    CAPTURE(i);
+    CHECK(results[i].stop == smol::StopReason::max_tokens);
+    CHECK(results[i].tokens == alone(requests[i]).tokens);
+  }
+
+  smol::Context ctx(1);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 512});
+  smol::Scheduler scheduler(engine, fixture().tokenizer);
+  auto huge = request_for(0, false);
+  huge.prompt = prompt_of(long_text + long_text);
+  REQUIRE(huge.prompt.size() >= 512);
+  CHECK_THROWS_WITH(scheduler.submit(huge), doctest::Contains("a sequence holds at most 512"));
+  auto empty = request_for(0, false);
+  empty.prompt.clear();
+  CHECK_THROWS_WITH(scheduler.submit(empty), doctest::Contains("empty"));
+}
+
+TEST_CASE("requests submitted and cancelled from other threads while the engine runs") {
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+  smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 4, .step_tokens = 48});
+  std::mutex results_mutex;
+  std::map<std::size_t, smol::GenerationResult> results;
+  std::atomic<std::size_t> finished{0};
+  constexpr std::size_t kThreads = 4, kEach = 3;
+  std::vector<std::thread> clients;
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    clients.emplace_back([&, t] {
+      for (std::size_t k = 0; k < kEach; ++k) {
+        const std::size_t index = t * kEach + k;
+        auto request = request_for(index, true);
+        request.on_done = [&, index](const smol::GenerationResult& r) {
+          std::lock_guard lock(results_mutex);
+          results[index] = r;
+          finished.fetch_add(1);
+        };
+        const smol::RequestId id = scheduler.submit(std::move(request));
+        if (index % 5 == 4) scheduler.cancel(id);
+      }
+    });
+  }
+  while (finished.load() < kThreads * kEach) {
+    if (!scheduler.step()) std::this_thread::yield();
+  }
+  for (auto& client : clients) client.join();
+  for (std::size_t index = 0; index < kThreads * kEach; ++index) {
+    CAPTURE(index);
+    const auto& r = results.at(index);
+    // A cancel lands at the engine's next step; a request cancelled that way ends
+    // cancelled (unless the engine finished it first); the others are untouched.
+    if (index % 5 != 4 || r.stop != smol::StopReason::cancelled) {
+      CHECK(r.tokens == alone(request_for(index, true)).tokens);
+    }
+  }
+}
