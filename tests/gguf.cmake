@@ -55,5 +55,5 @@ smol_inspect_test(gguf_inspect_garbage
   "\"$0\" \"${smol_inspect_scratch}/garbage.gguf\"")
 
 smol_inspect_test(gguf_inspect_bad_flag
-  "unknown option '--frobnicate'.*usage: smol-inspect.*exit=2"
+  "^smol-inspect: unknown option --frobnicate \\(see smol-inspect --help\\)\nexit=2"
   "\"$0\" --frobnicate \"${smol_q4_fixture}\"")

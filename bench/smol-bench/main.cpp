@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "decode_traffic.hpp"
 #include "model_summary.hpp"
 #include "options.hpp"
+#include "parallel.hpp"
 #include "report.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
@@ -64,7 +66,7 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
 
     const auto new_result = [&] {
       TestResult result;
-      result.threads = threads;
+      result.threads = context.threads();  // what runs, whatever was asked
       result.isa =
           std::string(isa_name(context.isa())) + (model.repacked().matrices() > 0 ? "+repack" : "");
       return result;
@@ -84,6 +86,32 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
   }
 }
 
+// -npl: llama-batched-bench's table, one row per (PP, TG, B) and thread count.
+int run_parallel_tests(const Model& model, const BenchOptions& options) {
+  std::vector<ParallelResult> results;
+  for (const int threads : options.threads) {
+    Context context(threads, options.isa);
+    std::printf("threads %d, isa %s%s, kv %s\n\n", context.threads(),
+                std::string(isa_name(context.isa())).c_str(),
+                model.repacked().matrices() > 0 ? "+repack" : "",
+                options.kv_type == KvType::f16 ? "f16" : "f32");
+    RandomTokens tokens(options.seed, model.config().n_vocab);
+    results.clear();
+    for (const std::size_t pp : options.parallel_prompt) {
+      for (const std::size_t tg : options.parallel_gen) {
+        for (const std::size_t b : options.parallel_sequences) {
+          if (options.progress) {
+            std::fprintf(stderr, "smol-bench: parallel PP %zu TG %zu B %zu\n", pp, tg, b);
+          }
+          results.push_back(run_parallel(model, context, tokens, pp, tg, b, options.kv_type));
+        }
+      }
+    }
+    print_parallel_table(results, stdout);
+  }
+  return 0;
+}
+
 int run(const BenchOptions& options) {
   // auto asks the kernels of the ISA the tests run with (--isa, else the default).
   Repack repack = options.repack;
@@ -91,6 +119,7 @@ int run(const BenchOptions& options) {
     repack = repacking_pays(options.isa) ? Repack::always : Repack::never;
   }
   const Model model = Model::open(options.model_path, ModelOptions{.repack = repack});
+  if (!options.parallel_sequences.empty()) return run_parallel_tests(model, options);
   BenchReport report;
   report.model = summarize_model(model, options.model_path);
   report.kv_type = options.kv_type == KvType::f16 ? "f16" : "f32";
@@ -132,16 +161,7 @@ int run(const BenchOptions& options) {
 
 int main(int argc, char** argv) {
   BenchOptions options;
-  try {
-    options = parse_options(argc, argv);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "smol-bench: %s\n", error.what());
-    return 2;
-  }
-  if (options.help) {
-    std::fputs(kUsage.data(), stdout);
-    return 0;
-  }
+  if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
   try {
     return run(options);
   } catch (const std::exception& error) {

@@ -7,15 +7,19 @@
 //   smol-chat -m model.gguf --gpu     on the GPU (a build with -DSMOL_CUDA=ON)
 //
 // Exit codes: 0 done, 1 bad input (a file that is missing, not GGUF, or not a
-// supported model; --gpu without a CUDA device), 2 bad command line (also --gpu in a
-// build without CUDA), 130 stopped with Ctrl-C.
+// supported model; a prompt that cannot fit the context; a download that failed;
+// --gpu without a CUDA device), 2 bad command line (also --gpu in a build without
+// CUDA), 130 stopped with Ctrl-C.
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -159,6 +163,11 @@ struct Chat {
   smol::ChatSettings settings() const {
     smol::ChatSettings settings;
     settings.sampling = options.sampling;
+    // --repeat-last-n -1 is llama.cpp's "the whole context".
+    if (settings.sampling.penalty_window < 0) {
+      settings.sampling.penalty_window =
+          static_cast<int>(std::min<std::size_t>(source->context_length(), INT_MAX));
+    }
     settings.thinking = options.thinking;
     settings.raw = options.raw;
     settings.when_full = options.context_shift ? smol::WhenContextFull::drop_oldest_turns
@@ -166,8 +175,31 @@ struct Chat {
     return settings;
   }
 
-  // One turn: streams the reply and prints the stats line. False when cancelled.
-  bool answer(const std::string& text) {
+  // --verbose: the prompt as the model sees it, one token a line, control tokens
+  // marked, on stderr.
+  void show_prompt(std::span<const smol::TokenId> prompt) const {
+    std::fprintf(stderr, "[prompt: %zu tokens]\n", prompt.size());
+    for (const smol::TokenId id : prompt) {
+      const std::string piece = tokenizer.token_to_piece(id, {.render_special = true});
+      std::string shown;
+      for (const char c : piece) {
+        if (c == '\n') {
+          shown += "\\n";
+        } else if (c == '\t') {
+          shown += "\\t";
+        } else {
+          shown += c;
+        }
+      }
+      std::fprintf(stderr, "%7d '%s'%s\n", id, shown.c_str(),
+                   tokenizer.is_control(id) ? " (control)" : "");
+    }
+  }
+
+  enum class Outcome { done, cancelled, failed };
+
+  // One turn: streams the reply and prints the stats line.
+  Outcome answer(const std::string& text) {
     chat::clear_interrupts();
     ReplyPrinter printer(options.hide_thinking, chat::use_color(STDOUT_FILENO));
     smol::ReplyOptions reply_options;
@@ -177,9 +209,12 @@ struct Chat {
     reply_options.cancel = &chat::interrupt_requested;
     reply_options.ignore_eos = options.ignore_eos;
     reply_options.on_piece = [&printer](const smol::TextPiece& piece) { printer(piece); };
+    if (options.verbose) {
+      reply_options.on_prompt = [this](std::span<const smol::TokenId> p) { show_prompt(p); };
+    }
     if (options.max_tokens == 0) {
       std::fputc('\n', stdout);
-      return true;
+      return Outcome::done;
     }
     try {
       const smol::Reply reply = session.ask(text, reply_options);
@@ -196,11 +231,12 @@ struct Chat {
                      options.context_shift ? "the next turn forgets the oldest ones"
                                            : "use /reset, or a larger -c");
       }
-      return reply.stop != smol::StopReason::cancelled;
+      return reply.stop == smol::StopReason::cancelled ? Outcome::cancelled : Outcome::done;
     } catch (const smol::ContextFullError& error) {
+      // A message that cannot fit: an error, not an answer (the REPL goes on).
       printer.finish();
       std::fprintf(stderr, "smol-chat: %s\n", error.what());
-      return true;
+      return Outcome::failed;
     }
   }
 
@@ -251,11 +287,16 @@ struct Chat {
     return true;
   }
 
-  // The REPL, or one turn per line when stdin is not a terminal. Returns the exit code.
+  // The REPL, with line editing and history at a terminal, or one turn per line when
+  // stdin is not a terminal (a turn that fails then ends the run with 1). Returns the
+  // exit code.
   int loop() {
     const bool interactive = chat::is_terminal(STDIN_FILENO);
     const bool color = chat::use_color(STDOUT_FILENO);
+    std::optional<chat::LineEditor> editor;
     if (interactive) {
+      editor.emplace("smol-chat", color);
+      if (!editor->ready()) editor.reset();  // plain reads, as from a pipe
       std::printf("smol-chat: %s. Type a message, /help for commands, Ctrl-C stops a reply.\n",
                   model.file().name().c_str());
     }
@@ -264,11 +305,11 @@ struct Chat {
       // A Ctrl-C from here on is one at the prompt. After one there, keep what came
       // since: a second Ctrl-C typed while the hint was printing must still quit.
       if (!interrupted_at_prompt) chat::clear_interrupts();
-      if (interactive) {
+      if (interactive && !editor) {
         std::printf("%s> %s", color ? chat::kBold.data() : "", color ? chat::kReset.data() : "");
-        std::fflush(stdout);
       }
-      const chat::ReadLine input = chat::read_line();
+      std::fflush(stdout);
+      const chat::ReadLine input = editor ? editor->read() : chat::read_line();
       if (input.status == chat::LineStatus::interrupted) {
         if (interrupted_at_prompt || !interactive) {
           std::printf("\n");
@@ -289,7 +330,9 @@ struct Chat {
         if (!command(input.text)) return 0;
         continue;
       }
-      if (!answer(input.text) && !interactive) return 130;
+      const Outcome outcome = answer(input.text);
+      if (!interactive && outcome == Outcome::cancelled) return 130;
+      if (!interactive && outcome == Outcome::failed) return 1;
     }
   }
 };
@@ -307,12 +350,7 @@ smol::Model open_model(const std::string& path, smol::ModelOptions model_options
 
 int main(int argc, char** argv) {
   chat::Options options;
-  try {
-    options = chat::parse_options(argc, argv);
-  } catch (const chat::UsageError& error) {
-    std::fprintf(stderr, "smol-chat: %s (see smol-chat --help)\n", error.message.c_str());
-    return 2;
-  }
+  if (const std::optional<int> status = chat::parse_options(argc, argv, options)) return *status;
   if (options.gpu) {
 #if SMOL_CUDA
     if (smol::cuda::device_count() == 0) {
@@ -333,8 +371,14 @@ int main(int argc, char** argv) {
     Chat chat(options,
               open_model(path, {.repack = options.gpu ? smol::Repack::never : options.repack}));
     if (options.prompt) {
-      const bool finished = chat.answer(*options.prompt);
-      return finished ? 0 : 130;
+      switch (chat.answer(*options.prompt)) {
+        case Chat::Outcome::done:
+          return 0;
+        case Chat::Outcome::cancelled:
+          return 130;
+        case Chat::Outcome::failed:
+          return 1;
+      }
     }
     return chat.loop();
   } catch (const std::exception& error) {

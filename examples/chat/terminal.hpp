@@ -1,13 +1,17 @@
-// The terminal side of smol-chat: Ctrl-C, reading lines, and ANSI styling.
+// The terminal side of smol-chat: Ctrl-C, reading lines (edited, with history, at a
+// terminal), and ANSI styling.
 #pragma once
 
 #include <fcntl.h>
+#include <histedit.h>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <clocale>
+#include <cwchar>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -109,5 +113,108 @@ inline ReadLine read_line() {
     pending.append(bytes, static_cast<std::size_t>(got));
   }
 }
+
+// The prompt at a terminal: line editing (arrows, Home/End, Ctrl-A/E/W/U/K, Emacs
+// bindings) and history (Up/Down) from libedit, a well-kept library, rather than
+// escape sequences decoded here by hand. Its input goes through next_char() below,
+// which waits on stdin and the Ctrl-C pipe together, so Ctrl-C at the prompt still
+// returns at once instead of being lost inside libedit's read().
+class LineEditor {
+ public:
+  LineEditor(const char* program, bool color) : color_(color) {
+    std::setlocale(LC_CTYPE, "");  // so UTF-8 input is decoded as characters
+    editor_ = el_init(program, stdin, stdout, stderr);
+    history_ = history_init();
+    if (editor_ == nullptr || history_ == nullptr) return;
+    HistEvent event;
+    history(history_, &event, H_SETSIZE, 1000);
+    history(history_, &event, H_SETUNIQUE, 1);
+    el_set(editor_, EL_EDITOR, "emacs");
+    el_set(editor_, EL_HIST, history, history_);
+    el_set(editor_, EL_CLIENTDATA, this);
+    el_set(editor_, EL_PROMPT_ESC, &LineEditor::prompt, '\1');
+    el_set(editor_, EL_GETCFN, &LineEditor::next_char);
+    el_source(editor_, nullptr);  // the user's ~/.editrc, as every libedit program reads
+  }
+  LineEditor(const LineEditor&) = delete;
+  LineEditor& operator=(const LineEditor&) = delete;
+  ~LineEditor() {
+    if (editor_ != nullptr) el_end(editor_);
+    if (history_ != nullptr) history_end(history_);
+  }
+
+  bool ready() const { return editor_ != nullptr && history_ != nullptr; }
+
+  // One edited line; a line worth recalling is added to the history.
+  ReadLine read() {
+    interrupted_ = false;
+    int count = 0;
+    const char* line = el_gets(editor_, &count);
+    if (interrupted_) {
+      clear_interrupts();
+      return {LineStatus::interrupted, {}};
+    }
+    if (line == nullptr || count <= 0) return {LineStatus::end_of_input, {}};
+    std::string text(line, static_cast<std::size_t>(count));
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    if (!text.empty()) {
+      HistEvent event;
+      history(history_, &event, H_ENTER, text.c_str());
+    }
+    return {LineStatus::line, std::move(text)};
+  }
+
+ private:
+  // "> " in bold; \1 brackets the escape codes so libedit does not count them as
+  // columns.
+  static char* prompt(EditLine* editor) {
+    LineEditor* self = owner(editor);
+    static char plain[] = "> ";
+    static char bold[] = "\1\x1b[1m\1> \1\x1b[0m\1";
+    return self->color_ ? bold : plain;
+  }
+
+  // libedit's character source: one wide character decoded from stdin's UTF-8 bytes,
+  // or -1 (ending el_gets) when Ctrl-C was pressed or stdin failed, 0 at its end.
+  static int next_char(EditLine* editor, wchar_t* out) {
+    LineEditor* self = owner(editor);
+    std::mbstate_t state{};
+    for (;;) {
+      pollfd watched[2] = {{STDIN_FILENO, POLLIN, 0}, {interrupt_pipe[0], POLLIN, 0}};
+      if (::poll(watched, interrupt_pipe[0] >= 0 ? 2 : 1, -1) < 0) {
+        if (errno == EINTR) continue;  // the handler has written to the pipe
+        return -1;
+      }
+      if ((watched[1].revents & POLLIN) != 0) {
+        self->interrupted_ = true;
+        return -1;
+      }
+      char byte = 0;
+      const ssize_t got = ::read(STDIN_FILENO, &byte, 1);
+      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (got <= 0) return got == 0 ? 0 : -1;
+      wchar_t wide = 0;
+      const std::size_t used = std::mbrtowc(&wide, &byte, 1, &state);
+      if (used == static_cast<std::size_t>(-2)) continue;  // more bytes of this character
+      if (used == static_cast<std::size_t>(-1)) {           // not UTF-8: take the byte
+        state = {};
+        wide = static_cast<unsigned char>(byte);
+      }
+      *out = wide;
+      return 1;
+    }
+  }
+
+  static LineEditor* owner(EditLine* editor) {
+    void* self = nullptr;
+    el_get(editor, EL_CLIENTDATA, &self);
+    return static_cast<LineEditor*>(self);
+  }
+
+  EditLine* editor_ = nullptr;
+  History* history_ = nullptr;
+  bool color_ = false;
+  bool interrupted_ = false;
+};
 
 }  // namespace chat

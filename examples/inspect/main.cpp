@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli.hpp"
 #include "smol/gguf/gguf_file.hpp"
 
 namespace {
@@ -31,18 +32,16 @@ using smol::gguf::TensorInfo;
 using smol::gguf::ValueType;
 using smol::gguf::ValueView;
 
-constexpr std::string_view kUsage =
+constexpr const char* kDescription =
     "usage: smol-inspect FILE [--json] [--tensors PATTERN]\n"
-    "  --json             print the summary as JSON\n"
-    "  --tensors PATTERN  list only tensors whose name contains PATTERN, or matches it\n"
-    "                     as a glob when it has * ? or [ (e.g. 'blk.0.*')\n"
-    "  --help             show this help\n";
+    "\n"
+    "What a GGUF file holds: hyperparameters, tokenizer, chat template, tensor table.";
 
 constexpr std::size_t kArrayShown = 16;  // longer arrays are summarised by type and length
 constexpr std::size_t kTextShown = 80;   // longer strings are cut in text output
 
 struct Options {
-  std::string path;
+  std::vector<std::string> paths;  // the positional arguments: one is right
   bool json = false;
   std::optional<std::string> pattern;
 };
@@ -426,43 +425,30 @@ void print_json(const GgufFile& file, const Summary& summary, std::ostream& out)
 
 // ---- command line ----------------------------------------------------------------
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "smol-inspect: " << message << "\n" << kUsage;
-  std::exit(2);
-}
-
-Options parse_options(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--json") {
-      options.json = true;
-    } else if (arg == "--tensors") {
-      if (i + 1 >= argc) usage_error("--tensors needs a PATTERN");
-      options.pattern = argv[++i];
-    } else if (arg.starts_with("--tensors=")) {
-      options.pattern = std::string(arg.substr(10));
-    } else if (arg.starts_with("-") && arg != "-") {
-      usage_error("unknown option '" + std::string(arg) + "'");
-    } else if (!options.path.empty()) {
-      usage_error("more than one FILE given");
-    } else {
-      options.path = arg;
-    }
-  }
-  if (options.path.empty()) usage_error("no FILE given");
-  return options;
+std::optional<int> parse_options(int argc, char** argv, Options& options) {
+  smol::cli::Program program("smol-inspect", kDescription);
+  CLI::App& app = program.app;
+  app.add_flag("--json", options.json, "print the summary as JSON");
+  app.add_option_function<std::string>(
+         "--tensors", [&options](const std::string& pattern) { options.pattern = pattern; },
+         "list only tensors whose name contains PATTERN, or matches it\n"
+         "as a glob when it has * ? or [ (e.g. 'blk.0.*')")
+      ->type_name("PATTERN");
+  app.add_option("file", options.paths)->group("");  // described in the usage line
+  program.check([&options] {
+    if (options.paths.empty()) smol::cli::usage_error("no FILE given");
+    if (options.paths.size() > 1) smol::cli::usage_error("more than one FILE given");
+  });
+  return program.parse(argc, argv);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options options = parse_options(argc, argv);
+  Options options;
+  if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
   try {
-    const GgufFile file = GgufFile::open(options.path);
+    const GgufFile file = GgufFile::open(options.paths.front());
     const Summary summary = summarize(file, options);
     std::ostringstream out;  // nothing is printed for a file that fails half-way
     if (options.json) {

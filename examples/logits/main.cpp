@@ -3,9 +3,11 @@
 // against llama.cpp or against itself.
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <numeric>
@@ -14,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli.hpp"
 #include "smol/core/error.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
@@ -23,15 +26,17 @@
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kDescription =
     "usage: smol-logits -m FILE (--tokens 1,2,3 | --prompt TEXT) [--all-positions]\n"
     "                   [--kv-type f16|f32] [--f32-activations] [-t N] -o OUT.bin\n"
+    "\n"
     "Writes the logits of the last position (or of every position) as little-endian\n"
-    "float32 rows of n_vocab values and prints the top 5 tokens of each row.\n";
+    "float32 rows of n_vocab values and prints the top 5 tokens of each row.\n"
+    "Exit status: 0 done, 1 a file that cannot be read or written, 2 a bad command line.";
 
 struct Options {
   std::string model_path;
-  std::optional<std::string> tokens_text;
+  std::vector<std::int32_t> tokens;
   std::optional<std::string> prompt;
   bool all_positions = false;
   smol::KvType kv_type = smol::KvType::f16;
@@ -40,77 +45,47 @@ struct Options {
   std::string output_path;
 };
 
-std::vector<std::int32_t> parse_token_list(const std::string& text) {
-  std::vector<std::int32_t> tokens;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    std::size_t used = 0;
-    long value = 0;
-    try {
-      value = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
+std::optional<int> parse_options(int argc, char** argv, Options& options) {
+  smol::cli::Program program("smol-logits", kDescription);
+  CLI::App& app = program.app;
+  smol::cli::add_model(program, options.model_path, "GGUF model file");
+  CLI::Option* tokens =
+      app.add_option("--tokens", options.tokens, "the token ids to run, separated by commas")
+          ->type_name("IDS")
+          ->delimiter(',')
+          ->allow_extra_args(false)
+          ->transform(smol::cli::integer(0, INT32_MAX));
+  CLI::Option* prompt =
+      app.add_option_function<std::string>(
+             "-p,--prompt", [&options](const std::string& text) { options.prompt = text; },
+             "tokenize TEXT (special tokens parsed) and run that")
+          ->type_name("TEXT");
+  app.add_flag("--all-positions", options.all_positions,
+               "a row for every position, not only the last");
+  smol::cli::add_kv_type(program, options.kv_type);
+  app.add_flag("--f32-activations", options.f32_activations,
+               "keep activations in f32 instead of quantizing them to Q8");
+  smol::cli::add_threads(program, options.threads);
+  CLI::Option* output =
+      app.add_option("-o,--output", options.output_path, "where to write the rows (required)")
+          ->type_name("OUT.bin");
+  program.check([tokens, prompt, output] {
+    if (output->count() == 0) smol::cli::usage_error("no output given: use -o OUT.bin");
+    if ((tokens->count() == 0) == (prompt->count() == 0)) {
+      smol::cli::usage_error("give exactly one of --tokens and --prompt");
     }
-    if (used == 0 || used != item.size() || value < 0 || value > INT32_MAX) {
-      smol::fail("--tokens: \"", item, "\" is not a token id");
-    }
-    tokens.push_back(static_cast<std::int32_t>(value));
-    at = comma + 1;
-  }
-  return tokens;
+  });
+  return program.parse(argc, argv);
 }
 
-Options parse_options(int argc, char** argv) {
-  Options options;
-  const auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) smol::fail(argv[i], " needs a value");
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "-m" || arg == "--model") {
-      options.model_path = value(i);
-    } else if (arg == "--tokens") {
-      options.tokens_text = value(i);
-    } else if (arg == "-p" || arg == "--prompt") {
-      options.prompt = value(i);
-    } else if (arg == "--all-positions") {
-      options.all_positions = true;
-    } else if (arg == "--kv-type") {
-      const std::string type = value(i);
-      if (type != "f16" && type != "f32") smol::fail("--kv-type must be f16 or f32, not ", type);
-      options.kv_type = type == "f16" ? smol::KvType::f16 : smol::KvType::f32;
-    } else if (arg == "--f32-activations") {
-      options.f32_activations = true;
-    } else if (arg == "-t" || arg == "--threads") {
-      const std::string count = value(i);
-      if (count.empty() || count.size() > 4 ||
-          count.find_first_not_of("0123456789") != std::string::npos) {
-        smol::fail("-t needs a thread count, not \"", count, "\"");
-      }
-      options.threads = std::stoi(count);
-    } else if (arg == "-o" || arg == "--output") {
-      options.output_path = value(i);
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else {
-      smol::fail("unknown argument ", arg, " (see --help)");
-    }
-  }
-  if (options.model_path.empty()) smol::fail("-m FILE is required");
-  if (options.output_path.empty()) smol::fail("-o OUT.bin is required");
-  if (options.tokens_text.has_value() == options.prompt.has_value()) {
-    smol::fail("give exactly one of --tokens and --prompt");
-  }
-  return options;
-}
-
-void write_rows(const std::string& path, std::span<const float> logits) {
+// Opened before the model is read, so that a path that cannot be written fails at once.
+std::ofstream open_output(const std::string& path) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) smol::fail(path, ": cannot open for writing");
+  if (!out) smol::fail(path, ": cannot open for writing (", std::strerror(errno), ")");
+  return out;
+}
+
+void write_rows(std::ofstream& out, const std::string& path, std::span<const float> logits) {
   static_assert(std::endian::native == std::endian::little, "the format is little-endian");
   out.write(reinterpret_cast<const char*>(logits.data()),
             static_cast<std::streamsize>(logits.size_bytes()));
@@ -135,10 +110,11 @@ void print_top5(std::size_t pos, std::int32_t token, std::span<const float> row)
 }
 
 int run(const Options& options) {
+  std::ofstream out = open_output(options.output_path);
   const smol::Model model = smol::Model::open(options.model_path);
   std::vector<std::int32_t> tokens;
-  if (options.tokens_text) {
-    tokens = parse_token_list(*options.tokens_text);
+  if (!options.prompt) {
+    tokens = options.tokens;
   } else {
     const smol::Tokenizer tokenizer(smol::load_vocabulary(model.file()));
     tokens = tokenizer.encode(*options.prompt, {.parse_special = true});
@@ -160,7 +136,7 @@ int run(const Options& options) {
   for (std::size_t r = 0; r < rows; ++r) {
     print_top5(first_pos + r, tokens[first_pos + r], logits.subspan(r * n_vocab, n_vocab));
   }
-  write_rows(options.output_path, logits);
+  write_rows(out, options.output_path, logits);
   std::fprintf(stderr, "wrote %zu rows of %zu logits to %s\n", rows, n_vocab,
                options.output_path.c_str());
   return 0;
@@ -169,8 +145,10 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options options;
+  if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
   try {
-    return run(parse_options(argc, argv));
+    return run(options);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "smol-logits: error: %s\n", error.what());
     return 1;

@@ -8,154 +8,133 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cli.hpp"
 #include "smol/model/synthetic.hpp"
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage: smol-make-model [options] -o FILE
+constexpr const char* kDescription = R"(usage: smol-make-model [options] -o FILE
 
 Writes a GGUF model with random weights, the real tensor layout and a small
-byte-level BPE tokenizer.
-
-  -o, --output FILE     where to write the model (required)
-  --preset NAME         tiny (8 layers, 256 hidden, like the test fixture) or
-                        smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast)
-  --arch NAME           smollm3 (default) or llama
-  --name TEXT           general.name
-  --layers N            blocks (default 8)
-  --hidden N            embedding size (default 256)
-  --ffn N               feed-forward size (default 768)
-  --heads N             query heads (default 4)
-  --kv-heads N          key/value heads (default 1)
-  --head-dim N          head size (default hidden / heads)
-  --vocab N             vocabulary size, at least 262 (default 1024)
-  --context N           context length (default 4096)
-  --rope-base X         RoPE frequency base (default 5e6)
-  --eps X               RMSNorm epsilon (default 1e-6)
-  --seed N              random seed (default 1)
-  --type T              f32, f16, q8_0 or q4_k_m (default q4_k_m)
-  --tied, --no-tied     share token_embd as the LM head (default: tied for smollm3)
-  --fast, --no-fast     fill quantized tensors with random valid blocks instead of
-                        quantizing Gaussian weights (much faster; for benchmarks)
-  -h, --help            show this text
-)";
-
-std::size_t parse_size(std::string_view flag, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const unsigned long long value = std::stoull(text, &used);
-    if (used == text.size() && text.find('-') == std::string::npos) {
-      return static_cast<std::size_t>(value);
-    }
-  } catch (const std::exception&) {
-  }
-  smol::fail(flag, ": expected a non-negative integer, got \"", text, "\"");
-}
-
-float parse_float(std::string_view flag, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const float value = std::stof(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  smol::fail(flag, ": expected a number, got \"", text, "\"");
-}
-
-smol::SyntheticWeights parse_weights(const std::string& text) {
-  if (text == "f32") return smol::SyntheticWeights::f32;
-  if (text == "f16") return smol::SyntheticWeights::f16;
-  if (text == "q8_0") return smol::SyntheticWeights::q8_0;
-  if (text == "q4_k_m") return smol::SyntheticWeights::q4_k_m;
-  smol::fail("--type: expected f32, f16, q8_0 or q4_k_m, got \"", text, "\"");
-}
+byte-level BPE tokenizer.)";
 
 struct Options {
-  std::optional<std::string> preset;
-  std::optional<std::string> output;
-  std::map<std::string, std::string> values;  // flag -> value, applied over the preset
-  std::optional<bool> tied;
-  std::optional<bool> fast;
-  bool help = false;
+  std::string preset = "tiny";
+  std::string output;
+  // The shape flags, applied over the preset once it is known.
+  std::vector<std::function<void(smol::SyntheticSpec&)>> edits;
+  smol::SyntheticSpec spec;  // the result
 };
 
-Options parse_arguments(int argc, char** argv) {
-  static const std::vector<std::string> kValueFlags = {
-      "--arch",     "--name",  "--layers",  "--hidden",    "--ffn", "--heads", "--kv-heads",
-      "--head-dim", "--vocab", "--context", "--rope-base", "--eps", "--seed",  "--type"};
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) smol::fail(arg, " needs a value");
-      return argv[++i];
+// Fills options.spec from the command line: the preset, then the flags over it.
+std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
+  smol::cli::Program program("smol-make-model", kDescription);
+  CLI::App& app = program.app;
+  using Spec = smol::SyntheticSpec;
+  const auto edit = [&options](auto field) {
+    return [&options, field](auto value) {
+      options.edits.push_back([field, value](Spec& spec) { spec.*field = value; });
     };
-    if (arg == "-h" || arg == "--help") {
-      options.help = true;
-    } else if (arg == "-o" || arg == "--output") {
-      options.output = value();
-    } else if (arg == "--preset") {
-      options.preset = value();
-    } else if (arg == "--tied" || arg == "--no-tied") {
-      options.tied = arg == "--tied";
-    } else if (arg == "--fast" || arg == "--no-fast") {
-      options.fast = arg == "--fast";
-    } else if (std::find(kValueFlags.begin(), kValueFlags.end(), arg) != kValueFlags.end()) {
-      options.values[arg] = value();
-    } else {
-      smol::fail("unknown option \"", arg, "\" (see --help)");
-    }
-  }
-  return options;
-}
+  };
+  // Bounds far above any real model, far below what would overflow a tensor's size.
+  const auto count = [&](const std::string& names, std::size_t Spec::*field, std::int64_t min,
+                         std::int64_t max, const std::string& help) {
+    app.add_option_function<std::size_t>(names, edit(field), help)
+        ->type_name("N")
+        ->transform(smol::cli::integer(min, max));
+  };
+  const auto number = [&](const std::string& names, float Spec::*field, const std::string& help) {
+    app.add_option_function<float>(names, edit(field), help)
+        ->type_name("X")
+        ->transform(smol::cli::number(0, std::numeric_limits<float>::max(), true));
+  };
 
-smol::SyntheticSpec make_spec(const Options& options) {
-  smol::SyntheticSpec spec = smol::synthetic_preset(options.preset.value_or("tiny"));
-  if (!options.preset) spec.name = "smol-synthetic";
-  for (const auto& [flag, text] : options.values) {
-    if (flag == "--arch") spec.arch = text;
-    if (flag == "--name") spec.name = text;
-    if (flag == "--layers") spec.layers = parse_size(flag, text);
-    if (flag == "--hidden") spec.hidden = parse_size(flag, text);
-    if (flag == "--ffn") spec.ffn = parse_size(flag, text);
-    if (flag == "--heads") spec.heads = parse_size(flag, text);
-    if (flag == "--kv-heads") spec.kv_heads = parse_size(flag, text);
-    if (flag == "--head-dim") spec.head_dim = parse_size(flag, text);
-    if (flag == "--vocab") spec.vocab = parse_size(flag, text);
-    if (flag == "--context") spec.context = parse_size(flag, text);
-    if (flag == "--rope-base") spec.rope_base = parse_float(flag, text);
-    if (flag == "--eps") spec.rms_eps = parse_float(flag, text);
-    if (flag == "--seed") spec.seed = parse_size(flag, text);
-    if (flag == "--type") spec.weights = parse_weights(text);
-  }
-  // SmolLM3 ties the LM head to the embeddings; Llama models usually do not.
-  spec.tied = options.tied.value_or(spec.arch == "smollm3");
-  if (options.fast) spec.fast = *options.fast;
-  spec.validate();
-  return spec;
+  app.add_option("-o,--output", options.output, "where to write the model (required)")
+      ->type_name("FILE");
+  CLI::Option* preset = smol::cli::add_choice(
+      app, "--preset", options.preset,
+      {{"tiny", std::string("tiny")}, {"smollm3-3b", std::string("smollm3-3b")}},
+      "tiny (8 layers, 256 hidden, like the test fixture) or\n"
+      "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast)");
+  preset->type_name("NAME");
+  std::string arch;
+  CLI::Option* arch_option = smol::cli::add_choice(
+      app, "--arch", arch, {{"smollm3", std::string("smollm3")}, {"llama", std::string("llama")}},
+      "smollm3 (default) or llama");
+  arch_option->type_name("NAME");
+  app.add_option_function<std::string>("--name", edit(&Spec::name), "general.name")
+      ->type_name("TEXT");
+  count("--layers", &Spec::layers, 1, 1024, "blocks, 1 to 1024 (default 8)");
+  count("--hidden", &Spec::hidden, 1, 65536, "embedding size, up to 65536 (default 256)");
+  count("--ffn", &Spec::ffn, 1, 262144, "feed-forward size, up to 262144 (default 768)");
+  count("--heads", &Spec::heads, 1, 1024, "query heads, up to 1024 (default 4)");
+  count("--kv-heads", &Spec::kv_heads, 1, 1024, "key/value heads, up to 1024 (default 1)");
+  count("--head-dim", &Spec::head_dim, 0, 4096,
+        "head size, up to 4096; 0 = hidden / heads (default 0)");
+  count("--vocab", &Spec::vocab, 1, smol::cli::kMaxTokens,
+        "vocabulary size, 262 to 16777216 (default 1024)");
+  count("--context", &Spec::context, 1, smol::cli::kMaxTokens,
+        "context length, up to 16777216 (default 4096)");
+  number("--rope-base", &Spec::rope_base, "RoPE frequency base, > 0 (default 5e6)");
+  number("--eps", &Spec::rms_eps, "RMSNorm epsilon, > 0 (default 1e-6)");
+  app.add_option_function<std::uint64_t>("--seed", edit(&Spec::seed), "random seed (default 1)")
+      ->type_name("N")
+      ->transform(smol::cli::integer(0, std::numeric_limits<std::int64_t>::max()));
+  smol::SyntheticWeights weights{};
+  CLI::Option* type = smol::cli::add_choice(app, "--type", weights,
+                                            {{"f32", smol::SyntheticWeights::f32},
+                                             {"f16", smol::SyntheticWeights::f16},
+                                             {"q8_0", smol::SyntheticWeights::q8_0},
+                                             {"q4_k_m", smol::SyntheticWeights::q4_k_m}},
+                                            "f32, f16, q8_0 or q4_k_m (default q4_k_m)");
+  type->type_name("T");
+  bool tied = true, fast = false;
+  CLI::Option* tied_option = app.add_flag(
+      "--tied,!--no-tied", tied, "share token_embd as the LM head (default: tied for smollm3)");
+  CLI::Option* fast_option =
+      app.add_flag("--fast,!--no-fast", fast,
+                   "fill quantized tensors with random valid blocks instead of\n"
+                   "quantizing Gaussian weights (much faster; for benchmarks)");
+
+  program.check([&, preset, arch_option, type, tied_option, fast_option] {
+    if (options.output.empty()) smol::cli::usage_error("no output file given: use -o FILE");
+    smol::SyntheticSpec spec = smol::synthetic_preset(options.preset);
+    if (preset->count() == 0) spec.name = "smol-synthetic";
+    if (arch_option->count() > 0) spec.arch = arch;
+    for (const auto& apply : options.edits) apply(spec);
+    if (type->count() > 0) spec.weights = weights;
+    // SmolLM3 ties the LM head to the embeddings; Llama models usually do not.
+    spec.tied = tied_option->count() > 0 ? tied : spec.arch == "smollm3";
+    if (fast_option->count() > 0) spec.fast = fast;
+    try {
+      spec.validate();
+    } catch (const smol::Error& error) {
+      smol::cli::usage_error(error.what());
+    }
+    options.spec = spec;
+  });
+  return program.parse(argc, argv);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options options;
+  if (const std::optional<int> status = parse_arguments(argc, argv, options)) return *status;
   try {
-    const Options options = parse_arguments(argc, argv);
-    if (options.help) {
-      std::fputs(kUsage.data(), stdout);
-      return 0;
-    }
-    if (!options.output) smol::fail("no output file given (-o FILE; see --help)");
-    const smol::SyntheticSpec spec = make_spec(options);
+    const smol::SyntheticSpec& spec = options.spec;
 
     const auto start = std::chrono::steady_clock::now();
     const smol::gguf::GgufWriter writer = smol::make_synthetic_writer(spec);
-    writer.write(*options.output);
+    writer.write(options.output);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
 
     std::map<std::string_view, int> types;
@@ -167,7 +146,7 @@ int main(int argc, char** argv) {
       mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + std::string(name);
     }
     std::printf("%s: %s %zu layers, hidden %zu, ffn %zu, heads %zu/%zu, vocab %zu%s%s\n",
-                options.output->c_str(), spec.arch.c_str(), spec.layers, spec.hidden, spec.ffn,
+                options.output.c_str(), spec.arch.c_str(), spec.layers, spec.hidden, spec.ffn,
                 spec.heads, spec.kv_heads, spec.vocab, spec.tied ? ", tied" : "",
                 spec.fast ? ", fast random blocks" : "");
     std::printf("%zu tensors (%s), %llu bytes, written in %.1f s\n", writer.tensor_count(),

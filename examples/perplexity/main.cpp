@@ -9,8 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -18,19 +16,23 @@
 #include <string_view>
 #include <vector>
 
+#include "cli.hpp"
 #include "smol/core/error.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
+#include "text_file.hpp"
 
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kDescription =
     "usage: smol-perplexity -m FILE (-f TEXT | --tokens-file IDS) [-c 512] [-b N] [-t N]\n"
     "       [--kv-type f16|f32] [--f32-activations]\n"
-    "IDS holds token ids separated by commas or white space.\n";
+    "\n"
+    "Perplexity of the model over a text, with llama-perplexity's protocol.\n"
+    "IDS holds token ids separated by commas or white space.";
 
 struct Options {
   std::string model_path;
@@ -43,63 +45,31 @@ struct Options {
   bool f32_activations = false;
 };
 
-std::size_t parse_count(const std::string& text, const char* flag) {
-  std::size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value <= 0) smol::fail(flag, " needs a positive number, not ", text);
-  return static_cast<std::size_t>(value);
-}
-
-Options parse_options(int argc, char** argv) {
-  Options options;
-  const auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) smol::fail(argv[i], " needs a value");
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "-m" || arg == "--model") {
-      options.model_path = value(i);
-    } else if (arg == "-f" || arg == "--file") {
-      options.text_path = value(i);
-    } else if (arg == "--tokens-file") {
-      options.tokens_path = value(i);
-    } else if (arg == "-c" || arg == "--ctx-size") {
-      options.n_ctx = parse_count(value(i), "-c");
-    } else if (arg == "-b" || arg == "--batch-size") {
-      options.n_batch = parse_count(value(i), "-b");
-    } else if (arg == "-t" || arg == "--threads") {
-      options.threads = static_cast<int>(parse_count(value(i), "-t"));
-    } else if (arg == "--kv-type") {
-      const std::string type = value(i);
-      if (type != "f16" && type != "f32") smol::fail("--kv-type must be f16 or f32, not ", type);
-      options.kv_type = type == "f16" ? smol::KvType::f16 : smol::KvType::f32;
-    } else if (arg == "--f32-activations") {
-      options.f32_activations = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else {
-      smol::fail("unknown argument ", arg, " (see --help)");
+std::optional<int> parse_options(int argc, char** argv, Options& options) {
+  smol::cli::Program program("smol-perplexity", kDescription);
+  CLI::App& app = program.app;
+  smol::cli::add_model(program, options.model_path, "GGUF model file");
+  CLI::Option* text =
+      app.add_option("-f,--file", options.text_path, "the text to score")->type_name("TEXT");
+  CLI::Option* ids =
+      app.add_option("--tokens-file", options.tokens_path, "token ids to score, instead of -f")
+          ->type_name("IDS");
+  smol::cli::add_context(program, options.n_ctx, 4,
+                         "tokens per chunk, 4 to 16777216 (default 512)");
+  app.add_option("-b,--batch-size", options.n_batch,
+                 "tokens per forward pass, 1 to 16777216 (default: the chunk)")
+      ->type_name("N")
+      ->transform(smol::cli::integer(1, smol::cli::kMaxTokens));
+  smol::cli::add_threads(program, options.threads);
+  smol::cli::add_kv_type(program, options.kv_type);
+  app.add_flag("--f32-activations", options.f32_activations,
+               "keep activations in f32 instead of quantizing them to Q8");
+  program.check([text, ids] {
+    if ((text->count() == 0) == (ids->count() == 0)) {
+      smol::cli::usage_error("give exactly one of -f TEXT and --tokens-file IDS");
     }
-  }
-  if (options.model_path.empty()) smol::fail("-m FILE is required");
-  if (options.text_path.empty() == options.tokens_path.empty()) {
-    smol::fail("give exactly one of -f TEXT and --tokens-file IDS");
-  }
-  if (options.n_ctx < 4) smol::fail("-c must be at least 4");
-  return options;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) smol::fail(path, ": cannot open");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  });
+  return program.parse(argc, argv);
 }
 
 std::vector<std::int32_t> parse_ids(const std::string& text, const std::string& path) {
@@ -144,9 +114,10 @@ int run(const Options& options) {
     const smol::Tokenizer tokenizer(smol::load_vocabulary(model.file()));
     add_bos = tokenizer.vocabulary().add_bos && tokenizer.vocabulary().bos_id.has_value();
     bos = tokenizer.vocabulary().bos_id;
-    tokens = tokenizer.encode(read_file(options.text_path));  // bos added as the model says
+    tokens = tokenizer.encode(
+        smol::cli::read_text_file(options.text_path));  // bos added as the model says
   } else {
-    tokens = parse_ids(read_file(options.tokens_path), options.tokens_path);
+    tokens = parse_ids(smol::cli::read_text_file(options.tokens_path), options.tokens_path);
     // Token ids come as they are; the model's bos rule still applies to each chunk.
     add_bos = model.file().get_optional<bool>("tokenizer.ggml.add_bos_token").value_or(false);
     if (const auto id = model.file().get_optional<std::uint32_t>("tokenizer.ggml.bos_token_id")) {
@@ -212,8 +183,10 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  Options options;
+  if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
   try {
-    return run(parse_options(argc, argv));
+    return run(options);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "smol-perplexity: error: %s\n", error.what());
     return 1;

@@ -7,88 +7,58 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "cli.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/unicode.hpp"
+#include "text_file.hpp"
 
 namespace {
 
-constexpr std::string_view kUsage = R"(usage: smol-tokenize -m FILE [options] TEXT
+constexpr const char* kDescription = R"(usage: smol-tokenize -m FILE [options] TEXT
        smol-tokenize -m FILE [options] -f TEXT_FILE
 
-Prints the tokens of TEXT as "id -> 'piece'" lines, like llama-tokenize.
-
-  -m, --model FILE   GGUF file with a tokenizer (one without tensors is enough)
-  -f, --file FILE    tokenize the bytes of FILE exactly, instead of TEXT
-  --ids              print only the ids, as a list: [1, 2, 3]
-  --bos              start with the bos token (off by default)
-  --no-special       special-token spellings in the text (<|im_start|>, ...) stay
-                     plain text (llama-tokenize: --no-parse-special)
-  -h, --help         show this text
-)";
+Prints the tokens of TEXT as "id -> 'piece'" lines, like llama-tokenize. A TEXT that
+starts with a dash follows -- (smol-tokenize -m FILE -- "-x").)";
 
 struct Options {
   std::string model;
-  std::optional<std::string> text;
+  std::vector<std::string> text;  // the positional arguments: one is right
   std::optional<std::string> text_file;
   bool ids_only = false;
   bool bos = false;
   bool parse_special = true;
 };
 
-struct UsageError {
-  std::string message;
-};
-
-Options parse_arguments(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError{std::string(arg) + " needs a value"};
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage.data(), stdout);
-      std::exit(0);
-    } else if (arg == "-m" || arg == "--model") {
-      options.model = value();
-    } else if (arg == "-f" || arg == "--file") {
-      options.text_file = value();
-    } else if (arg == "--ids") {
-      options.ids_only = true;
-    } else if (arg == "--bos") {
-      options.bos = true;
-    } else if (arg == "--no-special" || arg == "--no-parse-special") {
-      options.parse_special = false;
-    } else if (arg.starts_with("-") && arg.size() > 1) {
-      throw UsageError{"unknown option " + std::string(arg)};
-    } else if (options.text) {
-      throw UsageError{"give the text as one argument (quote it)"};
-    } else {
-      options.text = std::string(arg);
+std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
+  smol::cli::Program program("smol-tokenize", kDescription);
+  CLI::App& app = program.app;
+  smol::cli::add_model(program, options.model,
+                       "GGUF file with a tokenizer (one without tensors is enough)");
+  app.add_option_function<std::string>(
+         "-f,--file", [&options](const std::string& path) { options.text_file = path; },
+         "tokenize the bytes of FILE exactly, instead of TEXT")
+      ->type_name("FILE");
+  app.add_flag("--ids", options.ids_only, "print only the ids, as a list: [1, 2, 3]");
+  app.add_flag("--bos", options.bos, "start with the bos token (off by default)");
+  app.add_flag_callback(
+      "--no-special,--no-parse-special", [&options] { options.parse_special = false; },
+      "special-token spellings in the text (<|im_start|>, ...) stay\n"
+      "plain text (llama-tokenize: --no-parse-special)");
+  app.add_option("text", options.text)->group("");  // described in the usage line
+  program.check([&options] {
+    if (options.text.size() > 1) smol::cli::usage_error("give the text as one argument (quote it)");
+    if (options.text.empty() == !options.text_file) {
+      smol::cli::usage_error("give either a TEXT or -f FILE");
     }
-  }
-  if (options.model.empty()) throw UsageError{"no model: use -m FILE"};
-  if (options.text.has_value() == options.text_file.has_value()) {
-    throw UsageError{"give either a TEXT or -f FILE"};
-  }
-  return options;
-}
-
-std::string read_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) smol::fail(path, " is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) smol::fail("cannot open ", path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  });
+  return program.parse(argc, argv);
 }
 
 // A piece as llama-tokenize shows it, except that bytes which are not valid UTF-8 on
@@ -114,19 +84,15 @@ std::string printable(std::string_view bytes) {
 
 int main(int argc, char** argv) {
   Options options;
-  try {
-    options = parse_arguments(argc, argv);
-  } catch (const UsageError& error) {
-    std::fprintf(stderr, "smol-tokenize: %s\n%s", error.message.c_str(), kUsage.data());
-    return 2;
-  }
+  if (const std::optional<int> status = parse_arguments(argc, argv, options)) return *status;
   try {
     if (std::filesystem::is_directory(options.model)) {
       smol::fail(options.model, " is a directory, not a GGUF file");
     }
     const auto file = smol::gguf::GgufFile::open(options.model);
     const smol::Tokenizer tokenizer(smol::load_vocabulary(file));
-    const std::string text = options.text ? *options.text : read_file(*options.text_file);
+    const std::string text =
+        options.text_file ? smol::cli::read_text_file(*options.text_file) : options.text.front();
     const auto ids =
         tokenizer.encode(text, {.parse_special = options.parse_special, .add_bos = options.bos});
     if (options.ids_only) {
