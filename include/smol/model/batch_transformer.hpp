@@ -71,6 +71,8 @@ class BatchTransformer {
   const Model& model() const noexcept { return *model_; }
   // The longest sequence a position may belong to: the model's trained context.
   std::size_t max_sequence_length() const noexcept { return model_->config().n_ctx_train; }
+  // Seconds of all forward calls so far spent in attention (the rest is the weights).
+  double attention_seconds() const noexcept { return pass_.attention_seconds(); }
   KvPool& pool() noexcept { return pool_; }
   const KvPool& pool() const noexcept { return pool_; }
 

@@ -7,6 +7,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -79,7 +80,11 @@ class LayerPass {
         }
         kv.store(il, t, k_.data() + t * c.kv_dim(), v_.data() + t * c.kv_dim());
       });
+      const auto attention_started = std::chrono::steady_clock::now();
       kv.attend(il, q_.data(), n, attended_.data());
+      attention_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_started)
+              .count();
       project(layer.attn_output, attended_.data(), n, projected_.data());
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
       cancel.throw_if_requested();
@@ -100,6 +105,10 @@ class LayerPass {
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
     }
   }
+
+  // Seconds spent in attention over every run so far (benchmarks split a step's time
+  // into attention and the rest with it; two clock reads per block cost nothing).
+  double attention_seconds() const noexcept { return attention_seconds_; }
 
   // Logits (n_vocab floats each) of the hidden states of the last run's tokens
   // `rows`, in that order, into `out`.
@@ -152,6 +161,7 @@ class LayerPass {
   const Model* model_;
   Context* context_;
   OneToken one_token_;
+  double attention_seconds_ = 0;
   std::vector<float> x_, normed_, q_, k_, v_, attended_, projected_, gate_, up_;
 };
 
