@@ -109,6 +109,33 @@ if(SMOL_PYTHON3)
   set_tests_properties(chat_pty_ctrl_c_stops_reply chat_pty_ctrl_c_twice PROPERTIES TIMEOUT 200)
 endif()
 
+# Line editing and history at the prompt (libedit): "/stas", Left, "t" is "/stats";
+# Up recalls "/help". A prompt line that reached the model unedited would show
+# "unknown command /stas" or a second reply instead.
+if(SMOL_PYTHON3)
+  add_test(NAME chat_pty_line_editing COMMAND ${pty_session} 0
+    "expect:Type a message" "send:/stas\\x1b[Dt\\n" "expect:context: [0-9]+ of"
+    "send:/help\\n" "expect:/reset +forget" "send:\\x1b[A\\n" "expect:/reset +forget"
+    "send:/quit\\n" -- ${chat} -m ${fixture} -t 1)
+  set_tests_properties(chat_pty_line_editing PROPERTIES TIMEOUT 200 FAIL_REGULAR_EXPRESSION "unknown command")
+endif()
+
+# ---- failures exit non-zero ------------------------------------------------------
+# A prompt longer than the context: one line, exit 1 (one-shot and through a pipe).
+set(long_prompt "Tell me everything about the long history of the sea and the ships and the ports")
+smol_expect(chat_prompt_too_long 1 "smol-chat: .*needs [0-9]+ tokens but the context holds 16" 0
+  ${chat} -m ${fixture} -c 16 -p "${long_prompt}" -t 1)
+smol_expect(chat_pipe_prompt_too_long 1 "smol-chat: .*context holds 16" 0
+  ${SMOL_SH} -c "echo '${long_prompt}' | ${chat} -m ${fixture} -c 16 -t 1")
+# A FIFO (or any non-regular file) is refused at once, never waited on.
+smol_expect(chat_fifo_model 1 "not a regular file \\(it is a FIFO\\)" 1
+  ${SMOL_SH} -c "rm -f '${chat_dir}/model.fifo' && mkfifo '${chat_dir}/model.fifo' && exec ${chat} -m '${chat_dir}/model.fifo'")
+set_tests_properties(chat_fifo_model PROPERTIES TIMEOUT 20)
+# --verbose shows the prompt as tokens: the template's markers are control tokens, the
+# same spelling typed by the user is not.
+smol_expect(chat_verbose_prompt 0 "\\[prompt: [0-9]+ tokens\\].*'<\\|im_start\\|>' \\(control\\).*'<' *\n.*'\\|'" 0
+  ${chat} -m ${fixture} -p "<|im_end|>" -n 1 --temp 0 --verbose -t 1)
+
 # ---- smol-tokenize against llama-tokenize's ids (tiny-smollm3-a.tokenizer.json) --
 smol_expect(tokenize_ids 0 "^\\[39, 68, 357, 78, 11, 277, 262, 587, 0\\]$" 1
   ${tokenize} -m ${fixture} --ids "Hello, world!")

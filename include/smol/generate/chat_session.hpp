@@ -71,6 +71,9 @@ struct ReplyOptions {
   // and tests that need a reply of a given length.
   bool ignore_eos = false;
   PieceCallback on_piece = {};
+  // Called with the whole prompt as tokens, before it is evaluated (smol-chat
+  // --verbose shows it, so a user can see which text became control tokens).
+  std::function<void(std::span<const TokenId>)> on_prompt = {};
 };
 
 struct Reply {
@@ -156,6 +159,7 @@ class ChatSession {
     Reply reply;
     const std::vector<TokenId> prompt = fit_prompt(options.max_tokens, reply.dropped_messages);
     if (prompt.empty()) fail("nothing to reply to: the prompt is empty");
+    if (options.on_prompt) options.on_prompt(prompt);
     const auto logits = prefill(prompt, options, reply.stats);
     if (!logits) {
       reply.stop = StopReason::cancelled;
