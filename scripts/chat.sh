@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Sets everything up and starts smol-chat on the default model.
+# Sets up what chatting needs, builds the programs and starts smol-chat.
 #   ./scripts/chat.sh [smol-chat flags...]     (BUILD_ROOT=build by default)
 # smol-chat looks for SmolLM3-3B-Q4_K_M.gguf in $SMOL_MODELS (~/.cache/smol); see
-# the README for what it does when the file is not there.
+# the README for what it does when the file is not there. The programs land in
+# $BUILD_ROOT/release/examples/ (smol-bench in $BUILD_ROOT/release/bench/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=${BUILD_ROOT:-build}
@@ -10,6 +11,7 @@ jobs=${JOBS:-$(nproc)}
 
 ./scripts/install-deps.sh
 
-cmake -S . -B "$root/release" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$root/release" -j "$jobs" --target smol-chat smol-make-model smol-inspect
+# No tests here: they need the test packages and the fixtures (scripts/test.sh).
+cmake -S . -B "$root/release" -DCMAKE_BUILD_TYPE=Release -DSMOL_BUILD_TESTS=OFF -DSMOL_BUILD_BENCH=ON
+cmake --build "$root/release" -j "$jobs" --target smol_programs
 exec "$root/release/examples/smol-chat" "$@"

@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages smol builds and tests with. Idempotent: only
-# missing packages are installed. Runs as root, or through sudo.
+# Installs the Debian 12 packages smol needs. Idempotent: only missing packages are
+# installed. Runs as root, or through sudo.
+#   ./scripts/install-deps.sh          what building the programs and chatting needs
+#   ./scripts/install-deps.sh --test   that, plus what every test stage needs
 set -euo pipefail
 
+mode=chat
+case "${1:-}" in
+  "") ;;
+  --test) mode=test ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
+
+# Building the library and the programs, and the default model's download.
 packages=(
-  build-essential cmake g++ clang libclang-rt-14-dev  # compilers; clang for libFuzzer
+  build-essential cmake g++ pkg-config                 # compilers
   libeigen3-dev libxsimd-dev libtbb-dev                # the library's dependencies
-  doctest-dev libbenchmark-dev                         # tests and micro-benchmarks
+  libcli11-dev libedit-dev                             # the programs' flags, the chat prompt
   libcurl4-openssl-dev libssl-dev                      # smol-chat's model download (+ sha256)
-  xz-utils python3 nodejs npm                          # test data and tokenizer conformance
-  g++-aarch64-linux-gnu                                # the aarch64 (NEON) compile check
 )
+if [ "$mode" = test ]; then
+  packages+=(
+    clang libclang-rt-14-dev                           # libFuzzer
+    doctest-dev libbenchmark-dev                       # tests and micro-benchmarks
+    xz-utils python3 nodejs npm                        # test data, tokenizer conformance
+    g++-aarch64-linux-gnu                              # the aarch64 (NEON) compile check
+  )
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -34,10 +50,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The NEON kernels' suites run under qemu-user (scripts/test.sh): they need the arm64
-# oneTBB, so the arm64 architecture is added to dpkg. Optional: on failure the step is
-# skipped with a message, the rest of the tests do not depend on it.
-if ! command -v qemu-aarch64 >/dev/null || [ ! -e /usr/lib/aarch64-linux-gnu/libtbb.so ]; then
+# Tests only: the NEON kernels' suites run under qemu-user (scripts/test.sh) and need
+# the arm64 oneTBB, so the arm64 architecture is added to dpkg. Optional: on failure
+# that stage is skipped with a message; nothing else depends on it.
+if [ "$mode" = test ] &&
+   { ! command -v qemu-aarch64 >/dev/null || [ ! -e /usr/lib/aarch64-linux-gnu/libtbb.so ]; }; then
   echo "smol: installing qemu-user and libtbb-dev:arm64 (aarch64 suites under qemu)"
   if ! { "${as_root[@]}" dpkg --add-architecture arm64 &&
          "${as_root[@]}" apt-get update -qq &&
