@@ -98,4 +98,8 @@ void BM_cancel_prefill(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_cancel_prefill)->Arg(2)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_cancel_prefill)
+    ->Arg(2)
+    ->Iterations(10)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);

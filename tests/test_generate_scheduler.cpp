@@ -172,7 +172,8 @@ TEST_CASE("a full KV pool makes requests wait; one that can never fit is refused
   // 3 pages of 256 positions; each request needs 2 (a 300-token prompt and its reply).
   std::vector<smol::GenerationRequest> requests;
   std::string long_text;
-  while (prompt_of(long_text).size() < 300) long_text += "The sea was calm and the ships sailed on. ";
+  while (prompt_of(long_text).size() < 300)
+    long_text += "The sea was calm and the ships sailed on. ";
   for (std::size_t i = 0; i < 3; ++i) {
     auto r = request_for(i, false);
     r.prompt = prompt_of(long_text + kPrompts[i]);

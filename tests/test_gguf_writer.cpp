@@ -37,8 +37,7 @@ bool same_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
 // A scratch file that removes itself.
 struct TempPath {
   std::filesystem::path path;
-  explicit TempPath(const std::string& stem)
-      : path(smol::test::scratch_dir() / (stem + ".gguf")) {}
+  explicit TempPath(const std::string& stem) : path(smol::test::scratch_dir() / (stem + ".gguf")) {}
   ~TempPath() {
     std::error_code ignored;
     std::filesystem::remove(path, ignored);

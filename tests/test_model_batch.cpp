@@ -41,7 +41,8 @@ std::vector<std::int32_t> some_tokens(std::size_t n, unsigned seed) {
 void add_run(std::vector<smol::BatchEntry>& batch, smol::SequenceId seq,
              const std::vector<std::int32_t>& tokens, std::size_t from, std::size_t n) {
   for (std::size_t i = from; i < from + n; ++i) {
-    batch.push_back({.sequence = seq, .token = tokens[i], .position = i, .logits = i + 1 == from + n});
+    batch.push_back(
+        {.sequence = seq, .token = tokens[i], .position = i, .logits = i + 1 == from + n});
   }
 }
 

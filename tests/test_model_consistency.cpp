@@ -199,8 +199,8 @@ TEST_CASE("a cancelled prefill stops between layers and leaves the cache consist
   smol::Context ctx;
   ctx.activation_precision = smol::ActivationPrecision::f32;
   const std::vector<std::int32_t> tokens = some_tokens(40, 1024, 5);
-  const smol::TransformerOptions options{.context = 64, .kv_type = smol::KvType::f32,
-                                         .max_batch = 16};
+  const smol::TransformerOptions options{
+      .context = 64, .kv_type = smol::KvType::f32, .max_batch = 16};
   smol::Transformer whole(model, ctx, options);
   const auto expected_span = whole.forward(tokens, 0, smol::LogitsFor::all);
   const std::vector<float> expected(expected_span.begin(), expected_span.end());

@@ -38,10 +38,9 @@ inline ParallelResult run_parallel(const Model& model, Context& context, RandomT
   const auto seconds = [](Clock::time_point from) {
     return std::chrono::duration<double>(Clock::now() - from).count();
   };
-  BatchTransformer engine(model, context,
-                          {.total_positions = b * (pp + tg + kKvPagePositions),
-                           .kv_type = kv_type,
-                           .max_batch = 512});
+  BatchTransformer engine(
+      model, context,
+      {.total_positions = b * (pp + tg + kKvPagePositions), .kv_type = kv_type, .max_batch = 512});
   std::vector<SequenceId> sequences;
   std::vector<Sampler> samplers;
   for (std::size_t s = 0; s < b; ++s) {
@@ -65,8 +64,8 @@ inline ParallelResult run_parallel(const Model& model, Context& context, RandomT
   for (std::size_t s = 0; s < b; ++s) {
     const std::vector<std::int32_t> prompt = tokens.draw(pp);
     for (std::size_t i = 0; i < pp; ++i) {
-      batch.push_back({.sequence = sequences[s], .token = prompt[i], .position = i,
-                       .logits = i + 1 == pp});
+      batch.push_back(
+          {.sequence = sequences[s], .token = prompt[i], .position = i, .logits = i + 1 == pp});
     }
   }
   auto started = Clock::now();
@@ -86,8 +85,8 @@ inline ParallelResult run_parallel(const Model& model, Context& context, RandomT
     result.decode_sampling_seconds += seconds(sampling_started);
     batch.clear();
     for (std::size_t s = 0; s < b; ++s) {
-      batch.push_back({.sequence = sequences[s], .token = next[s], .position = pp + step,
-                       .logits = true});
+      batch.push_back(
+          {.sequence = sequences[s], .token = next[s], .position = pp + step, .logits = true});
     }
     logits = engine.forward(batch);
   }

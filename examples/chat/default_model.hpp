@@ -179,8 +179,9 @@ inline ModelChoice choose_default_model(bool yes) {
   // with random weights instead would pass off gibberish as the model they wanted.
   if (agree_to_download(yes, real)) {
     if (download_default_model(real)) return {real.string(), false};
-    smol::fail("could not get the default model; run again to retry (a partial download "
-               "resumes), or pass a model with -m FILE.gguf");
+    smol::fail(
+        "could not get the default model; run again to retry (a partial download "
+        "resumes), or pass a model with -m FILE.gguf");
   }
 #else
   (void)yes;

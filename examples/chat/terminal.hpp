@@ -11,9 +11,9 @@
 #include <atomic>
 #include <cerrno>
 #include <clocale>
-#include <cwchar>
 #include <cstdio>
 #include <cstdlib>
+#include <cwchar>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -196,7 +196,7 @@ class LineEditor {
       wchar_t wide = 0;
       const std::size_t used = std::mbrtowc(&wide, &byte, 1, &state);
       if (used == static_cast<std::size_t>(-2)) continue;  // more bytes of this character
-      if (used == static_cast<std::size_t>(-1)) {           // not UTF-8: take the byte
+      if (used == static_cast<std::size_t>(-1)) {          // not UTF-8: take the byte
         state = {};
         wide = static_cast<unsigned char>(byte);
       }

@@ -324,9 +324,9 @@ class Scheduler {
     if (!a.prompt_accepted) {
       for (const TokenId t : a.request.prompt) a.sampler.accept(t);
       a.prompt_accepted = true;
-      a.stream.emplace(*tokenizer_, think_, a.request.stop_strings, a.request.on_piece,
-                       think_.open_at_end(a.request.prompt) ? PieceKind::thinking
-                                                            : PieceKind::answer);
+      a.stream.emplace(
+          *tokenizer_, think_, a.request.stop_strings, a.request.on_piece,
+          think_.open_at_end(a.request.prompt) ? PieceKind::thinking : PieceKind::answer);
     }
     std::span<const float> row = logits.first(std::min(logits.size(), tokenizer_->size()));
     if (a.request.ignore_eos) {
@@ -378,9 +378,10 @@ class Scheduler {
       KvPool& pool = engine_->pool();
       if (keep && a.evaluated > 0) {
         pool.truncate(*a.sequence, a.evaluated);
-        cache_.push_back({*a.sequence, std::vector<TokenId>(a.tokens.begin(),
-                                                            a.tokens.begin() +
-                                                                static_cast<std::ptrdiff_t>(a.evaluated))});
+        cache_.push_back(
+            {*a.sequence,
+             std::vector<TokenId>(a.tokens.begin(),
+                                  a.tokens.begin() + static_cast<std::ptrdiff_t>(a.evaluated))});
       } else {
         pool.remove(*a.sequence);
       }

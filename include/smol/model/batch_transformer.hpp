@@ -63,8 +63,8 @@ class BatchTransformer {
     const ModelConfig& c = model.config();
     if (options_.total_positions == 0) options_.total_positions = c.n_ctx_train;
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
-    pool_ = KvPool({c.n_layer, c.n_head_kv, c.head_dim}, options_.total_positions,
-                   options_.kv_type);
+    pool_ =
+        KvPool({c.n_layer, c.n_head_kv, c.head_dim}, options_.total_positions, options_.kv_type);
     rope_ = RopeTable(c.n_rot, c.rope_base);
   }
 
@@ -110,7 +110,8 @@ class BatchTransformer {
   // Pool pages a forward of `entries` would take (0 when they fit what is held).
   std::size_t pages_needed(std::span<const BatchEntry> entries) const {
     std::size_t needed = 0;
-    for (const Span& s : spans_of(entries)) needed += pool_.pages_needed(s.sequence, s.first, s.count);
+    for (const Span& s : spans_of(entries))
+      needed += pool_.pages_needed(s.sequence, s.first, s.count);
     return needed;
   }
 

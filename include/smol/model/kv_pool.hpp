@@ -57,8 +57,8 @@ struct PagedKv {
   const std::byte* base = nullptr;
   std::size_t page_bytes = 0;
   const std::uint32_t* pages = nullptr;
-  std::size_t key_offset = 0;    // elements from a page's start to this layer's K
-  std::size_t value_offset = 0;  // ... and to its V
+  std::size_t key_offset = 0;     // elements from a page's start to this layer's K
+  std::size_t value_offset = 0;   // ... and to its V
   std::size_t head_elements = 0;  // kKvPagePositions * head_dim
 
   const Element* keys(std::size_t g, std::size_t block) const noexcept {
@@ -122,8 +122,7 @@ class KvPool {
   // A new sequence whose first `length` positions are `from`'s, sharing its pages.
   SequenceId fork(SequenceId from, std::size_t length) {
     if (length > sequence(from).length) {
-      fail("KV pool: cannot fork ", length, " positions of a sequence of ",
-           sequence(from).length);
+      fail("KV pool: cannot fork ", length, " positions of a sequence of ", sequence(from).length);
     }
     const SequenceId id = add();
     Sequence& source = sequences_[from];  // add() may have moved the vector
@@ -180,8 +179,8 @@ class KvPool {
     }
     const std::size_t needed = pages_needed(id, first, count);
     if (needed > free_.size()) {
-      throw KvPoolFull(cat("KV pool: ", needed, " pages needed, ", free_.size(), " of ", n_pages_,
-                           " free"));
+      throw KvPoolFull(
+          cat("KV pool: ", needed, " pages needed, ", free_.size(), " of ", n_pages_, " free"));
     }
     truncate(id, first);
     const std::size_t first_page = first / kKvPagePositions;

@@ -75,8 +75,7 @@ class LayerPass {
         if (rotate) {
           const std::size_t pos = kv.position(t);
           apply_rope(q_.data() + t * c.q_dim(), c.n_head, c.head_dim, rope, pos, c.rope_layout);
-          apply_rope(k_.data() + t * c.kv_dim(), c.n_head_kv, c.head_dim, rope, pos,
-                     c.rope_layout);
+          apply_rope(k_.data() + t * c.kv_dim(), c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
         }
         kv.store(il, t, k_.data() + t * c.kv_dim(), v_.data() + t * c.kv_dim());
       });

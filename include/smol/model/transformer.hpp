@@ -128,8 +128,7 @@ class Transformer {
         attention(*self->context_, shape, q, n, first_position, self->kv_.layer<f16_bits>(layer),
                   out);
       } else {
-        attention(*self->context_, shape, q, n, first_position, self->kv_.layer<float>(layer),
-                  out);
+        attention(*self->context_, shape, q, n, first_position, self->kv_.layer<float>(layer), out);
       }
     }
   };

@@ -105,8 +105,8 @@ struct ContiguousKv {
 // blocks and their merge order follow from those), never on the other rows: the same
 // sequence gives the same bits alone or in any batch.
 template <class Element, class Rows>
-void attention_rows(Context& ctx, const AttentionShape& shape, const float* q,
-                    std::size_t n_tokens, const Rows& rows, float* out) {
+void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
+                    const Rows& rows, float* out) {
   static_assert(kAttentionBlock % kKeyTile == 0, "blocks must start on a key tile");
   const std::size_t dim = shape.head_dim;
   const std::size_t group = shape.n_head / shape.n_head_kv;
