@@ -188,23 +188,16 @@ class Scheduler {
       ids.swap(cancelled_);
     }
     if (ids.empty()) return;
-    const auto matches = [&](const std::unique_ptr<Active>& a) { return ids.contains(a->id); };
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (matches(*it)) {
-        finish(**it, StopReason::cancelled, /*keep=*/false);
-        it = waiting_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = running_.begin(); it != running_.end();) {
-      if (matches(*it)) {
-        finish(**it, StopReason::cancelled, /*keep=*/false);
-        it = running_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    // Waiting or running alike: report the end, then drop it from its list.
+    const auto drop_cancelled = [&](auto& requests) {
+      std::erase_if(requests, [&](const std::unique_ptr<Active>& a) {
+        if (!ids.contains(a->id)) return false;
+        finish(*a, StopReason::cancelled, /*keep=*/false);
+        return true;
+      });
+    };
+    drop_cancelled(waiting_);
+    drop_cancelled(running_);
   }
 
   // Moves waiting requests into slots while the pool can hold their prompts.
