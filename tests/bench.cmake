@@ -77,3 +77,9 @@ add_test(NAME bench_smol_bench_bad_count
 add_test(NAME bench_smol_bench_missing_file
          COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
                  -m "${CMAKE_CURRENT_BINARY_DIR}/data/no-such-model.gguf")
+
+# llama-batched-bench's parallel test: one row per B, in its table's shape.
+add_test(NAME bench_smol_bench_parallel
+         COMMAND $<TARGET_FILE:smol-bench> -m "${bench_model}" -npp 8 -ntg 4 -npl 1,3 -t 1)
+set_tests_properties(bench_smol_bench_parallel PROPERTIES RUN_SERIAL TRUE
+  PASS_REGULAR_EXPRESSION "\\|  *PP \\|  *TG \\|  *B \\|  *N_KV \\|.*\\|  *8 \\|  *4 \\|  *1 \\|  *12 \\|.*\\|  *8 \\|  *4 \\|  *3 \\|  *36 \\|")

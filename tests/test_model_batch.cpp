@@ -16,6 +16,7 @@
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "test_tokens.hpp"
 
 namespace {
 
@@ -28,13 +29,7 @@ const smol::Model& model() {
 }
 
 std::vector<std::int32_t> some_tokens(std::size_t n, unsigned seed) {
-  std::vector<std::int32_t> tokens(n);
-  std::uint32_t state = seed;
-  for (auto& token : tokens) {
-    state = state * 1664525u + 1013904223u;
-    token = static_cast<std::int32_t>((state >> 8) % kVocab);
-  }
-  return tokens;
+  return smol::test::some_tokens(n, kVocab, seed);
 }
 
 // Entries for tokens[from, from + n) of one sequence, logits for the last one.

@@ -20,20 +20,13 @@
 #include "smol/model/synthetic.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "test_tokens.hpp"
 
 namespace {
 
 const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
 
-std::vector<std::int32_t> some_tokens(std::size_t n, std::size_t vocab, unsigned seed) {
-  std::vector<std::int32_t> tokens(n);
-  std::uint32_t state = seed;
-  for (auto& token : tokens) {
-    state = state * 1664525u + 1013904223u;
-    token = static_cast<std::int32_t>((state >> 8) % vocab);
-  }
-  return tokens;
-}
+using smol::test::some_tokens;
 
 struct Agreement {
   double mean = 0, max = 0, top1 = 0;
