@@ -13,7 +13,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "smol/model/synthetic.hpp"
+#include "model_files.hpp"
 #include "terminal.hpp"
 
 #if SMOL_HAVE_DOWNLOAD
@@ -24,8 +24,8 @@ namespace chat {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kDefaultModelFile = "SmolLM3-3B-Q4_K_M.gguf";
-constexpr std::string_view kDemoModelFile = "smol-demo-random.gguf";
+using smol::cli::kDefaultModelFile;
+using smol::cli::models_directory;
 // ggml-org's official SmolLM3-3B GGUF (the file llama.cpp's `-hf ggml-org/SmolLM3-3B-GGUF`
 // picks), pinned by its SHA-256: 1,915,305,312 bytes.
 constexpr std::string_view kDefaultModelUrl =
@@ -37,12 +37,6 @@ struct ModelChoice {
   std::string path;
   bool demo = false;  // random weights: say so
 };
-
-inline fs::path models_directory() {
-  if (const char* dir = std::getenv("SMOL_MODELS"); dir != nullptr && *dir != '\0') return dir;
-  const char* home = std::getenv("HOME");
-  return fs::path(home != nullptr && *home != '\0' ? home : ".") / ".cache" / "smol";
-}
 
 // Whether to download: SMOL_DOWNLOAD=1/0 or --yes decide; otherwise ask when a person
 // is at the terminal, and decline when nobody can answer.
@@ -153,19 +147,6 @@ inline bool download_default_model(const fs::path& target) {
 
 #endif
 
-// Writes the demo model once (a few seconds) and reuses it afterwards.
-inline fs::path ensure_demo_model(const fs::path& directory) {
-  const fs::path demo = directory / kDemoModelFile;
-  if (fs::exists(demo)) return demo;
-  std::fprintf(stderr, "smol-chat: writing a small demo model to %s\n", demo.c_str());
-  const fs::path temporary = demo.string() + ".tmp";
-  smol::SyntheticSpec spec = smol::synthetic_preset("tiny");
-  spec.name = "smol-demo-random";
-  smol::write_synthetic_model(spec, temporary.string());
-  fs::rename(temporary, demo);
-  return demo;
-}
-
 inline ModelChoice choose_default_model(bool yes) {
   const fs::path directory = models_directory();
   const fs::path real = directory / kDefaultModelFile;
@@ -189,7 +170,7 @@ inline ModelChoice choose_default_model(bool yes) {
                "smol-chat: %s is not there, and this build cannot download it (no libcurl)\n",
                real.c_str());
 #endif
-  const fs::path demo = ensure_demo_model(directory);
+  const fs::path demo = smol::cli::ensure_demo_model(directory, "smol-chat");
   std::fprintf(stderr,
                "\nsmol-chat: NOTE: using the demo model %s.\n"
                "  Its weights are RANDOM, so its replies are gibberish: it only shows that\n"

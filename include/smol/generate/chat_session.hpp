@@ -33,6 +33,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
+#include "smol/text/chat_prompt.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/tokenizer.hpp"
 
@@ -95,14 +96,9 @@ class ChatSession {
         tokenizer_(&tokenizer),
         format_(format),
         settings_(std::move(settings)),
-        sampler_(settings_.sampling) {
+        sampler_(settings_.sampling),
+        prompt_encoder_(tokenizer) {
     think_ = ThinkMarkers::of(tokenizer);
-    for (std::size_t id = 0; id < tokenizer.size(); ++id) {
-      const auto token = static_cast<TokenId>(id);
-      if (tokenizer.is_control(token)) {
-        control_spellings_.push_back(tokenizer.vocabulary().tokens[id]);
-      }
-    }
   }
 
   // Sets the system prompt (the first message); an empty text removes it.
@@ -274,12 +270,6 @@ class ChatSession {
     return token;
   }
 
-  // A part of the rendered prompt that holds a user's own text: special-token
-  // spellings in it stay plain characters, so typing "<|im_end|>" ends nothing.
-  struct TextRange {
-    std::size_t begin, end;
-  };
-
   static std::size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
     const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
     return static_cast<std::size_t>(mismatch.first - a.begin());
@@ -326,14 +316,14 @@ class ChatSession {
 
   std::vector<TokenId> tokenize_conversation() const {
     std::string text;
-    std::vector<TextRange> user_ranges;
+    std::vector<ChatPromptEncoder::TextRange> user_ranges;
     if (settings_.raw) {
       for (const ChatMessage& message : messages_) text += message.content;
       user_ranges.push_back({0, text.size()});  // nothing in raw text is special
     } else {
       text = render_chat(format_, messages_,
                          {.add_generation_prompt = true, .enable_thinking = settings_.thinking});
-      user_ranges = find_user_text(text);
+      user_ranges = prompt_encoder_.user_text(text, messages_);
     }
 
     // The cache as text; when the conversation still starts with it, only the rest
@@ -352,8 +342,9 @@ class ChatSession {
     const bool can_continue = tokenizer_->vocabulary().model != "llama";
     if (can_continue && !known.empty() && bos_first == tokenizer_->vocabulary().add_bos &&
         std::string_view(text).starts_with(known_text) &&
-        (settings_.raw || at_fragment_boundary(known.back(), text, known_text.size()))) {
-      encode_from(text, known_text.size(), user_ranges, known);
+        (settings_.raw ||
+         prompt_encoder_.at_fragment_boundary(known.back(), text, known_text.size()))) {
+      prompt_encoder_.encode_from(text, known_text.size(), user_ranges, known);
       return known;
     }
     std::vector<TokenId> tokens;
@@ -361,60 +352,8 @@ class ChatSession {
       if (!tokenizer_->vocabulary().bos_id) fail("the vocabulary asks for bos but has none");
       tokens.push_back(*tokenizer_->vocabulary().bos_id);
     }
-    encode_from(text, 0, user_ranges, tokens);
+    prompt_encoder_.encode_from(text, 0, user_ranges, tokens);
     return tokens;
-  }
-
-  // Whether tokenizing the text from `at` on its own gives the same tokens as the whole
-  // text would: true where a special token ends before `at` or begins there, since
-  // special tokens cut the text before BPE runs.
-  bool at_fragment_boundary(TokenId before, std::string_view text, std::size_t at) const {
-    const TokenType type = tokenizer_->vocabulary().type_of(before);
-    if (type == TokenType::control || type == TokenType::user_defined) return true;
-    const std::string_view rest = text.substr(at);
-    return std::any_of(control_spellings_.begin(), control_spellings_.end(),
-                       [&](const std::string& s) { return rest.starts_with(s); });
-  }
-
-  // Tokenizes text[from, end) onto `tokens`: the template's own markup with special
-  // tokens recognized, the user's ranges without.
-  void encode_from(const std::string& text, std::size_t from, const std::vector<TextRange>& plain,
-                   std::vector<TokenId>& tokens) const {
-    const auto append = [&](std::size_t begin, std::size_t end, bool special) {
-      if (begin >= end) return;
-      const auto ids = tokenizer_->encode(std::string_view(text).substr(begin, end - begin),
-                                          {.parse_special = special, .add_bos = false});
-      tokens.insert(tokens.end(), ids.begin(), ids.end());
-    };
-    std::size_t cursor = from;
-    for (const TextRange& range : plain) {
-      if (range.end <= cursor) continue;
-      append(cursor, range.begin, true);
-      append(std::max(range.begin, cursor), range.end, false);
-      cursor = range.end;
-    }
-    append(cursor, text.size(), true);
-  }
-
-  // Where user and tool messages that contain special-token spellings sit in the
-  // rendered text. Messages without any are left to the fast path: tokenizing them
-  // with special tokens on changes nothing.
-  std::vector<TextRange> find_user_text(const std::string& text) const {
-    std::vector<TextRange> ranges;
-    std::size_t cursor = 0;
-    for (const ChatMessage& message : messages_) {
-      const std::string_view content = detail::strip(message.content);
-      if (content.empty()) continue;
-      const std::size_t at = text.find(content, cursor);
-      if (at == std::string::npos) continue;
-      cursor = at + content.size();
-      if (message.role != "user" && message.role != "tool") continue;
-      const bool has_special =
-          std::any_of(control_spellings_.begin(), control_spellings_.end(),
-                      [&](const std::string& s) { return content.find(s) != std::string::npos; });
-      if (has_special) ranges.push_back({at, at + content.size()});
-    }
-    return ranges;
   }
 
   LogitsSource* source_;
@@ -423,7 +362,7 @@ class ChatSession {
   ChatSettings settings_;
   Sampler sampler_;
   ThinkMarkers think_;
-  std::vector<std::string> control_spellings_;
+  ChatPromptEncoder prompt_encoder_;
   std::vector<ChatMessage> messages_;
   std::vector<TokenId> cache_;   // the tokens whose K/V the source holds, in order
   std::optional<TokenId> tail_;  // the last sampled token, never evaluated

@@ -119,6 +119,20 @@ class Scheduler {
     cancelled_.insert(id);
   }
 
+  // Ends every request, waiting or running, as cancelled; the engine thread's call (a
+  // server that stops, a step that failed).
+  void cancel_all() {
+    take_incoming();
+    {
+      std::lock_guard lock(mutex_);
+      cancelled_.clear();
+    }
+    for (auto& a : waiting_) finish(*a, StopReason::cancelled, /*keep=*/false);
+    for (auto& a : running_) finish(*a, StopReason::cancelled, /*keep=*/false);
+    waiting_.clear();
+    running_.clear();
+  }
+
   // Runs one step; false when there was nothing to do.
   bool step() {
     take_incoming();

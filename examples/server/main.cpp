@@ -1,0 +1,589 @@
+// smol-server: a model behind OpenAI's HTTP API, with a chat page.
+//
+//   smol-server -m model.gguf                   http://127.0.0.1:8080
+//   smol-server -m model.gguf -np 8 --port 9000 eight conversations at once
+//   curl localhost:8080/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}]}'
+//
+// The pieces: cpp-httplib owns the sockets and one thread per connection; the engine
+// thread (serve/engine_thread.hpp) runs the batch scheduler; each request's pieces
+// cross from one to the other through its ReplyChannel. What the JSON means is
+// serve/openai_protocol.hpp's business; this file only wires it to the routes.
+//
+// Exit codes: 0 after SIGTERM/SIGINT, 1 bad input (a model that cannot load, an
+// address that cannot be bound), 2 bad command line.
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "model_files.hpp"
+#include "options.hpp"
+#include "smol/serve/engine_thread.hpp"
+#include "smol/serve/metrics.hpp"
+#include "smol/serve/openai_protocol.hpp"
+#include "smol/serve/reply_channel.hpp"
+#include "smol/smol.hpp"
+#include "smol/text/chat_prompt.hpp"
+#include "web_page.hpp"
+
+namespace {
+
+using smol::serve::ApiError;
+using smol::serve::Json;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(200);
+
+void log(const std::string& line) {
+  std::fprintf(stderr, "smol-server: %s\n", line.c_str());
+}
+
+// Everything that exists once the model is loaded.
+struct Service {
+  Service(const server::Options& o, smol::Model opened)
+      : options(o),
+        model(std::move(opened)),
+        tokenizer(smol::load_vocabulary(model.file())),
+        context(o.threads),
+        engine(model, context,
+               {.total_positions = o.slots * sequence_length(o, model),
+                .kv_type = o.kv_type,
+                .max_batch = o.batch}),
+        scheduler(engine, tokenizer,
+                  {.max_sequences = o.slots,
+                   .step_tokens = o.batch,
+                   .context = sequence_length(o, model)}),
+        encoder(tokenizer),
+        format(smol::detect_template(
+            model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),
+            [](std::string_view warning) { log(std::string(warning)); })),
+        engine_thread(scheduler) {
+    defaults.sampling = o.sampling;
+    defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
+    defaults.enable_thinking = o.thinking;
+  }
+
+  static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
+    const std::size_t trained = m.config().n_ctx_train;
+    return o.context == 0 ? trained : std::min(o.context, trained);
+  }
+
+  std::size_t context_length() const { return sequence_length(options, model); }
+
+  server::Options options;
+  smol::Model model;
+  smol::Tokenizer tokenizer;
+  smol::Context context;
+  smol::BatchTransformer engine;
+  smol::Scheduler scheduler;
+  smol::ChatPromptEncoder encoder;
+  smol::ChatFormat format;
+  smol::serve::RequestDefaults defaults;
+  smol::serve::EngineThread engine_thread;  // last: stops first
+};
+
+// The server's state across threads: the service once loaded, the requests in flight.
+struct State {
+  server::Options options;
+  std::string model_name, model_path;
+  std::unique_ptr<Service> service;  // set once, before `ready`
+  std::atomic<bool> ready{false}, stopping{false};
+  smol::serve::ServerMetrics metrics;
+
+  std::mutex flight_mutex;
+  std::condition_variable flight_changed;
+  std::size_t in_flight = 0;  // completion requests admitted and not yet answered
+};
+
+// Holds a place among the requests in flight for as long as it lives.
+class FlightTicket {
+ public:
+  explicit FlightTicket(State& state) : state_(&state) {}
+  FlightTicket(const FlightTicket&) = delete;
+  FlightTicket& operator=(const FlightTicket&) = delete;
+  ~FlightTicket() {
+    {
+      std::lock_guard lock(state_->flight_mutex);
+      --state_->in_flight;
+    }
+    state_->flight_changed.notify_all();
+  }
+
+  // A ticket, or nothing when the slots and the queue are full.
+  static std::shared_ptr<FlightTicket> take(State& state) {
+    std::lock_guard lock(state.flight_mutex);
+    if (state.in_flight >= state.options.slots + state.options.queue_limit) return nullptr;
+    ++state.in_flight;
+    return std::make_shared<FlightTicket>(state);
+  }
+
+ private:
+  State* state_;
+};
+
+void send_json(httplib::Response& res, const Json& json, int status = 200) {
+  res.status = status;
+  res.set_content(smol::serve::dump(json), "application/json; charset=utf-8");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  if (error.status == 503) res.set_header("Retry-After", "1");
+  send_json(res, smol::serve::error_body(error), error.status);
+}
+
+ApiError unavailable(std::string message) {
+  return ApiError(503, std::move(message), "unavailable_error");
+}
+
+Service& ready_service(State& state) {
+  if (state.stopping) throw unavailable("the server is shutting down");
+  if (!state.ready) throw unavailable("the model is loading");
+  return *state.service;
+}
+
+std::int64_t unix_time() {
+  return static_cast<std::int64_t>(std::time(nullptr));
+}
+
+std::string next_reply_id(std::string_view prefix) {
+  static std::atomic<std::uint64_t> counter{0};
+  return std::string(prefix) + std::to_string(unix_time()) + "-" + std::to_string(++counter);
+}
+
+// What a completion request becomes: the prompt and the scheduler's settings.
+smol::GenerationRequest generation_request(const Service& service,
+                                           const smol::serve::CompletionParams& params,
+                                           std::vector<smol::TokenId> prompt) {
+  smol::GenerationRequest request;
+  request.prompt = std::move(prompt);
+  request.sampling = params.sampling;
+  if (request.sampling.penalty_window < 0) {  // -1: the whole context
+    request.sampling.penalty_window =
+        static_cast<int>(std::min<std::size_t>(service.context_length(), INT_MAX));
+  }
+  request.max_tokens = params.max_tokens;
+  request.stop_strings = params.stop;
+  return request;
+}
+
+// Submits; a prompt that can never fit is the client's error (400), named as such.
+smol::RequestId submit(Service& service, smol::GenerationRequest request, const char* param) {
+  try {
+    return service.engine_thread.submit(std::move(request));
+  } catch (const smol::Error& error) {
+    throw smol::serve::invalid_request(error.what(), param);
+  }
+}
+
+// The common end of both endpoints: waits for the reply and answers in one piece, or
+// streams it. `Stream` turns pieces into SSE text (first(), piece(), end()); `reply`
+// builds the non-streaming body from the pieces and the result.
+template <class Stream, class Reply>
+void answer(State& state, Service& service, httplib::Response& res,
+            std::shared_ptr<FlightTicket> ticket, smol::GenerationRequest request,
+            const char* prompt_param, std::optional<Stream> stream, Reply reply) {
+  auto channel = std::make_shared<smol::serve::ReplyChannel>();
+  smol::serve::ReplyChannel::connect(channel, request);
+  const smol::RequestId id = submit(service, std::move(request), prompt_param);
+  state.metrics.request_started();
+
+  if (!stream) {
+    std::vector<smol::serve::ReplyEvent> pieces;
+    for (;;) {
+      std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
+      if (!event) continue;
+      if (event->done) {
+        state.metrics.request_finished(*event->done);
+        if (event->done->stop == smol::StopReason::cancelled) {
+          throw unavailable("the server stopped before the reply was done");
+        }
+        send_json(res, reply(pieces, *event->done));
+        return;
+      }
+      pieces.push_back(std::move(*event));
+    }
+  }
+
+  // Streaming: the provider runs on the connection's thread, called again until it
+  // says done. While it waits for pieces it sends an SSE comment every kPollInterval:
+  // a write that fails is how a client that has gone is noticed, and its request
+  // cancelled at once rather than at its next token.
+  struct Streaming {
+    std::shared_ptr<smol::serve::ReplyChannel> channel;
+    Stream stream;
+    std::shared_ptr<FlightTicket> ticket;
+    bool finished = false;
+  };
+  auto shared =
+      std::make_shared<Streaming>(Streaming{channel, std::move(*stream), std::move(ticket)});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // nginx: pass each event on at once
+  const std::string first = shared->stream.first();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [shared, first, &state](std::size_t offset, httplib::DataSink& sink) {
+        const auto write = [&](const std::string& text) {
+          return text.empty() || sink.write(text.data(), text.size());
+        };
+        if (offset == 0 && !write(first)) return false;
+        for (;;) {
+          std::optional<smol::serve::ReplyEvent> event = shared->channel->next(kPollInterval);
+          if (!event) {
+            if (!write(": ping\n\n")) return false;
+            continue;
+          }
+          if (!event->done) {
+            if (!write(shared->stream.piece({event->text, event->kind}))) return false;
+            continue;
+          }
+          shared->finished = true;
+          state.metrics.request_finished(*event->done);
+          if (event->done->stop == smol::StopReason::cancelled) {
+            // Only the server cancels a request whose client is still there: it stops.
+            const ApiError error = unavailable("the server stopped before the reply was done");
+            write(smol::serve::sse_event(smol::serve::error_body(error)));
+            write(std::string(smol::serve::kSseDone));
+          } else {
+            write(shared->stream.end(*event->done));
+          }
+          sink.done();
+          return true;
+        }
+      },
+      [shared, id, &service](bool) {
+        if (!shared->finished) service.engine_thread.cancel(id);  // the client went away
+      });
+}
+
+void chat_completions(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  smol::serve::ChatCompletionRequest chat =
+      smol::serve::parse_chat_request(req.body, service.defaults);
+  std::vector<smol::TokenId> prompt = service.encoder.encode(
+      service.format, chat.messages,
+      {.add_generation_prompt = true, .enable_thinking = chat.enable_thinking});
+  auto ticket = FlightTicket::take(state);
+  if (!ticket) {
+    state.metrics.request_rejected();
+    throw unavailable("too many requests are waiting; try again shortly");
+  }
+  const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
+  std::optional<smol::serve::ChatStream> stream;
+  if (chat.params.stream) stream.emplace(header, chat.params.reasoning, chat.params.include_usage);
+  const smol::serve::ReasoningFormat format = chat.params.reasoning;
+  answer(state, service, res, std::move(ticket),
+         generation_request(service, chat.params, std::move(prompt)), "messages", std::move(stream),
+         [header, format](const std::vector<smol::serve::ReplyEvent>& pieces,
+                          const smol::GenerationResult& result) {
+           smol::serve::ReplyText text(format);
+           for (const auto& piece : pieces) text.add({piece.text, piece.kind});
+           return smol::serve::chat_completion_json(header, text, result);
+         });
+}
+
+// /v1/completions streams plain text: the pieces as they come, thinking or not.
+class TextStream {
+ public:
+  TextStream(smol::serve::ReplyHeader header, bool include_usage)
+      : header_(std::move(header)), include_usage_(include_usage) {}
+  std::string first() const { return {}; }
+  std::string piece(const smol::TextPiece& piece) const {
+    return smol::serve::sse_event(
+        smol::serve::text_completion_json(header_, std::string(piece.text), nullptr, nullptr));
+  }
+  std::string end(const smol::GenerationResult& result) const {
+    Json last = smol::serve::text_completion_json(
+        header_, "", smol::serve::finish_reason(result.stop), include_usage_ ? &result : nullptr);
+    return smol::serve::sse_event(last) + std::string(smol::serve::kSseDone);
+  }
+
+ private:
+  smol::serve::ReplyHeader header_;
+  bool include_usage_;
+};
+
+void completions(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  smol::serve::TextCompletionRequest completion =
+      smol::serve::parse_completion_request(req.body, service.defaults);
+  std::vector<smol::TokenId> prompt = service.tokenizer.encode(completion.prompt);
+  auto ticket = FlightTicket::take(state);
+  if (!ticket) {
+    state.metrics.request_rejected();
+    throw unavailable("too many requests are waiting; try again shortly");
+  }
+  const smol::serve::ReplyHeader header{next_reply_id("cmpl-"), unix_time(), state.model_name};
+  std::optional<TextStream> stream;
+  if (completion.params.stream) stream.emplace(header, completion.params.include_usage);
+  answer(state, service, res, std::move(ticket),
+         generation_request(service, completion.params, std::move(prompt)), "prompt",
+         std::move(stream),
+         [header](const std::vector<smol::serve::ReplyEvent>& pieces,
+                  const smol::GenerationResult& result) {
+           std::string text;
+           for (const auto& piece : pieces) text += piece.text;
+           return smol::serve::text_completion_json(
+               header, text, smol::serve::finish_reason(result.stop), &result);
+         });
+}
+
+void tokenize(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  const Json body = smol::serve::detail::parse_body(req.body);
+  const Json* content = smol::serve::detail::field(body, "content");
+  if (content == nullptr || !content->is_string()) {
+    throw smol::serve::invalid_request("content must be a string", "content");
+  }
+  const bool add_special = smol::serve::detail::boolean(body, "add_special", false);
+  const bool parse_special = smol::serve::detail::boolean(body, "parse_special", true);
+  const bool with_pieces = smol::serve::detail::boolean(body, "with_pieces", false);
+  const auto ids = service.tokenizer.encode(
+      content->get<std::string>(), {.parse_special = parse_special, .add_bos = add_special});
+  Json tokens = Json::array();
+  for (const smol::TokenId id : ids) {
+    if (with_pieces) {
+      tokens.push_back(
+          {{"id", id}, {"piece", service.tokenizer.token_to_piece(id, {.render_special = true})}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  send_json(res, {{"tokens", std::move(tokens)}});
+}
+
+void detokenize(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  const Json body = smol::serve::detail::parse_body(req.body);
+  const Json* tokens = smol::serve::detail::field(body, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) {
+    throw smol::serve::invalid_request("tokens must be a list of token ids", "tokens");
+  }
+  std::vector<smol::TokenId> ids;
+  for (std::size_t i = 0; i < tokens->size(); ++i) {
+    const Json& token = (*tokens)[i];
+    if (!token.is_number_integer() || token.get<std::int64_t>() < 0 ||
+        token.get<std::int64_t>() >= static_cast<std::int64_t>(service.tokenizer.size())) {
+      throw smol::serve::invalid_request("tokens[" + std::to_string(i) +
+                                             "] is not a token id of this model (0 to " +
+                                             std::to_string(service.tokenizer.size() - 1) + ")",
+                                         "tokens");
+    }
+    ids.push_back(static_cast<smol::TokenId>(token.get<std::int64_t>()));
+  }
+  send_json(res, {{"content", service.tokenizer.decode(ids, {.render_special = true})}});
+}
+
+Json models_json(const State& state) {
+  return {
+      {"object", "list"},
+      {"data",
+       {{{"id", state.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "smol"}}}}};
+}
+
+Json props_json(State& state) {
+  const Service& service = ready_service(state);
+  const smol::SamplerSettings& s = service.defaults.sampling;
+  return {{"model_alias", state.model_name},
+          {"model_path", state.model_path},
+          {"n_ctx", service.context_length()},
+          {"total_slots", state.options.slots},
+          {"default_generation_settings",
+           {{"temperature", s.temperature},
+            {"top_k", s.top_k},
+            {"top_p", s.top_p},
+            {"min_p", s.min_p},
+            {"repeat_penalty", s.repeat_penalty},
+            {"enable_thinking", service.defaults.enable_thinking}}},
+          {"build_info", "smol"}};
+}
+
+// Routes every handler through one place that turns exceptions into OpenAI errors.
+template <class Handler>
+httplib::Server::Handler guarded(State& state, Handler handler) {
+  return [&state, handler](const httplib::Request& req, httplib::Response& res) {
+    try {
+      handler(state, req, res);
+    } catch (const ApiError& error) {
+      if (error.status >= 400 && error.status < 500) state.metrics.request_invalid();
+      send_error(res, error);
+    } catch (const std::exception& error) {
+      send_error(res, ApiError(500, error.what(), "server_error"));
+    }
+  };
+}
+
+void add_routes(httplib::Server& server, State& state) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(std::string(server::kWebPage), "text/html; charset=utf-8");
+  });
+  server.Get("/health", [&state](const httplib::Request&, httplib::Response& res) {
+    if (state.ready && !state.stopping) {
+      send_json(res, {{"status", "ok"}});
+    } else {
+      send_error(res, unavailable(state.stopping ? "the server is shutting down"
+                                                 : "the model is loading"));
+    }
+  });
+  for (const char* path : {"/v1/models", "/models"}) {
+    server.Get(path, guarded(state, [](State& s, const httplib::Request&, httplib::Response& res) {
+                 ready_service(s);
+                 send_json(res, models_json(s));
+               }));
+  }
+  server.Get("/props",
+             guarded(state, [](State& s, const httplib::Request&, httplib::Response& res) {
+               send_json(res, props_json(s));
+             }));
+  server.Get("/metrics", [&state](const httplib::Request&, httplib::Response& res) {
+    smol::serve::Gauges gauges{.slots_total = state.options.slots};
+    if (state.ready) {
+      gauges.slots_busy = state.service->engine_thread.slots_busy();
+      gauges.queue_depth = state.service->engine_thread.queue_depth();
+    }
+    res.set_content(state.metrics.prometheus(gauges), "text/plain; version=0.0.4");
+  });
+  for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
+    server.Post(path, guarded(state, chat_completions));
+  }
+  for (const char* path : {"/v1/completions", "/completions"}) {
+    server.Post(path, guarded(state, completions));
+  }
+  server.Post("/tokenize", guarded(state, tokenize));
+  server.Post("/detokenize", guarded(state, detokenize));
+
+  // The API key guards everything but the page and the health check.
+  server.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
+    if (state.options.api_key.empty() || req.path == "/" || req.path == "/health") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (req.get_header_value("Authorization") == "Bearer " + state.options.api_key) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    state.metrics.request_invalid();
+    send_error(res, ApiError(401, "invalid API key: send Authorization: Bearer KEY",
+                             "authentication_error"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // httplib's own refusals (404, 413 for a body over --max-body, 400 for bad HTTP) get
+  // OpenAI's error body too.
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "HTTP " + std::to_string(res.status);
+    if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is larger than the server accepts";
+    send_error(res,
+               ApiError(res.status, message, std::string(smol::serve::error_type_for(res.status))));
+  });
+}
+
+// The file the user named, or the default one, else the demo model (saying so).
+std::string choose_model(const server::Options& options) {
+  if (options.model) return *options.model;
+  const auto directory = smol::cli::models_directory();
+  const auto real = directory / smol::cli::kDefaultModelFile;
+  if (std::filesystem::exists(real)) return real.string();
+  std::filesystem::create_directories(directory);
+  const auto demo = smol::cli::ensure_demo_model(directory, "smol-server");
+  log("NOTE: " + real.string() +
+      " is not there (get it with `smol-chat --yes`); serving the demo "
+      "model " +
+      demo.string() + ", whose weights are RANDOM: its replies are gibberish.");
+  return demo.string();
+}
+
+// SIGTERM and SIGINT arrive here, on a thread of their own, not in a signal handler:
+// stop accepting, give the replies in flight `grace` to finish, cancel the rest.
+void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t signals) {
+  int signal = 0;
+  sigwait(&signals, &signal);
+  log(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
+  state.stopping = true;
+  const auto grace = std::chrono::duration<double>(state.options.grace_seconds);
+  std::unique_lock lock(state.flight_mutex);
+  if (!state.flight_changed.wait_for(lock, grace, [&] { return state.in_flight == 0; })) {
+    log("cancelling " + std::to_string(state.in_flight) + " replies still running");
+    lock.unlock();
+    if (state.ready) state.service->engine_thread.stop();
+    lock.lock();
+    state.flight_changed.wait_for(lock, std::chrono::seconds(5),
+                                  [&] { return state.in_flight == 0; });
+  }
+  lock.unlock();
+  server.stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  State state;
+  if (const auto status = server::parse_options(argc, argv, state.options)) return *status;
+  const server::Options& options = state.options;
+
+  // Block the stop signals in every thread (those started later inherit the mask);
+  // the signal thread takes them with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a kill
+
+  httplib::Server server;
+  // One thread per open connection: streams hold theirs for the whole reply.
+  const std::size_t threads = options.slots + options.queue_limit + 8;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_payload_max_length(options.max_body);
+  server.set_read_timeout(30, 0);
+  add_routes(server, state);
+
+  // Bind first, so /health can say "loading" while the model loads.
+  const int port = options.port == 0
+                       ? server.bind_to_any_port(options.host)
+                       : (server.bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port < 0) {
+    log("cannot listen on " + options.host + ":" + std::to_string(options.port) +
+        " (in use, or not an address of this machine)");
+    return 1;
+  }
+  std::thread listener([&server] { server.listen_after_bind(); });
+  std::thread stopper(wait_for_signal_then_stop, std::ref(state), std::ref(server), signals);
+
+  int status = 0;
+  try {
+    const std::string path = choose_model(options);
+    state.service =
+        std::make_unique<Service>(options, smol::Model::open(path, {.repack = options.repack}));
+    state.model_path = path;
+    state.model_name =
+        options.alias.empty() ? std::filesystem::path(path).filename().string() : options.alias;
+    state.ready = true;
+    log("model " + path + ", " + std::to_string(options.slots) + " slots of " +
+        std::to_string(state.service->context_length()) + " tokens");
+    log("listening on http://" + options.host + ":" + std::to_string(port));
+  } catch (const std::exception& error) {
+    log(error.what());
+    status = 1;
+    pthread_kill(stopper.native_handle(), SIGTERM);
+  }
+  stopper.join();
+  listener.join();
+  if (state.service) state.service->engine_thread.stop();
+  if (status == 0) log("stopped");
+  return status;
+}

@@ -1,0 +1,122 @@
+// smol-server's command line, spelled like llama-server's where a flag exists there.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "cli.hpp"
+#include "smol/model/kv_cache.hpp"
+#include "smol/model/model.hpp"
+#include "smol/serve/openai_protocol.hpp"
+
+namespace server {
+
+inline constexpr const char* kDescription = R"(usage: smol-server [options]
+
+Serve a SmolLM3 or Llama-family GGUF model over HTTP: OpenAI's API
+(/v1/chat/completions, /v1/completions, /v1/models), streamed with Server-Sent
+Events, and a chat page at /. Without -m it uses SmolLM3-3B-Q4_K_M.gguf from
+$SMOL_MODELS (default ~/.cache/smol) if it is there (get it with smol-chat --yes),
+else a small demo model with random weights.)";
+
+inline constexpr const char* kFooter =
+    R"(endpoints: GET / (chat page), POST /v1/chat/completions, POST /v1/completions,
+GET /v1/models, GET /health, GET /metrics, GET /props, POST /tokenize,
+POST /detokenize. SIGTERM or Ctrl-C: stop accepting, let replies finish for
+--grace seconds, cancel the rest, exit 0.)";
+
+struct Options {
+  std::optional<std::string> model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::size_t slots = 4;         // -np
+  std::size_t context = 0;       // per sequence; 0: the model's
+  std::size_t batch = 512;       // tokens per forward pass
+  std::size_t queue_limit = 64;  // requests waiting beyond the slots before 503
+  std::size_t max_body = 8u << 20;
+  double grace_seconds = 10;
+  int threads = 0;
+  std::string api_key;
+  std::string alias;
+  smol::KvType kv_type = smol::KvType::f16;
+  smol::Repack repack = smol::Repack::when_faster;
+  std::string reasoning_format = "deepseek";
+  bool thinking = true;
+  smol::SamplerSettings sampling = default_sampling();
+
+  // SmolLM3's recommended temperature (0.6, top-p 0.95); the rest are llama.cpp's.
+  static smol::SamplerSettings default_sampling() {
+    smol::SamplerSettings settings;
+    settings.temperature = 0.6f;
+    return settings;
+  }
+};
+
+inline std::optional<int> parse_options(int argc, char** argv, Options& options) {
+  smol::cli::Program program("smol-server", kDescription);
+  CLI::App& app = program.app;
+  app.footer(kFooter);
+  using smol::cli::integer;
+
+  program.group("model");
+  smol::cli::add_model(program, options.model, "GGUF model file", /*required=*/false);
+  app.add_option("-a,--alias", options.alias,
+                 "the model's name in the API (default: the file's name)")
+      ->type_name("NAME");
+
+  program.group("server");
+  app.add_option("--host", options.host, "address to listen on (default 127.0.0.1)")
+      ->type_name("ADDR");
+  app.add_option("--port", options.port, "port to listen on; 0 = any free one (default 8080)")
+      ->type_name("N")
+      ->transform(integer(0, 65535));
+  app.add_option("--parallel", options.slots, "conversations generating at once (default 4)")
+      ->type_name("N")
+      ->transform(integer(1, 256));
+  app.add_option("--queue-limit", options.queue_limit,
+                 "requests that may wait for a slot; more get 503\n(default 64)")
+      ->type_name("N")
+      ->transform(integer(0, 1 << 20));
+  app.add_option("--api-key", options.api_key,
+                 "require `Authorization: Bearer KEY` (not for / and /health)")
+      ->type_name("KEY");
+  app.add_option("--max-body", options.max_body, "largest request body in bytes (default 8 MiB)")
+      ->type_name("N")
+      ->transform(integer(1024, std::int64_t{1} << 30));
+  app.add_option("--grace", options.grace_seconds,
+                 "seconds replies may take to finish after SIGTERM\n(default 10)")
+      ->type_name("S")
+      ->transform(smol::cli::number(0, 3600));
+
+  program.group("generation defaults (a request's fields override them)");
+  smol::cli::add_sampling(program, options.sampling);
+  app.add_flag("--think,!--no-think", options.thinking,
+               "SmolLM3's reasoning mode when a request does not say\n(default: on)");
+  smol::cli::add_choice(app, "--reasoning-format", options.reasoning_format,
+                        {{"deepseek", std::string("deepseek")}, {"none", std::string("none")}},
+                        "the reasoning in reasoning_content (deepseek, the\n"
+                        "default) or left in content between <think> tags (none)");
+
+  program.group("runtime");
+  smol::cli::add_threads(program, options.threads);
+  smol::cli::add_context(program, options.context, 0,
+                         "context of each conversation in tokens; 0 = the\n"
+                         "model's (default: the model's)");
+  app.add_option("-b,--batch-size", options.batch,
+                 "tokens per forward pass, prompts and replies together\n(default 512)")
+      ->type_name("N")
+      ->transform(integer(1, 65536));
+  smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_repack(program, options.repack);
+  program.alias("-np", "--parallel");
+  program.check([&options] {
+    if (options.batch < options.slots) {
+      smol::cli::usage_error("-b ", options.batch, " is smaller than -np ", options.slots,
+                             ": each pass must hold one token of every conversation");
+    }
+  });
+  return program.parse(argc, argv);
+}
+
+}  // namespace server

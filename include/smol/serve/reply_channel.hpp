@@ -1,0 +1,67 @@
+// ReplyChannel: one request's pieces, handed from the engine thread to the thread that
+// serves its connection.
+//
+// The scheduler calls back on the engine thread, which must never wait for a slow
+// client; so the callbacks only queue copies here, and the connection's thread takes
+// them at its own pace. Either side may outlive the other (a client that disconnects,
+// a request that finishes while nobody reads): hold the channel by shared_ptr.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "smol/generate/reply_stream.hpp"
+#include "smol/generate/scheduler.hpp"
+
+namespace smol::serve {
+
+// A piece of text, or (once, last) the end with the whole result.
+struct ReplyEvent {
+  std::string text;
+  PieceKind kind = PieceKind::answer;
+  std::optional<GenerationResult> done;
+};
+
+class ReplyChannel {
+ public:
+  // The engine's side. on_piece and on_done of a GenerationRequest, ready to set.
+  static void connect(const std::shared_ptr<ReplyChannel>& channel, GenerationRequest& request) {
+    request.on_piece = [channel](const TextPiece& piece) {
+      channel->push({std::string(piece.text), piece.kind, std::nullopt});
+    };
+    request.on_done = [channel](const GenerationResult& result) {
+      channel->push({{}, PieceKind::answer, result});
+    };
+  }
+
+  // The connection's side: the next event, or nothing when `timeout` passed first (the
+  // caller checks its client and waits again).
+  std::optional<ReplyEvent> next(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+    ReplyEvent event = std::move(events_.front());
+    events_.pop_front();
+    return event;
+  }
+
+  void push(ReplyEvent event) {
+    {
+      std::lock_guard lock(mutex_);
+      events_.push_back(std::move(event));
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<ReplyEvent> events_;
+};
+
+}  // namespace smol::serve

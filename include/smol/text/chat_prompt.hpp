@@ -1,0 +1,113 @@
+// ChatPromptEncoder: a conversation's rendered chat template, as tokens.
+//
+// The template's own markup (<|im_start|>, <|im_end|>, ...) must become control tokens,
+// but a user's text must not: a user who types "<|im_end|>" ends nothing. So the text
+// is tokenized in parts, the template's with special tokens recognized and the user's
+// (and tools') messages without. Messages holding no special-token spelling are left in
+// the template's parts: tokenizing them either way gives the same tokens.
+//
+// Used by ChatSession (one conversation that grows turn by turn) and by the server
+// (a whole conversation per request).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/text/chat_template.hpp"
+#include "smol/text/tokenizer.hpp"
+
+namespace smol {
+
+class ChatPromptEncoder {
+ public:
+  // A part of a rendered prompt that holds a user's own text.
+  struct TextRange {
+    std::size_t begin, end;
+  };
+
+  explicit ChatPromptEncoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
+    for (std::size_t id = 0; id < tokenizer.size(); ++id) {
+      if (tokenizer.is_control(static_cast<TokenId>(id))) {
+        control_spellings_.push_back(tokenizer.vocabulary().tokens[id]);
+      }
+    }
+  }
+
+  // The prompt for `messages`, bos first when the vocabulary asks for it.
+  std::vector<TokenId> encode(ChatFormat format, std::span<const ChatMessage> messages,
+                              const ChatOptions& options = {}) const {
+    const std::string text = render_chat(format, messages, options);
+    std::vector<TokenId> tokens;
+    if (tokenizer_->vocabulary().add_bos) {
+      if (!tokenizer_->vocabulary().bos_id) fail("the vocabulary asks for bos but has none");
+      tokens.push_back(*tokenizer_->vocabulary().bos_id);
+    }
+    encode_from(text, 0, user_text(text, messages), tokens);
+    return tokens;
+  }
+
+  // Where user and tool messages that contain special-token spellings sit in the
+  // rendered `text` of `messages`.
+  std::vector<TextRange> user_text(const std::string& text,
+                                   std::span<const ChatMessage> messages) const {
+    std::vector<TextRange> ranges;
+    std::size_t cursor = 0;
+    for (const ChatMessage& message : messages) {
+      const std::string_view content = detail::strip(message.content);
+      if (content.empty()) continue;
+      const std::size_t at = text.find(content, cursor);
+      if (at == std::string::npos) continue;
+      cursor = at + content.size();
+      if (message.role != "user" && message.role != "tool") continue;
+      if (has_control_spelling(content)) ranges.push_back({at, at + content.size()});
+    }
+    return ranges;
+  }
+
+  // Tokenizes text[from, end) onto `tokens`: the template's markup with special tokens
+  // recognized, the `plain` ranges without.
+  void encode_from(const std::string& text, std::size_t from, std::span<const TextRange> plain,
+                   std::vector<TokenId>& tokens) const {
+    const auto append = [&](std::size_t begin, std::size_t end, bool special) {
+      if (begin >= end) return;
+      const auto ids = tokenizer_->encode(std::string_view(text).substr(begin, end - begin),
+                                          {.parse_special = special, .add_bos = false});
+      tokens.insert(tokens.end(), ids.begin(), ids.end());
+    };
+    std::size_t cursor = from;
+    for (const TextRange& range : plain) {
+      if (range.end <= cursor) continue;
+      append(cursor, range.begin, true);
+      append(std::max(range.begin, cursor), range.end, false);
+      cursor = range.end;
+    }
+    append(cursor, text.size(), true);
+  }
+
+  // Whether tokenizing the text from `at` on its own gives the same tokens as the whole
+  // text would: true where a special token ends before `at` or begins there, since
+  // special tokens cut the text before BPE runs.
+  bool at_fragment_boundary(TokenId before, std::string_view text, std::size_t at) const {
+    const TokenType type = tokenizer_->vocabulary().type_of(before);
+    if (type == TokenType::control || type == TokenType::user_defined) return true;
+    const std::string_view rest = text.substr(at);
+    return std::any_of(control_spellings_.begin(), control_spellings_.end(),
+                       [&](const std::string& s) { return rest.starts_with(s); });
+  }
+
+ private:
+  bool has_control_spelling(std::string_view text) const {
+    return std::any_of(control_spellings_.begin(), control_spellings_.end(),
+                       [&](const std::string& s) { return text.find(s) != std::string::npos; });
+  }
+
+  const Tokenizer* tokenizer_;
+  std::vector<std::string> control_spellings_;
+};
+
+}  // namespace smol
