@@ -18,6 +18,7 @@ packages=(
   libeigen3-dev libxsimd-dev libtbb-dev                # the library's dependencies
   libcli11-dev libedit-dev                             # the programs' flags, the chat prompt
   libcurl4-openssl-dev libssl-dev                      # smol-chat's model download (+ sha256)
+  libcpp-httplib-dev nlohmann-json3-dev                # smol-server: HTTP and JSON
 )
 if [ "$mode" = test ]; then
   packages+=(
@@ -25,6 +26,7 @@ if [ "$mode" = test ]; then
     doctest-dev libbenchmark-dev                       # tests and micro-benchmarks
     xz-utils python3 nodejs npm                        # test data, tokenizer conformance
     g++-aarch64-linux-gnu                              # the aarch64 (NEON) compile check
+    chromium                                           # the chat page's browser test
   )
 fi
 

@@ -4,6 +4,8 @@
 #             instruction set the CPU can run, forced with SMOL_ISA), the programs end
 #             to end, consumer projects, per-architecture builds, tokenizer conformance
 #   sanitize  the doctest suites under AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan      the concurrency suites (connection threads, the engine thread) under
+#             ThreadSanitizer
 #   fuzz      libFuzzer on the GGUF reader, bounded
 #   aarch64   the NEON kernel suites cross-compiled and run under qemu-user
 #   cuda      where nvcc is installed: the CUDA unit and its tests (those that need a
@@ -16,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=${BUILD_ROOT:-build}
 jobs=${JOBS:-$(nproc)}
-stages=${STAGES:-release sanitize fuzz aarch64 cuda}
+stages=${STAGES:-release sanitize tsan fuzz aarch64 cuda}
 
 ./scripts/install-deps.sh --test || { echo "smol: installing the test dependencies failed" >&2; exit 1; }
 
@@ -33,6 +35,14 @@ stage_sanitize() {
   cmake --build "$root/sanitize" -j "$jobs" --target smol_unit_tests &&
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$root/sanitize" --output-on-failure -j "$jobs" -L unit
+}
+
+stage_tsan() {
+  cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DSMOL_TSAN=ON -DSMOL_WERROR=ON \
+    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" &&
+  cmake --build "$root/tsan" -j "$jobs" --target smol_concurrency_tests &&
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$root/tsan" --output-on-failure -j "$jobs" -L concurrency
 }
 
 stage_fuzz() {
@@ -84,7 +94,7 @@ failed=()
 summary=()
 for stage in $stages; do
   if ! declare -F "stage_$stage" >/dev/null; then
-    echo "smol: unknown stage '$stage' (release sanitize fuzz aarch64 cuda)" >&2
+    echo "smol: unknown stage '$stage' (release sanitize tsan fuzz aarch64 cuda)" >&2
     exit 2
   fi
   echo "== $stage"

@@ -179,6 +179,7 @@ smol::GenerationRequest generation_request(const Service& service,
   }
   request.max_tokens = params.max_tokens;
   request.stop_strings = params.stop;
+  request.ignore_eos = params.ignore_eos;
   return request;
 }
 
@@ -200,6 +201,12 @@ void answer(State& state, Service& service, httplib::Response& res,
             const char* prompt_param, std::optional<Stream> stream, Reply reply) {
   auto channel = std::make_shared<smol::serve::ReplyChannel>();
   smol::serve::ReplyChannel::connect(channel, request);
+  // Counted when the engine ends it, whether or not anyone still reads the channel.
+  request.on_done = [&state, to_channel =
+                                 std::move(request.on_done)](const smol::GenerationResult& result) {
+    state.metrics.request_finished(result);
+    to_channel(result);
+  };
   const smol::RequestId id = submit(service, std::move(request), prompt_param);
   state.metrics.request_started();
 
@@ -209,7 +216,6 @@ void answer(State& state, Service& service, httplib::Response& res,
       std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
       if (!event) continue;
       if (event->done) {
-        state.metrics.request_finished(*event->done);
         if (event->done->stop == smol::StopReason::cancelled) {
           throw unavailable("the server stopped before the reply was done");
         }
@@ -237,7 +243,7 @@ void answer(State& state, Service& service, httplib::Response& res,
   const std::string first = shared->stream.first();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [shared, first, &state](std::size_t offset, httplib::DataSink& sink) {
+      [shared, first](std::size_t offset, httplib::DataSink& sink) {
         const auto write = [&](const std::string& text) {
           return text.empty() || sink.write(text.data(), text.size());
         };
@@ -253,7 +259,6 @@ void answer(State& state, Service& service, httplib::Response& res,
             continue;
           }
           shared->finished = true;
-          state.metrics.request_finished(*event->done);
           if (event->done->stop == smol::StopReason::cancelled) {
             // Only the server cancels a request whose client is still there: it stops.
             const ApiError error = unavailable("the server stopped before the reply was done");

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -111,6 +112,7 @@ struct CompletionParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // llama-server's extension: generate past the end of turn
   ReasoningFormat reasoning = ReasoningFormat::separate;
 };
 
@@ -132,8 +134,9 @@ inline Json parse_body(std::string_view body) {
     Json json = Json::parse(body);
     if (!json.is_object()) throw invalid_request("the request body must be a JSON object");
     return json;
-  } catch (const Json::parse_error& error) {
-    // nlohmann names the byte offset and what it found, UTF-8 errors included.
+  } catch (const Json::exception& error) {
+    // nlohmann names the byte offset and what it found, UTF-8 errors and numbers out of
+    // range included.
     throw invalid_request(std::string("the request body is not valid JSON: ") + error.what());
   }
 }
@@ -151,8 +154,13 @@ inline double number_in(const Json& body, const char* name, double low, double h
   if (!value->is_number()) throw invalid_request(std::string(name) + " must be a number", name);
   const double x = value->get<double>();
   if (!std::isfinite(x) || x < low || x > high) {
-    throw invalid_request(std::string(name) + " must be between " + Json(low).dump() + " and " +
-                              Json(high).dump() + ", not " + value->dump(),
+    const auto shown = [](double v) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return std::string(text);
+    };
+    throw invalid_request(std::string(name) + " must be between " + shown(low) + " and " +
+                              shown(high) + ", not " + value->dump(),
                           name);
   }
   return x;
@@ -239,6 +247,7 @@ inline CompletionParams parse_params(const Json& body, const RequestDefaults& de
     }
     std::erase(p.stop, std::string());
   }
+  p.ignore_eos = boolean(body, "ignore_eos", false);
   p.stream = boolean(body, "stream", false);
   if (const Json* options = field(body, "stream_options")) {
     if (!p.stream) throw invalid_request("stream_options needs stream: true", "stream_options");

@@ -1,0 +1,35 @@
+# smol-server from the outside, as its users meet it: the official `openai` npm client
+# (tests/server/openai_client.test.mjs) and the chat page in headless Chromium through
+# puppeteer-core (tests/server/browser.test.mjs). npm installs the two packages, pinned
+# by tests/server/package-lock.json, into the build tree when the tests are built.
+option(SMOL_SERVER_E2E_TESTS "Test smol-server with the openai npm client and headless Chromium" ON)
+if(NOT SMOL_SERVER_E2E_TESTS)
+  return()
+endif()
+find_program(SMOL_NODE node)
+find_program(SMOL_NPM npm)
+find_program(SMOL_CHROMIUM NAMES chromium chromium-browser)
+if(NOT SMOL_NODE OR NOT SMOL_NPM OR NOT SMOL_CHROMIUM)
+  message(FATAL_ERROR "smol-server's end-to-end tests need node, npm and chromium: run "
+                      "./scripts/install-deps.sh --test, or configure with -DSMOL_SERVER_E2E_TESTS=OFF")
+endif()
+
+set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
+foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs)
+  configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
+endforeach()
+add_custom_command(
+  OUTPUT "${e2e_dir}/node_modules/.package-lock.json"
+  COMMAND ${SMOL_NPM} ci --no-audit --no-fund --loglevel=error
+  WORKING_DIRECTORY "${e2e_dir}"
+  DEPENDS "${e2e_dir}/package-lock.json"
+  COMMENT "Installing the openai and puppeteer-core npm packages for the server tests")
+add_custom_target(smol_server_npm ALL DEPENDS "${e2e_dir}/node_modules/.package-lock.json")
+
+set(e2e_model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
+add_test(NAME server_openai_client
+         COMMAND ${SMOL_NODE} "${e2e_dir}/openai_client.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
+add_test(NAME server_browser
+         COMMAND ${SMOL_NODE} "${e2e_dir}/browser.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
+                 "${SMOL_CHROMIUM}")
+set_tests_properties(server_openai_client server_browser PROPERTIES LABELS "server" TIMEOUT 300)

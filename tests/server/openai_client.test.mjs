@@ -1,0 +1,231 @@
+// smol-server against the official `openai` npm client (v4).
+//
+//   node openai_client.test.mjs SERVER_BINARY MODEL_GGUF
+//
+// The model is a tiny random-weights model: its text is gibberish, so the tests
+// look at shapes, determinism and counters, never at what the text says.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startServer } from './spawn_server.mjs';
+
+const [serverBinary, modelPath] = process.argv.slice(2);
+if (!serverBinary || !modelPath) {
+  console.error('usage: node openai_client.test.mjs SERVER_BINARY MODEL_GGUF');
+  process.exit(2);
+}
+const SERVER_ARGS = ['-m', modelPath, '-np', '2', '-c', '2048', '-t', '2'];
+
+let server;      // the server every test uses
+let keyServer;   // the one started with --api-key, test (g)
+let client;
+let modelId;
+
+// maxRetries 0: the client would otherwise retry 5xx answers and hide them.
+const makeClient = (url, apiKey = 'unused') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 });
+
+async function metrics() {
+  const res = await fetch(`${server.url}/metrics`);
+  assert.equal(res.status, 200);
+  const text = await res.text();
+  const value = (name) => {
+    const m = text.match(new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+([0-9.eE+-]+)\\s*$`, 'm'));
+    return m ? Number(m[1]) : undefined;
+  };
+  return { text, cancelled: value('smol_requests_cancelled_total'), busy: value('smol_slots_busy') };
+}
+
+const HELLO = [{ role: 'user', content: 'Hello! Say something.' }];
+const greedy = (extra = {}) => ({ model: modelId, messages: HELLO, max_tokens: 8, temperature: 0, seed: 1, ...extra });
+const joined = (msg) => (msg.reasoning_content ?? '') + (msg.content ?? '');
+
+before(async () => {
+  server = await startServer(serverBinary, SERVER_ARGS);
+  client = makeClient(server.url);
+});
+
+after(async () => {
+  // Only a safety net: the last test stops the servers and checks the exit codes.
+  if (keyServer) await keyServer.stop();
+  if (server) await server.stop();
+});
+
+test('(a) models.list() has the one model of /v1/models', async () => {
+  const raw = await (await fetch(`${server.url}/v1/models`)).json();
+  assert.equal(raw.object, 'list');
+  assert.equal(raw.data.length, 1);
+  const models = [];
+  for await (const m of client.models.list()) models.push(m);
+  assert.equal(models.length, 1);
+  assert.equal(models[0].id, raw.data[0].id);
+  assert.equal(models[0].object, 'model');
+  modelId = models[0].id;
+});
+
+let nonStreaming; // the message of (b), compared with the stream in (c)
+
+test('(b) chat.completions.create, not streaming', async () => {
+  const r = await client.chat.completions.create(greedy());
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 1);
+  const msg = r.choices[0].message;
+  assert.equal(msg.role, 'assistant');
+  assert.equal(typeof msg.content, 'string');
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+  assert.ok(r.usage.prompt_tokens > 0);
+  assert.ok(r.usage.completion_tokens >= 0 && r.usage.completion_tokens <= 8, `${r.usage.completion_tokens}`);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  nonStreaming = msg;
+
+  const again = await client.chat.completions.create(greedy());
+  assert.equal(joined(again.choices[0].message), joined(msg), 'greedy decoding gives the same text twice');
+  assert.equal(again.choices[0].message.content, msg.content);
+});
+
+test('(c) streaming with include_usage matches the non-streaming answer', async () => {
+  const stream = await client.chat.completions.create(greedy({ stream: true, stream_options: { include_usage: true } }));
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  assert.ok(chunks.length >= 2, `${chunks.length} chunks`);
+
+  assert.equal(chunks[0].object, 'chat.completion.chunk');
+  assert.equal(chunks[0].choices[0]?.delta?.role, 'assistant');
+
+  let text = '';
+  for (const c of chunks) {
+    const d = c.choices[0]?.delta;
+    text += (d?.reasoning_content ?? '') + (d?.content ?? '');
+  }
+  // Reasoning precedes the answer in both, so the concatenations compare.
+  assert.equal(text, joined(nonStreaming));
+
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices, []);
+  assert.ok(last.usage, 'the last chunk has usage');
+  assert.ok(last.usage.prompt_tokens > 0);
+  assert.ok(last.usage.completion_tokens <= 8);
+  assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + last.usage.completion_tokens);
+
+  const finished = chunks.filter((c) => c.choices[0]?.finish_reason != null);
+  assert.equal(finished.length, 1, 'exactly one chunk has a finish_reason');
+  assert.ok(['stop', 'length'].includes(finished[0].choices[0].finish_reason));
+});
+
+test('(d) aborting a stream cancels the request on the server', async () => {
+  const before = (await metrics()).cancelled;
+  assert.equal(typeof before, 'number', 'smol_requests_cancelled_total is in /metrics');
+
+  // A long reply, aborted as soon as the first chunk arrives. A tiny model can
+  // be quick; should a reply finish before the abort lands, try again.
+  let after;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const controller = new AbortController();
+    const stream = await client.chat.completions.create(
+      {
+        model: modelId,
+        messages: [{ role: 'user', content: `Tell me a very long story, take ${attempt}.` }],
+        max_tokens: 900, temperature: 1, seed: 7 + attempt, stream: true,
+      },
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    try {
+      for await (const chunk of stream) {
+        assert.ok(chunk);
+        chunks++;
+        controller.abort();
+      }
+    } catch (e) {
+      // The client either ends the loop quietly or throws an abort error.
+      assert.ok(/abort/i.test(e.name) || /abort/i.test(e.message), `unexpected error: ${e}`);
+    }
+    assert.ok(chunks >= 1);
+
+    const deadline = Date.now() + 5000;
+    let m;
+    do {
+      await new Promise((r) => setTimeout(r, 100));
+      m = await metrics();
+    } while ((m.cancelled <= before || m.busy !== 0) && Date.now() < deadline);
+    after = m;
+    if (m.cancelled > before) break;
+  }
+  assert.ok(after.cancelled >= 1 && after.cancelled > before, `smol_requests_cancelled_total went ${before} -> ${after.cancelled}`);
+  assert.equal(after.busy, 0, 'smol_slots_busy is 0 again');
+});
+
+test('(e) completions.create (legacy endpoint)', async () => {
+  const r = await client.completions.create({ model: modelId, prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
+  assert.equal(r.choices.length, 1);
+  assert.equal(typeof r.choices[0].text, 'string');
+  assert.ok(r.usage.prompt_tokens > 0);
+  assert.ok(r.usage.completion_tokens <= 5);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+});
+
+test('(f) invalid requests are 400', async () => {
+  const is400 = (e) => {
+    assert.ok(e instanceof OpenAI.APIError, `${e}`);
+    assert.equal(e.status, 400);
+    return true;
+  };
+  await assert.rejects(client.chat.completions.create({ model: modelId, messages: [], max_tokens: 4 }), is400);
+  await assert.rejects(client.chat.completions.create({ ...greedy(), n: 2 }), is400);
+});
+
+test('(g) --api-key: wrong key 401, right key works, /health is open', async () => {
+  keyServer = await startServer(serverBinary, [...SERVER_ARGS, '--api-key', 'sekrit']);
+
+  const wrong = makeClient(keyServer.url, 'wrong');
+  await assert.rejects(wrong.models.list(), (e) => {
+    assert.equal(e.status, 401);
+    return true;
+  });
+  await assert.rejects(wrong.chat.completions.create(greedy({ max_tokens: 2 })), (e) => {
+    assert.equal(e.status, 401);
+    return true;
+  });
+  const noKey = await fetch(`${keyServer.url}/v1/models`);
+  assert.equal(noKey.status, 401);
+
+  const right = makeClient(keyServer.url, 'sekrit');
+  const models = [];
+  for await (const m of right.models.list()) models.push(m);
+  assert.equal(models.length, 1);
+  const r = await right.chat.completions.create(greedy({ model: models[0].id, max_tokens: 2 }));
+  assert.equal(r.choices[0].message.role, 'assistant');
+
+  const health = await fetch(`${keyServer.url}/health`);
+  assert.equal(health.status, 200);
+
+  const code = await keyServer.stop();
+  keyServer = undefined;
+  assert.equal(code, 0, 'the --api-key server exits 0 on SIGTERM');
+});
+
+test('(h) a body that is not JSON is 400 with an OpenAI-style error', async () => {
+  const res = await fetch(`${server.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{',
+  });
+  assert.equal(res.status, 400);
+  const body = await res.json();
+  assert.equal(typeof body.error?.message, 'string');
+  assert.equal(typeof body.error?.type, 'string');
+});
+
+test('(i) chat_template_kwargs.enable_thinking is accepted', async () => {
+  for (const enable_thinking of [false, true]) {
+    // Not in the client's types; v4 sends the body object as it is.
+    const r = await client.chat.completions.create(greedy({ chat_template_kwargs: { enable_thinking } }));
+    const msg = r.choices[0].message;
+    assert.equal(msg.role, 'assistant');
+    assert.equal(typeof msg.content, 'string');
+    assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  }
+});
+
+test('the server exits 0 on SIGTERM', async () => {
+  const code = await server.stop();
+  server = undefined;
+  assert.equal(code, 0);
+});

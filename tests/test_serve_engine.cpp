@@ -1,0 +1,146 @@
+// The engine thread and reply channels, as the server uses them: connection threads
+// submit, read their pieces and cancel while one thread runs the scheduler. Run under
+// ThreadSanitizer too (scripts/test.sh's tsan stage).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "smol/model/batch_transformer.hpp"
+#include "smol/model/model.hpp"
+#include "smol/serve/engine_thread.hpp"
+#include "smol/serve/reply_channel.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+
+namespace {
+
+const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
+
+struct Fixture {
+  smol::Model model = smol::Model::open(kFixture);
+  smol::Tokenizer tokenizer{smol::load_vocabulary(model.file())};
+  smol::Context context{1};
+};
+
+Fixture& fixture() {
+  static Fixture instance;
+  return instance;
+}
+
+smol::GenerationRequest request_for(int i, std::size_t max_tokens) {
+  const std::vector<std::string> prompts = {"Once upon a time", "The quick brown fox",
+                                            "Why is the sky blue?", "Numbers: 1, 2, 3"};
+  smol::GenerationRequest request;
+  request.prompt = fixture().tokenizer.encode(prompts[static_cast<std::size_t>(i) % prompts.size()],
+                                              {.add_bos = false});
+  request.sampling = smol::SamplerSettings::greedy();
+  request.max_tokens = max_tokens;
+  request.ignore_eos = true;
+  return request;
+}
+
+struct Reply {
+  std::string text;
+  smol::GenerationResult result;
+};
+
+// Reads a channel to its end, as a connection thread does.
+Reply read_all(smol::serve::ReplyChannel& channel) {
+  Reply reply;
+  for (;;) {
+    auto event = channel.next(std::chrono::milliseconds(50));
+    if (!event) continue;
+    if (event->done) {
+      reply.result = *event->done;
+      return reply;
+    }
+    reply.text += event->text;
+  }
+}
+
+// The reply of request i alone, on an engine of its own.
+Reply alone(int i, std::size_t max_tokens) {
+  Fixture& f = fixture();
+  smol::BatchTransformer engine(f.model, f.context, {.total_positions = 1024});
+  smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 1});
+  smol::serve::EngineThread thread(scheduler);
+  auto channel = std::make_shared<smol::serve::ReplyChannel>();
+  smol::GenerationRequest request = request_for(i, max_tokens);
+  smol::serve::ReplyChannel::connect(channel, request);
+  thread.submit(std::move(request));
+  return read_all(*channel);
+}
+
+}  // namespace
+
+TEST_CASE("connection threads get the same replies as requests run alone") {
+  constexpr int kRequests = 6;
+  std::vector<Reply> expected;
+  for (int i = 0; i < kRequests; ++i) expected.push_back(alone(i, 8 + static_cast<std::size_t>(i)));
+
+  Fixture& f = fixture();
+  smol::BatchTransformer engine(f.model, f.context, {.total_positions = 2048});
+  smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 3, .step_tokens = 64});
+  smol::serve::EngineThread thread(scheduler);
+  std::vector<Reply> got(kRequests);
+  std::vector<std::thread> connections;
+  for (int i = 0; i < kRequests; ++i) {
+    connections.emplace_back([&, i] {
+      auto channel = std::make_shared<smol::serve::ReplyChannel>();
+      smol::GenerationRequest request = request_for(i, 8 + static_cast<std::size_t>(i));
+      smol::serve::ReplyChannel::connect(channel, request);
+      thread.submit(std::move(request));
+      got[static_cast<std::size_t>(i)] = read_all(*channel);
+    });
+  }
+  for (auto& connection : connections) connection.join();
+  for (int i = 0; i < kRequests; ++i) {
+    CAPTURE(i);
+    const auto& g = got[static_cast<std::size_t>(i)];
+    CHECK(g.result.tokens == expected[static_cast<std::size_t>(i)].result.tokens);
+    CHECK(g.text == expected[static_cast<std::size_t>(i)].text);
+    CHECK(g.result.stop == smol::StopReason::max_tokens);
+  }
+  CHECK(thread.failures() == 0);
+}
+
+TEST_CASE("a connection cancels its request mid-reply; stop() ends the rest") {
+  Fixture& f = fixture();
+  smol::BatchTransformer engine(f.model, f.context, {.total_positions = 2048});
+  smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 1, .step_tokens = 64});
+  auto thread = std::make_unique<smol::serve::EngineThread>(scheduler);
+
+  // One long request, cancelled from its reader after its first piece.
+  auto channel = std::make_shared<smol::serve::ReplyChannel>();
+  smol::GenerationRequest request = request_for(0, 100000);
+  smol::serve::ReplyChannel::connect(channel, request);
+  const smol::RequestId id = thread->submit(std::move(request));
+  std::optional<smol::serve::ReplyEvent> first;
+  while (!(first = channel->next(std::chrono::milliseconds(50)))) {
+  }
+  REQUIRE_FALSE(first->done);
+  thread->cancel(id);
+  const Reply cancelled = read_all(*channel);
+  CHECK(cancelled.result.stop == smol::StopReason::cancelled);
+  CHECK(cancelled.result.tokens.size() < 100000);
+
+  // Two more, one running and one waiting for the single slot: stopping the engine
+  // ends both, so no reader waits forever.
+  std::vector<std::shared_ptr<smol::serve::ReplyChannel>> channels;
+  for (int i = 1; i <= 2; ++i) {
+    channels.push_back(std::make_shared<smol::serve::ReplyChannel>());
+    smol::GenerationRequest r = request_for(i, 100000);
+    smol::serve::ReplyChannel::connect(channels.back(), r);
+    thread->submit(std::move(r));
+  }
+  while (!channels[0]->next(std::chrono::milliseconds(50))) {
+  }
+  thread->stop();
+  for (auto& c : channels) CHECK(read_all(*c).result.stop == smol::StopReason::cancelled);
+  CHECK(thread->slots_busy() == 0);
+  thread.reset();
+  CHECK(engine.pool().free_pages() == engine.pool().total_pages());
+}

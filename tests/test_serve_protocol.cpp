@@ -1,0 +1,265 @@
+// The OpenAI protocol without a socket: requests parsed field by field with their
+// errors naming the field, replies and stream chunks in OpenAI's shapes, the reasoning
+// apart or folded, and streamed deltas that add up to the non-streamed message.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "smol/serve/openai_protocol.hpp"
+
+namespace {
+
+using smol::serve::ApiError;
+using smol::serve::Json;
+using smol::serve::parse_chat_request;
+
+const std::string kHi = R"("messages": [{"role": "user", "content": "Hi"}])";
+
+std::string body(const std::string& fields) {
+  return "{" + kHi + (fields.empty() ? "" : ", " + fields) + "}";
+}
+
+// The 400 a body gets, as (param, message).
+ApiError rejection(const std::string& text) {
+  try {
+    parse_chat_request(text);
+  } catch (const ApiError& error) {
+    return error;
+  }
+  FAIL("accepted: " << text);
+  return ApiError(0, "", "");
+}
+
+// The JSON of each `data:` event of an SSE text, [DONE] as a string.
+std::vector<Json> events_of(const std::string& sse) {
+  std::vector<Json> events;
+  std::size_t at = 0;
+  while ((at = sse.find("data: ", at)) != std::string::npos) {
+    const std::size_t end = sse.find("\n\n", at);
+    REQUIRE(end != std::string::npos);
+    const std::string data = sse.substr(at + 6, end - at - 6);
+    events.push_back(data == "[DONE]" ? Json("[DONE]") : Json::parse(data));
+    at = end + 2;
+  }
+  return events;
+}
+
+smol::GenerationResult result_of(smol::StopReason stop) {
+  smol::GenerationResult result;
+  result.stop = stop;
+  result.stats.prompt_tokens = 7;
+  result.stats.reused_tokens = 5;
+  result.stats.generated_tokens = 3;
+  result.stats.prefill_seconds = 0.5;
+  result.stats.decode_seconds = 0.25;
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("a minimal chat request takes the server's defaults") {
+  smol::serve::RequestDefaults defaults;
+  defaults.sampling.temperature = 0.6f;
+  defaults.enable_thinking = false;
+  const auto request = parse_chat_request(body(""), defaults);
+  REQUIRE(request.messages.size() == 1);
+  CHECK(request.messages[0].role == "user");
+  CHECK(request.messages[0].content == "Hi");
+  CHECK(request.params.sampling.temperature == doctest::Approx(0.6));
+  CHECK_FALSE(request.enable_thinking);
+  CHECK_FALSE(request.params.stream);
+  CHECK(request.params.max_tokens == 0);
+  CHECK(request.params.reasoning == smol::serve::ReasoningFormat::separate);
+}
+
+TEST_CASE("every honoured field reaches the request") {
+  const auto r = parse_chat_request(R"({"messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "system", "content": "Be kind."},
+      {"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]},
+      {"role": "assistant", "content": null},
+      {"role": "user", "content": "again"}],
+    "temperature": 0.2, "top_p": 0.5, "top_k": 7, "min_p": 0.1, "seed": 42,
+    "presence_penalty": 0.5, "frequency_penalty": -0.5, "repeat_penalty": 1.1,
+    "max_tokens": 50, "max_completion_tokens": 20, "stop": "END", "n": 1,
+    "stream": true, "stream_options": {"include_usage": true}, "reasoning_format": "none",
+    "chat_template_kwargs": {"enable_thinking": false}, "user": "ignored", "model": "x"})");
+  REQUIRE(r.messages.size() == 4);
+  CHECK(r.messages[0].role == "system");
+  CHECK(r.messages[0].content == "Be brief.\n\nBe kind.");
+  CHECK(r.messages[1].content == "Hello");
+  CHECK(r.messages[2].role == "assistant");
+  CHECK(r.messages[2].content.empty());
+  const auto& s = r.params.sampling;
+  CHECK(s.temperature == doctest::Approx(0.2));
+  CHECK(s.top_p == doctest::Approx(0.5));
+  CHECK(s.top_k == 7);
+  CHECK(s.min_p == doctest::Approx(0.1));
+  CHECK(s.seed == 42u);
+  CHECK(s.presence_penalty == doctest::Approx(0.5));
+  CHECK(s.frequency_penalty == doctest::Approx(-0.5));
+  CHECK(s.repeat_penalty == doctest::Approx(1.1));
+  CHECK(r.params.max_tokens == 20);  // the newer name wins
+  CHECK(r.params.stop == std::vector<std::string>{"END"});
+  CHECK(r.params.stream);
+  CHECK(r.params.include_usage);
+  CHECK(r.params.reasoning == smol::serve::ReasoningFormat::folded);
+  CHECK_FALSE(r.enable_thinking);
+
+  CHECK(parse_chat_request(body(R"("stop": ["a", "", "b"])")).params.stop ==
+        std::vector<std::string>{"a", "b"});
+  CHECK(parse_chat_request(body(R"("max_tokens": null)")).params.max_tokens == 0);
+  CHECK(parse_chat_request(body(R"("n_predict": -1)")).params.max_tokens == 0);
+}
+
+TEST_CASE("bad requests get a 400 that names the field") {
+  struct Case {
+    std::string body, param, says;
+  };
+  const std::vector<Case> cases = {
+      {"{", "", "not valid JSON"},
+      {"[1, 2]", "", "must be a JSON object"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}", "", "not valid JSON"},
+      {"{}", "messages", "non-empty list"},
+      {R"({"messages": []})", "messages", "non-empty list"},
+      {R"({"messages": {"role": "user"}})", "messages", "non-empty list"},
+      {R"({"messages": ["hi"]})", "messages[0]", "must be an object"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0].role", "must be a string"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role", "\"tool\""},
+      {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role", "not one of"},
+      {R"({"messages": [{"role": "user"}]})", "messages[0].content", "missing"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content",
+       "string or a list"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content[0]", "text only"},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]})",
+       "messages[1].role", "after the conversation began"},
+      {R"({"messages": [{"role": "system", "content": "b"}]})", "messages", "only a system prompt"},
+      {body(R"("temperature": 3)"), "temperature", "between 0 and 2"},
+      {body(R"("temperature": "hot")"), "temperature", "must be a number"},
+      {body(R"("temperature": 1e400)"), "", "not valid JSON"},
+      {body(R"("top_p": -0.1)"), "top_p", "between"},
+      {body(R"("top_k": 1.5)"), "top_k", "integer"},
+      {body(R"("max_tokens": 0)"), "max_tokens", "between 1 and"},
+      {body(R"("max_tokens": -5)"), "max_tokens", "between 1 and"},
+      {body(R"("max_tokens": 99999999999999999999999)"), "max_tokens", "integer"},
+      {body(R"("max_tokens": 18446744073709551615)"), "max_tokens", "at most"},
+      {body(R"("max_completion_tokens": "ten")"), "max_completion_tokens", "integer"},
+      {body(R"("n": 2)"), "n", "must be 1"},
+      {body(R"("seed": "x")"), "seed", "integer"},
+      {body(R"("stop": 5)"), "stop", "list of at most"},
+      {body(R"("stop": [1])"), "stop", "list of at most"},
+      {body(
+           R"("stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])"),
+       "stop", "at most 16"},
+      {body(R"("stream": "yes")"), "stream", "true or false"},
+      {body(R"("stream_options": {"include_usage": true})"), "stream_options", "needs stream"},
+      {body(R"("logprobs": true)"), "logprobs", "not supported"},
+      {body(R"("tools": [])"), "tools", "not supported"},
+      {body(R"("response_format": {"type": "json_object"})"), "response_format", "only"},
+      {body(R"("reasoning_format": "xml")"), "reasoning_format", "deepseek"},
+      {body(R"("chat_template_kwargs": [])"), "chat_template_kwargs", "object"},
+      {body(R"("chat_template_kwargs": {"enable_thinking": "no"})"), "enable_thinking",
+       "true or false"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.body);
+    const ApiError error = rejection(c.body);
+    CHECK(error.status == 400);
+    CHECK(error.type == "invalid_request_error");
+    CHECK(error.param == c.param);
+    CHECK(std::string(error.what()).find(c.says) != std::string::npos);
+    const Json shown = smol::serve::error_body(error);
+    CHECK(shown["error"]["message"] == error.what());
+    CHECK(shown["error"]["code"] == 400);
+    CHECK(shown["error"]["param"] == (c.param.empty() ? Json(nullptr) : Json(c.param)));
+  }
+}
+
+TEST_CASE("completion requests take a prompt string") {
+  const auto r = smol::serve::parse_completion_request(R"({"prompt": "Once", "max_tokens": 3})");
+  CHECK(r.prompt == "Once");
+  CHECK(r.params.max_tokens == 3);
+  CHECK(smol::serve::parse_completion_request(R"({"prompt": ["Once"]})").prompt == "Once");
+  for (const char* bad :
+       {R"({})", R"({"prompt": ""})", R"({"prompt": 5})", R"({"prompt": ["a", "b"]})"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(smol::serve::parse_completion_request(bad), ApiError);
+  }
+}
+
+TEST_CASE("the reasoning goes apart or folded, and the answer loses its leading newlines") {
+  using smol::PieceKind;
+  smol::serve::ReplyText apart(smol::serve::ReasoningFormat::separate);
+  apart.add({"Let me think.", PieceKind::thinking});
+  apart.add({"\n\n", PieceKind::answer});
+  apart.add({"\nHello", PieceKind::answer});
+  apart.add({"\n", PieceKind::answer});
+  CHECK(apart.reasoning() == "Let me think.");
+  CHECK(apart.content() == "Hello\n");
+
+  smol::serve::ReplyText folded(smol::serve::ReasoningFormat::folded);
+  folded.add({"Hm", PieceKind::thinking});
+  folded.add({".", PieceKind::thinking});
+  const auto delta = folded.add({"\nYes", PieceKind::answer});
+  CHECK(delta.content == "</think>Yes");
+  CHECK(folded.reasoning().empty());
+  CHECK(folded.content() == "<think>Hm.</think>Yes");
+}
+
+TEST_CASE("a streamed chat reply: role first, deltas, the finish with timings, usage, [DONE]") {
+  using smol::PieceKind;
+  const smol::serve::ReplyHeader header{"chatcmpl-1", 1700000000, "m"};
+  smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, true);
+  std::string sse = stream.first();
+  sse += stream.piece({"Think", PieceKind::thinking});
+  sse += stream.piece({"\n\n", PieceKind::answer});  // nothing to show yet
+  sse += stream.piece({"Hi!", PieceKind::answer});
+  sse += stream.end(result_of(smol::StopReason::max_tokens));
+  const std::vector<Json> events = events_of(sse);
+  REQUIRE(events.size() == 6);
+  for (std::size_t i = 0; i < 5; ++i) {
+    CHECK(events[i]["object"] == "chat.completion.chunk");
+    CHECK(events[i]["id"] == "chatcmpl-1");
+    CHECK(events[i]["model"] == "m");
+  }
+  CHECK(events[0]["choices"][0]["delta"]["role"] == "assistant");
+  CHECK(events[1]["choices"][0]["delta"]["reasoning_content"] == "Think");
+  CHECK(events[2]["choices"][0]["delta"]["content"] == "Hi!");
+  CHECK(events[2]["choices"][0]["finish_reason"].is_null());
+  CHECK(events[3]["choices"][0]["finish_reason"] == "length");
+  CHECK(events[3]["choices"][0]["delta"].empty());
+  CHECK(events[3]["timings"]["predicted_n"] == 3);
+  CHECK(events[3]["timings"]["cache_n"] == 5);
+  CHECK(events[4]["choices"].empty());
+  CHECK(events[4]["usage"]["prompt_tokens"] == 12);  // evaluated and cached
+  CHECK(events[4]["usage"]["completion_tokens"] == 3);
+  CHECK(events[4]["usage"]["total_tokens"] == 15);
+  CHECK(events[4]["usage"]["prompt_tokens_details"]["cached_tokens"] == 5);
+  CHECK(events[5] == "[DONE]");
+
+  smol::serve::ChatStream no_usage(header, smol::serve::ReasoningFormat::separate, false);
+  CHECK(events_of(no_usage.end(result_of(smol::StopReason::end_of_generation))).size() == 2);
+}
+
+TEST_CASE("the non-streamed chat reply, and the finish reasons") {
+  smol::serve::ReplyText text(smol::serve::ReasoningFormat::separate);
+  text.add({"Hello", smol::PieceKind::answer});
+  Json reply = smol::serve::chat_completion_json({"id", 1, "m"}, text,
+                                                 result_of(smol::StopReason::stop_string));
+  CHECK(reply["object"] == "chat.completion");
+  CHECK(reply["choices"][0]["message"]["role"] == "assistant");
+  CHECK(reply["choices"][0]["message"]["content"] == "Hello");
+  CHECK_FALSE(reply["choices"][0]["message"].contains("reasoning_content"));
+  CHECK(reply["choices"][0]["finish_reason"] == "stop");
+  CHECK(reply["usage"]["total_tokens"] == 15);
+
+  text.add({"x", smol::PieceKind::thinking});
+  reply = smol::serve::chat_completion_json({"id", 1, "m"}, text,
+                                            result_of(smol::StopReason::context_full));
+  CHECK(reply["choices"][0]["message"]["reasoning_content"] == "x");
+  CHECK(reply["choices"][0]["finish_reason"] == "length");
+  CHECK(smol::serve::finish_reason(smol::StopReason::end_of_generation) == "stop");
+  CHECK(smol::serve::finish_reason(smol::StopReason::max_tokens) == "length");
+}

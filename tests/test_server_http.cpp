@@ -1,0 +1,380 @@
+// smol-server over real sockets: the refusals each bad request gets (status and
+// OpenAI's error body), the queue limit, a client that disconnects mid-stream, replies
+// served side by side that equal those served alone, the prompt cache across turns,
+// and SIGTERM with a reply in flight. The openai npm client and the browser test the
+// same server from the outside (tests/server/).
+#include <doctest/doctest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
+
+// A smol-server process on a free port, stopped (SIGTERM) when it goes out of scope.
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> args) {
+    args.insert(args.begin(), {SMOL_SERVER_BINARY, "-m", kFixture, "-t", "1", "--port", "0"});
+    int pipe_fds[2];
+    REQUIRE(pipe(pipe_fds) == 0);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      dup2(pipe_fds[1], STDERR_FILENO);
+      close(pipe_fds[0]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(pipe_fds[1]);
+    log_ = fdopen(pipe_fds[0], "r");
+    // Read stderr until the server says where it listens.
+    char line[4096];
+    const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    while (std::fgets(line, sizeof line, log_) != nullptr) {
+      output_ += line;
+      std::cmatch match;
+      if (std::regex_search(line, match, listening)) {
+        port_ = std::stoi(match[1].str());
+        break;
+      }
+    }
+    REQUIRE_MESSAGE(port_ > 0, output_);
+    // Keep draining stderr so the server never blocks on a full pipe.
+    drain_ = std::thread([this] {
+      char rest[4096];
+      while (std::fgets(rest, sizeof rest, log_) != nullptr) {
+        std::lock_guard lock(output_mutex_);
+        output_ += rest;
+      }
+    });
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0 && !exited_) stop();
+    if (drain_.joinable()) drain_.join();
+    if (log_ != nullptr) std::fclose(log_);
+  }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+  // SIGTERM, then the exit status (-1 when it did not exit normally).
+  int stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string output() {
+    std::lock_guard lock(output_mutex_);
+    return output_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool exited_ = false;
+  FILE* log_ = nullptr;
+  std::mutex output_mutex_;
+  std::string output_;
+  std::thread drain_;
+};
+
+std::string chat_body(const std::string& user, int max_tokens, bool stream = false) {
+  return Json{{"messages", {{{"role", "user"}, {"content", user}}}},
+              {"max_tokens", max_tokens},
+              {"temperature", 0},
+              {"stream", stream}}
+      .dump();
+}
+
+// A reply that runs until the context is full: thousands of tokens, long enough for a
+// test to act while it streams.
+std::string endless_body() {
+  return Json{{"messages", {{{"role", "user"}, {"content", "Tell me a long story"}}}},
+              {"temperature", 0},
+              {"ignore_eos", true},
+              {"stream", true}}
+      .dump();
+}
+
+// The status and error body a request gets.
+struct Refusal {
+  int status = 0;
+  Json error;
+};
+
+Refusal post(httplib::Client& client, const std::string& path, const std::string& body,
+             const httplib::Headers& headers = {}) {
+  const auto res = client.Post(path, headers, body, "application/json");
+  REQUIRE(res);
+  Refusal refusal{res->status, Json()};
+  if (res->status != 200) {
+    refusal.error = Json::parse(res->body);
+    CHECK(refusal.error["error"]["message"].is_string());
+    CHECK(refusal.error["error"]["type"].is_string());
+    CHECK(refusal.error["error"]["code"] == res->status);
+  }
+  return refusal;
+}
+
+// Reads metrics until `name` has `value` (they trail the events by a step), or 10 s.
+double wait_for_metric(httplib::Client& client, const std::string& name, double value) {
+  double seen = -1;
+  for (int i = 0; i < 200; ++i) {
+    const auto res = client.Get("/metrics");
+    REQUIRE(res);
+    std::smatch match;
+    const std::regex line("\n" + name + " ([0-9.e+-]+)\n");
+    if (std::regex_search(res->body, match, line)) seen = std::stod(match[1].str());
+    if (seen == value) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return seen;
+}
+
+// POSTs `body` to the chat endpoint, handing each chunk of the answer to `receive`
+// (false hangs up). httplib 0.11's Post has no receiver, so the Request is built here.
+void post_streaming(httplib::Client& client, const std::string& body,
+                    std::function<bool(const char*, std::size_t)> receive) {
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/chat/completions";
+  request.body = body;
+  request.set_header("Content-Type", "application/json");
+  request.content_receiver = [receive](const char* data, std::size_t n, std::uint64_t,
+                                       std::uint64_t) { return receive(data, n); };
+  client.send(request);
+}
+
+// The SSE events of a streamed reply, read to the end.
+std::vector<std::string> stream_events(httplib::Client& client, const std::string& body) {
+  std::string data;
+  post_streaming(client, body, [&](const char* chunk, std::size_t n) {
+    data.append(chunk, n);
+    return true;
+  });
+  std::vector<std::string> events;
+  std::size_t at = 0;
+  while ((at = data.find("data: ", at)) != std::string::npos) {
+    const std::size_t end = data.find("\n\n", at);
+    if (end == std::string::npos) break;
+    events.push_back(data.substr(at + 6, end - at - 6));
+    at = end + 2;
+  }
+  return events;
+}
+
+std::string streamed_content(const std::vector<std::string>& events) {
+  std::string text;
+  for (const std::string& e : events) {
+    if (e == "[DONE]") continue;
+    const Json chunk = Json::parse(e);
+    if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
+    const Json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) text += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("content")) text += delta["content"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("bad requests get the right status and OpenAI's error body") {
+  ServerProcess server({"-c", "1024", "--max-body", "4096", "--api-key", "sekrit"});
+  httplib::Client client = server.client();
+  const httplib::Headers key = {{"Authorization", "Bearer sekrit"}};
+
+  CHECK(client.Get("/health")->status == 200);  // no key needed
+  CHECK(client.Get("/")->status == 200);
+  CHECK(post(client, "/v1/chat/completions", chat_body("Hi", 2)).status == 401);
+  CHECK(
+      post(client, "/v1/chat/completions", chat_body("Hi", 2), {{"Authorization", "Bearer wrong"}})
+          .status == 401);
+  CHECK(client.Get("/v1/models")->status == 401);
+  CHECK(client.Get("/v1/models", key)->status == 200);
+
+  CHECK(post(client, "/v1/nothing", "{}", key).status == 404);
+  CHECK(post(client, "/v1/chat/completions", "{", key).status == 400);
+  CHECK(post(client, "/v1/chat/completions",
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}", key)
+            .status == 400);
+  const Refusal big = post(client, "/v1/chat/completions", std::string(8192, ' '), key);
+  CHECK(big.status == 413);
+  const Refusal type =
+      post(client, "/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "Hi"}], "temperature": "warm"})", key);
+  CHECK(type.status == 400);
+  CHECK(type.error["error"]["param"] == "temperature");
+  // SmolLM3's template alone is about 530 tokens: this cannot fit 1024.
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word and ";
+  const Refusal too_long = post(client, "/v1/chat/completions", chat_body(long_text, 2), key);
+  CHECK(too_long.status == 400);
+  CHECK(too_long.error["error"]["param"] == "messages");
+  CHECK(std::string(too_long.error["error"]["message"]).find("prompt needs") != std::string::npos);
+  CHECK(post(client, "/detokenize", R"({"tokens": [1, 99999999]})", key).status == 400);
+  CHECK(post(client, "/tokenize", R"({"content": 5})", key).status == 400);
+
+  // After all that, it still serves.
+  CHECK(post(client, "/v1/chat/completions", chat_body("Hi", 2), key).status == 200);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("the queue limit answers 503; a client that leaves mid-stream frees its slot") {
+  ServerProcess server({"-c", "4096", "-np", "1", "--queue-limit", "0"});
+  httplib::Client control = server.client();
+
+  // A long reply holds the one slot; its client hangs up after a few chunks.
+  std::atomic<bool> streaming{false}, hang_up{false};
+  std::thread holder([&] {
+    httplib::Client client = server.client();
+    const std::string body = endless_body();
+    std::size_t chunks = 0;
+    post_streaming(client, body, [&](const char*, std::size_t) {
+      if (++chunks == 3) streaming = true;
+      return !hang_up.load();
+    });
+  });
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(wait_for_metric(control, "smol_slots_busy", 1) == 1);
+
+  const auto refused = control.Post("/v1/chat/completions", chat_body("Hi", 2), "application/json");
+  REQUIRE(refused);
+  CHECK(refused->status == 503);
+  CHECK(refused->get_header_value("Retry-After") == "1");
+  CHECK(wait_for_metric(control, "smol_requests_rejected_total", 1) == 1);
+
+  hang_up = true;
+  holder.join();
+  CHECK(wait_for_metric(control, "smol_requests_cancelled_total", 1) == 1);
+  CHECK(wait_for_metric(control, "smol_slots_busy", 0) == 0);
+  CHECK(post(control, "/v1/chat/completions", chat_body("Hi", 2)).status == 200);
+}
+
+TEST_CASE("replies streamed side by side equal the same requests served one at a time") {
+  ServerProcess server({"-c", "2048", "-np", "4"});
+  const std::vector<std::string> prompts = {"Once upon a time", "Why is the sky blue?",
+                                            "List three fruits", "Hello there"};
+  std::vector<std::string> alone;
+  for (const std::string& p : prompts) {
+    httplib::Client client = server.client();
+    const auto res = client.Post("/v1/chat/completions", chat_body(p, 12 + int(alone.size())),
+                                 "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    const Json reply = Json::parse(res->body);
+    const Json& message = reply["choices"][0]["message"];
+    alone.push_back(message.value("reasoning_content", "") + message["content"].get<std::string>());
+  }
+  std::vector<std::string> together(prompts.size());
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client client = server.client();
+      together[i] = streamed_content(
+          stream_events(client, chat_body(prompts[i], 12 + static_cast<int>(i), true)));
+    });
+  }
+  for (auto& c : clients) c.join();
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    CHECK(together[i] == alone[i]);
+  }
+}
+
+TEST_CASE("a conversation's next turn reuses the cached prefix") {
+  ServerProcess server({"-c", "2048", "-np", "2"});
+  httplib::Client client = server.client();
+  Json request = {{"messages", {{{"role", "user"}, {"content", "Hi, who are you?"}}}},
+                  {"max_tokens", 6},
+                  {"temperature", 0}};
+  const auto first = client.Post("/v1/chat/completions", request.dump(), "application/json");
+  REQUIRE(first);
+  const Json one = Json::parse(first->body);
+  request["messages"].push_back(one["choices"][0]["message"]);
+  request["messages"].push_back({{"role", "user"}, {"content", "And then?"}});
+  const auto second = client.Post("/v1/chat/completions", request.dump(), "application/json");
+  REQUIRE(second);
+  const Json two = Json::parse(second->body);
+  const int cached = two["usage"]["prompt_tokens_details"]["cached_tokens"];
+  // At least the system prompt and the first user turn.
+  CHECK(cached >= one["usage"]["prompt_tokens"].get<int>() - 2);
+  CHECK(cached < two["usage"]["prompt_tokens"].get<int>());
+  CHECK(two["timings"]["cache_n"] == cached);
+}
+
+TEST_CASE("SIGTERM: a reply still running after the grace period is ended; exit 0") {
+  ServerProcess server({"-c", "4096", "--grace", "0"});
+  std::atomic<bool> streaming{false};
+  std::vector<std::string> events;
+  std::thread reader([&] {
+    httplib::Client client = server.client();
+    const std::string body = endless_body();
+    std::string data;
+    post_streaming(client, body, [&](const char* chunk, std::size_t n) {
+      data.append(chunk, n);
+      streaming = true;
+      return true;
+    });
+    events.push_back(data);
+  });
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(server.stop() == 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  reader.join();
+  REQUIRE(events.size() == 1);
+  // The stream was told why it ended, then closed properly.
+  CHECK(events[0].find("server stopped") != std::string::npos);
+  CHECK(events[0].find("data: [DONE]") != std::string::npos);
+  CHECK(seconds < 10);
+  CHECK(server.output().find("cancelling 1 replies") != std::string::npos);
+}
+
+TEST_CASE("SIGTERM: a reply in flight may finish within the grace period; exit 0") {
+  ServerProcess server({"-c", "4096", "--grace", "60"});
+  std::atomic<bool> streaming{false};
+  std::string data;
+  std::thread reader([&] {
+    httplib::Client client = server.client();
+    post_streaming(client, chat_body("Tell me a story", 300, true),
+                   [&](const char* chunk, std::size_t n) {
+                     data.append(chunk, n);
+                     streaming = true;
+                     return true;
+                   });
+  });
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(server.stop() == 0);
+  reader.join();
+  CHECK(data.find("\"finish_reason\":\"") != std::string::npos);
+  CHECK(data.find("server stopped") == std::string::npos);
+  CHECK(data.find("data: [DONE]") != std::string::npos);
+}
