@@ -246,17 +246,16 @@ TEST_CASE("bad requests get the right status and OpenAI's error body") {
   CHECK(server.stop() == 0);
 }
 
-TEST_CASE("the queue limit answers 503; a client that leaves mid-stream frees its slot") {
-  ServerProcess server({"-c", "4096", "-np", "1", "--queue-limit", "0"});
+TEST_CASE("past the queue limit 503; a client that leaves frees its slot for the next") {
+  ServerProcess server({"-c", "4096", "-np", "1", "--queue-limit", "1"});
   httplib::Client control = server.client();
 
-  // A long reply holds the one slot; its client hangs up after a few chunks.
+  // A long reply holds the one slot; its client hangs up when told.
   std::atomic<bool> streaming{false}, hang_up{false};
   std::thread holder([&] {
     httplib::Client client = server.client();
-    const std::string body = endless_body();
     std::size_t chunks = 0;
-    post_streaming(client, body, [&](const char*, std::size_t) {
+    post_streaming(client, endless_body(), [&](const char*, std::size_t) {
       if (++chunks == 3) streaming = true;
       return !hang_up.load();
     });
@@ -264,23 +263,38 @@ TEST_CASE("the queue limit answers 503; a client that leaves mid-stream frees it
   while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(wait_for_metric(control, "smol_slots_busy", 1) == 1);
 
+  // The next one waits in the queue...
+  std::atomic<int> queued_status{0};
+  std::thread queued([&] {
+    httplib::Client client = server.client();
+    const auto res = client.Post("/v1/chat/completions", chat_body("Hi", 4), "application/json");
+    queued_status = res ? res->status : -1;
+  });
+  CHECK(wait_for_metric(control, "smol_queue_depth", 1) == 1);
+  // ... and the one after that finds the queue full.
   const auto refused = control.Post("/v1/chat/completions", chat_body("Hi", 2), "application/json");
   REQUIRE(refused);
   CHECK(refused->status == 503);
   CHECK(refused->get_header_value("Retry-After") == "1");
+  CHECK(Json::parse(refused->body)["error"]["type"] == "unavailable_error");
   CHECK(wait_for_metric(control, "smol_requests_rejected_total", 1) == 1);
+  CHECK(queued_status == 0);  // still waiting: the slot is taken
 
+  // The streaming client leaves: its request is cancelled and the queued one runs.
   hang_up = true;
   holder.join();
+  queued.join();
+  CHECK(queued_status == 200);
   CHECK(wait_for_metric(control, "smol_requests_cancelled_total", 1) == 1);
   CHECK(wait_for_metric(control, "smol_slots_busy", 0) == 0);
-  CHECK(post(control, "/v1/chat/completions", chat_body("Hi", 2)).status == 200);
+  CHECK(wait_for_metric(control, "smol_queue_depth", 0) == 0);
 }
 
-TEST_CASE("replies streamed side by side equal the same requests served one at a time") {
-  ServerProcess server({"-c", "2048", "-np", "4"});
-  const std::vector<std::string> prompts = {"Once upon a time", "Why is the sky blue?",
-                                            "List three fruits", "Hello there"};
+TEST_CASE("eight replies streamed side by side equal the same requests served one at a time") {
+  ServerProcess server({"-c", "2048", "-np", "8"});
+  const std::vector<std::string> prompts = {
+      "Once upon a time", "Why is the sky blue?", "List three fruits", "Hello there",
+      "Write a haiku",    "What is 2+2?",         "Name a color",      "Tell me a joke"};
   std::vector<std::string> alone;
   for (const std::string& p : prompts) {
     httplib::Client client = server.client();
@@ -377,4 +391,36 @@ TEST_CASE("SIGTERM: a reply in flight may finish within the grace period; exit 0
   CHECK(data.find("\"finish_reason\":\"") != std::string::npos);
   CHECK(data.find("server stopped") == std::string::npos);
   CHECK(data.find("data: [DONE]") != std::string::npos);
+}
+
+// smol-chat's answer to one prompt (greedy, no reasoning), as printed on stdout.
+std::string chat_answer(const std::string& prompt, int max_tokens) {
+  const std::string command = std::string(SMOL_CHAT_BINARY) + " -m '" + kFixture + "' -t 1 --temp 0 --no-think -n " +
+                              std::to_string(max_tokens) + " -p '" + prompt + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  REQUIRE(pclose(pipe) == 0);
+  if (!out.empty() && out.back() == '\n') out.pop_back();  // the line smol-chat ends with
+  return out;
+}
+
+TEST_CASE("the server's reply equals smol-chat's for the same conversation") {
+  ServerProcess server({"-c", "4096", "-np", "2"});
+  httplib::Client client = server.client();
+  for (const std::string prompt : {"Hi there", "What is the capital of France?", "Count to ten"}) {
+    CAPTURE(prompt);
+    const Json body = {{"messages", {{{"role", "user"}, {"content", prompt}}}},
+                       {"max_tokens", 24},
+                       {"temperature", 0},
+                       {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    const Json reply = Json::parse(res->body);
+    CHECK(reply["choices"][0]["message"]["content"] == chat_answer(prompt, 24));
+  }
 }

@@ -15,6 +15,7 @@
 //   window.smolRenderMarkdown(text) -> HTML string, window.smolLastRequest
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -341,6 +342,17 @@ test('stop ends a long stream, and the server counts a cancelled request', async
   assert.ok(cancelled > cancelledBefore, `smol_requests_cancelled_total went ${cancelledBefore} -> ${cancelled}`);
 });
 
+test('after a stopped reply in a second conversation, a reload lists both; a screenshot', async () => {
+  await page.reload({ waitUntil: 'networkidle0' });
+  const titles = await conversationTitles();
+  assert.equal(titles.length, 2, titles.join(' | '));
+  assert.ok(titles.includes('Renamed chat'), titles.join(' | '));
+  assert.ok(titles.some((t) => t.startsWith('Write a very long story')), titles.join(' | '));
+  // The stopped reply was kept, marked as stopped.
+  assert.match(await page.$eval('#messages .msg.assistant .stats', (e) => e.textContent), /stopped/);
+  await page.screenshot({ path: fileURLToPath(new URL('chat-page.png', import.meta.url)) });
+});
+
 test('the thinking switch sets chat_template_kwargs.enable_thinking', async () => {
   await page.click('#new-chat');
   const setThinking = async (on) => {
@@ -555,6 +567,7 @@ test('phone width: no sideways scrolling, input and send visible', async () => {
   await page.click('#conversations li .open'); // choosing one closes the list
   assert.equal(await page.$eval('#sidebar', (e) => getComputedStyle(e).display), 'none');
   assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 375);
+  await page.screenshot({ path: fileURLToPath(new URL('chat-page-phone.png', import.meta.url)) });
   await page.setViewport({ width: 1200, height: 800 });
 });
 
