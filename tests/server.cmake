@@ -15,7 +15,8 @@ if(NOT SMOL_NODE OR NOT SMOL_NPM OR NOT SMOL_CHROMIUM)
 endif()
 
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
-foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs)
+foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
+             load.test.mjs nginx.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -33,3 +34,19 @@ add_test(NAME server_browser
          COMMAND ${SMOL_NODE} "${e2e_dir}/browser.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
                  "${SMOL_CHROMIUM}")
 set_tests_properties(server_openai_client server_browser PROPERTIES LABELS "server" TIMEOUT 300)
+
+# A bounded load test (16 clients, 200 streams, a queue small enough for some 503s),
+# and two replicas behind nginx (round robin, unbuffered streaming, a replica that
+# goes away). nginx is Debian's package; the test runs it with its own config and
+# every path in a temporary directory.
+find_program(SMOL_NGINX nginx PATHS /usr/sbin)
+if(NOT SMOL_NGINX)
+  message(FATAL_ERROR "smol-server's end-to-end tests need nginx: run "
+                      "./scripts/install-deps.sh --test, or configure with -DSMOL_SERVER_E2E_TESTS=OFF")
+endif()
+add_test(NAME server_load
+         COMMAND ${SMOL_NODE} "${e2e_dir}/load.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
+add_test(NAME server_nginx
+         COMMAND ${SMOL_NODE} "${e2e_dir}/nginx.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
+                 "${SMOL_NGINX}")
+set_tests_properties(server_load server_nginx PROPERTIES LABELS "server" TIMEOUT 300)

@@ -212,12 +212,6 @@ test(`${CLIENTS} clients, ${REQUESTS} streaming requests`, async () => {
   const { results, failures } = await runAll(0, REQUESTS, CLIENTS);
   const wallS = (performance.now() - start) / 1000;
 
-  if (failures.length) {
-    for (const f of failures.slice(0, 5)) console.error(f);
-  }
-  assert.equal(failures.length, 0, `${failures.length} of ${REQUESTS} requests failed; the first: ${failures[0]}`);
-  assert.equal(results.length, REQUESTS);
-
   const rejected = results.reduce((s, r) => s + r.rejected, 0);
   const generated = results.reduce((s, r) => s + r.predictedN, 0);
   const ttft = results.map((r) => r.ttftMs).sort((a, b) => a - b);
@@ -225,12 +219,16 @@ test(`${CLIENTS} clients, ${REQUESTS} streaming requests`, async () => {
   const m = await settledMetrics();
   const rssEnd = rssMiB(server.process.pid);
 
+  // Printed before the assertions, so that a failing run shows its figures too.
   console.log(
-    `load: ${REQUESTS} requests by ${CLIENTS} clients in ${wallS.toFixed(1)} s, ${rejected} x 503; ` +
-      `TTFT p50 ${percentile(ttft, 50).toFixed(0)} ms, p99 ${percentile(ttft, 99).toFixed(0)} ms; ` +
+    `load: ${REQUESTS} requests by ${CLIENTS} clients in ${wallS.toFixed(1)} s, ${failures.length} failed, ${rejected} x 503; ` +
+      `TTFT p50 ${percentile(ttft, 50)?.toFixed(0)} ms, p99 ${percentile(ttft, 99)?.toFixed(0)} ms; ` +
       `${generated} tokens generated, ${(generated / wallS).toFixed(0)} tok/s; ` +
       `RSS ${rssStart.toFixed(1)} -> ${rssEnd.toFixed(1)} MiB`,
   );
+  for (const f of failures.slice(0, 5)) console.error(f);
+  assert.equal(failures.length, 0, `${failures.length} of ${REQUESTS} requests failed; the first: ${failures[0]}`);
+  assert.equal(results.length, REQUESTS);
 
   assert.equal(m.busy, 0, 'smol_slots_busy is 0 at the end');
   assert.equal(m.queued, 0, 'smol_queue_depth is 0 at the end');

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/generate/generation_request.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
@@ -49,27 +50,6 @@
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
-
-using RequestId = std::uint64_t;
-
-struct GenerationResult {
-  StopReason stop = StopReason::end_of_generation;
-  std::string text, thinking, answer;  // as ReplyStream keeps them
-  std::vector<TokenId> tokens;         // the generated tokens
-  GenerationStats stats;               // reused_tokens: the prompt cache's share
-};
-
-struct GenerationRequest {
-  std::vector<TokenId> prompt;
-  SamplerSettings sampling = {};
-  std::size_t max_tokens = 0;  // 0: until the model ends its turn or the context is full
-  std::vector<std::string> stop_strings = {};
-  bool ignore_eos = false;  // never pick an end-of-generation token (benchmarks)
-  // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
-  // also when cancelled).
-  PieceCallback on_piece = {};
-  std::function<void(const GenerationResult&)> on_done = {};
-};
 
 struct SchedulerOptions {
   std::size_t max_sequences = 8;  // requests generating at once (llama-server's -np)

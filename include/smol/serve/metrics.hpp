@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "smol/generate/scheduler.hpp"
+#include "smol/generate/generation_request.hpp"
 
 namespace smol::serve {
 

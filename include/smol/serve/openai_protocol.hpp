@@ -22,9 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "smol/generate/generation_request.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
-#include "smol/generate/scheduler.hpp"
 #include "smol/generate/stop.hpp"
 #include "smol/text/chat_template.hpp"
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <utility>
 
+#include "smol/generate/generation_request.hpp"
 #include "smol/generate/reply_stream.hpp"
-#include "smol/generate/scheduler.hpp"
 
 namespace smol::serve {
 

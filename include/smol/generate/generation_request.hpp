@@ -1,0 +1,39 @@
+// A generation request as the batch scheduler takes it, and what it gives back: the
+// words a server and the scheduler share, apart from the engine, so that code about
+// requests (the OpenAI protocol, its fuzzer) needs no model headers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "smol/generate/reply_stream.hpp"
+#include "smol/generate/sampler.hpp"
+#include "smol/generate/stats.hpp"
+#include "smol/generate/stop.hpp"
+
+namespace smol {
+
+using RequestId = std::uint64_t;
+
+struct GenerationResult {
+  StopReason stop = StopReason::end_of_generation;
+  std::string text, thinking, answer;  // as ReplyStream keeps them
+  std::vector<TokenId> tokens;         // the generated tokens
+  GenerationStats stats;               // reused_tokens: the prompt cache's share
+};
+
+struct GenerationRequest {
+  std::vector<TokenId> prompt;
+  SamplerSettings sampling = {};
+  std::size_t max_tokens = 0;  // 0: until the model ends its turn or the context is full
+  std::vector<std::string> stop_strings = {};
+  bool ignore_eos = false;  // never pick an end-of-generation token (benchmarks)
+  // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
+  // also when cancelled).
+  PieceCallback on_piece = {};
+  std::function<void(const GenerationResult&)> on_done = {};
+};
+
+}  // namespace smol
