@@ -26,7 +26,7 @@ if [ "$mode" = test ]; then
     doctest-dev libbenchmark-dev                       # tests and micro-benchmarks
     xz-utils python3 nodejs npm                        # test data, tokenizer conformance
     g++-aarch64-linux-gnu                              # the aarch64 (NEON) compile check
-    chromium                                           # the chat page's browser test
+    chromium nginx                                     # the chat page in a browser, replicas behind nginx
   )
 fi
 

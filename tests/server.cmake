@@ -34,6 +34,8 @@ add_test(NAME server_browser
          COMMAND ${SMOL_NODE} "${e2e_dir}/browser.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
                  "${SMOL_CHROMIUM}")
 set_tests_properties(server_openai_client server_browser PROPERTIES LABELS "server" TIMEOUT 300)
+# The browser test clicks while a reply streams: it runs alone, not beside the load test.
+set_tests_properties(server_browser PROPERTIES RUN_SERIAL TRUE)
 
 # A bounded load test (16 clients, 200 streams, a queue small enough for some 503s),
 # and two replicas behind nginx (round robin, unbuffered streaming, a replica that

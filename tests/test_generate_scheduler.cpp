@@ -168,6 +168,31 @@ TEST_CASE("a follow-up request reuses the cached prefix and replies as a fresh r
   CHECK(two.tokens == alone(follow).tokens);
 }
 
+TEST_CASE("a full pool of cached prefixes: the prefix about to be forked is never the one freed") {
+  // Every request shares a 300-token prefix (a chat template's system block) and the
+  // pool holds few pages: admitting each one must free cached sequences, and the oldest
+  // cached one is also the prefix it forks. Freeing it first once ended every request
+  // of the batch with "KV pool: no sequence".
+  std::string shared;
+  while (prompt_of(shared).size() < 300) shared += "You are a helpful assistant. ";
+  smol::Context ctx(1);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 5 * 256});
+  smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 2, .step_tokens = 128});
+  for (std::size_t i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    auto request = request_for(i, false);
+    request.prompt = prompt_of(shared + kPrompts[i % kPrompts.size()] + " #" + std::to_string(i));
+    smol::GenerationResult result;
+    auto submitted = request;
+    submitted.on_done = [&](const smol::GenerationResult& r) { result = r; };
+    scheduler.submit(submitted);
+    scheduler.run_until_idle();
+    CHECK(result.stop == smol::StopReason::max_tokens);
+    if (i > 0) CHECK(result.stats.reused_tokens >= 290);
+    CHECK(result.tokens == alone(request).tokens);
+  }
+}
+
 TEST_CASE("a full KV pool makes requests wait; one that can never fit is refused") {
   // 3 pages of 256 positions; each request needs 2 (a 300-token prompt and its reply).
   std::vector<smol::GenerationRequest> requests;

@@ -157,6 +157,13 @@ Service& ready_service(State& state) {
   return *state.service;
 }
 
+// Why the server ended a reply its client still waited for: it is stopping (503), or a
+// batch failed (500; the log says why).
+ApiError cancelled_by_server(const State& state) {
+  if (state.stopping) return unavailable("the server stopped before the reply was done");
+  return ApiError(500, "the server could not finish the reply (see its log)", "server_error");
+}
+
 std::int64_t unix_time() {
   return static_cast<std::int64_t>(std::time(nullptr));
 }
@@ -216,9 +223,7 @@ void answer(State& state, Service& service, httplib::Response& res,
       std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
       if (!event) continue;
       if (event->done) {
-        if (event->done->stop == smol::StopReason::cancelled) {
-          throw unavailable("the server stopped before the reply was done");
-        }
+        if (event->done->stop == smol::StopReason::cancelled) throw cancelled_by_server(state);
         send_json(res, reply(pieces, *event->done));
         return;
       }
@@ -243,7 +248,7 @@ void answer(State& state, Service& service, httplib::Response& res,
   const std::string first = shared->stream.first();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [shared, first](std::size_t offset, httplib::DataSink& sink) {
+      [shared, first, &state](std::size_t offset, httplib::DataSink& sink) {
         const auto write = [&](const std::string& text) {
           return text.empty() || sink.write(text.data(), text.size());
         };
@@ -260,8 +265,8 @@ void answer(State& state, Service& service, httplib::Response& res,
           }
           shared->finished = true;
           if (event->done->stop == smol::StopReason::cancelled) {
-            // Only the server cancels a request whose client is still there: it stops.
-            const ApiError error = unavailable("the server stopped before the reply was done");
+            // Only the server cancels a request whose client is still there.
+            const ApiError error = cancelled_by_server(state);
             write(smol::serve::sse_event(smol::serve::error_body(error)));
             write(std::string(smol::serve::kSseDone));
           } else {

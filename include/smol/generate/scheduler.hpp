@@ -217,8 +217,10 @@ class Scheduler {
       // Pages for its whole prompt, plus one for its first reply tokens.
       const std::size_t needed = KvPool::pages_for(next.tokens.size() + 1) -
                                  KvPool::pages_for(best) + (best % kKvPagePositions != 0);
-      if (!make_room(needed)) break;  // wait for running sequences to finish
+      // The source of the prefix is the one cached sequence that must not make room.
+      if (!make_room(needed, source)) break;  // wait for running sequences to finish
       next.sequence = source ? pool.fork(*source, best) : pool.add();
+      if (source) refresh(*source);
       next.evaluated = best;
       if (next.result.stats.reused_tokens == 0) next.result.stats.reused_tokens = best;
       running_.push_back(std::move(waiting_.front()));
@@ -226,14 +228,29 @@ class Scheduler {
     }
   }
 
-  // Frees cached sequences (oldest first) until `pages` are free; false if they can't be.
-  bool make_room(std::size_t pages) {
+  // Frees cached sequences, least recently used first, until `pages` are free; false if
+  // they can't be. `keep` (a prefix about to be forked) is never freed.
+  bool make_room(std::size_t pages, std::optional<SequenceId> keep = std::nullopt) {
     KvPool& pool = engine_->pool();
-    while (pool.free_pages() < pages && !cache_.empty()) {
-      pool.remove(cache_.front().sequence);
-      cache_.pop_front();
+    for (auto it = cache_.begin(); pool.free_pages() < pages && it != cache_.end();) {
+      if (keep && it->sequence == *keep) {
+        ++it;
+        continue;
+      }
+      pool.remove(it->sequence);
+      it = cache_.erase(it);
     }
     return pool.free_pages() >= pages;
+  }
+
+  // A cached sequence whose prefix was just used moves to the back: freed last.
+  void refresh(SequenceId sequence) {
+    const auto it = std::find_if(cache_.begin(), cache_.end(),
+                                 [&](const Cached& c) { return c.sequence == sequence; });
+    if (it == cache_.end()) return;  // a running sequence, not a cached one
+    Cached used = std::move(*it);
+    cache_.erase(it);
+    cache_.push_back(std::move(used));
   }
 
   // One token per generating sequence first, then prompt chunks in the room left.
