@@ -1,0 +1,315 @@
+// OpenAI's chat and completions requests, parsed: request JSON in, the prompt's
+// messages and the scheduler's settings out, or an ApiError (400) naming the field at
+// fault. Unknown fields are ignored, as OpenAI's API does.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/generate/sampler.hpp"
+#include "smol/serve/api_error.hpp"
+#include "smol/text/chat_template.hpp"
+
+namespace smol::serve {
+
+// How the reasoning reaches the client: in its own `reasoning_content` field
+// (llama-server's "deepseek" format, the default), or folded into `content` between
+// <think> tags ("none"), for clients that show only content.
+enum class ReasoningFormat { separate, folded };
+
+inline std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name) {
+  if (name == "deepseek" || name == "auto" || name == "separate") {
+    return ReasoningFormat::separate;
+  }
+  if (name == "none") return ReasoningFormat::folded;
+  return std::nullopt;
+}
+
+// The server's defaults, which a request may override field by field.
+struct RequestDefaults {
+  SamplerSettings sampling;
+  ReasoningFormat reasoning = ReasoningFormat::separate;
+  bool enable_thinking = true;
+};
+
+// What both endpoints share.
+struct CompletionParams {
+  SamplerSettings sampling;
+  std::size_t max_tokens = 0;  // 0: until the model stops or the context is full
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // llama-server's extension: generate past the end of turn
+  ReasoningFormat reasoning = ReasoningFormat::separate;
+};
+
+struct ChatCompletionRequest {
+  CompletionParams params;
+  std::vector<ChatMessage> messages;
+  bool enable_thinking = true;
+};
+
+struct TextCompletionRequest {
+  CompletionParams params;
+  std::string prompt;
+};
+
+namespace detail {
+
+inline Json parse_body(std::string_view body) {
+  try {
+    Json json = Json::parse(body);
+    if (!json.is_object()) throw invalid_request("the request body must be a JSON object");
+    return json;
+  } catch (const Json::exception& error) {
+    // nlohmann names the byte offset and what it found, UTF-8 errors and numbers out of
+    // range included.
+    throw invalid_request(std::string("the request body is not valid JSON: ") + error.what());
+  }
+}
+
+// A field that is absent or null reads as "not given".
+inline const Json* field(const Json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+inline double number_in(const Json& body, const char* name, double low, double high,
+                        double fallback) {
+  const Json* value = field(body, name);
+  if (value == nullptr) return fallback;
+  if (!value->is_number()) throw invalid_request(std::string(name) + " must be a number", name);
+  const double x = value->get<double>();
+  if (!std::isfinite(x) || x < low || x > high) {
+    const auto shown = [](double v) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return std::string(text);
+    };
+    throw invalid_request(std::string(name) + " must be between " + shown(low) + " and " +
+                              shown(high) + ", not " + value->dump(),
+                          name);
+  }
+  return x;
+}
+
+inline std::int64_t integer_in(const Json& body, const char* name, std::int64_t low,
+                               std::int64_t high, std::int64_t fallback) {
+  const Json* value = field(body, name);
+  if (value == nullptr) return fallback;
+  if (!value->is_number_integer()) {
+    throw invalid_request(std::string(name) + " must be an integer", name);
+  }
+  // Integers beyond int64 arrive as unsigned: out of range either way.
+  if (value->is_number_unsigned() &&
+      value->get<std::uint64_t>() > static_cast<std::uint64_t>(high)) {
+    throw invalid_request(std::string(name) + " must be at most " + std::to_string(high), name);
+  }
+  const std::int64_t x = value->get<std::int64_t>();
+  if (x < low || x > high) {
+    throw invalid_request(std::string(name) + " must be between " + std::to_string(low) + " and " +
+                              std::to_string(high) + ", not " + std::to_string(x),
+                          name);
+  }
+  return x;
+}
+
+inline bool boolean(const Json& body, const char* name, bool fallback) {
+  const Json* value = field(body, name);
+  if (value == nullptr) return fallback;
+  if (!value->is_boolean())
+    throw invalid_request(std::string(name) + " must be true or false", name);
+  return value->get<bool>();
+}
+
+inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest context
+inline constexpr std::size_t kMaxStopStrings = 16;
+
+// The fields both endpoints read; unknown fields are ignored, as OpenAI's API does for
+// the many extras clients send (user, metadata, ...).
+inline CompletionParams parse_params(const Json& body, const RequestDefaults& defaults) {
+  CompletionParams p;
+  p.sampling = defaults.sampling;
+  p.reasoning = defaults.reasoning;
+  SamplerSettings& s = p.sampling;
+  s.temperature = static_cast<float>(number_in(body, "temperature", 0, 2, s.temperature));
+  s.top_p = static_cast<float>(number_in(body, "top_p", 0, 1, s.top_p));
+  s.min_p = static_cast<float>(number_in(body, "min_p", 0, 1, s.min_p));
+  s.top_k = static_cast<int>(integer_in(body, "top_k", 0, 1 << 20, s.top_k));
+  s.presence_penalty =
+      static_cast<float>(number_in(body, "presence_penalty", -2, 2, s.presence_penalty));
+  s.frequency_penalty =
+      static_cast<float>(number_in(body, "frequency_penalty", -2, 2, s.frequency_penalty));
+  s.repeat_penalty = static_cast<float>(number_in(body, "repeat_penalty", 0, 10, s.repeat_penalty));
+  s.penalty_window =
+      static_cast<int>(integer_in(body, "repeat_last_n", 0, 1 << 24, s.penalty_window));
+  if (field(body, "seed") != nullptr) {
+    s.seed = static_cast<std::uint64_t>(integer_in(body, "seed",
+                                                   std::numeric_limits<std::int64_t>::min(),
+                                                   std::numeric_limits<std::int64_t>::max(), 0));
+  }
+
+  // max_completion_tokens is the newer name; either may come, the newer wins.
+  std::int64_t max_tokens = integer_in(body, "max_tokens", 1, kMaxTokensLimit, 0);
+  max_tokens = integer_in(body, "max_completion_tokens", 1, kMaxTokensLimit, max_tokens);
+  // llama.cpp's own name, -1 meaning no limit.
+  if (max_tokens == 0)
+    max_tokens = std::max<std::int64_t>(0, integer_in(body, "n_predict", -1, kMaxTokensLimit, 0));
+  p.max_tokens = static_cast<std::size_t>(max_tokens);
+
+  if (integer_in(body, "n", 1, std::numeric_limits<std::int64_t>::max(), 1) != 1) {
+    throw invalid_request("n must be 1: smol returns one choice per request", "n");
+  }
+  if (const Json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      p.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && stop->size() <= kMaxStopStrings &&
+               std::all_of(stop->begin(), stop->end(),
+                           [](const Json& s) { return s.is_string(); })) {
+      for (const Json& s : *stop) p.stop.push_back(s.get<std::string>());
+    } else {
+      throw invalid_request("stop must be a string or a list of at most " +
+                                std::to_string(kMaxStopStrings) + " strings",
+                            "stop");
+    }
+    std::erase(p.stop, std::string());
+  }
+  p.ignore_eos = boolean(body, "ignore_eos", false);
+  p.stream = boolean(body, "stream", false);
+  if (const Json* options = field(body, "stream_options")) {
+    if (!p.stream) throw invalid_request("stream_options needs stream: true", "stream_options");
+    if (!options->is_object())
+      throw invalid_request("stream_options must be an object", "stream_options");
+    p.include_usage = boolean(*options, "include_usage", false);
+  }
+  if (const Json* format = field(body, "reasoning_format")) {
+    const auto parsed =
+        format->is_string() ? parse_reasoning_format(format->get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      throw invalid_request("reasoning_format must be \"deepseek\" (or \"auto\") or \"none\"",
+                            "reasoning_format");
+    }
+    p.reasoning = *parsed;
+  }
+  if (boolean(body, "logprobs", false)) {
+    throw invalid_request("logprobs are not supported yet", "logprobs");
+  }
+  if (field(body, "tools") != nullptr || field(body, "functions") != nullptr) {
+    throw invalid_request("tools are not supported yet", "tools");
+  }
+  if (const Json* format = field(body, "response_format")) {
+    if (!format->is_object() || format->value("type", "") != "text") {
+      throw invalid_request("only response_format {\"type\": \"text\"} is supported",
+                            "response_format");
+    }
+  }
+  return p;
+}
+
+// A message's content: a string, or OpenAI's list of parts of which smol reads text.
+inline std::string message_content(const Json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    throw invalid_request(param + " must be a string or a list of text parts", param);
+  }
+  std::string text;
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string at = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      throw invalid_request(at + " must be a text part {\"type\": \"text\", \"text\": ...}; "
+                                 "smol reads text only",
+                            at);
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace detail
+
+// POST /v1/chat/completions. Throws ApiError (400) naming the field at fault.
+inline ChatCompletionRequest parse_chat_request(std::string_view body,
+                                                const RequestDefaults& defaults = {}) {
+  const Json json = detail::parse_body(body);
+  ChatCompletionRequest request;
+  request.params = detail::parse_params(json, defaults);
+
+  const Json* messages = detail::field(json, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    throw invalid_request("messages must be a non-empty list", "messages");
+  }
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const Json& message = (*messages)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!message.is_object()) throw invalid_request(at + " must be an object", at);
+    const Json* role = detail::field(message, "role");
+    if (role == nullptr || !role->is_string()) {
+      throw invalid_request(at + ".role must be a string", at + ".role");
+    }
+    std::string name = role->get<std::string>();
+    if (name == "developer") name = "system";  // OpenAI's newer name for it
+    if (name != "system" && name != "user" && name != "assistant") {
+      throw invalid_request(at + ".role \"" + role->get<std::string>() +
+                                "\" is not one of system, developer, user, assistant",
+                            at + ".role");
+    }
+    const Json* content = detail::field(message, "content");
+    // An assistant turn may come without content (OpenAI allows null there).
+    if (content == nullptr && name != "assistant") {
+      throw invalid_request(at + ".content is missing", at + ".content");
+    }
+    std::string text = content ? detail::message_content(*content, at + ".content") : "";
+    if (name == "system") {
+      // Templates take one system prompt, first: leading ones are joined.
+      if (!request.messages.empty() && request.messages.back().role != "system") {
+        throw invalid_request(at + " is a system message after the conversation began",
+                              at + ".role");
+      }
+      if (!request.messages.empty()) {
+        request.messages.back().content += "\n\n" + text;
+        continue;
+      }
+    }
+    request.messages.push_back({std::move(name), std::move(text)});
+  }
+  if (request.messages.back().role == "system") {
+    throw invalid_request("messages hold only a system prompt: add a user message", "messages");
+  }
+  request.enable_thinking = defaults.enable_thinking;
+  if (const Json* kwargs = detail::field(json, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      throw invalid_request("chat_template_kwargs must be an object", "chat_template_kwargs");
+    }
+    request.enable_thinking = detail::boolean(*kwargs, "enable_thinking", request.enable_thinking);
+  }
+  return request;
+}
+
+// POST /v1/completions: raw text continued, no template.
+inline TextCompletionRequest parse_completion_request(std::string_view body,
+                                                      const RequestDefaults& defaults = {}) {
+  const Json json = detail::parse_body(body);
+  TextCompletionRequest request;
+  request.params = detail::parse_params(json, defaults);
+  const Json* prompt = detail::field(json, "prompt");
+  if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    prompt = &(*prompt)[0];  // a list of one prompt, as some clients send it
+  }
+  if (prompt == nullptr || !prompt->is_string() || prompt->get<std::string>().empty()) {
+    throw invalid_request("prompt must be a non-empty string", "prompt");
+  }
+  request.prompt = prompt->get<std::string>();
+  return request;
+}
+
+}  // namespace smol::serve
