@@ -13,11 +13,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -49,12 +50,12 @@ class ServerProcess {
     log_ = fdopen(pipe_fds[0], "r");
     // Read stderr until the server says where it listens.
     char line[4096];
-    const std::regex listening("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+    const std::string_view listening = "listening on http://127.0.0.1:";
     while (std::fgets(line, sizeof line, log_) != nullptr) {
       output_ += line;
-      std::cmatch match;
-      if (std::regex_search(line, match, listening)) {
-        port_ = std::stoi(match[1].str());
+      const std::string_view text(line);
+      if (const auto at = text.find(listening); at != std::string_view::npos) {
+        port_ = std::atoi(line + at + listening.size());
         break;
       }
     }
@@ -149,9 +150,10 @@ double wait_for_metric(httplib::Client& client, const std::string& name, double 
   for (int i = 0; i < 200; ++i) {
     const auto res = client.Get("/metrics");
     REQUIRE(res);
-    std::smatch match;
-    const std::regex line("\n" + name + " ([0-9.e+-]+)\n");
-    if (std::regex_search(res->body, match, line)) seen = std::stod(match[1].str());
+    const std::string key = "\n" + name + " ";
+    if (const auto at = res->body.find(key); at != std::string::npos) {
+      seen = std::stod(res->body.substr(at + key.size()));
+    }
     if (seen == value) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -395,8 +397,9 @@ TEST_CASE("SIGTERM: a reply in flight may finish within the grace period; exit 0
 
 // smol-chat's answer to one prompt (greedy, no reasoning), as printed on stdout.
 std::string chat_answer(const std::string& prompt, int max_tokens) {
-  const std::string command = std::string(SMOL_CHAT_BINARY) + " -m '" + kFixture + "' -t 1 --temp 0 --no-think -n " +
-                              std::to_string(max_tokens) + " -p '" + prompt + "' 2>/dev/null";
+  const std::string command = std::string(SMOL_CHAT_BINARY) + " -m '" + kFixture +
+                              "' -t 1 --temp 0 --no-think -n " + std::to_string(max_tokens) +
+                              " -p '" + prompt + "' 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
