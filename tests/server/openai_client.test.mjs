@@ -224,6 +224,45 @@ test('(i) chat_template_kwargs.enable_thinking is accepted', async () => {
   }
 });
 
+test('(i2) thinking off changes the prompt: the template says /no_think', async () => {
+  // The prompt's token count differs between the modes (SmolLM3's system block names
+  // the mode), which shows the switch reached the template.
+  const on = await client.chat.completions.create(greedy({ chat_template_kwargs: { enable_thinking: true } }));
+  const off = await client.chat.completions.create(greedy({ chat_template_kwargs: { enable_thinking: false } }));
+  assert.notEqual(on.usage.prompt_tokens, off.usage.prompt_tokens);
+});
+
+// ignore_eos (llama-server's field) keeps the random model from ending its turn, so
+// the reply's length is what the test asks for.
+const long = (extra = {}) => greedy({ max_tokens: 24, ignore_eos: true, chat_template_kwargs: { enable_thinking: false }, ...extra });
+
+test('(j) max_tokens ends the reply with finish_reason "length"', async () => {
+  const r = await client.chat.completions.create(long({ max_tokens: 5 }));
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 5);
+});
+
+test('(k) the same seed gives the same sampled reply, another seed another one', async () => {
+  const sampled = (seed) => client.chat.completions.create(long({ temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed }));
+  const [a, b, c] = [await sampled(42), await sampled(42), await sampled(43)];
+  assert.equal(a.choices[0].message.content, b.choices[0].message.content);
+  assert.notEqual(a.choices[0].message.content, c.choices[0].message.content);
+});
+
+test('(l) a stop string ends the reply before it, with finish_reason "stop"', async () => {
+  const full = (await client.chat.completions.create(long())).choices[0].message.content;
+  // A piece of the reply that first occurs where it is taken from.
+  let stop, at;
+  for (at = 3; at + 3 <= full.length; at++) {
+    const piece = full.slice(at, at + 3);
+    if (full.indexOf(piece) === at && piece.trim() === piece && piece.length === 3) { stop = piece; break; }
+  }
+  assert.ok(stop, `no usable stop string in ${JSON.stringify(full)}`);
+  const r = await client.chat.completions.create(long({ stop: [stop] }));
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(r.choices[0].message.content, full.slice(0, at));
+});
+
 test('the server exits 0 on SIGTERM', async () => {
   const code = await server.stop();
   server = undefined;
