@@ -193,6 +193,32 @@ TEST_CASE("a full pool of cached prefixes: the prefix about to be forked is neve
   }
 }
 
+TEST_CASE("a cached prefix that leaves too little room is given up, not waited for") {
+  // One context's worth of pool: the first chat stays cached and fills most of it. The
+  // next shares its prefix but is long enough that keeping the cached chat leaves too
+  // few pages. With nothing running, nothing would ever free them: the request must
+  // drop the prefix and take the whole pool, not wait forever.
+  std::string shared, first_tail, second_tail;
+  while (prompt_of(shared).size() < 300) shared += "You are a helpful assistant. ";
+  while (prompt_of(first_tail).size() < 400) first_tail += "The first chat goes on. ";
+  while (prompt_of(second_tail).size() < 500) second_tail += "A second, longer question. ";
+  smol::Context ctx(1);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4 * 256});
+  smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 1});
+  for (const std::string& tail : {first_tail, second_tail}) {
+    auto request = request_for(0, false);
+    request.prompt = prompt_of(shared + tail);
+    request.max_tokens = 4;
+    smol::GenerationResult result;
+    result.stop = smol::StopReason::cancelled;
+    request.on_done = [&](const smol::GenerationResult& r) { result = r; };
+    scheduler.submit(request);
+    scheduler.run_until_idle();
+    CHECK(scheduler.waiting() == 0);
+    CHECK(result.stop == smol::StopReason::max_tokens);
+  }
+}
+
 TEST_CASE("a full KV pool makes requests wait; one that can never fit is refused") {
   // 3 pages of 256 positions; each request needs 2 (a 300-token prompt and its reply).
   std::vector<smol::GenerationRequest> requests;

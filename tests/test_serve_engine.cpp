@@ -117,7 +117,7 @@ TEST_CASE("a connection cancels its request mid-reply; stop() ends the rest") {
   auto channel = std::make_shared<smol::serve::ReplyChannel>();
   smol::GenerationRequest request = request_for(0, 100000);
   smol::serve::ReplyChannel::connect(channel, request);
-  const smol::RequestId id = thread->submit(std::move(request));
+  const smol::RequestId id = *thread->submit(std::move(request));
   std::optional<smol::serve::ReplyEvent> first;
   while (!(first = channel->next(std::chrono::milliseconds(50)))) {
   }
@@ -140,6 +140,8 @@ TEST_CASE("a connection cancels its request mid-reply; stop() ends the rest") {
   }
   thread->stop();
   for (auto& c : channels) CHECK(read_all(*c).result.stop == smol::StopReason::cancelled);
+  // A request that comes after stop() is refused, not queued where nothing runs it.
+  CHECK_FALSE(thread->submit(request_for(3, 4)).has_value());
   CHECK(thread->slots_busy() == 0);
   thread.reset();
   CHECK(engine.pool().free_pages() == engine.pool().total_pages());

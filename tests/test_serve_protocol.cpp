@@ -111,6 +111,11 @@ TEST_CASE("every honoured field reaches the request") {
         std::vector<std::string>{"a", "b"});
   CHECK(parse_chat_request(body(R"("max_tokens": null)")).params.max_tokens == 0);
   CHECK(parse_chat_request(body(R"("n_predict": -1)")).params.max_tokens == 0);
+  // llama-server's conventions: seed -1 is random, repeat_last_n -1 the whole context.
+  CHECK_FALSE(parse_chat_request(body(R"("seed": -1)")).params.sampling.seed.has_value());
+  CHECK(parse_chat_request(body(R"("repeat_last_n": -1)")).params.sampling.penalty_window == -1);
+  CHECK_NOTHROW(parse_chat_request(body(R"("logprobs": false)")));
+  CHECK_NOTHROW(smol::serve::parse_completion_request(R"({"prompt": "x", "logprobs": 0})"));
 }
 
 TEST_CASE("bad requests get a 400 that names the field") {
@@ -156,6 +161,11 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("stream": "yes")"), "stream", "true or false"},
       {body(R"("stream_options": {"include_usage": true})"), "stream_options", "needs stream"},
       {body(R"("logprobs": true)"), "logprobs", "not supported"},
+      {body(R"("logprobs": 3)"), "logprobs", "not supported"},
+      {R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})",
+       "messages[0].content[0]", "text only"},
+      {body(R"("response_format": {"type": 5})"), "response_format", "only"},
+      {body(R"("repeat_last_n": -2)"), "repeat_last_n", "between -1 and"},
       {body(R"("tools": [])"), "tools", "not supported"},
       {body(R"("response_format": {"type": "json_object"})"), "response_format", "only"},
       {body(R"("reasoning_format": "xml")"), "reasoning_format", "deepseek"},

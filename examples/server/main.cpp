@@ -192,11 +192,14 @@ smol::GenerationRequest generation_request(const Service& service,
 
 // Submits; a prompt that can never fit is the client's error (400), named as such.
 smol::RequestId submit(Service& service, smol::GenerationRequest request, const char* param) {
+  std::optional<smol::RequestId> id;
   try {
-    return service.engine_thread.submit(std::move(request));
+    id = service.engine_thread.submit(std::move(request));
   } catch (const smol::Error& error) {
     throw smol::serve::invalid_request(error.what(), param);
   }
+  if (!id) throw unavailable("the server is shutting down");
+  return *id;
 }
 
 // The common end of both endpoints: waits for the reply and answers in one piece, or
@@ -535,6 +538,11 @@ void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t s
                                   [&] { return state.in_flight == 0; });
   }
   lock.unlock();
+  // httplib's stop() does nothing before its listen loop has started: a model that
+  // failed to load at once must not leave the listener running forever.
+  for (int i = 0; i < 500 && !server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   server.stop();
 }
 

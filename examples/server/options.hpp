@@ -75,9 +75,9 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
       ->type_name("N")
       ->transform(integer(1, 256));
   app.add_option("--queue-limit", options.queue_limit,
-                 "requests that may wait for a slot; more get 503\n(default 64)")
+                 "requests that may wait for a slot, up to 1000; more\nget 503 (default 64)")
       ->type_name("N")
-      ->transform(integer(0, 1 << 20));
+      ->transform(integer(0, 1000));
   app.add_option("--api-key", options.api_key,
                  "require `Authorization: Bearer KEY` (not for / and /health)")
       ->type_name("KEY");

@@ -133,11 +133,12 @@ class Scheduler {
     }
   }
 
+  // The engine thread's view (not thread-safe; EngineThread publishes them for other
+  // threads): requests waiting for a slot, requests in slots, sequences cached.
   std::size_t waiting() const {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_);  // incoming_ is shared; waiting_ is the engine's own
     return waiting_.size() + incoming_.size();
   }
-  // The engine thread's view (not thread-safe): requests in slots, sequences cached.
   std::size_t running() const { return running_.size(); }
   std::size_t cached_sequences() const { return cache_.size(); }
 
@@ -215,10 +216,22 @@ class Scheduler {
         consider(*r->sequence, std::span(r->tokens).first(r->evaluated));
       }
       // Pages for its whole prompt, plus one for its first reply tokens.
-      const std::size_t needed = KvPool::pages_for(next.tokens.size() + 1) -
-                                 KvPool::pages_for(best) + (best % kKvPagePositions != 0);
+      const auto pages_needed = [&](std::size_t reused) {
+        return KvPool::pages_for(next.tokens.size() + 1) - KvPool::pages_for(reused) +
+               (reused % kKvPagePositions != 0);
+      };
       // The source of the prefix is the one cached sequence that must not make room.
-      if (!make_room(needed, source)) break;  // wait for running sequences to finish
+      if (!make_room(pages_needed(best), source)) {
+        // Keeping it leaves too little room: the prefix is given up, so that the cache
+        // can be emptied for this request (else, with nothing running, it would wait
+        // for pages that no one will free).
+        const bool source_cached =
+            source && std::any_of(cache_.begin(), cache_.end(),
+                                  [&](const Cached& c) { return c.sequence == *source; });
+        if (!source_cached || !make_room(pages_needed(0))) break;  // wait for running ones
+        best = 0;
+        source.reset();
+      }
       next.sequence = source ? pool.fork(*source, best) : pool.add();
       if (source) refresh(*source);
       next.evaluated = best;

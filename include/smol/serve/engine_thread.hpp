@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -30,10 +31,19 @@ class EngineThread {
   // Cancels what is left and joins.
   ~EngineThread() { stop(); }
 
-  // Queues a request and wakes the engine; throws what Scheduler::submit throws.
-  RequestId submit(GenerationRequest request) {
-    const RequestId id = scheduler_->submit(std::move(request));
-    wake();
+  // Queues a request and wakes the engine; nothing once stop() has begun (the request
+  // would never run). Throws what Scheduler::submit throws.
+  std::optional<RequestId> submit(GenerationRequest request) {
+    RequestId id = 0;
+    {
+      // Under the lock, so that stop() cannot slip between the check and the queueing:
+      // a request queued before it is ended by the engine's last cancel_all().
+      std::lock_guard lock(mutex_);
+      if (stopping_) return std::nullopt;
+      id = scheduler_->submit(std::move(request));
+      ++work_;
+    }
+    wake_.notify_one();
     return id;
   }
 
@@ -53,7 +63,7 @@ class EngineThread {
   }
 
   std::size_t slots_busy() const { return running_.load(std::memory_order_relaxed); }
-  std::size_t queue_depth() const { return scheduler_->waiting(); }
+  std::size_t queue_depth() const { return waiting_.load(std::memory_order_relaxed); }
   std::size_t failures() const { return failures_.load(std::memory_order_relaxed); }
 
  private:
@@ -84,12 +94,14 @@ class EngineThread {
         scheduler_->cancel_all();
       }
       running_.store(scheduler_->running(), std::memory_order_relaxed);
+      waiting_.store(scheduler_->waiting(), std::memory_order_relaxed);
       if (worked) continue;
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || work_ != seen; });
     }
     scheduler_->cancel_all();
     running_.store(0, std::memory_order_relaxed);
+    waiting_.store(0, std::memory_order_relaxed);
   }
 
   Scheduler* scheduler_;
@@ -97,7 +109,7 @@ class EngineThread {
   std::condition_variable wake_;
   std::size_t work_ = 0;  // submits and cancels so far: a change means work to look at
   bool stopping_ = false;
-  std::atomic<std::size_t> running_{0}, failures_{0};
+  std::atomic<std::size_t> running_{0}, waiting_{0}, failures_{0};
   std::thread thread_;  // last: starts once the members above exist
 };
 

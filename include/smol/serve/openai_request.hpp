@@ -130,6 +130,13 @@ inline bool boolean(const Json& body, const char* name, bool fallback) {
   return value->get<bool>();
 }
 
+// Whether `json` is an object whose "type" is the string `type`.
+inline bool has_type(const Json& json, std::string_view type) {
+  if (!json.is_object()) return false;
+  const auto it = json.find("type");
+  return it != json.end() && it->is_string() && it->get_ref<const std::string&>() == type;
+}
+
 inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest context
 inline constexpr std::size_t kMaxStopStrings = 16;
 
@@ -149,12 +156,15 @@ inline CompletionParams parse_params(const Json& body, const RequestDefaults& de
   s.frequency_penalty =
       static_cast<float>(number_in(body, "frequency_penalty", -2, 2, s.frequency_penalty));
   s.repeat_penalty = static_cast<float>(number_in(body, "repeat_penalty", 0, 10, s.repeat_penalty));
+  // -1: the whole context (llama-server's meaning; the server resolves it).
   s.penalty_window =
-      static_cast<int>(integer_in(body, "repeat_last_n", 0, 1 << 24, s.penalty_window));
+      static_cast<int>(integer_in(body, "repeat_last_n", -1, 1 << 24, s.penalty_window));
+  // A negative seed is llama-server's "random" (-1); OpenAI's seeds are non-negative.
   if (field(body, "seed") != nullptr) {
-    s.seed = static_cast<std::uint64_t>(integer_in(body, "seed",
-                                                   std::numeric_limits<std::int64_t>::min(),
-                                                   std::numeric_limits<std::int64_t>::max(), 0));
+    const std::int64_t seed = integer_in(body, "seed", std::numeric_limits<std::int64_t>::min(),
+                                         std::numeric_limits<std::int64_t>::max(), 0);
+    s.seed =
+        seed < 0 ? std::nullopt : std::optional<std::uint64_t>(static_cast<std::uint64_t>(seed));
   }
 
   // max_completion_tokens is the newer name; either may come, the newer wins.
@@ -199,14 +209,18 @@ inline CompletionParams parse_params(const Json& body, const RequestDefaults& de
     }
     p.reasoning = *parsed;
   }
-  if (boolean(body, "logprobs", false)) {
+  // logprobs: true or a count on the chat endpoint, a count on the legacy one; smol
+  // returns none yet, so only "none asked for" passes.
+  if (const Json* logprobs = field(body, "logprobs");
+      logprobs != nullptr && !(logprobs->is_boolean() && !logprobs->get<bool>()) &&
+      !(logprobs->is_number_integer() && logprobs->get<std::int64_t>() == 0)) {
     throw invalid_request("logprobs are not supported yet", "logprobs");
   }
   if (field(body, "tools") != nullptr || field(body, "functions") != nullptr) {
     throw invalid_request("tools are not supported yet", "tools");
   }
   if (const Json* format = field(body, "response_format")) {
-    if (!format->is_object() || format->value("type", "") != "text") {
+    if (!has_type(*format, "text")) {
       throw invalid_request("only response_format {\"type\": \"text\"} is supported",
                             "response_format");
     }
@@ -224,8 +238,7 @@ inline std::string message_content(const Json& content, const std::string& param
   for (std::size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
     const std::string at = param + "[" + std::to_string(i) + "]";
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+    if (!has_type(part, "text") || !part.contains("text") || !part["text"].is_string()) {
       throw invalid_request(at + " must be a text part {\"type\": \"text\", \"text\": ...}; "
                                  "smol reads text only",
                             at);
@@ -235,12 +248,19 @@ inline std::string message_content(const Json& content, const std::string& param
   return text;
 }
 
-}  // namespace detail
+// Runs a parse; a JSON type error that a check above missed becomes a 400 all the
+// same, never a 500 or an escaped exception.
+template <class Parse>
+auto reading_json(Parse parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const Json::exception& error) {
+    throw invalid_request(std::string("the request has a field of the wrong type: ") +
+                          error.what());
+  }
+}
 
-// POST /v1/chat/completions. Throws ApiError (400) naming the field at fault.
-inline ChatCompletionRequest parse_chat_request(std::string_view body,
-                                                const RequestDefaults& defaults = {}) {
-  const Json json = detail::parse_body(body);
+inline ChatCompletionRequest parse_chat(const Json& json, const RequestDefaults& defaults) {
   ChatCompletionRequest request;
   request.params = detail::parse_params(json, defaults);
 
@@ -295,10 +315,7 @@ inline ChatCompletionRequest parse_chat_request(std::string_view body,
   return request;
 }
 
-// POST /v1/completions: raw text continued, no template.
-inline TextCompletionRequest parse_completion_request(std::string_view body,
-                                                      const RequestDefaults& defaults = {}) {
-  const Json json = detail::parse_body(body);
+inline TextCompletionRequest parse_completion(const Json& json, const RequestDefaults& defaults) {
   TextCompletionRequest request;
   request.params = detail::parse_params(json, defaults);
   const Json* prompt = detail::field(json, "prompt");
@@ -310,6 +327,22 @@ inline TextCompletionRequest parse_completion_request(std::string_view body,
   }
   request.prompt = prompt->get<std::string>();
   return request;
+}
+
+}  // namespace detail
+
+// POST /v1/chat/completions. Throws ApiError (400) naming the field at fault.
+inline ChatCompletionRequest parse_chat_request(std::string_view body,
+                                                const RequestDefaults& defaults = {}) {
+  return detail::reading_json(
+      [&] { return detail::parse_chat(detail::parse_body(body), defaults); });
+}
+
+// POST /v1/completions: raw text continued, no template.
+inline TextCompletionRequest parse_completion_request(std::string_view body,
+                                                      const RequestDefaults& defaults = {}) {
+  return detail::reading_json(
+      [&] { return detail::parse_completion(detail::parse_body(body), defaults); });
 }
 
 }  // namespace smol::serve
