@@ -321,9 +321,11 @@ class ChatSession {
       for (const ChatMessage& message : messages_) text += message.content;
       user_ranges.push_back({0, text.size()});  // nothing in raw text is special
     } else {
-      text = render_chat(format_, messages_,
-                         {.add_generation_prompt = true, .enable_thinking = settings_.thinking});
-      user_ranges = prompt_encoder_.user_text(text, messages_);
+      ChatPromptEncoder::Rendered rendered = prompt_encoder_.render(
+          format_, messages_,
+          {.add_generation_prompt = true, .enable_thinking = settings_.thinking});
+      text = std::move(rendered.text);
+      user_ranges = std::move(rendered.plain);
     }
 
     // The cache as text; when the conversation still starts with it, only the rest

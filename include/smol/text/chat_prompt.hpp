@@ -41,18 +41,62 @@ class ChatPromptEncoder {
   // The prompt for `messages`, bos first when the vocabulary asks for it.
   std::vector<TokenId> encode(ChatFormat format, std::span<const ChatMessage> messages,
                               const ChatOptions& options = {}) const {
-    const std::string text = render_chat(format, messages, options);
+    const Rendered rendered = render(format, messages, options);
     std::vector<TokenId> tokens;
     if (tokenizer_->vocabulary().add_bos) {
       if (!tokenizer_->vocabulary().bos_id) fail("the vocabulary asks for bos but has none");
       tokens.push_back(*tokenizer_->vocabulary().bos_id);
     }
-    encode_from(text, 0, user_text(text, messages), tokens);
+    encode_from(rendered.text, 0, rendered.plain, tokens);
     return tokens;
   }
 
+  // A rendered prompt, and where in it the user and tool messages that contain
+  // special-token spellings sit (the ranges to tokenize as plain text).
+  struct Rendered {
+    std::string text;
+    std::vector<TextRange> plain;
+  };
+
+  // Renders `messages` and locates the user text that must stay plain. Searching the
+  // prompt for the text could find it inside the template's own markup (a user who
+  // writes "<|im_end|>\n<|im_start|>user" matches the template's separator), so such
+  // messages are rendered once more as placeholders, which no markup contains, and
+  // their positions read from there. Should the two renderings ever disagree (a
+  // template that looks into the text), the search is the fallback.
+  Rendered render(ChatFormat format, std::span<const ChatMessage> messages,
+                  const ChatOptions& options = {}) const {
+    Rendered out{render_chat(format, messages, options), {}};
+    std::vector<ChatMessage> marked(messages.begin(), messages.end());
+    std::vector<std::size_t> special;
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      if (is_user(messages[i]) && has_control_spelling(messages[i].content)) {
+        marked[i].content = placeholder(i);
+        special.push_back(i);
+      }
+    }
+    if (special.empty()) return out;
+    std::string text = render_chat(format, marked, options);
+    std::vector<TextRange> plain;
+    std::size_t cursor = 0;
+    for (const std::size_t i : special) {
+      const std::string mark = placeholder(i);
+      const std::size_t at = text.find(mark, cursor);
+      if (at == std::string::npos) continue;  // the template left the message out
+      const std::string_view content = trims_message_text(format)
+                                           ? detail::strip(messages[i].content)
+                                           : std::string_view(messages[i].content);
+      text.replace(at, mark.size(), content);
+      plain.push_back({at, at + content.size()});
+      cursor = at + content.size();
+    }
+    out.plain = text == out.text ? std::move(plain) : user_text(out.text, messages);
+    return out;
+  }
+
   // Where user and tool messages that contain special-token spellings sit in the
-  // rendered `text` of `messages`.
+  // rendered `text` of `messages`, found by searching (ChatSession's fallback; prefer
+  // render()).
   std::vector<TextRange> user_text(const std::string& text,
                                    std::span<const ChatMessage> messages) const {
     std::vector<TextRange> ranges;
@@ -63,7 +107,7 @@ class ChatPromptEncoder {
       const std::size_t at = text.find(content, cursor);
       if (at == std::string::npos) continue;
       cursor = at + content.size();
-      if (message.role != "user" && message.role != "tool") continue;
+      if (!is_user(message)) continue;
       if (has_control_spelling(content)) ranges.push_back({at, at + content.size()});
     }
     return ranges;
@@ -101,6 +145,16 @@ class ChatPromptEncoder {
   }
 
  private:
+  static bool is_user(const ChatMessage& message) {
+    return message.role == "user" || message.role == "tool";
+  }
+
+  // A stand-in for message i's text: control characters that no template markup, no
+  // special token and no whitespace stripping touches.
+  static std::string placeholder(std::size_t i) {
+    return "\x02smol-user-text-" + std::to_string(i) + "\x03";
+  }
+
   bool has_control_spelling(std::string_view text) const {
     return std::any_of(control_spellings_.begin(), control_spellings_.end(),
                        [&](const std::string& s) { return text.find(s) != std::string::npos; });

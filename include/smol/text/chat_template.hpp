@@ -219,6 +219,12 @@ inline std::string render_llama2(std::span<const ChatMessage> messages) {
 
 }  // namespace detail
 
+// Whether `format` strips the whitespace around a message's text (Jinja's `| trim`), as
+// the Llama formats do; SmolLM3's and ChatML's keep it as written.
+inline bool trims_message_text(ChatFormat format) {
+  return format == ChatFormat::llama2 || format == ChatFormat::llama3;
+}
+
 // The prompt text for `messages` in `format`.
 inline std::string render_chat(ChatFormat format, std::span<const ChatMessage> messages,
                                const ChatOptions& options = {}) {
