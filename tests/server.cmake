@@ -29,7 +29,8 @@ add_custom_target(smol_server_npm ALL DEPENDS "${e2e_dir}/node_modules/.package-
 
 set(e2e_model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
 add_test(NAME server_openai_client
-         COMMAND ${SMOL_NODE} "${e2e_dir}/openai_client.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
+         COMMAND ${SMOL_NODE} "${e2e_dir}/openai_client.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
+                 $<TARGET_FILE:smol-chat>)
 add_test(NAME server_browser
          COMMAND ${SMOL_NODE} "${e2e_dir}/browser.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
                  "${SMOL_CHROMIUM}")

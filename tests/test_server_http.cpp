@@ -394,36 +394,3 @@ TEST_CASE("SIGTERM: a reply in flight may finish within the grace period; exit 0
   CHECK(data.find("server stopped") == std::string::npos);
   CHECK(data.find("data: [DONE]") != std::string::npos);
 }
-
-// smol-chat's answer to one prompt (greedy, no reasoning), as printed on stdout.
-std::string chat_answer(const std::string& prompt, int max_tokens) {
-  const std::string command = std::string(SMOL_CHAT_BINARY) + " -m '" + kFixture +
-                              "' -t 1 --temp 0 --no-think -n " + std::to_string(max_tokens) +
-                              " -p '" + prompt + "' 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  REQUIRE(pclose(pipe) == 0);
-  if (!out.empty() && out.back() == '\n') out.pop_back();  // the line smol-chat ends with
-  return out;
-}
-
-TEST_CASE("the server's reply equals smol-chat's for the same conversation") {
-  ServerProcess server({"-c", "4096", "-np", "2"});
-  httplib::Client client = server.client();
-  for (const std::string prompt : {"Hi there", "What is the capital of France?", "Count to ten"}) {
-    CAPTURE(prompt);
-    const Json body = {{"messages", {{{"role", "user"}, {"content", prompt}}}},
-                       {"max_tokens", 24},
-                       {"temperature", 0},
-                       {"chat_template_kwargs", {{"enable_thinking", false}}}};
-    const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
-    REQUIRE(res);
-    REQUIRE(res->status == 200);
-    const Json reply = Json::parse(res->body);
-    CHECK(reply["choices"][0]["message"]["content"] == chat_answer(prompt, 24));
-  }
-}

@@ -7,11 +7,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { startServer } from './spawn_server.mjs';
 
-const [serverBinary, modelPath] = process.argv.slice(2);
+const [serverBinary, modelPath, chatBinary] = process.argv.slice(2);
 if (!serverBinary || !modelPath) {
-  console.error('usage: node openai_client.test.mjs SERVER_BINARY MODEL_GGUF');
+  console.error('usage: node openai_client.test.mjs SERVER_BINARY MODEL_GGUF CHAT_BINARY');
   process.exit(2);
 }
 const SERVER_ARGS = ['-m', modelPath, '-np', '2', '-c', '2048', '-t', '2'];
@@ -261,6 +263,20 @@ test('(l) a stop string ends the reply before it, with finish_reason "stop"', as
   const r = await client.chat.completions.create(long({ stop: [stop] }));
   assert.equal(r.choices[0].finish_reason, 'stop');
   assert.equal(r.choices[0].message.content, full.slice(0, at));
+});
+
+test('(m) the reply equals smol-chat\'s for the same conversation (greedy)', async () => {
+  assert.ok(chatBinary, 'usage: node openai_client.test.mjs SERVER_BINARY MODEL_GGUF CHAT_BINARY');
+  for (const prompt of ['Hi there', 'What is the capital of France?', 'Count to ten']) {
+    const { stdout } = await promisify(execFile)(chatBinary,
+      ['-m', modelPath, '-t', '1', '--temp', '0', '--no-think', '-n', '24', '-p', prompt]);
+    const r = await client.chat.completions.create({
+      model: modelId, messages: [{ role: 'user', content: prompt }], max_tokens: 24, temperature: 0,
+      chat_template_kwargs: { enable_thinking: false },
+    });
+    // smol-chat ends its answer with a newline of its own.
+    assert.equal(r.choices[0].message.content, stdout.replace(/\n$/, ''), prompt);
+  }
 });
 
 test('the server exits 0 on SIGTERM', async () => {
