@@ -29,7 +29,7 @@ struct Options {
   bool raw = false;
   bool yes = false;
   long max_tokens = -1;
-  smol::SamplerSettings sampling = default_sampling();
+  smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
   std::vector<std::string> stop_strings;
   bool thinking = true;
   bool hide_thinking = false;
@@ -41,13 +41,6 @@ struct Options {
   bool context_shift = true;
   bool gpu = false;
   smol::Repack repack = smol::Repack::when_faster;
-
-  // SmolLM3's recommended temperature (0.6, top-p 0.95); the rest are llama.cpp's.
-  static smol::SamplerSettings default_sampling() {
-    smol::SamplerSettings settings;
-    settings.temperature = 0.6f;
-    return settings;
-  }
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should

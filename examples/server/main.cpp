@@ -125,7 +125,10 @@ class FlightTicket {
     state_->flight_changed.notify_all();
   }
 
-  // A ticket, or nothing when the slots and the queue are full.
+  // A ticket, or a 503 (counted) when the slots and the queue are full.
+  static std::shared_ptr<FlightTicket> admit(State& state);
+
+ private:
   static std::shared_ptr<FlightTicket> take(State& state) {
     std::lock_guard lock(state.flight_mutex);
     if (state.in_flight >= state.options.slots + state.options.queue_limit) return nullptr;
@@ -133,9 +136,19 @@ class FlightTicket {
     return std::make_shared<FlightTicket>(state);
   }
 
- private:
   State* state_;
 };
+
+ApiError unavailable(std::string message);
+
+std::shared_ptr<FlightTicket> FlightTicket::admit(State& state) {
+  auto ticket = take(state);
+  if (!ticket) {
+    state.metrics.request_rejected();
+    throw unavailable("too many requests are waiting; try again shortly");
+  }
+  return ticket;
+}
 
 void send_json(httplib::Response& res, const Json& json, int status = 200) {
   res.status = status;
@@ -291,11 +304,7 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   std::vector<smol::TokenId> prompt = service.encoder.encode(
       service.format, chat.messages,
       {.add_generation_prompt = true, .enable_thinking = chat.enable_thinking});
-  auto ticket = FlightTicket::take(state);
-  if (!ticket) {
-    state.metrics.request_rejected();
-    throw unavailable("too many requests are waiting; try again shortly");
-  }
+  auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
   std::optional<smol::serve::ChatStream> stream;
   if (chat.params.stream) stream.emplace(header, chat.params.reasoning, chat.params.include_usage);
@@ -336,11 +345,7 @@ void completions(State& state, const httplib::Request& req, httplib::Response& r
   smol::serve::TextCompletionRequest completion =
       smol::serve::parse_completion_request(req.body, service.defaults);
   std::vector<smol::TokenId> prompt = service.tokenizer.encode(completion.prompt);
-  auto ticket = FlightTicket::take(state);
-  if (!ticket) {
-    state.metrics.request_rejected();
-    throw unavailable("too many requests are waiting; try again shortly");
-  }
+  auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("cmpl-"), unix_time(), state.model_name};
   std::optional<TextStream> stream;
   if (completion.params.stream) stream.emplace(header, completion.params.include_usage);

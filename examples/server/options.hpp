@@ -43,14 +43,7 @@ struct Options {
   smol::Repack repack = smol::Repack::when_faster;
   std::string reasoning_format = "deepseek";
   bool thinking = true;
-  smol::SamplerSettings sampling = default_sampling();
-
-  // SmolLM3's recommended temperature (0.6, top-p 0.95); the rest are llama.cpp's.
-  static smol::SamplerSettings default_sampling() {
-    smol::SamplerSettings settings;
-    settings.temperature = 0.6f;
-    return settings;
-  }
+  smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
 };
 
 inline std::optional<int> parse_options(int argc, char** argv, Options& options) {
