@@ -1,6 +1,7 @@
 # Per-architecture builds: configures a separate tree with SMOL_ARCH_VARIANTS, builds
 # smol-chat for each x86-64 level this CPU can run, and runs each one-shot on the fixture.
-# Slow (three full compiles), so it is labelled and kept out of the sanitizer run.
+# Slow (three full compiles, at -O1: the test is that each level compiles and runs, not
+# how fast), so it is labelled and kept out of the sanitizer run.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND EXISTS /proc/cpuinfo)
   file(READ /proc/cpuinfo cpuinfo)
   set(levels x86-64-v2)
