@@ -27,11 +27,7 @@ void BM_dot(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes) 
   std::vector<float> x(kCols, 0.25f);
   std::vector<BlockQ8K> xq(kBlocks);
   k.quantize_row_q8k(x.data(), xq.data(), kCols);
-  float (*dot)(const Block*, const BlockQ8K*, std::size_t) = nullptr;
-  if constexpr (std::is_same_v<Block, BlockQ4K>)
-    dot = k.dot_q4k_q8k;
-  else
-    dot = k.dot_q6k_q8k;
+  const auto dot = k.of<BlockTraits<Block>::type>().dot;
   std::size_t r = 0;
   for (auto _ : state) {
     for (std::size_t i = 0; i < 64; ++i) {
@@ -63,11 +59,8 @@ void BM_rows8(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes
   std::vector<float> x(kCols, 0.25f), y(kRowsPerGroup);
   std::vector<BlockQ8K> xq(kBlocks);
   k.quantize_row_q8k(x.data(), xq.data(), kCols);
-  Kernels::Rows8Fn<Rows8> kernel = nullptr;
-  if constexpr (std::is_same_v<Rows8, BlockQ4KRows8>)
-    kernel = k.rows8_q4k_q8k;
-  else
-    kernel = k.rows8_q6k_q8k;
+  const auto kernel =
+      k.of < std::is_same_v<Rows8, BlockQ4KRows8> ? GgmlType::Q4_K : GgmlType::Q6_K > ().rows8;
   std::size_t g = 0;
   for (auto _ : state) {
     for (std::size_t i = 0; i < 8; ++i) {

@@ -12,8 +12,7 @@ using namespace smol::testing;
 
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                               GgmlType::F32,  GgmlType::F16,  GgmlType::BF16};
+const std::vector<GgmlType> kTypes = all_weight_types();
 
 void check_matmul(const WeightMatrix& w, std::size_t n_tokens, std::mt19937& rng,
                   std::initializer_list<int> thread_counts, bool check_f32_mode) {
@@ -128,11 +127,11 @@ TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
     CAPTURE(isa_name(isa));
     const bool x86 =
         isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
-    CHECK((k.tile_q4k_q8k != nullptr) == x86);
-    CHECK((k.tile_q6k_q8k != nullptr) == x86);
-    CHECK((k.dot_q4k_lanes != nullptr) == (isa == Isa::avx2));
-    CHECK((k.matrix_q4k_q8k != nullptr) == (isa == Isa::amx));
-    CHECK((k.matrix_q6k_q8k != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q4_K>().tile != nullptr) == x86);
+    CHECK((k.of<GgmlType::Q6_K>().tile != nullptr) == x86);
+    CHECK((k.of<GgmlType::Q4_K>().dot_lanes != nullptr) == (isa == Isa::avx2));
+    CHECK((k.of<GgmlType::Q4_K>().matrix != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q6_K>().matrix != nullptr) == (isa == Isa::amx));
   }
 }
 

@@ -24,8 +24,8 @@ struct Q4K {
   }
   static constexpr auto repack = repack_q4k_rows8;
   static constexpr auto reference = rows8_q4k_q8k_reference;
-  static auto kernel(const Kernels& k) { return k.rows8_q4k_q8k; }
-  static auto scalar_dot(const Kernels& k) { return k.dot_q4k_q8k; }
+  static auto kernel(const Kernels& k) { return k.of<GgmlType::Q4_K>().rows8; }
+  static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q4_K>().dot; }
 };
 
 struct Q6K {
@@ -37,8 +37,8 @@ struct Q6K {
   }
   static constexpr auto repack = repack_q6k_rows8;
   static constexpr auto reference = rows8_q6k_q8k_reference;
-  static auto kernel(const Kernels& k) { return k.rows8_q6k_q8k; }
-  static auto scalar_dot(const Kernels& k) { return k.dot_q6k_q8k; }
+  static auto kernel(const Kernels& k) { return k.of<GgmlType::Q6_K>().rows8; }
+  static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q6_K>().dot; }
 };
 
 template <class Layout>

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "smol/core/aligned_buffer.hpp"
@@ -13,8 +14,10 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize_q8k.hpp"
 #include "smol/quant/rows8.hpp"
+#include "smol/quant/weight_types.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
 namespace smol::testing {
@@ -49,6 +52,19 @@ inline std::vector<BlockQ4K> q4k_blocks(std::size_t n, Pattern p, std::mt19937& 
     b.d = scale_for(p, rng, 0.01f);
     b.dmin = scale_for(p, rng, 0.005f);
     fill_bytes(b.scales, sizeof(b.scales), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
+  }
+  return v;
+}
+
+inline std::vector<BlockQ5K> q5k_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ5K> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.005f);
+    b.dmin = scale_for(p, rng, 0.005f);
+    fill_bytes(b.scales, sizeof(b.scales), p, rng);
+    fill_bytes(b.qh, sizeof(b.qh), p, rng);
     fill_bytes(b.qs, sizeof(b.qs), p, rng);
     if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
   }
@@ -93,6 +109,38 @@ inline std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float 
   for (auto& x : v) x = g(rng);
   return v;
 }
+
+template <class>
+inline constexpr bool kNoGenerator = false;
+
+// `n_blocks` random blocks of the quantized weight type W (an entry of WeightTypes). A
+// new block type adds its generator here.
+template <class W>
+std::vector<typename W::Block> weight_blocks(std::size_t n_blocks, Pattern p, std::mt19937& rng) {
+  if constexpr (W::type == GgmlType::Q4_K) {
+    return q4k_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q5_K) {
+    return q5k_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q6_K) {
+    return q6k_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q8_0) {
+    return q8_0_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q4_0) {
+    return q4_0_blocks(n_blocks, p, rng);
+  } else {
+    static_assert(kNoGenerator<W>, "tests/test_simd_data.hpp has no generator for this type");
+  }
+}
+
+// Every entry of WeightTypes: the kernel suites run each one.
+inline std::vector<GgmlType> all_weight_types() {
+  std::vector<GgmlType> types;
+  for_each_weight_type([&](auto w) { types.push_back(decltype(w)::type); });
+  return types;
+}
+
+template <class W>
+inline constexpr bool is_quantized_v = !std::is_same_v<typename W::Activation, float>;
 
 // Q8_K activations; all_max gives every quant +-127 (the extremes the kernels must take).
 inline std::vector<BlockQ8K> q8k_activations(std::size_t n_values, Pattern p, std::mt19937& rng) {
@@ -142,40 +190,46 @@ inline std::vector<float> dequantized_q8_0(const std::vector<BlockQ8_0>& blocks)
   return out;
 }
 
+// Activations of `n_values` for a quantized weight type W (Q8_K or Q8_0 blocks); all_max
+// gives every quant +-127.
+template <class W>
+std::vector<typename W::Activation> weight_activations(std::size_t n_values, Pattern p,
+                                                       std::mt19937& rng) {
+  if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
+    return q8k_activations(n_values, p, rng);
+  } else {
+    return q8_0_blocks(n_values / 32, p, rng);
+  }
+}
+
+inline std::vector<float> dequantized(const std::vector<BlockQ8K>& act) {
+  return dequantized_q8k(act);
+}
+inline std::vector<float> dequantized(const std::vector<BlockQ8_0>& act) {
+  return dequantized_q8_0(act);
+}
+
 // Weight bytes for a rows x cols matrix of `type` (random valid blocks).
 inline std::vector<std::byte> random_matrix(GgmlType type, std::size_t rows, std::size_t cols,
                                             std::mt19937& rng) {
   std::vector<std::byte> bytes(rows * ggml_row_bytes(type, cols));
   auto put = [&](const auto& blocks) { std::memcpy(bytes.data(), blocks.data(), bytes.size()); };
   const std::size_t n = rows * cols;
-  switch (type) {
-    case GgmlType::Q4_K:
-      put(q4k_blocks(n / QK_K, Pattern::random, rng));
-      break;
-    case GgmlType::Q6_K:
-      put(q6k_blocks(n / QK_K, Pattern::random, rng));
-      break;
-    case GgmlType::Q8_0:
-      put(q8_0_blocks(n / 32, Pattern::random, rng));
-      break;
-    case GgmlType::Q4_0:
-      put(q4_0_blocks(n / 32, Pattern::random, rng));
-      break;
-    case GgmlType::F32:
+  const bool known = visit_weight_type(type, [&]<class W>(W) {
+    if constexpr (is_quantized_v<W>) {
+      put(weight_blocks<W>(n / W::values_per_block, Pattern::random, rng));
+    } else if constexpr (W::type == GgmlType::F32) {
       put(random_floats(n, rng, 0.05f));
-      break;
-    case GgmlType::F16:
-    case GgmlType::BF16: {
+    } else {
       std::vector<std::uint16_t> h(n);
       const auto f = random_floats(n, rng, 0.05f);
-      for (std::size_t i = 0; i < n; ++i)
-        h[i] = type == GgmlType::F16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
+      for (std::size_t i = 0; i < n; ++i) {
+        h[i] = W::type == GgmlType::F16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
+      }
       put(h);
-      break;
     }
-    default:
-      throw Error("no generator");
-  }
+  });
+  if (!known) throw Error("no generator");
   return bytes;
 }
 
@@ -192,34 +246,21 @@ inline std::vector<float> expected_q8(const WeightMatrix& w, const float* x) {
   std::vector<BlockQ8_0> q80(w.cols / 32);
   if (w.cols % QK_K == 0) k.quantize_row_q8k(x, q8k.data(), w.cols);
   k.quantize_row_q8_0(x, q80.data(), w.cols);
-  for (std::size_t r = 0; r < w.rows; ++r) {
-    const std::byte* row = w.row(r);
-    switch (w.type) {
-      case GgmlType::Q4_K:
-        y[r] = k.dot_q4k_q8k(reinterpret_cast<const BlockQ4K*>(row), q8k.data(), w.cols / QK_K);
-        break;
-      case GgmlType::Q6_K:
-        y[r] = k.dot_q6k_q8k(reinterpret_cast<const BlockQ6K*>(row), q8k.data(), w.cols / QK_K);
-        break;
-      case GgmlType::Q8_0:
-        y[r] = k.dot_q8_0_q8_0(reinterpret_cast<const BlockQ8_0*>(row), q80.data(), w.cols / 32);
-        break;
-      case GgmlType::Q4_0:
-        y[r] = k.dot_q4_0_q8_0(reinterpret_cast<const BlockQ4_0*>(row), q80.data(), w.cols / 32);
-        break;
-      case GgmlType::F32:
-        y[r] = k.dot_f32(reinterpret_cast<const float*>(row), x, w.cols);
-        break;
-      case GgmlType::F16:
-        y[r] = k.dot_f16_f32(reinterpret_cast<const f16_bits*>(row), x, w.cols);
-        break;
-      case GgmlType::BF16:
-        y[r] = k.dot_bf16_f32(reinterpret_cast<const bf16_bits*>(row), x, w.cols);
-        break;
-      default:
-        break;
+  visit_weight_type(w.type, [&]<class W>(W tag) {
+    const auto* act = [&] {
+      if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
+        return q8k.data();
+      } else if constexpr (std::is_same_v<typename W::Activation, BlockQ8_0>) {
+        return q80.data();
+      } else {
+        return x;
+      }
+    }();
+    for (std::size_t r = 0; r < w.rows; ++r) {
+      y[r] = k.of(tag).dot(reinterpret_cast<const typename W::Block*>(w.row(r)), act,
+                           w.cols / W::values_per_block);
     }
-  }
+  });
   return y;
 }
 

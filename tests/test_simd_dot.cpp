@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "smol/ops/context.hpp"
 #include "test_simd_data.hpp"
@@ -26,13 +27,13 @@ void check_close(float got, float want, double magnitude, double rel = 2e-6) {
   CHECK(std::fabs(static_cast<double>(got) - want) <= rel * magnitude + 1e-30);
 }
 
-std::vector<BlockQ8KLanes> lane_packed(const std::vector<BlockQ8K>& act) {
+std::vector<BlockQ8KLanes> lane_packed(const std::vector<BlockQ8K>& act, LaneSums kind) {
   std::vector<BlockQ8KLanes> lanes(act.size());
-  pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(act.data(), lanes.data(), act.size());
+  pack_q8k_lanes(kind, act.data(), lanes.data(), act.size());
   return lanes;
 }
 
-std::string label(Isa isa, const char* type, std::size_t n, Pattern p) {
+std::string label(Isa isa, std::string_view type, std::size_t n, Pattern p) {
   return cat(isa_name(isa), " ", type, " n=", n, " pattern=", static_cast<int>(p));
 }
 
@@ -82,82 +83,50 @@ TEST_CASE("Q8_K quantizer: every ISA equals quantize_q8k.hpp bit for bit") {
   }
 }
 
-TEST_CASE("scalar reference kernels match a double-precision computation") {
+TEST_CASE("scalar reference kernels match a double-precision computation, for every type") {
   std::mt19937 rng(2);
-  for (std::size_t n : kLengths) {
-    auto act = q8k_activations(n, Pattern::random, rng);
-    auto a = dequantized_q8k(act);
-    auto w4 = q4k_blocks(n / QK_K, Pattern::random, rng);
-    auto r4 = reference_dot(dequantized(GgmlType::Q4_K, w4, n), a);
-    check_close(scalar_kernels().dot_q4k_q8k(w4.data(), act.data(), n / QK_K), r4.value,
-                r4.magnitude, 1e-5);
-    auto w6 = q6k_blocks(n / QK_K, Pattern::random, rng);
-    auto r6 = reference_dot(dequantized(GgmlType::Q6_K, w6, n), a);
-    check_close(scalar_kernels().dot_q6k_q8k(w6.data(), act.data(), n / QK_K), r6.value,
-                r6.magnitude, 1e-5);
-    std::vector<BlockQ8_0> act0(n / 32);
-    auto xf = random_floats(n, rng);
-    scalar_kernels().quantize_row_q8_0(xf.data(), act0.data(), n);
-    auto a0 = dequantized_q8_0(act0);
-    auto w8 = q8_0_blocks(n / 32, Pattern::random, rng);
-    auto r8 = reference_dot(dequantized(GgmlType::Q8_0, w8, n), a0);
-    check_close(scalar_kernels().dot_q8_0_q8_0(w8.data(), act0.data(), n / 32), r8.value,
-                r8.magnitude, 1e-5);
-    auto w40 = q4_0_blocks(n / 32, Pattern::random, rng);
-    auto r40 = reference_dot(dequantized(GgmlType::Q4_0, w40, n), a0);
-    check_close(scalar_kernels().dot_q4_0_q8_0(w40.data(), act0.data(), n / 32), r40.value,
-                r40.magnitude, 1e-5);
-  }
+  for_each_weight_type([&]<class W>(W tag) {
+    if constexpr (is_quantized_v<W>) {
+      for (std::size_t n : kLengths) {
+        CAPTURE(ggml_type_name(W::type));
+        CAPTURE(n);
+        const auto act = weight_activations<W>(n, Pattern::random, rng);
+        const auto w = weight_blocks<W>(n / W::values_per_block, Pattern::random, rng);
+        const auto r = reference_dot(dequantized(W::type, w, n), dequantized(act));
+        check_close(scalar_kernels().of(tag).dot(w.data(), act.data(), w.size()), r.value,
+                    r.magnitude, 1e-5);
+      }
+    }
+  });
 }
 
-TEST_CASE("quantized dots: every ISA equals the scalar reference") {
+TEST_CASE("quantized dots: every ISA equals the scalar reference, for every type") {
   std::mt19937 rng(3);
   const Kernels& ref = scalar_kernels();
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
-    for (std::size_t n : kLengths) {
-      for (Pattern p : kPatterns) {
-        auto act = q8k_activations(n, p == Pattern::all_max ? p : Pattern::random, rng);
-        const auto a = dequantized_q8k(act);
-        const std::size_t nb = n / QK_K;
-        {
-          auto w = q4k_blocks(nb, p, rng);
-          const auto r = reference_dot(dequantized(GgmlType::Q4_K, w, n), a);
-          CAPTURE(label(isa, "Q4_K", n, p));
-          check_close(k.dot_q4k_q8k(w.data(), act.data(), nb),
-                      ref.dot_q4k_q8k(w.data(), act.data(), nb), r.magnitude);
-          if (k.dot_q4k_lanes) {
-            const auto lanes = lane_packed(act);
-            check_close(k.dot_q4k_lanes(w.data(), lanes.data(), nb),
-                        ref.dot_q4k_q8k(w.data(), act.data(), nb), r.magnitude);
+    for_each_weight_type([&]<class W>(W tag) {
+      if constexpr (is_quantized_v<W>) {
+        for (std::size_t n : kLengths) {
+          for (Pattern p : kPatterns) {
+            const auto act =
+                weight_activations<W>(n, p == Pattern::all_max ? p : Pattern::random, rng);
+            const auto w = weight_blocks<W>(n / W::values_per_block, p, rng);
+            const auto r = reference_dot(dequantized(W::type, w, n), dequantized(act));
+            const float want = ref.of(tag).dot(w.data(), act.data(), w.size());
+            CAPTURE(label(isa, ggml_type_name(W::type), n, p));
+            check_close(k.of(tag).dot(w.data(), act.data(), w.size()), want, r.magnitude);
+            if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
+              if (k.of(tag).dot_lanes) {
+                const auto lanes = lane_packed(act, k.of(tag).lanes);
+                check_close(k.of(tag).dot_lanes(w.data(), lanes.data(), w.size()), want,
+                            r.magnitude);
+              }
+            }
           }
         }
-        {
-          auto w = q6k_blocks(nb, p, rng);
-          const auto r = reference_dot(dequantized(GgmlType::Q6_K, w, n), a);
-          CAPTURE(label(isa, "Q6_K", n, p));
-          check_close(k.dot_q6k_q8k(w.data(), act.data(), nb),
-                      ref.dot_q6k_q8k(w.data(), act.data(), nb), r.magnitude);
-        }
-        std::vector<BlockQ8_0> act0 =
-            q8_0_blocks(n / 32, p == Pattern::all_max ? p : Pattern::random, rng);
-        const auto a0 = dequantized_q8_0(act0);
-        {
-          auto w = q8_0_blocks(n / 32, p, rng);
-          const auto r = reference_dot(dequantized(GgmlType::Q8_0, w, n), a0);
-          CAPTURE(label(isa, "Q8_0", n, p));
-          check_close(k.dot_q8_0_q8_0(w.data(), act0.data(), n / 32),
-                      ref.dot_q8_0_q8_0(w.data(), act0.data(), n / 32), r.magnitude);
-        }
-        {
-          auto w = q4_0_blocks(n / 32, p, rng);
-          const auto r = reference_dot(dequantized(GgmlType::Q4_0, w, n), a0);
-          CAPTURE(label(isa, "Q4_0", n, p));
-          check_close(k.dot_q4_0_q8_0(w.data(), act0.data(), n / 32),
-                      ref.dot_q4_0_q8_0(w.data(), act0.data(), n / 32), r.magnitude);
-        }
       }
-    }
+    });
   }
 }
 
@@ -167,24 +136,41 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
   std::mt19937 rng(4);
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
+    const Kernels& ref = scalar_kernels();
     for (int trial = 0; trial < 50; ++trial) {
       auto w4 = q4k_blocks(1, Pattern::random, rng);
+      auto w5 = q5k_blocks(1, Pattern::random, rng);
       auto w6 = q6k_blocks(1, Pattern::random, rng);
-      w4[0].d = w4[0].dmin = w6[0].d = f32_to_f16(1.0f);
+      w4[0].d = w4[0].dmin = w5[0].d = w5[0].dmin = w6[0].d = f32_to_f16(1.0f);
       for (auto& s : w6[0].scales) s = static_cast<std::int8_t>(s / 4);
       for (auto& s : w4[0].scales) s = static_cast<std::uint8_t>(s & 0x33);
+      for (auto& s : w5[0].scales) s = static_cast<std::uint8_t>(s & 0x13);
       auto act = q8k_activations(QK_K, Pattern::random, rng);
       act[0].d = 1.0f;
       CAPTURE(isa_name(isa));
-      CHECK(k.dot_q4k_q8k(w4.data(), act.data(), 1) ==
-            scalar_kernels().dot_q4k_q8k(w4.data(), act.data(), 1));
-      if (k.dot_q4k_lanes) {
-        CHECK(k.dot_q4k_lanes(w4.data(), lane_packed(act).data(), 1) ==
-              scalar_kernels().dot_q4k_q8k(w4.data(), act.data(), 1));
+      const auto& q4 = k.of<GgmlType::Q4_K>();
+      CHECK(q4.dot(w4.data(), act.data(), 1) ==
+            ref.of<GgmlType::Q4_K>().dot(w4.data(), act.data(), 1));
+      if (q4.dot_lanes) {
+        CHECK(q4.dot_lanes(w4.data(), lane_packed(act, q4.lanes).data(), 1) ==
+              ref.of<GgmlType::Q4_K>().dot(w4.data(), act.data(), 1));
       }
-      CHECK(k.dot_q6k_q8k(w6.data(), act.data(), 1) ==
-            scalar_kernels().dot_q6k_q8k(w6.data(), act.data(), 1));
+      CHECK(k.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1) ==
+            ref.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1));
+      CHECK(k.of<GgmlType::Q6_K>().dot(w6.data(), act.data(), 1) ==
+            ref.of<GgmlType::Q6_K>().dot(w6.data(), act.data(), 1));
     }
+  }
+}
+
+TEST_CASE("every ISA has a dot for every weight type") {
+  for (Isa isa : available_isas()) {
+    const Kernels& k = kernels_for_isa(isa);
+    for_each_weight_type([&](auto tag) {
+      CAPTURE(isa_name(isa));
+      CAPTURE(ggml_type_name(decltype(tag)::type));
+      CHECK(static_cast<bool>(k.of(tag).dot));
+    });
   }
 }
 
@@ -206,10 +192,11 @@ TEST_CASE("float dots: every ISA equals the scalar reference") {
       CAPTURE(isa_name(isa));
       CAPTURE(n);
       const auto r = reference_dot(x, y), rh = reference_dot(hf, y), rb = reference_dot(bf, y);
-      check_close(k.dot_f32(x.data(), y.data(), n), static_cast<float>(r.value), r.magnitude, 1e-6);
-      check_close(k.dot_f16_f32(h.data(), y.data(), n), static_cast<float>(rh.value), rh.magnitude,
-                  1e-6);
-      check_close(k.dot_bf16_f32(bh.data(), y.data(), n), static_cast<float>(rb.value),
+      check_close(k.of<GgmlType::F32>().dot(x.data(), y.data(), n), static_cast<float>(r.value),
+                  r.magnitude, 1e-6);
+      check_close(k.of<GgmlType::F16>().dot(h.data(), y.data(), n), static_cast<float>(rh.value),
+                  rh.magnitude, 1e-6);
+      check_close(k.of<GgmlType::BF16>().dot(bh.data(), y.data(), n), static_cast<float>(rb.value),
                   rb.magnitude, 1e-6);
     }
   }

@@ -165,7 +165,7 @@ class GgufWriter {
       const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
       out.insert(out.end(), bytes, bytes + text.size());
     };
-    out.insert(out.end(), {std::byte{'G'}, std::byte{'G'}, std::byte{'U'}, std::byte{'F'}});
+    put(std::uint32_t{0x46554747});  // "GGUF" (stored little-endian)
     put(std::uint32_t{3});
     put(static_cast<std::uint64_t>(tensors_.size()));
     put(static_cast<std::uint64_t>(metadata_.size()));

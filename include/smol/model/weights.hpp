@@ -18,13 +18,9 @@
 #include "smol/model/config.hpp"
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/weight_types.hpp"
 
 namespace smol {
-
-// The tensor types the model's kernels accept.
-inline constexpr std::array<GgmlType, 7> kSupportedWeightTypes{
-    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-    GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
 
 struct LayerWeights {
   std::vector<float> attn_norm;
@@ -63,14 +59,6 @@ inline std::string shape_text(const gguf::TensorInfo& info) {
   return text + "]";
 }
 
-inline std::string supported_types_text() {
-  std::string text;
-  for (const GgmlType type : kSupportedWeightTypes) {
-    text += (text.empty() ? "" : ", ") + std::string(ggml_type_name(type));
-  }
-  return text;
-}
-
 inline const gguf::TensorInfo& checked_tensor(const gguf::GgufFile& file, const std::string& name,
                                               std::initializer_list<std::size_t> shape) {
   const gguf::TensorInfo* info = file.find_tensor(name);
@@ -89,11 +77,9 @@ inline const gguf::TensorInfo& checked_tensor(const gguf::GgufFile& file, const 
     fail(file.name(), ": tensor ", name, " has shape ", shape_text(*info), ", expected ",
          expected_text, "]");
   }
-  bool supported = false;
-  for (const GgmlType type : kSupportedWeightTypes) supported = supported || info->type == type;
-  if (!supported) {
+  if (!is_weight_type(info->type)) {  // the kernels accept exactly quant/weight_types.hpp's list
     fail(file.name(), ": tensor ", name, " has type ", ggml_type_name(info->type),
-         ", which smol does not support (supported: ", supported_types_text(), ")");
+         ", which smol does not support (supported: ", weight_type_names(), ")");
   }
   return *info;
 }

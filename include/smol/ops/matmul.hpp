@@ -1,7 +1,7 @@
 // matmul: Y = X W^T for a block of tokens (prefill). Compute-bound, so each weight
-// block is loaded once and used for a tile of tokens: Q4_K / Q6_K go through the ISA's
-// tile kernels on lane-packed activations (simd/q8k_lanes.hpp); other types, and ISAs
-// without tiles, loop the dot kernels over cache-sized blocks of rows and tokens.
+// block is loaded once and used for a tile of tokens: where a type's kernel unit has
+// them, the interleaved-rows, matrix-unit or tile kernels (simd/q8k_lanes.hpp);
+// otherwise its dot kernel looped over cache-sized blocks of rows and tokens.
 #pragma once
 
 #include <algorithm>
@@ -19,29 +19,11 @@
 namespace smol {
 namespace detail {
 
-// Runs body(first, last) over [0, n) items in the context's arena, in chunks of at least
-// `grain` items and about 8 per thread: prefill is compute-bound, so idle threads take
-// over chunks (a static split would wait for a thread that shares its core).
-template <class Body>
-void parallel_chunks(Context& ctx, std::size_t n, std::size_t grain, Body&& body) {
-  if (ctx.threads() == 1 || n <= grain) {
-    body(std::size_t{0}, n);
-    return;
-  }
-  const std::size_t chunk = std::max(grain, n / (8 * static_cast<std::size_t>(ctx.threads())));
-  ctx.arena().execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<std::size_t>(0, n, chunk),
-        [&](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); },
-        tbb::simple_partitioner());
-  });
-}
-
 // Tiled path. Rows are split over threads in chunks whose weights (~256 KB) stay in L2
 // while every block of tokens passes; long rows are cut into segments so that one
 // 16-token tile of activations (16 x 8 blocks x 384 B) stays in L1/L2 across the rows.
 inline void matmul_tiled(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
-                         float* y, Kernels::TileFn tile, LaneSums kind) {
+                         float* y, TileFn tile, LaneSums kind) {
   const Kernels& k = ctx.kernels();
   const std::size_t nblocks = w.cols / QK_K;
   auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
@@ -49,11 +31,7 @@ inline void matmul_tiled(Context& ctx, const WeightMatrix& w, const float* x, st
   parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
     for (std::size_t t = first; t < last; ++t) {
       k.quantize_row_q8k(x + t * w.cols, q8 + t * nblocks, w.cols);
-      if (kind == LaneSums::q4k_scaled_by_d) {
-        pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(q8 + t * nblocks, lanes + t * nblocks, nblocks);
-      } else {
-        pack_q8k_lanes<LaneSums::q6k_minus_32>(q8 + t * nblocks, lanes + t * nblocks, nblocks);
-      }
+      pack_q8k_lanes(kind, q8 + t * nblocks, lanes + t * nblocks, nblocks);
     }
   });
   std::fill(y, y + n_tokens * w.rows, 0.0f);
@@ -77,7 +55,7 @@ inline void matmul_tiled(Context& ctx, const WeightMatrix& w, const float* x, st
 // Matrix-unit path (AMX): tokens packed into 16-token tiles once, then each thread takes
 // whole groups of 16 rows; the kernel expands a group's weights once for all tiles.
 inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float* x,
-                               std::size_t n_tokens, float* y, Kernels::MatrixFn matrix) {
+                               std::size_t n_tokens, float* y, MatrixFn matrix) {
   const Kernels& k = ctx.kernels();
   const std::size_t nblocks = w.cols / QK_K;
   auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
@@ -109,17 +87,10 @@ inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float*
 // weights, which stay in L2); each group passes over a block of tokens whose Q8_K rows
 // (16 x up to 43 blocks x 292 B) stay in L2 too.
 template <class Rows8>
-void matmul_rows8(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
-                  Kernels::Rows8Fn<Rows8> kernel, float* y) {
-  const Kernels& k = ctx.kernels();
+void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::size_t n_tokens,
+                  Rows8Fn<Rows8> kernel, float* y) {
   const auto* rows8 = reinterpret_cast<const Rows8*>(w.rows8);
   const std::size_t nblocks = w.cols / QK_K, groups = w.rows / kRowsPerGroup;
-  auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
-  parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
-    for (std::size_t t = first; t < last; ++t) {
-      k.quantize_row_q8k(x + t * w.cols, q8 + t * nblocks, w.cols);
-    }
-  });
   constexpr std::size_t kTokenBlock = 16;
   const std::size_t chunk_groups = std::max<std::size_t>(1, 256 * 1024 / (nblocks * sizeof(Rows8)));
   parallel_chunks(ctx, groups, chunk_groups, [&](std::size_t first, std::size_t last) {
@@ -136,10 +107,12 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const float* x, std::size
   });
 }
 
-// Any type through its dot kernel, in blocks of rows x tokens that fit in cache.
-template <class Dot>
-void matmul_by_dots(Context& ctx, const WeightMatrix& w, const std::byte* xs,
-                    std::size_t x_row_bytes, std::size_t n_tokens, float* y, Dot dot) {
+// Any type through its dot kernel, in blocks of rows x tokens that fit in cache. `xs`
+// holds n_tokens activation rows of `count` elements (blocks, or floats).
+template <class Block, class Act>
+void matmul_by_dots(Context& ctx, const WeightMatrix& w, const Act* xs, std::size_t n_tokens,
+                    float* y, float (*dot)(const Block*, const Act*, std::size_t)) {
+  const std::size_t count = w.cols / ggml_type_info(w.type).block_values;
   constexpr std::size_t kTokenBlock = 16;
   const std::size_t chunk_rows = std::clamp<std::size_t>(64 * 1024 / w.row_bytes, 4, 256);
   parallel_chunks(ctx, w.rows, chunk_rows, [&](std::size_t first, std::size_t last) {
@@ -148,38 +121,30 @@ void matmul_by_dots(Context& ctx, const WeightMatrix& w, const std::byte* xs,
       for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
         const std::size_t t1 = std::min(t0 + kTokenBlock, n_tokens);
         for (std::size_t r = r0; r < r1; ++r) {
-          for (std::size_t t = t0; t < t1; ++t) {
-            y[t * w.rows + r] = dot(w.row(r), xs + t * x_row_bytes);
-          }
+          const auto* row = reinterpret_cast<const Block*>(w.row(r));
+          for (std::size_t t = t0; t < t1; ++t) y[t * w.rows + r] = dot(row, xs + t * count, count);
         }
       }
     }
   });
 }
 
-template <class Block, class Act, class Quantize, class Dot>
-void matmul_quantized(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
-                      float* y, Quantize quantize, Dot dot) {
-  const std::size_t nblocks = w.cols / BlockTraits<Block>::values;
-  auto* xq = ctx.scratch_as<Act>(Scratch::activations, n_tokens * nblocks);
-  parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
-    for (std::size_t t = first; t < last; ++t) quantize(x + t * w.cols, xq + t * nblocks, w.cols);
-  });
-  matmul_by_dots(ctx, w, reinterpret_cast<const std::byte*>(xq), nblocks * sizeof(Act), n_tokens, y,
-                 [&](const std::byte* row, const std::byte* act) {
-                   return dot(reinterpret_cast<const Block*>(row),
-                              reinterpret_cast<const Act*>(act), nblocks);
-                 });
-}
-
-template <class Element, class Dot>
-void matmul_float(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
-                  float* y, Dot dot) {
-  matmul_by_dots(ctx, w, reinterpret_cast<const std::byte*>(x), w.cols * sizeof(float), n_tokens, y,
-                 [&](const std::byte* row, const std::byte* act) {
-                   return dot(reinterpret_cast<const Element*>(row),
-                              reinterpret_cast<const float*>(act), w.cols);
-                 });
+// Prefill for weights of type W, on the fastest path the set and the model offer: the
+// interleaved copy, the matrix unit, the tiles, else the dot kernel.
+template <class W>
+void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
+               float* y) {
+  const WeightKernels<W>& k = ctx.kernels().of(W{});
+  using Rows8 = typename WeightKernels<W>::Rows8;
+  if constexpr (!std::is_void_v<Rows8>) {
+    if (w.rows8 != nullptr) {
+      return matmul_rows8<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens,
+                                 k.rows8, y);
+    }
+  }
+  if (k.matrix != nullptr) return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix);
+  if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
+  matmul_by_dots(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y, k.dot);
 }
 
 // Reference mode: each row dequantized once, dotted with every token in f32.
@@ -187,7 +152,7 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
                                  std::size_t n_tokens, float* y) {
   const std::size_t slots = static_cast<std::size_t>(ctx.threads()) + 1;
   float* rows = ctx.scratch_as<float>(Scratch::rows, slots * w.cols);
-  const auto dot_f32 = ctx.kernels().dot_f32;
+  const auto dot_f32 = ctx.kernels().of<GgmlType::F32>().dot;
   parallel_chunks(ctx, w.rows, 16, [&](std::size_t first, std::size_t last) {
     float* row = rows + thread_slot(ctx) * w.cols;
     for (std::size_t r = first; r < last; ++r) {
@@ -219,52 +184,7 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
     detail::matmul_f32_reference(ctx, w, x, n_tokens, y);
     return;
   }
-  const Kernels& k = ctx.kernels();
-  switch (w.type) {
-    case GgmlType::Q4_K:
-      if (w.rows8 != nullptr) {
-        detail::matmul_rows8<BlockQ4KRows8>(ctx, w, x, n_tokens, k.rows8_q4k_q8k, y);
-      } else if (k.matrix_q4k_q8k) {
-        detail::matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_q4k_q8k);
-      } else if (k.tile_q4k_q8k) {
-        detail::matmul_tiled(ctx, w, x, n_tokens, y, k.tile_q4k_q8k, LaneSums::q4k_scaled_by_d);
-      } else {
-        detail::matmul_quantized<BlockQ4K, BlockQ8K>(ctx, w, x, n_tokens, y, k.quantize_row_q8k,
-                                                     k.dot_q4k_q8k);
-      }
-      return;
-    case GgmlType::Q6_K:
-      if (w.rows8 != nullptr) {
-        detail::matmul_rows8<BlockQ6KRows8>(ctx, w, x, n_tokens, k.rows8_q6k_q8k, y);
-      } else if (k.matrix_q6k_q8k) {
-        detail::matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_q6k_q8k);
-      } else if (k.tile_q6k_q8k) {
-        detail::matmul_tiled(ctx, w, x, n_tokens, y, k.tile_q6k_q8k, LaneSums::q6k_minus_32);
-      } else {
-        detail::matmul_quantized<BlockQ6K, BlockQ8K>(ctx, w, x, n_tokens, y, k.quantize_row_q8k,
-                                                     k.dot_q6k_q8k);
-      }
-      return;
-    case GgmlType::Q8_0:
-      detail::matmul_quantized<BlockQ8_0, BlockQ8_0>(ctx, w, x, n_tokens, y, k.quantize_row_q8_0,
-                                                     k.dot_q8_0_q8_0);
-      return;
-    case GgmlType::Q4_0:
-      detail::matmul_quantized<BlockQ4_0, BlockQ8_0>(ctx, w, x, n_tokens, y, k.quantize_row_q8_0,
-                                                     k.dot_q4_0_q8_0);
-      return;
-    case GgmlType::F32:
-      detail::matmul_float<float>(ctx, w, x, n_tokens, y, k.dot_f32);
-      return;
-    case GgmlType::F16:
-      detail::matmul_float<f16_bits>(ctx, w, x, n_tokens, y, k.dot_f16_f32);
-      return;
-    case GgmlType::BF16:
-      detail::matmul_float<bf16_bits>(ctx, w, x, n_tokens, y, k.dot_bf16_f32);
-      return;
-    default:
-      break;  // rejected by check_weight_matrix
-  }
+  visit_weight_type(w.type, [&]<class W>(W) { detail::matmul_of<W>(ctx, w, x, n_tokens, y); });
 }
 
 }  // namespace smol

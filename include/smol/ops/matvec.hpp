@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <type_traits>
 
 #include "smol/core/error.hpp"
 #include "smol/core/ggml_type.hpp"
@@ -18,31 +19,17 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/rows8.hpp"
+#include "smol/quant/weight_types.hpp"
 #include "smol/simd/q8k_lanes.hpp"
 
 namespace smol {
 namespace detail {
 
-inline bool matmul_supports(GgmlType type) noexcept {
-  switch (type) {
-    case GgmlType::Q4_K:
-    case GgmlType::Q6_K:
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-      return true;
-    default:
-      return false;
-  }
-}
-
 inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
   const auto info = ggml_type_info(static_cast<std::uint32_t>(w.type));
-  if (!info || !matmul_supports(w.type)) {
+  if (!info || !is_weight_type(w.type)) {
     fail(op, ": weight '", w.name, "' has type ", info ? info->name : std::string_view("unknown"),
-         ", which has no kernel (supported: Q4_K, Q6_K, Q8_0, Q4_0, F32, F16, BF16)");
+         ", which has no kernel (supported: ", weight_type_names(), ")");
   }
   if (w.cols % info->block_values != 0) {
     fail(op, ": weight '", w.name, "' rows of ", w.cols, " values are not whole ", info->name,
@@ -53,11 +40,13 @@ inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
          ggml_row_bytes(w.type, w.cols), " for ", w.cols, " ", info->name, " values");
   }
   if (w.data == nullptr && w.rows > 0) fail(op, ": weight '", w.name, "' has no data");
-  if (w.rows8 != nullptr &&
-      ((w.type != GgmlType::Q4_K && w.type != GgmlType::Q6_K) || w.rows % kRowsPerGroup != 0)) {
-    fail(op, ": weight '", w.name,
-         "' has an interleaved copy but is not Q4_K or Q6_K with a multiple of ", kRowsPerGroup,
-         " rows");
+  bool has_rows8_layout = false;
+  visit_weight_type(w.type, [&]<class W>(W) {
+    has_rows8_layout = !std::is_void_v<typename Rows8Of<typename W::Block>::type>;
+  });
+  if (w.rows8 != nullptr && (!has_rows8_layout || w.rows % kRowsPerGroup != 0)) {
+    fail(op, ": weight '", w.name, "' has an interleaved copy, but ", info->name,
+         " has no such layout or the rows are not a multiple of ", kRowsPerGroup);
   }
 }
 
@@ -77,6 +66,24 @@ void for_row_chunks(Context& ctx, std::size_t rows, std::size_t row_bytes, Body&
         tbb::blocked_range<std::size_t>(0, rows, min_rows),
         [&](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); },
         tbb::static_partitioner());
+  });
+}
+
+// Runs body(first, last) over [0, n) items in the context's arena, in chunks of at least
+// `grain` items and about 8 per thread: prefill is compute-bound, so idle threads take
+// over chunks (a static split would wait for a thread that shares its core).
+template <class Body>
+void parallel_chunks(Context& ctx, std::size_t n, std::size_t grain, Body&& body) {
+  if (ctx.threads() == 1 || n <= grain) {
+    body(std::size_t{0}, n);
+    return;
+  }
+  const std::size_t chunk = std::max(grain, n / (8 * static_cast<std::size_t>(ctx.threads())));
+  ctx.arena().execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, n, chunk),
+        [&](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); },
+        tbb::simple_partitioner());
   });
 }
 
@@ -142,8 +149,8 @@ void for_each_row(Context& ctx, const WeightMatrix& w, float* y, RowDot row_dot)
 // Repacked rows (WeightMatrix::rows8): eight rows per kernel call, groups streamed like
 // rows.
 template <class Rows8>
-void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq,
-                  Kernels::Rows8Fn<Rows8> kernel, float* y) {
+void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8Fn<Rows8> kernel,
+                  float* y) {
   const std::size_t nblocks = w.cols / QK_K;
   const auto* groups = reinterpret_cast<const Rows8*>(w.rows8);
   for_each_streamed_chunk(ctx, w.rows / kRowsPerGroup, nblocks * sizeof(Rows8),
@@ -156,11 +163,61 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq,
 }
 
 template <class Block, class Act, class Dot>
-void matvec_quantized(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, float* y) {
-  const std::size_t nblocks = w.cols / BlockTraits<Block>::values;
+void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, float* y) {
+  const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
   for_each_row(ctx, w, y, [&](std::size_t r) {
     return dot(reinterpret_cast<const Block*>(w.row(r)), xq, nblocks);
   });
+}
+
+// The activations in the form W's kernels take: `n_tokens` rows of `cols` floats
+// quantized to Q8_K or Q8_0 blocks in the context's scratch, or `x` itself for float
+// weights.
+template <class W>
+const typename W::Activation* activations_for(Context& ctx, const float* x, std::size_t cols,
+                                              std::size_t n_tokens) {
+  using Act = typename W::Activation;
+  if constexpr (std::is_same_v<Act, float>) {
+    return x;
+  } else {
+    constexpr std::size_t block_values = BlockTraits<Act>::values;
+    const std::size_t nblocks = cols / block_values;
+    auto* xq = ctx.scratch_as<Act>(Scratch::activations, n_tokens * nblocks);
+    const Kernels& k = ctx.kernels();
+    auto quantize_token = [&](std::size_t t) {
+      if constexpr (std::is_same_v<Act, BlockQ8K>) {
+        k.quantize_row_q8k(x + t * cols, xq + t * nblocks, cols);
+      } else {
+        static_assert(std::is_same_v<Act, BlockQ8_0>);
+        k.quantize_row_q8_0(x + t * cols, xq + t * nblocks, cols);
+      }
+    };
+    parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
+      for (std::size_t t = first; t < last; ++t) quantize_token(t);
+    });
+    return xq;
+  }
+}
+
+// Decode for weights of type W: the interleaved copy where the model made one, else the
+// dot on lane-packed activations where the set has it, else the plain dot.
+template <class W>
+void matvec_of(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
+  const WeightKernels<W>& k = ctx.kernels().of(W{});
+  const auto* xq = activations_for<W>(ctx, x, w.cols, 1);
+  using Rows8 = typename WeightKernels<W>::Rows8;
+  if constexpr (!std::is_void_v<Rows8>) {
+    if (w.rows8 != nullptr) return matvec_rows8<Rows8>(ctx, w, xq, k.rows8, y);
+  }
+  if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
+    if (k.dot_lanes != nullptr) {
+      const std::size_t nblocks = w.cols / QK_K;
+      auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
+      pack_q8k_lanes(k.lanes, xq, lanes, nblocks);
+      return matvec_blocks<typename W::Block>(ctx, w, lanes, k.dot_lanes, y);
+    }
+  }
+  matvec_blocks<typename W::Block>(ctx, w, xq, k.dot, y);
 }
 
 // This thread's index in the context's arena, or threads() outside it (only one chunk
@@ -175,7 +232,7 @@ inline std::size_t thread_slot(Context& ctx) noexcept {
 inline void matvec_f32_reference(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
   const std::size_t slots = static_cast<std::size_t>(ctx.threads()) + 1;
   float* rows = ctx.scratch_as<float>(Scratch::rows, slots * w.cols);
-  const auto dot_f32 = ctx.kernels().dot_f32;
+  const auto dot_f32 = ctx.kernels().of<GgmlType::F32>().dot;
   for_row_chunks(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
     float* row = rows + detail::thread_slot(ctx) * w.cols;
     for (std::size_t r = first; r < last; ++r) {
@@ -194,57 +251,7 @@ inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y
     detail::matvec_f32_reference(ctx, w, x, y);
     return;
   }
-  const Kernels& k = ctx.kernels();
-  switch (w.type) {
-    case GgmlType::Q4_K:
-    case GgmlType::Q6_K: {
-      const std::size_t nblocks = w.cols / QK_K;
-      auto* xq = ctx.scratch_as<BlockQ8K>(Scratch::activations, nblocks);
-      k.quantize_row_q8k(x, xq, w.cols);
-      if (w.type == GgmlType::Q4_K && w.rows8 != nullptr) {
-        detail::matvec_rows8<BlockQ4KRows8>(ctx, w, xq, k.rows8_q4k_q8k, y);
-      } else if (w.rows8 != nullptr) {
-        detail::matvec_rows8<BlockQ6KRows8>(ctx, w, xq, k.rows8_q6k_q8k, y);
-      } else if (w.type == GgmlType::Q4_K && k.dot_q4k_lanes) {
-        auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
-        pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(xq, lanes, nblocks);
-        detail::matvec_quantized<BlockQ4K>(ctx, w, lanes, k.dot_q4k_lanes, y);
-      } else if (w.type == GgmlType::Q4_K) {
-        detail::matvec_quantized<BlockQ4K>(ctx, w, xq, k.dot_q4k_q8k, y);
-      } else {
-        detail::matvec_quantized<BlockQ6K>(ctx, w, xq, k.dot_q6k_q8k, y);
-      }
-      return;
-    }
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0: {
-      auto* xq = ctx.scratch_as<BlockQ8_0>(Scratch::activations, w.cols / 32);
-      k.quantize_row_q8_0(x, xq, w.cols);
-      if (w.type == GgmlType::Q8_0) {
-        detail::matvec_quantized<BlockQ8_0>(ctx, w, xq, k.dot_q8_0_q8_0, y);
-      } else {
-        detail::matvec_quantized<BlockQ4_0>(ctx, w, xq, k.dot_q4_0_q8_0, y);
-      }
-      return;
-    }
-    case GgmlType::F32:
-      detail::for_each_row(ctx, w, y, [&](std::size_t r) {
-        return k.dot_f32(reinterpret_cast<const float*>(w.row(r)), x, w.cols);
-      });
-      return;
-    case GgmlType::F16:
-      detail::for_each_row(ctx, w, y, [&](std::size_t r) {
-        return k.dot_f16_f32(reinterpret_cast<const f16_bits*>(w.row(r)), x, w.cols);
-      });
-      return;
-    case GgmlType::BF16:
-      detail::for_each_row(ctx, w, y, [&](std::size_t r) {
-        return k.dot_bf16_f32(reinterpret_cast<const bf16_bits*>(w.row(r)), x, w.cols);
-      });
-      return;
-    default:
-      break;  // rejected by check_weight_matrix
-  }
+  visit_weight_type(w.type, [&]<class W>(W) { detail::matvec_of<W>(ctx, w, x, y); });
 }
 
 }  // namespace smol

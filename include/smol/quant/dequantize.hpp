@@ -1,4 +1,5 @@
-// Scalar reference dequantizers: quantized blocks and f16/bf16/f32 rows -> f32.
+// Scalar reference dequantizers: quantized blocks and f16/bf16/f32 rows -> f32 (a
+// block type with a header of its own, like quant/q5_k.hpp, has its dequantizer there).
 //
 // Bit-exact with ggml's dequantize_row_* for every supported type. They are the
 // ground truth that SIMD kernels are tested against, the f32 reference forward
@@ -19,27 +20,9 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/row_blocks.hpp"
+#include "smol/quant/weight_types.hpp"
 
 namespace smol {
-
-// Q5_K: like Q4_K plus a fifth bit per value in `qh`. Not used by SmolLM3 Q4_K_M
-// files, but Q5_K_M files of the same models use it; only the dequantizer needs it.
-struct BlockQ5K {
-  f16_bits d;
-  f16_bits dmin;
-  std::uint8_t scales[12];
-  std::uint8_t qh[QK_K / 8];  // bit 2c of qh[l] is the 5th bit of value l of chunk c's low half
-  std::uint8_t qs[QK_K / 2];
-};
-static_assert(sizeof(BlockQ5K) == 176 && offsetof(BlockQ5K, qh) == 16 &&
-              offsetof(BlockQ5K, qs) == 48);
-template <>
-struct BlockTraits<BlockQ5K> {
-  static constexpr GgmlType type = GgmlType::Q5_K;
-  static constexpr std::size_t values = QK_K;
-  using Activation = BlockQ8K;
-};
-static_assert(block_matches_ggml_table<BlockQ5K>());
 
 inline void dequantize_block(const BlockQ4_0& block, float* out) noexcept {
   const float d = f16_to_f32(block.d);
@@ -68,31 +51,6 @@ inline void dequantize_block(const BlockQ4K& block, float* out) noexcept {
     const float m_high = dmin * mins[2 * chunk + 1];
     for (std::size_t l = 0; l < 32; ++l) *out++ = d_low * static_cast<float>(q[l] & 0xF) - m_low;
     for (std::size_t l = 0; l < 32; ++l) *out++ = d_high * static_cast<float>(q[l] >> 4) - m_high;
-  }
-}
-
-inline void dequantize_block(const BlockQ5K& block, float* out) noexcept {
-  const float d = f16_to_f32(block.d);
-  const float dmin = f16_to_f32(block.dmin);
-  std::uint8_t scales[8];
-  std::uint8_t mins[8];
-  unpack_q4k_scales(block.scales, scales, mins);
-  for (std::size_t chunk = 0; chunk < 4; ++chunk) {
-    const std::uint8_t* q = block.qs + 32 * chunk;
-    const unsigned low_bit = 1u << (2 * chunk);
-    const unsigned high_bit = low_bit << 1;
-    const float d_low = d * scales[2 * chunk];
-    const float m_low = dmin * mins[2 * chunk];
-    const float d_high = d * scales[2 * chunk + 1];
-    const float m_high = dmin * mins[2 * chunk + 1];
-    for (std::size_t l = 0; l < 32; ++l) {
-      const int value = (q[l] & 0xF) + ((block.qh[l] & low_bit) ? 16 : 0);
-      *out++ = d_low * static_cast<float>(value) - m_low;
-    }
-    for (std::size_t l = 0; l < 32; ++l) {
-      const int value = (q[l] >> 4) + ((block.qh[l] & high_bit) ? 16 : 0);
-      *out++ = d_high * static_cast<float>(value) - m_high;
-    }
   }
 }
 
@@ -146,49 +104,22 @@ void convert_halves(const std::byte* row, float* out, std::size_t n, Convert con
 
 }  // namespace detail
 
-// Whether dequantize_row handles `type`.
-constexpr bool can_dequantize(GgmlType type) noexcept {
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Dequantizes `n` values stored as `type` starting at `row` (ggml_row_bytes(type, n)
-// bytes). Throws smol::Error for a type it does not know or an `n` that is not a
-// whole number of blocks.
+// bytes). Every weight type (quant/weight_types.hpp) can. Throws smol::Error for a
+// type it does not know or an `n` that is not a whole number of blocks.
 inline void dequantize_row(GgmlType type, const std::byte* row, float* out, std::size_t n) {
-  const std::size_t n_blocks = row_blocks("dequantize_row", type, can_dequantize(type), n);
-  switch (type) {
-    case GgmlType::F32:
+  const std::size_t n_blocks = row_blocks("dequantize_row", type, is_weight_type(type), n);
+  visit_weight_type(type, [&]<class W>(W) {
+    if constexpr (W::type == GgmlType::F32) {
       std::memcpy(out, row, n * sizeof(float));
-      return;
-    case GgmlType::F16:
-      return detail::convert_halves<f16_bits>(row, out, n, f16_to_f32);
-    case GgmlType::BF16:
-      return detail::convert_halves<bf16_bits>(row, out, n, bf16_to_f32);
-    case GgmlType::Q4_0:
-      return detail::dequantize_blocks<BlockQ4_0>(row, out, n_blocks);
-    case GgmlType::Q8_0:
-      return detail::dequantize_blocks<BlockQ8_0>(row, out, n_blocks);
-    case GgmlType::Q4_K:
-      return detail::dequantize_blocks<BlockQ4K>(row, out, n_blocks);
-    case GgmlType::Q5_K:
-      return detail::dequantize_blocks<BlockQ5K>(row, out, n_blocks);
-    case GgmlType::Q6_K:
-      return detail::dequantize_blocks<BlockQ6K>(row, out, n_blocks);
-    default:
-      break;  // excluded by can_dequantize above
-  }
+    } else if constexpr (W::type == GgmlType::F16) {
+      detail::convert_halves<f16_bits>(row, out, n, f16_to_f32);
+    } else if constexpr (W::type == GgmlType::BF16) {
+      detail::convert_halves<bf16_bits>(row, out, n, bf16_to_f32);
+    } else {
+      detail::dequantize_blocks<typename W::Block>(row, out, n_blocks);
+    }
+  });
 }
 
 }  // namespace smol

@@ -178,4 +178,18 @@ inline void repack_rows8_group(GgmlType type, const std::byte* rows, std::size_t
   }
 }
 
+// The interleaved layout of a block type, or void where there is none.
+template <class Block>
+struct Rows8Of {
+  using type = void;
+};
+template <>
+struct Rows8Of<BlockQ4K> {
+  using type = BlockQ4KRows8;
+};
+template <>
+struct Rows8Of<BlockQ6K> {
+  using type = BlockQ6KRows8;
+};
+
 }  // namespace smol

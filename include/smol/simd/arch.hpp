@@ -80,4 +80,8 @@ using xsimd_arch_t = typename ArchInfo<Arch>::xsimd_arch;
 template <class Arch>
 inline constexpr bool has_vnni_v = std::is_base_of_v<avx512vnni_arch, Arch>;
 
+// The AVX-512 sets: avx512, avx512vnni and amx.
+template <class Arch>
+inline constexpr bool is_avx512_v = std::is_base_of_v<avx512_arch, Arch>;
+
 }  // namespace smol

@@ -11,12 +11,15 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/rows8.hpp"
+#include "smol/quant/weight_types.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/cpu_features.hpp"
 #include "smol/simd/q8k_lanes.hpp"
@@ -27,29 +30,72 @@ namespace smol {
 template <class Element>
 struct AttendBlock;  // simd/attention_kernels.hpp
 
+// Eight interleaved rows (quant/rows8.hpp) times `n_tokens` Q8_K rows lying `x_stride`
+// blocks apart: y[t * y_stride + r] = row r . token t, r < 8. Decode and prefill on
+// repacked weights.
+template <class Rows8>
+using Rows8Fn = void (*)(const Rows8*, std::size_t nblocks, const BlockQ8K* x, std::size_t x_stride,
+                         std::size_t n_tokens, float* y, std::size_t y_stride);
+// Prefill tiles: y[t * y_stride + r] += row r . token t over `nblocks` blocks, for
+// `n_rows` weight rows (`row_bytes` apart) and `n_tokens` tokens whose activations
+// (packed with pack_q8k_lanes) lie `act_stride` blocks apart in `act`.
+using TileFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                        const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
+                        std::size_t n_tokens, float* y, std::size_t y_stride);
+// Prefill on a matrix unit (AMX): y[t * y_stride + r] = row r . token t for `n_rows`
+// rows and every token of `act` (packed with pack_token_tiles). `scratch` holds
+// matrix_scratch_bytes(cols) bytes for this call alone.
+using MatrixFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                          const TokenTiles& act, float* y, std::size_t y_stride,
+                          std::byte* scratch);
+
+// One weight type's kernels in one instruction set (W: an entry of WeightTypes). `dot` is
+// required; every other entry is a faster path that a set may offer (nullptr: none), and
+// matvec/matmul take the best one present.
+template <class W>
+struct WeightKernels {
+  using Block = typename W::Block;
+  using Activation = typename W::Activation;
+  using Rows8 = typename Rows8Of<Block>::type;  // void: the type has no interleaved copy
+  // One row of `count` blocks (values, for float rows) dotted with one activation row.
+  float (*dot)(const Block*, const Activation*, std::size_t count) = nullptr;
+  // The same value on lane-packed activations (pack_q8k_lanes<lanes>); where set, matvec
+  // packs x once per call and uses it instead of `dot`.
+  float (*dot_lanes)(const Block*, const BlockQ8KLanes*, std::size_t nblocks) = nullptr;
+  // The activation packing `dot_lanes` and `tile` expect.
+  LaneSums lanes = LaneSums::q4k_scaled_by_d;
+  // Rows interleaved by eight (decode and prefill): the scalar set has the references.
+  Rows8Fn<std::conditional_t<std::is_void_v<Rows8>, std::byte, Rows8>> rows8 = nullptr;
+  TileFn tile = nullptr;      // prefill tiles on the file's rows
+  MatrixFn matrix = nullptr;  // prefill on a matrix unit
+};
+
+namespace detail {
+template <class... Ws>
+std::tuple<WeightKernels<Ws>...> weight_kernel_tuple(TypeList<Ws...>);
+}  // namespace detail
+
 struct Kernels {
   Isa isa = Isa::scalar;
-  // Dot products of one quantized row with one activation row of `nblocks` blocks.
-  float (*dot_q4k_q8k)(const BlockQ4K*, const BlockQ8K*, std::size_t nblocks) = nullptr;
-  float (*dot_q6k_q8k)(const BlockQ6K*, const BlockQ8K*, std::size_t nblocks) = nullptr;
-  float (*dot_q4_0_q8_0)(const BlockQ4_0*, const BlockQ8_0*, std::size_t nblocks) = nullptr;
-  float (*dot_q8_0_q8_0)(const BlockQ8_0*, const BlockQ8_0*, std::size_t nblocks) = nullptr;
-  // Float rows of `n` values.
-  float (*dot_f32)(const float*, const float*, std::size_t n) = nullptr;
-  float (*dot_f16_f32)(const f16_bits*, const float*, std::size_t n) = nullptr;
-  float (*dot_bf16_f32)(const bf16_bits*, const float*, std::size_t n) = nullptr;
-  // Decode dot on lane-packed activations (pack_q8k_lanes, q4k_scaled_by_d): the same
-  // value as dot_q4k_q8k. Set where it is faster; matvec then packs x once per call.
-  float (*dot_q4k_lanes)(const BlockQ4K*, const BlockQ8KLanes*, std::size_t nblocks) = nullptr;
-  // Eight interleaved rows (quant/rows8.hpp) times `n_tokens` Q8_K rows lying
-  // `x_stride` blocks apart: y[t * y_stride + r] = row r . token t, r < 8. Decode and
-  // prefill on repacked weights; the scalar set has the references.
-  template <class Rows8>
-  using Rows8Fn = void (*)(const Rows8*, std::size_t nblocks, const BlockQ8K* x,
-                           std::size_t x_stride, std::size_t n_tokens, float* y,
-                           std::size_t y_stride);
-  Rows8Fn<BlockQ4KRows8> rows8_q4k_q8k = nullptr;
-  Rows8Fn<BlockQ6KRows8> rows8_q6k_q8k = nullptr;
+  // One WeightKernels per entry of WeightTypes: kernels.of<GgmlType::Q4_K>().dot, ...
+  decltype(detail::weight_kernel_tuple(WeightTypes{})) weights;
+  template <GgmlType Type>
+  WeightKernels<weight_type_t<Type>>& of() noexcept {
+    return std::get<WeightKernels<weight_type_t<Type>>>(weights);
+  }
+  template <GgmlType Type>
+  const WeightKernels<weight_type_t<Type>>& of() const noexcept {
+    return std::get<WeightKernels<weight_type_t<Type>>>(weights);
+  }
+  // The same for generic code that holds an entry W: kernels.of(W{}).
+  template <class W>
+  WeightKernels<W>& of(W) noexcept {
+    return std::get<WeightKernels<W>>(weights);
+  }
+  template <class W>
+  const WeightKernels<W>& of(W) const noexcept {
+    return std::get<WeightKernels<W>>(weights);
+  }
   // Whether this set runs faster on interleaved rows than on the file's (measured for
   // AVX2 and AVX-512; the AMX set has its own prefill kernels on the file's rows).
   bool prefers_rows8 = false;
@@ -58,28 +104,17 @@ struct Kernels {
   // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
   void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
   void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;
-  // Prefill tiles: y[t * y_stride + r] += row r . token t over `nblocks` blocks, for
-  // `n_rows` weight rows (`row_bytes` apart) and `n_tokens` tokens whose activations
-  // (packed with pack_q8k_lanes) lie `act_stride` blocks apart in `act`.
-  // nullptr: matmul loops the dot kernels instead.
-  using TileFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                          const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
-                          std::size_t n_tokens, float* y, std::size_t y_stride);
-  TileFn tile_q4k_q8k = nullptr;
-  TileFn tile_q6k_q8k = nullptr;
-  // Prefill on a matrix unit (AMX): y[t * y_stride + r] = row r . token t for `n_rows`
-  // rows and every token of `act` (packed with pack_token_tiles). `scratch` holds
-  // matrix_scratch_bytes(cols) bytes for this call alone. nullptr: use the tiles above.
-  using MatrixFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                            const TokenTiles& act, float* y, std::size_t y_stride,
-                            std::byte* scratch);
-  MatrixFn matrix_q4k_q8k = nullptr;
-  MatrixFn matrix_q6k_q8k = nullptr;
   // Attention over one block of cached positions for one KV head's query heads (see
   // simd/attention_kernels.hpp), per K/V element type.
   void (*attend_block_f32)(const AttendBlock<float>&) = nullptr;
   void (*attend_block_f16)(const AttendBlock<f16_bits>&) = nullptr;
 };
+
+// Each weight type's kernel unit (simd/kernels_<type>.hpp) specialises this:
+//   template <class Arch> static WeightKernels<W> make() noexcept;
+// returns the type's kernels for one instruction set (the scalar arch: the references).
+template <class W>
+struct KernelUnit;
 
 // Each ISA header specialises this; kernels_for<Arch>() caches its result.
 template <class Arch>

@@ -14,75 +14,50 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include "smol/simd/attention_kernels.hpp"
-#include "smol/simd/neon.hpp"
+#include "smol/simd/float_kernels.hpp"
 #include "smol/simd/scalar_kernels.hpp"
-#include "smol/simd/x86_amx.hpp"
-#include "smol/simd/x86_avx2.hpp"
-#include "smol/simd/x86_avx2_lanes.hpp"
-#include "smol/simd/x86_avx2_rows8.hpp"
-#include "smol/simd/x86_avx512.hpp"
-#include "smol/simd/x86_avx512_rows8.hpp"
-#include "smol/simd/x86_avx512_tiles.hpp"
+// One kernel unit per weight type (quant/weight_types.hpp lists them).
+#include "smol/simd/kernels_float.hpp"
+#include "smol/simd/kernels_q4_k.hpp"
+#include "smol/simd/kernels_q5_k.hpp"
+#include "smol/simd/kernels_q6_k.hpp"
+#include "smol/simd/kernels_q8_0.hpp"
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 namespace smol {
 
-// The one place that knows which kernels make up each ISA's set. Instantiated only
-// for the arch a translation unit is compiled for (see kernels.hpp).
+// An instruction set's table: each weight type's kernels from its kernel unit, then the
+// kernels that do not depend on the weights. Instantiated only for the arch a
+// translation unit is compiled for (see kernels.hpp).
 template <class Arch>
 Kernels make_isa_kernels() noexcept {
+  Kernels k;
+  k.isa = ArchInfo<Arch>::isa;
+  for_each_weight_type([&]<class W>(W w) { k.of(w) = KernelUnit<W>::template make<Arch>(); });
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
-    Kernels k = scalar::make_kernels();
+    k.quantize_row_q8k = scalar::quantize_row_q8k;
+    k.quantize_row_q8_0 = scalar::quantize_row_q8_0;
+    k.swiglu = scalar::swiglu;
     k.attend_block_f32 = simd::attend_block_reference<float>;
     k.attend_block_f16 = simd::attend_block_reference<f16_bits>;
-    return k;
-#if defined(SMOL_X86)
-  } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
-    Kernels k = simd::make_x86_kernels<Arch>();
-    k.dot_q4k_lanes = simd::x86::dot_q4k_lanes_256<Arch>;
-    k.rows8_q4k_q8k = simd::x86::rows8_q4k_q8k_256<Arch>;
-    k.rows8_q6k_q8k = simd::x86::rows8_q6k_q8k_256<Arch>;
-    k.prefers_rows8 = true;
-    k.tile_q4k_q8k = simd::x86::tile_q4k_q8k_256<Arch>;
-    k.tile_q6k_q8k = simd::x86::tile_q6k_q8k_256<Arch>;
-    k.attend_block_f32 = simd::attend_block<Arch, float>;
-    k.attend_block_f16 = simd::attend_block<Arch, f16_bits>;
-    return k;
-  } else if constexpr (std::is_same_v<Arch, avx512_arch> || std::is_same_v<Arch, avx512vnni_arch> ||
-                       std::is_same_v<Arch, amx_arch>) {
-    Kernels k = simd::make_x86_kernels<Arch>();
-    if constexpr (has_vnni_v<Arch>) {
-      k.dot_q4k_q8k = simd::x86::dot_q4k_q8k_512_vnni<Arch>;
-      k.dot_q6k_q8k = simd::x86::dot_q6k_q8k_512_vnni<Arch>;
-    } else {
-      k.dot_q4k_q8k = simd::x86::dot_q4k_q8k_512<Arch>;
-      k.dot_q6k_q8k = simd::x86::dot_q6k_q8k_512<Arch>;
-    }
-    k.tile_q4k_q8k = simd::x86::tile_q4k_q8k<Arch>;
-    k.tile_q6k_q8k = simd::x86::tile_q6k_q8k<Arch>;
-    k.rows8_q4k_q8k = simd::x86::rows8_q4k_q8k_512<Arch>;
-    k.rows8_q6k_q8k = simd::x86::rows8_q6k_q8k_512<Arch>;
-    // On a Zen 5 the interleaved copies decode about 15 % and prefill about 70 % faster
-    // than the file's rows (bench/README.md). The AMX set keeps the file's rows, which
-    // its matrix-unit prefill reads (unmeasured on the copies: no AMX machine since).
-    k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;
-    k.attend_block_f32 = simd::attend_block<Arch, float>;
-    k.attend_block_f16 = simd::attend_block<Arch, f16_bits>;
-    if constexpr (std::is_same_v<Arch, amx_arch>) {
-      k.matrix_q4k_q8k = simd::x86::amx_matrix_q4k<Arch>;
-      k.matrix_q6k_q8k = simd::x86::amx_matrix_q6k<Arch>;
-    }
-    return k;
-#endif
-#if defined(SMOL_ARM64)
-  } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-    return simd::make_neon_kernels();
-#endif
   } else {
-    static_assert(!sizeof(Arch), "no kernels for this arch");
+    // Vector sets keep the scalar Q8_0 quantizer (filled in below): only the Q4_0 and
+    // Q8_0 weights use it, and not on a hot path.
+    k.quantize_row_q8k = simd::quantize_row_q8k<Arch>;
+    k.swiglu = simd::swiglu<Arch>;
+#if defined(SMOL_X86)
+    k.attend_block_f32 = simd::attend_block<Arch, float>;
+    k.attend_block_f16 = simd::attend_block<Arch, f16_bits>;
+    // Where the interleaved copies pay: on a Zen 3 the AVX2 set decodes 10-20 % and
+    // prefills 25-40 % faster on them, on a Zen 5 the AVX-512 sets about 15 % and 70 %
+    // (bench/README.md). The AMX set keeps the file's rows, which its matrix-unit
+    // prefill reads (unmeasured on the copies: no AMX machine since).
+    k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;
+#endif
   }
+  return k;
 }
 
 template <class Arch>
@@ -93,23 +68,22 @@ const Kernels& kernels_for() noexcept {
 
 namespace detail {
 
-// A vector set leaves an entry empty where the scalar kernel is good enough.
+// A vector set leaves an entry empty where the scalar kernel is good enough: every
+// weight type's dot and interleaved-rows kernel, and the activation-side kernels.
+// (The other fast paths stay empty: empty means "take another path".)
 inline Kernels with_scalar_fallbacks(Kernels k) noexcept {
-  const Kernels s = scalar::make_kernels();
-  if (!k.dot_q4k_q8k) k.dot_q4k_q8k = s.dot_q4k_q8k;
-  if (!k.dot_q6k_q8k) k.dot_q6k_q8k = s.dot_q6k_q8k;
-  if (!k.dot_q4_0_q8_0) k.dot_q4_0_q8_0 = s.dot_q4_0_q8_0;
-  if (!k.dot_q8_0_q8_0) k.dot_q8_0_q8_0 = s.dot_q8_0_q8_0;
-  if (!k.dot_f32) k.dot_f32 = s.dot_f32;
-  if (!k.dot_f16_f32) k.dot_f16_f32 = s.dot_f16_f32;
-  if (!k.dot_bf16_f32) k.dot_bf16_f32 = s.dot_bf16_f32;
-  if (!k.rows8_q4k_q8k) k.rows8_q4k_q8k = s.rows8_q4k_q8k;
-  if (!k.rows8_q6k_q8k) k.rows8_q6k_q8k = s.rows8_q6k_q8k;
+  const Kernels& s = kernels_for<scalar_arch>();
+  for_each_weight_type([&]<class W>(W w) {
+    auto& mine = k.of(w);
+    const auto& reference = s.of(w);
+    if (!mine.dot) mine.dot = reference.dot;
+    if (!mine.rows8) mine.rows8 = reference.rows8;
+  });
   if (!k.quantize_row_q8k) k.quantize_row_q8k = s.quantize_row_q8k;
   if (!k.quantize_row_q8_0) k.quantize_row_q8_0 = s.quantize_row_q8_0;
   if (!k.swiglu) k.swiglu = s.swiglu;
-  if (!k.attend_block_f32) k.attend_block_f32 = simd::attend_block_reference<float>;
-  if (!k.attend_block_f16) k.attend_block_f16 = simd::attend_block_reference<f16_bits>;
+  if (!k.attend_block_f32) k.attend_block_f32 = s.attend_block_f32;
+  if (!k.attend_block_f16) k.attend_block_f16 = s.attend_block_f16;
   return k;
 }
 

@@ -122,21 +122,6 @@ float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks)
 
 }  // namespace neon
 
-inline Kernels make_neon_kernels() noexcept {
-  Kernels k;
-  k.isa = Isa::neon;
-  k.dot_q4k_q8k = neon::dot_q4k_q8k<neon_arch>;
-  k.dot_q6k_q8k = neon::dot_q6k_q8k<neon_arch>;
-  k.dot_q4_0_q8_0 = neon::dot_q4_0_q8_0<neon_arch>;
-  k.dot_q8_0_q8_0 = neon::dot_q8_0_q8_0<neon_arch>;
-  k.dot_f32 = dot_f32<neon_arch>;
-  k.dot_f16_f32 = dot_f16_f32<neon_arch>;
-  k.dot_bf16_f32 = dot_bf16_f32<neon_arch>;
-  k.quantize_row_q8k = quantize_row_q8k<neon_arch>;
-  k.swiglu = swiglu<neon_arch>;
-  return k;
-}
-
 }  // namespace smol::simd
 
 #endif  // __aarch64__

@@ -81,4 +81,14 @@ void pack_q8k_lanes(const BlockQ8K* in, BlockQ8KLanes* out, std::size_t nblocks)
   }
 }
 
+// The same, with the kind chosen at run time (a kernel table entry says which).
+inline void pack_q8k_lanes(LaneSums kind, const BlockQ8K* in, BlockQ8KLanes* out,
+                           std::size_t nblocks) noexcept {
+  if (kind == LaneSums::q4k_scaled_by_d) {
+    pack_q8k_lanes<LaneSums::q4k_scaled_by_d>(in, out, nblocks);
+  } else {
+    pack_q8k_lanes<LaneSums::q6k_minus_32>(in, out, nblocks);
+  }
+}
+
 }  // namespace smol

@@ -155,22 +155,4 @@ inline void swiglu(const float* gate, const float* up, float* out, std::size_t n
   for (std::size_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
-inline Kernels make_kernels() noexcept {
-  Kernels k;
-  k.isa = Isa::scalar;
-  k.dot_q4k_q8k = dot_q4k_q8k;
-  k.dot_q6k_q8k = dot_q6k_q8k;
-  k.dot_q4_0_q8_0 = dot_q4_0_q8_0;
-  k.dot_q8_0_q8_0 = dot_q8_0_q8_0;
-  k.dot_f32 = dot_f32;
-  k.dot_f16_f32 = dot_f16_f32;
-  k.dot_bf16_f32 = dot_bf16_f32;
-  k.rows8_q4k_q8k = rows8_q4k_q8k_reference;
-  k.rows8_q6k_q8k = rows8_q6k_q8k_reference;
-  k.quantize_row_q8k = quantize_row_q8k;
-  k.quantize_row_q8_0 = quantize_row_q8_0;
-  k.swiglu = swiglu;
-  return k;
-}
-
 }  // namespace smol::scalar

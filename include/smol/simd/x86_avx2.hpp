@@ -88,9 +88,10 @@ inline __m256i load256(const void* p) noexcept {
 // [u0 & 0x3f.., (u2 & 0x0f..) | (u0 >> 2 & 0x30..), u1 & 0x3f.., (u2 >> 4 & 0x0f..) |
 // (u1 >> 2 & 0x30..)]. Vector code, since moving four scalars into a vector costs more
 // than the arithmetic. The 16-byte load ends inside qs, which follows the scales.
-template <class Arch>
-inline __m128i q4k_scales_and_mins(const BlockQ4K& block) noexcept {
-  static_assert(offsetof(BlockQ4K, scales) + 16 <= sizeof(BlockQ4K));
+// Q5_K packs its scales the same way, so any such block is accepted.
+template <class Arch, class Block>
+inline __m128i q4k_scales_and_mins(const Block& block) noexcept {
+  static_assert(offsetof(Block, scales) + 16 <= sizeof(Block));
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales));
   const __m128i u0u0u1u1 = _mm_shuffle_epi32(packed, _MM_SHUFFLE(1, 1, 0, 0));
   const __m128i u2 = _mm_shuffle_epi32(packed, _MM_SHUFFLE(2, 2, 2, 2));
@@ -213,23 +214,6 @@ float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks)
 }
 
 }  // namespace x86
-
-// The kernels every x86 set shares; AVX-512 sets add their tiles on top.
-template <class Arch>
-Kernels make_x86_kernels() noexcept {
-  Kernels k;
-  k.isa = ArchInfo<Arch>::isa;
-  k.dot_q4k_q8k = x86::dot_q4k_q8k<Arch>;
-  k.dot_q6k_q8k = x86::dot_q6k_q8k<Arch>;
-  k.dot_q4_0_q8_0 = x86::dot_q4_0_q8_0<Arch>;
-  k.dot_q8_0_q8_0 = x86::dot_q8_0_q8_0<Arch>;
-  k.dot_f32 = dot_f32<Arch>;
-  k.dot_f16_f32 = dot_f16_f32<Arch>;
-  k.dot_bf16_f32 = dot_bf16_f32<Arch>;
-  k.quantize_row_q8k = quantize_row_q8k<Arch>;
-  k.swiglu = swiglu<Arch>;
-  return k;
-}
 
 }  // namespace smol::simd
 

@@ -1,0 +1,38 @@
+// The kernel units of the float weight types (F32, F16, BF16): dots of a float row with
+// float activations, written once over xsimd (float_kernels.hpp) for every vector set.
+#pragma once
+
+#include "smol/simd/float_kernels.hpp"
+#include "smol/simd/kernels.hpp"
+#include "smol/simd/scalar_kernels.hpp"
+
+namespace smol {
+
+template <GgmlType Type, class Element>
+struct KernelUnit<WeightType<Type, Element, float>> {
+  template <class Arch>
+  static WeightKernels<WeightType<Type, Element, float>> make() noexcept {
+    WeightKernels<WeightType<Type, Element, float>> k;
+    constexpr bool reference = std::is_same_v<Arch, scalar_arch>;
+    if constexpr (Type == GgmlType::F32) {
+      if constexpr (reference)
+        k.dot = scalar::dot_f32;
+      else
+        k.dot = simd::dot_f32<Arch>;
+    } else if constexpr (Type == GgmlType::F16) {
+      if constexpr (reference)
+        k.dot = scalar::dot_f16_f32;
+      else
+        k.dot = simd::dot_f16_f32<Arch>;
+    } else {
+      static_assert(Type == GgmlType::BF16);
+      if constexpr (reference)
+        k.dot = scalar::dot_bf16_f32;
+      else
+        k.dot = simd::dot_bf16_f32<Arch>;
+    }
+    return k;
+  }
+};
+
+}  // namespace smol

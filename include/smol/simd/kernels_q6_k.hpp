@@ -1,0 +1,53 @@
+// The kernel unit of Q6_K: which kernel each instruction set uses for its dot, its rows
+// interleaved by eight, its prefill tiles and its matrix-unit prefill. The kernels themselves live
+// with their instruction set's other kernels (x86_avx2*.hpp, x86_avx512*.hpp, x86_amx.hpp,
+// neon.hpp), which share helpers.
+#pragma once
+
+#include "smol/simd/kernels.hpp"
+#include "smol/simd/neon.hpp"
+#include "smol/simd/scalar_kernels.hpp"
+#include "smol/simd/x86_amx.hpp"
+#include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_lanes.hpp"
+#include "smol/simd/x86_avx2_rows8.hpp"
+#include "smol/simd/x86_avx512.hpp"
+#include "smol/simd/x86_avx512_rows8.hpp"
+#include "smol/simd/x86_avx512_tiles.hpp"
+
+namespace smol {
+
+template <>
+struct KernelUnit<BlockWeight<BlockQ6K>> {
+  template <class Arch>
+  static WeightKernels<BlockWeight<BlockQ6K>> make() noexcept {
+    WeightKernels<BlockWeight<BlockQ6K>> k;
+    k.lanes = LaneSums::q6k_minus_32;
+    if constexpr (std::is_same_v<Arch, scalar_arch>) {
+      k.dot = scalar::dot_q6k_q8k;
+      k.rows8 = rows8_q6k_q8k_reference;
+#if defined(SMOL_X86)
+    } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = simd::x86::dot_q6k_q8k<Arch>;
+      k.rows8 = simd::x86::rows8_q6k_q8k_256<Arch>;
+      k.tile = simd::x86::tile_q6k_q8k_256<Arch>;
+    } else if constexpr (is_avx512_v<Arch>) {
+      if constexpr (has_vnni_v<Arch>) {
+        k.dot = simd::x86::dot_q6k_q8k_512_vnni<Arch>;
+      } else {
+        k.dot = simd::x86::dot_q6k_q8k_512<Arch>;
+      }
+      k.rows8 = simd::x86::rows8_q6k_q8k_512<Arch>;
+      k.tile = simd::x86::tile_q6k_q8k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) k.matrix = simd::x86::amx_matrix_q6k<Arch>;
+#endif
+#if defined(SMOL_ARM64)
+    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+      k.dot = simd::neon::dot_q6k_q8k<Arch>;
+#endif
+    }
+    return k;
+  }
+};
+
+}  // namespace smol
