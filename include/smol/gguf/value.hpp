@@ -78,7 +78,7 @@ class Value {
         fail("array element of type ", value_type_name(element.type_), " in an array of ",
              value_type_name(element_type));
       }
-      out.payload_.insert(out.payload_.end(), element.payload_.begin(), element.payload_.end());
+      detail::append_bytes(out.payload_, element.payload_.data(), element.payload_.size());
     }
     return out;
   }
@@ -136,8 +136,7 @@ class Value {
 
   void append_string(std::string_view text) {
     append_scalar(static_cast<std::uint64_t>(text.size()));
-    const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
-    payload_.insert(payload_.end(), bytes, bytes + text.size());
+    detail::append_bytes(payload_, text.data(), text.size());
   }
 
   void append_array_header(ValueType element_type, std::size_t count) {

@@ -162,17 +162,16 @@ class GgufWriter {
     };
     const auto put_string = [&](std::string_view text) {
       put(static_cast<std::uint64_t>(text.size()));
-      const auto* bytes = reinterpret_cast<const std::byte*>(text.data());
-      out.insert(out.end(), bytes, bytes + text.size());
+      detail::append_bytes(out, text.data(), text.size());
     };
-    put(std::uint32_t{0x46554747});  // "GGUF" (stored little-endian)
+    detail::append_bytes(out, "GGUF", 4);
     put(std::uint32_t{3});
     put(static_cast<std::uint64_t>(tensors_.size()));
     put(static_cast<std::uint64_t>(metadata_.size()));
     for (const auto& [key, value] : metadata_) {
       put_string(key);
       put(static_cast<std::uint32_t>(value.type()));
-      out.insert(out.end(), value.payload().begin(), value.payload().end());
+      detail::append_bytes(out, value.payload().data(), value.payload().size());
     }
     std::uint64_t offset = 0;
     for (const Pending& tensor : tensors_) {
@@ -211,7 +210,7 @@ class GgufWriter {
     std::vector<std::byte> out;
     out.reserve(static_cast<std::size_t>(file_size()));
     write_to([&out](std::span<const std::byte> part) {
-      out.insert(out.end(), part.begin(), part.end());
+      detail::append_bytes(out, part.data(), part.size());
     });
     return out;
   }
