@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "smol/model/model.hpp"
-#include "smol/model/reference_forward.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/testing/reference_forward.hpp"
 
 namespace {
 
