@@ -19,7 +19,7 @@ packages=(
   libeigen3-dev                                        # smol::testing (tests, demo and synthetic models)
   libcli11-dev libedit-dev                             # the programs' flags, the chat prompt
   libcurl4-openssl-dev libssl-dev                      # smol-chat's model download (+ sha256)
-  libcpp-httplib-dev nlohmann-json3-dev                # smol-server: HTTP and JSON
+  libcpp-httplib-dev nlohmann-json3-dev                # smol-server: HTTP; JSON (also smol-inspect, smol-bench)
 )
 if [ "$mode" = test ]; then
   packages+=(
