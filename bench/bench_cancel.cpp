@@ -23,8 +23,8 @@
 
 #include "smol/core/cancel.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/synthetic.hpp"
 #include "smol/model/transformer.hpp"
+#include "smol/testing/synthetic.hpp"
 
 using namespace smol;
 

@@ -17,9 +17,9 @@
 #include "smol/core/half.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/synthetic.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/attention.hpp"
+#include "smol/testing/synthetic.hpp"
 
 using namespace smol;
 

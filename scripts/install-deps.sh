@@ -15,10 +15,11 @@ esac
 # Building the library and the programs, and the default model's download.
 packages=(
   build-essential cmake g++ pkg-config                 # compilers
-  libeigen3-dev libxsimd-dev libtbb-dev                # the library's dependencies
+  libxsimd-dev libtbb-dev                              # the library's dependencies
+  libeigen3-dev                                        # smol::testing (tests, demo and synthetic models)
   libcli11-dev libedit-dev                             # the programs' flags, the chat prompt
   libcurl4-openssl-dev libssl-dev                      # smol-chat's model download (+ sha256)
-  libcpp-httplib-dev nlohmann-json3-dev                # smol-server: HTTP and JSON
+  libcpp-httplib-dev nlohmann-json3-dev                # smol-server: HTTP; JSON (also smol-inspect, smol-bench)
 )
 if [ "$mode" = test ]; then
   packages+=(

@@ -26,7 +26,7 @@ endif()
 add_custom_target(smol_cuda_tests)
 
 add_executable(test_cuda_host cuda/test_cuda_host.cu)
-target_link_libraries(test_cuda_host PRIVATE smol_test_main smol_cuda_flags)
+target_link_libraries(test_cuda_host PRIVATE smol_test_main smol::testing smol_cuda_flags)
 add_dependencies(test_cuda_host smol_test_data)
 add_dependencies(smol_cuda_tests test_cuda_host)
 add_test(NAME test_cuda_host COMMAND test_cuda_host)
@@ -34,7 +34,7 @@ set_tests_properties(test_cuda_host PROPERTIES LABELS cuda)
 
 # Its own main (the device check comes first), so not smol_test_main.
 add_executable(test_cuda_device cuda/test_cuda_device.cpp)
-target_link_libraries(test_cuda_device PRIVATE smol::cuda doctest::doctest smol_warnings)
+target_link_libraries(test_cuda_device PRIVATE smol::cuda smol::testing doctest::doctest smol_warnings)
 target_compile_definitions(test_cuda_device PRIVATE
   SMOL_FIXTURES_DIR="${SMOL_FIXTURES_DIR}" SMOL_TEST_DATA_DIR="${SMOL_TEST_DATA_DIR}")
 smol_add_dispatch(test_cuda_device)

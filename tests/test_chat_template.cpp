@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "json_file.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
-#include "tokenizer/mini_json.hpp"
 
 namespace {
 
@@ -46,8 +46,8 @@ TEST_CASE("the fixture's template is recognized as SmolLM3") {
 
 TEST_CASE("P2: one user message, thinking off, reproduces the golden prompt exactly") {
   const std::string rendered = smollm3({{"user", "What is 2+2?"}}, false);
-  const auto run = mini_json::parse_file(kFixtures + "/tiny-smollm3-a.q4_k_m.P2.json");
-  CHECK(rendered == run["prompt_text"].string());
+  const auto run = smol::test::read_json_file(kFixtures + "/tiny-smollm3-a.q4_k_m.P2.json");
+  CHECK(rendered == run.at("prompt_text").get<std::string>());
   CHECK(rendered ==
         "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: "
         "/no_think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named SmolLM, "
@@ -57,8 +57,7 @@ TEST_CASE("P2: one user message, thinking off, reproduces the golden prompt exac
   // And its tokens are the golden prompt ids.
   const auto file = smol::gguf::GgufFile::open(kFixtures + "/tiny-smollm3-a.q4_k_m.gguf");
   const smol::Tokenizer tokenizer(smol::load_vocabulary(file));
-  std::vector<smol::TokenId> expected;
-  for (const auto& id : run["prompt_ids"].array()) expected.push_back(int(id.number()));
+  const auto expected = run.at("prompt_ids").get<std::vector<smol::TokenId>>();
   CHECK(tokenizer.encode(rendered, {.parse_special = true}) == expected);
 }
 

@@ -16,10 +16,10 @@
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/reference_forward.hpp"
-#include "smol/model/synthetic.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/testing/reference_forward.hpp"
+#include "smol/testing/synthetic.hpp"
 #include "test_tokens.hpp"
 
 namespace {

@@ -19,10 +19,10 @@
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/gguf/writer.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/reference_forward.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/quant/quantize.hpp"
+#include "smol/testing/reference_forward.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Synthetic models (smol/model/synthetic.hpp): layout, type mix, metadata, weight
+// Synthetic models (smol/testing/synthetic.hpp): layout, type mix, metadata, weight
 // statistics and tokenizer, checked in memory and against the tiny fixture.
 #include <doctest/doctest.h>
 
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "smol/gguf/gguf_file.hpp"
-#include "smol/model/synthetic.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/testing/synthetic.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 

@@ -5,11 +5,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "json_file.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/utf8_stream_decoder.hpp"
-#include "tokenizer/mini_json.hpp"
 
 namespace {
 
@@ -23,10 +25,8 @@ const smol::Tokenizer& fixture_tokenizer() {
   return tokenizer;
 }
 
-std::vector<smol::TokenId> ids_of(const mini_json::Value& array) {
-  std::vector<smol::TokenId> ids;
-  for (const auto& id : array.array()) ids.push_back(static_cast<smol::TokenId>(id.number()));
-  return ids;
+std::vector<smol::TokenId> ids_of(const nlohmann::json& array) {
+  return array.get<std::vector<smol::TokenId>>();
 }
 
 }  // namespace
@@ -45,13 +45,13 @@ TEST_CASE("the fixture vocabulary loads with its metadata") {
 }
 
 TEST_CASE("all llama-tokenize goldens match") {
-  const auto goldens = mini_json::parse_file(kFixtures + "/tiny-smollm3-a.tokenizer.json");
-  REQUIRE(goldens.array().size() == 35);
-  for (const auto& golden : goldens.array()) {
-    const std::string& text = golden["text"].string();
+  const auto goldens = smol::test::read_json_file(kFixtures + "/tiny-smollm3-a.tokenizer.json");
+  REQUIRE(goldens.size() == 35);
+  for (const auto& golden : goldens) {
+    const auto& text = golden.at("text").get_ref<const std::string&>();
     CAPTURE(text);
     const auto ids = fixture_tokenizer().encode(text, {.parse_special = true, .add_bos = false});
-    CHECK(ids == ids_of(golden["ids"]));
+    CHECK(ids == ids_of(golden.at("ids")));
     // Decoding with special tokens rendered gives the text back byte for byte.
     CHECK(fixture_tokenizer().decode(ids, {.render_special = true}) == text);
   }
@@ -62,11 +62,11 @@ TEST_CASE("prompt ids of every golden run match") {
     for (const char* prompt : {"P1", "P2", "P3"}) {
       const std::string path = kFixtures + "/tiny-smollm3-a." + model + "." + prompt + ".json";
       CAPTURE(path);
-      const auto run = mini_json::parse_file(path);
-      const auto ids = fixture_tokenizer().encode(run["prompt_text"].string(),
+      const auto run = smol::test::read_json_file(path);
+      const auto ids = fixture_tokenizer().encode(run.at("prompt_text").get<std::string>(),
                                                   {.parse_special = true, .add_bos = false});
-      CHECK(ids == ids_of(run["prompt_ids"]));
-      CHECK(ids.size() == static_cast<std::size_t>(run["n_prompt"].number()));
+      CHECK(ids == ids_of(run.at("prompt_ids")));
+      CHECK(ids.size() == run.at("n_prompt").get<std::size_t>());
     }
   }
 }
@@ -95,17 +95,19 @@ std::string squeeze_replacements(const std::string& text) {
 TEST_CASE("generated pieces stream to the golden text") {
   for (const char* run_name :
        {"f32.P1", "f32.P2", "f32.P3", "q4_k_m.P1", "q4_k_m.P2", "q4_k_m.P3"}) {
-    const auto run = mini_json::parse_file(kFixtures + "/tiny-smollm3-a." + run_name + ".json");
+    const auto run =
+        smol::test::read_json_file(kFixtures + "/tiny-smollm3-a." + run_name + ".json");
     CAPTURE(run_name);
     smol::Utf8StreamDecoder stream;
     std::string text;
-    for (const auto id : ids_of(run["generated_ids"])) {
+    for (const auto id : ids_of(run.at("generated_ids"))) {
       text += stream.push(fixture_tokenizer().token_to_piece(id, {.render_special = true}));
     }
     text += stream.flush();
     CHECK(text == smol::unicode::sanitize_utf8(fixture_tokenizer().decode(
-                      ids_of(run["generated_ids"]), {.render_special = true})));
-    CHECK(squeeze_replacements(text) == squeeze_replacements(run["generated_text"].string()));
+                      ids_of(run.at("generated_ids")), {.render_special = true})));
+    CHECK(squeeze_replacements(text) ==
+          squeeze_replacements(run.at("generated_text").get<std::string>()));
   }
 }
 

@@ -9,7 +9,9 @@
 # Needs node, npm, python3 and (on the first run) the npm registry.
 
 add_executable(tokenizer_conformance ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/conformance.cpp)
-target_link_libraries(tokenizer_conformance PRIVATE smol::smol smol_warnings)
+target_link_libraries(tokenizer_conformance PRIVATE smol::smol nlohmann_json::nlohmann_json
+                                                    smol_warnings)
+target_include_directories(tokenizer_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 
 find_program(SMOL_NODE node)
 find_program(SMOL_NPM npm)

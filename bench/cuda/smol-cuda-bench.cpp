@@ -27,7 +27,7 @@
 #include "smol/core/error.hpp"
 #include "smol/cuda/gpu_transformer.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/synthetic.hpp"
+#include "smol/testing/synthetic.hpp"
 
 namespace {
 

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +13,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../memory_read.hpp"
 #include "model_summary.hpp"
@@ -69,34 +70,6 @@ inline const TestResult* shallow_twin(const std::vector<TestResult>& tests,
     }
   }
   return nullptr;
-}
-
-inline std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += format("\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// JSON has no NaN or infinity; a sample that produced one is reported as null.
-inline std::string json_number(double value) {
-  return std::isfinite(value) ? format("%.6g", value) : std::string("null");
-}
-
-inline std::string json_numbers(const std::vector<double>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    out += (i ? ", " : "") + json_number(values[i]);
-  }
-  return out + "]";
 }
 
 inline std::string csv_field(std::string_view text) {
@@ -197,56 +170,58 @@ inline void write_markdown(const BenchReport& report, std::FILE* out) {
 }
 
 inline void write_json(const BenchReport& report, std::FILE* out) {
-  using detail::json_number;
-  using detail::json_string;
-  std::fprintf(out, "{\n  \"model_filename\": %s,\n  \"model_type\": %s,\n",
-               json_string(report.model.path).c_str(),
-               json_string(report.model.description).c_str());
-  std::fprintf(out, "  \"model_size\": %llu,\n  \"model_n_params\": %llu,\n",
-               static_cast<unsigned long long>(report.model.size_bytes),
-               static_cast<unsigned long long>(report.model.params));
-  std::fprintf(out, "  \"type_kv\": %s,\n  \"repetitions\": %zu,\n  \"seed\": %u,\n",
-               json_string(report.kv_type).c_str(), report.repetitions, report.seed);
-  std::fprintf(out, "  \"peak_rss_bytes\": %llu,\n  \"busy_threads\": %s,\n  \"memory_read\": [",
-               static_cast<unsigned long long>(report.peak_rss_bytes),
-               json_number(report.busy_threads).c_str());
-  for (std::size_t i = 0; i < report.memory_reads.size(); ++i) {
-    const auto& [threads, memory] = report.memory_reads[i];
-    std::fprintf(out,
-                 "%s\n    {\"n_threads\": %d, \"gbps\": %s, \"loads\": \"%s\", \"buffer_bytes\": "
-                 "%zu, \"passes\": %d}",
-                 i ? "," : "", threads, json_number(memory.best_gbps).c_str(), memory.loads,
-                 memory.buffer_bytes, memory.passes);
+  // Keys in llama-bench's order. JSON has no NaN or infinity: nlohmann-json writes a
+  // sample that produced one as null.
+  using Json = nlohmann::ordered_json;
+  Json memory_read = Json::array();
+  for (const auto& [threads, memory] : report.memory_reads) {
+    memory_read.push_back({{"n_threads", threads},
+                           {"gbps", memory.best_gbps},
+                           {"loads", memory.loads},
+                           {"buffer_bytes", memory.buffer_bytes},
+                           {"passes", memory.passes}});
   }
-  std::fprintf(out, "\n  ],\n  \"tests\": [");
-  for (std::size_t i = 0; i < report.tests.size(); ++i) {
-    const TestResult& test = report.tests[i];
+  Json tests = Json::array();
+  for (const TestResult& test : report.tests) {
     const std::vector<double> rates = test.tokens_per_second();
     const SampleStats rate = sample_stats(rates);
     const std::vector<double> ns = detail::nanoseconds(test.seconds);
     const SampleStats time = sample_stats(ns);
-    std::fprintf(out, "%s\n    {\"test\": %s, \"n_threads\": %d, \"isa\": %s, ", i ? "," : "",
-                 json_string(test.name()).c_str(), test.threads, json_string(test.isa).c_str());
-    std::fprintf(out, "\"n_prompt\": %zu, \"n_gen\": %zu, \"n_depth\": %zu,\n", test.prompt_tokens,
-                 test.generated_tokens, test.depth);
-    std::fprintf(out,
-                 "     \"avg_ns\": %s, \"stddev_ns\": %s, \"avg_ts\": %s, \"stddev_ts\": %s,\n",
-                 json_number(time.mean).c_str(), json_number(time.stddev).c_str(),
-                 json_number(rate.mean).c_str(), json_number(rate.stddev).c_str());
-    std::fprintf(out, "     \"samples_ns\": %s, \"samples_ts\": %s",
-                 detail::json_numbers(ns).c_str(), detail::json_numbers(rates).c_str());
+    Json row = {{"test", test.name()},
+                {"n_threads", test.threads},
+                {"isa", test.isa},
+                {"n_prompt", test.prompt_tokens},
+                {"n_gen", test.generated_tokens},
+                {"n_depth", test.depth},
+                {"avg_ns", time.mean},
+                {"stddev_ns", time.stddev},
+                {"avg_ts", rate.mean},
+                {"stddev_ts", rate.stddev},
+                {"samples_ns", ns},
+                {"samples_ts", rates}};
     if (test.roofline) {
       const double ceiling = test.roofline->ceiling_tokens_per_second();
-      std::fprintf(out,
-                   ",\n     \"memory_read_gbps\": %s, \"bytes_per_token\": %s, \"ceiling_ts\": %s, "
-                   "\"percent_of_ceiling\": %s",
-                   json_number(test.roofline->memory_read_gbps).c_str(),
-                   json_number(test.roofline->bytes_per_token).c_str(),
-                   json_number(ceiling).c_str(), json_number(100.0 * rate.mean / ceiling).c_str());
+      row["memory_read_gbps"] = test.roofline->memory_read_gbps;
+      row["bytes_per_token"] = test.roofline->bytes_per_token;
+      row["ceiling_ts"] = ceiling;
+      row["percent_of_ceiling"] = 100.0 * rate.mean / ceiling;
     }
-    std::fprintf(out, "}");
+    tests.push_back(std::move(row));
   }
-  std::fprintf(out, "\n  ]\n}\n");
+  const Json json = {{"model_filename", report.model.path},
+                     {"model_type", report.model.description},
+                     {"model_size", report.model.size_bytes},
+                     {"model_n_params", report.model.params},
+                     {"type_kv", report.kv_type},
+                     {"repetitions", report.repetitions},
+                     {"seed", report.seed},
+                     {"peak_rss_bytes", report.peak_rss_bytes},
+                     {"busy_threads", report.busy_threads},
+                     {"memory_read", std::move(memory_read)},
+                     {"tests", std::move(tests)}};
+  // A model path need not be UTF-8: bad bytes become U+FFFD, so the report stays JSON.
+  const std::string text = json.dump(2, ' ', false, Json::error_handler_t::replace);
+  std::fprintf(out, "%s\n", text.c_str());
 }
 
 inline void write_csv(const BenchReport& report, std::FILE* out) {

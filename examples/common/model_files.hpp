@@ -11,7 +11,7 @@
 
 #include <unistd.h>
 
-#include "smol/model/synthetic.hpp"
+#include "smol/testing/synthetic.hpp"
 
 namespace smol::cli {
 

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.hpp"
 #include "smol/gguf/gguf_file.hpp"
 
@@ -31,6 +33,8 @@ using smol::gguf::MetadataEntry;
 using smol::gguf::TensorInfo;
 using smol::gguf::ValueType;
 using smol::gguf::ValueView;
+// Keys keep the order they are inserted in: the file's order, then the summary's.
+using Json = nlohmann::ordered_json;
 
 constexpr const char* kDescription =
     "usage: smol-inspect FILE [--json] [--tensors PATTERN]\n"
@@ -47,62 +51,6 @@ struct Options {
 };
 
 // ---- strings ---------------------------------------------------------------------
-
-// Length of the valid UTF-8 sequence at text[i], or 0 when the byte there starts none.
-std::size_t utf8_sequence(std::string_view text, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = byte(i);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  std::uint32_t code = 0;
-  if ((lead & 0xe0) == 0xc0) {
-    length = 2, code = lead & 0x1fu;
-  } else if ((lead & 0xf0) == 0xe0) {
-    length = 3, code = lead & 0x0fu;
-  } else if ((lead & 0xf8) == 0xf0) {
-    length = 4, code = lead & 0x07u;
-  } else {
-    return 0;
-  }
-  if (i + length > text.size()) return 0;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-    code = code << 6 | (byte(i + k) & 0x3fu);
-  }
-  constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
-  return length;
-}
-
-// A JSON string literal; bytes that are not UTF-8 become U+FFFD so the output stays valid.
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7f) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else if (const std::size_t length = utf8_sequence(text, i); length > 0) {
-      out.append(text.substr(i, length));
-      i += length;
-      continue;
-    } else {
-      out += "\\ufffd";
-    }
-    ++i;
-  }
-  return out + "\"";
-}
 
 // A one-line, shortened rendering of a string for the text output.
 std::string text_string(std::string_view text) {
@@ -150,38 +98,62 @@ std::string mebibytes(std::uint64_t bytes) {
 
 // ---- values ----------------------------------------------------------------------
 
-std::string render(const ValueView& value, bool json) {
+std::string render(const ValueView& value) {
   switch (value.type()) {
     case ValueType::Bool:
       return value.as<bool>() ? "true" : "false";
     case ValueType::F32:
-    case ValueType::F64: {
-      const double number_value = value.as<double>();
-      if (json && !std::isfinite(number_value)) return "null";
-      return number(number_value, value.type() == ValueType::F32);
-    }
+    case ValueType::F64:
+      return number(value.as<double>(), value.type() == ValueType::F32);
     case ValueType::String:
-      return json ? json_string(value.string()) : text_string(value.string());
+      return text_string(value.string());
     case ValueType::Array: {
       const ArrayView array = value.array();
-      const std::string element_type(value_type_name(array.element_type()));
       if (array.size() > kArrayShown) {
-        if (json) {
-          return "{\"element_type\": \"" + element_type +
-                 "\", \"length\": " + std::to_string(array.size()) + "}";
-        }
-        return element_type + "[" + std::to_string(array.size()) + "]";
+        return std::string(value_type_name(array.element_type())) + "[" +
+               std::to_string(array.size()) + "]";
       }
       std::string out = "[";
       for (const ValueView element : array) {
         if (out.size() > 1) out += ", ";
-        out += render(element, json);
+        out += render(element);
       }
       return out + "]";
     }
     default:
       if (is_signed_value_type(value.type())) return std::to_string(value.as<std::int64_t>());
       return std::to_string(value.as<std::uint64_t>());
+  }
+}
+
+Json to_json(const ValueView& value) {
+  switch (value.type()) {
+    case ValueType::Bool:
+      return value.as<bool>();
+    case ValueType::F32:
+    case ValueType::F64: {
+      // JSON has no NaN or infinity. An F32 is written as its shortest decimal (1e-06,
+      // not the 9.99999997e-07 its double would print), as the text output does.
+      const double number_value = value.as<double>();
+      if (!std::isfinite(number_value)) return nullptr;
+      if (value.type() == ValueType::F64) return number_value;
+      return std::strtod(number(number_value, true).c_str(), nullptr);
+    }
+    case ValueType::String:
+      return std::string(value.string());
+    case ValueType::Array: {
+      const ArrayView array = value.array();
+      if (array.size() > kArrayShown) {
+        return Json{{"element_type", std::string(value_type_name(array.element_type()))},
+                    {"length", array.size()}};
+      }
+      Json out = Json::array();
+      for (const ValueView element : array) out.push_back(to_json(element));
+      return out;
+    }
+    default:
+      if (is_signed_value_type(value.type())) return value.as<std::int64_t>();
+      return value.as<std::uint64_t>();
   }
 }
 
@@ -301,7 +273,7 @@ void print_text(const GgufFile& file, const Summary& summary, std::ostream& out)
     out << title << ":\n";
     const std::string indent(title.find_first_not_of(' ') + 2, ' ');
     for (const MetadataEntry* entry : entries) {
-      out << indent << entry->key << " = " << render(entry->value, false) << "\n";
+      out << indent << entry->key << " = " << render(entry->value) << "\n";
     }
   };
   print_entries("general", summary.general);
@@ -360,67 +332,67 @@ void print_text(const GgufFile& file, const Summary& summary, std::ostream& out)
 }
 
 void print_json(const GgufFile& file, const Summary& summary, std::ostream& out) {
-  const auto object = [&](const std::vector<const MetadataEntry*>& entries) {
-    std::string text = "{";
-    for (const MetadataEntry* entry : entries) {
-      if (text.size() > 1) text += ", ";
-      text += json_string(entry->key) + ": " + render(entry->value, true);
-    }
-    return text + "}";
+  const auto object = [](const std::vector<const MetadataEntry*>& entries) {
+    Json json = Json::object();
+    for (const MetadataEntry* entry : entries)
+      json[std::string(entry->key)] = to_json(entry->value);
+    return json;
   };
-  const auto optional_string = [](const std::optional<std::string_view>& text) {
-    return text ? json_string(*text) : std::string("null");
+  const auto optional_string = [](const std::optional<std::string_view>& text) -> Json {
+    if (!text) return nullptr;
+    return std::string(*text);
   };
-  const auto optional_number = [](const std::optional<std::uint64_t>& value) {
-    return value ? std::to_string(*value) : std::string("null");
+  const auto optional_number = [](const std::optional<std::uint64_t>& value) -> Json {
+    if (!value) return nullptr;
+    return *value;
   };
-  out << "{\n";
-  out << "  \"file\": " << json_string(file.name()) << ",\n";
-  out << "  \"file_bytes\": " << file.bytes().size() << ",\n";
-  out << "  \"version\": " << file.version() << ",\n";
-  out << "  \"alignment\": " << file.alignment() << ",\n";
-  out << "  \"data_offset\": " << file.data_offset() << ",\n";
-  out << "  \"architecture\": "
-      << (summary.architecture.empty() ? "null" : json_string(summary.architecture)) << ",\n";
-  out << "  \"general\": " << object(summary.general) << ",\n";
-  out << "  \"hyperparameters\": " << object(summary.hyper) << ",\n";
-  out << "  \"tokenizer\": {\"model\": " << optional_string(summary.tokenizer_model)
-      << ", \"pre\": " << optional_string(summary.tokenizer_pre)
-      << ", \"vocab_size\": " << optional_number(summary.vocab_size);
+
+  Json tokenizer = {{"model", optional_string(summary.tokenizer_model)},
+                    {"pre", optional_string(summary.tokenizer_pre)},
+                    {"vocab_size", optional_number(summary.vocab_size)}};
   for (const SpecialToken& token : summary.special) {
-    out << ", " << json_string(token.role) << ": ";
-    if (!token.id) {
-      out << "null";
-    } else {
-      out << "{\"id\": " << *token.id << ", \"text\": " << optional_string(token.text) << "}";
-    }
+    tokenizer[token.role] =
+        token.id ? Json{{"id", *token.id}, {"text", optional_string(token.text)}} : Json(nullptr);
   }
-  out << ", \"merges\": " << summary.merges.value_or(0)
-      << ", \"control_tokens\": " << summary.control_tokens.value_or(0)
-      << ", \"metadata\": " << object(summary.tokenizer) << "},\n";
-  out << "  \"chat_template\": {\"present\": " << (summary.chat_template_bytes ? "true" : "false")
-      << ", \"bytes\": " << summary.chat_template_bytes.value_or(0) << "},\n";
-  out << "  \"other_metadata\": " << object(summary.other) << ",\n";
-  out << "  \"tensors\": [";
-  for (std::size_t i = 0; i < summary.tensors.size(); ++i) {
-    const TensorInfo& info = *summary.tensors[i];
-    out << (i == 0 ? "\n" : ",\n") << "    {\"name\": " << json_string(info.name)
-        << ", \"type\": \"" << smol::ggml_type_name(info.type)
-        << "\", \"shape\": " << shape_of(info) << ", \"bytes\": " << info.bytes
-        << ", \"offset\": " << info.offset << "}";
+  tokenizer["merges"] = summary.merges.value_or(0);
+  tokenizer["control_tokens"] = summary.control_tokens.value_or(0);
+  tokenizer["metadata"] = object(summary.tokenizer);
+
+  Json tensors = Json::array();
+  for (const TensorInfo* info : summary.tensors) {
+    const auto shape = info->shape();
+    tensors.push_back({{"name", std::string(info->name)},
+                       {"type", std::string(smol::ggml_type_name(info->type))},
+                       {"shape", std::vector<std::uint64_t>(shape.begin(), shape.end())},
+                       {"bytes", info->bytes},
+                       {"offset", info->offset}});
   }
-  out << (summary.tensors.empty() ? "],\n" : "\n  ],\n");
-  out << "  \"tensor_types\": {";
-  bool first = true;
+  Json tensor_types = Json::object();
   for (const auto& [type, totals] : summary.types) {
-    out << (first ? "" : ", ") << json_string(type) << ": {\"count\": " << totals.count
-        << ", \"bytes\": " << totals.bytes << "}";
-    first = false;
+    tensor_types[std::string(type)] = {{"count", totals.count}, {"bytes", totals.bytes}};
   }
-  out << "},\n";
-  out << "  \"total_parameters\": " << summary.parameters << ",\n";
-  out << "  \"total_bytes\": " << summary.bytes << "\n";
-  out << "}\n";
+
+  const Json report = {
+      {"file", file.name()},
+      {"file_bytes", file.bytes().size()},
+      {"version", file.version()},
+      {"alignment", file.alignment()},
+      {"data_offset", file.data_offset()},
+      {"architecture", summary.architecture.empty() ? Json(nullptr) : Json(summary.architecture)},
+      {"general", object(summary.general)},
+      {"hyperparameters", object(summary.hyper)},
+      {"tokenizer", std::move(tokenizer)},
+      {"chat_template",
+       {{"present", summary.chat_template_bytes.has_value()},
+        {"bytes", summary.chat_template_bytes.value_or(0)}}},
+      {"other_metadata", object(summary.other)},
+      {"tensors", std::move(tensors)},
+      {"tensor_types", std::move(tensor_types)},
+      {"total_parameters", summary.parameters},
+      {"total_bytes", summary.bytes}};
+  // Names and strings in a file need not be UTF-8: bad bytes become U+FFFD, so the
+  // output stays valid JSON.
+  out << report.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 
 // ---- command line ----------------------------------------------------------------

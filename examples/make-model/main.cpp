@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "smol/model/synthetic.hpp"
+#include "smol/testing/synthetic.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // target called smol_add_dispatch() in CMake (see docs/ARCHITECTURE.md).
 //
 // Not included: smol/net/ (the model downloader, which needs libcurl and OpenSSL)
-// and smol/model/synthetic.hpp (the test-model generator).
+// and smol/testing/synthetic.hpp (the test-model generator).
 #pragma once
 
 #include "smol/core/error.hpp"             // IWYU pragma: export

@@ -23,9 +23,9 @@
 #include "smol/cuda/gpu_transformer.hpp"
 #include "smol/generate/chat_session.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/synthetic.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/testing/synthetic.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
 namespace {

@@ -23,11 +23,11 @@
 #include "logits_check.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/model.hpp"
-#include "smol/model/synthetic.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/quantize.hpp"
+#include "smol/testing/synthetic.hpp"
 
 namespace {
 

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "mini_json.hpp"
+#include <nlohmann/json.hpp>
+
+#include "json_file.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace {
@@ -17,14 +19,14 @@ constexpr std::string_view kLlama3Pattern =
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 // A Hugging Face tokenizer.json (BPE model, Llama-3 split pattern) as a Vocabulary.
-smol::Vocabulary vocabulary_from_tokenizer_json(const mini_json::Value& json) {
-  const auto& model = json["model"];
-  if (model["type"].string() != "BPE") smol::fail("tokenizer.json: model is not BPE");
-  if (!model["ignore_merges"].boolean()) smol::fail("tokenizer.json: expected ignore_merges");
+smol::Vocabulary vocabulary_from_tokenizer_json(const nlohmann::json& json) {
+  const auto& model = json.at("model");
+  if (model.at("type").get<std::string>() != "BPE") smol::fail("tokenizer.json: model is not BPE");
+  if (!model.at("ignore_merges").get<bool>()) smol::fail("tokenizer.json: expected ignore_merges");
   bool llama3_split = false;
-  for (const auto& step : json["pre_tokenizer"]["pretokenizers"].array()) {
-    if (step["type"].string() == "Split") {
-      llama3_split = step["pattern"]["Regex"].string() == kLlama3Pattern;
+  for (const auto& step : json.at("pre_tokenizer").at("pretokenizers")) {
+    if (step.at("type").get<std::string>() == "Split") {
+      llama3_split = step.at("pattern").at("Regex").get<std::string>() == kLlama3Pattern;
     }
   }
   if (!llama3_split) smol::fail("tokenizer.json: the split pattern is not Llama-3's");
@@ -40,18 +42,19 @@ smol::Vocabulary vocabulary_from_tokenizer_json(const mini_json::Value& json) {
     vocab.tokens[id] = text;
     vocab.token_types[id] = type;
   };
-  for (const auto& [text, id] : model["vocab"].object()) {
-    place(static_cast<std::size_t>(id.number()), text, smol::TokenType::normal);
+  for (const auto& entry : model.at("vocab").items()) {
+    place(entry.value().get<std::size_t>(), entry.key(), smol::TokenType::normal);
   }
-  for (const auto& added : json["added_tokens"].array()) {
-    place(static_cast<std::size_t>(added["id"].number()), added["content"].string(),
-          added["special"].boolean() ? smol::TokenType::control : smol::TokenType::user_defined);
+  for (const auto& added : json.at("added_tokens")) {
+    place(
+        added.at("id").get<std::size_t>(), added.at("content").get<std::string>(),
+        added.at("special").get<bool>() ? smol::TokenType::control : smol::TokenType::user_defined);
   }
-  for (const auto& merge : model["merges"].array()) {
+  for (const auto& merge : model.at("merges")) {
     // Older files write "left right", newer ones ["left", "right"].
-    vocab.merges.push_back(merge.is_string()
-                               ? merge.string()
-                               : merge.array()[0].string() + " " + merge.array()[1].string());
+    vocab.merges.push_back(merge.is_string() ? merge.get<std::string>()
+                                             : merge.at(0).get<std::string>() + " " +
+                                                   merge.at(1).get<std::string>());
   }
   return vocab;
 }
@@ -62,10 +65,13 @@ std::string ids_text(const std::vector<smol::TokenId>& ids) {
   return text;
 }
 
-std::vector<smol::TokenId> ids_of(const mini_json::Value& array) {
-  std::vector<smol::TokenId> ids;
-  for (const auto& id : array.array()) ids.push_back(static_cast<smol::TokenId>(id.number()));
-  return ids;
+std::vector<smol::TokenId> ids_of(const nlohmann::json& array) {
+  return array.get<std::vector<smol::TokenId>>();
+}
+
+// `text` as a JSON string literal, for readable mismatch reports.
+std::string quote(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -75,27 +81,26 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "usage: %s TOKENIZER.json CORPUS.json REFERENCE_IDS.json\n", argv[0]);
     return 2;
   }
-  const smol::Tokenizer tokenizer(vocabulary_from_tokenizer_json(mini_json::parse_file(argv[1])));
-  const auto corpus = mini_json::parse_file(argv[2]);
-  const auto reference = mini_json::parse_file(argv[3]);
-  const auto& strings = corpus.array();
-  const auto& huggingface = reference["huggingface"].array();
-  const auto& lenml = reference["lenml"].array();
+  const smol::Tokenizer tokenizer(
+      vocabulary_from_tokenizer_json(smol::test::read_json_file(argv[1])));
+  const auto strings = smol::test::read_json_file(argv[2]);
+  const auto reference = smol::test::read_json_file(argv[3]);
+  const auto& huggingface = reference.at("huggingface");
+  const auto& lenml = reference.at("lenml");
   if (huggingface.size() != strings.size() || lenml.size() != strings.size()) {
     smol::fail("reference ids do not cover the corpus");
   }
 
   int mismatches = 0, round_trip_failures = 0, references_disagree = 0;
   for (std::size_t i = 0; i < strings.size(); ++i) {
-    const std::string& text = strings[i].string();
+    const auto& text = strings.at(i).get_ref<const std::string&>();
     const auto ours = tokenizer.encode(text, {.parse_special = true, .add_bos = false});
-    const auto expected = ids_of(huggingface[i]);
-    if (ids_of(lenml[i]) != expected) ++references_disagree;
+    const auto expected = ids_of(huggingface.at(i));
+    if (ids_of(lenml.at(i)) != expected) ++references_disagree;
     if (ours != expected) {
       if (++mismatches <= 10) {
-        std::printf("MISMATCH #%zu %s\n  ours:     %s\n  expected: %s\n", i,
-                    mini_json::quote(text).c_str(), ids_text(ours).c_str(),
-                    ids_text(expected).c_str());
+        std::printf("MISMATCH #%zu %s\n  ours:     %s\n  expected: %s\n", i, quote(text).c_str(),
+                    ids_text(ours).c_str(), ids_text(expected).c_str());
       }
     }
     if (tokenizer.decode(ours, {.render_special = true}) != text) ++round_trip_failures;

@@ -29,9 +29,9 @@
 #include "smol/core/ggml_type.hpp"
 #include "smol/core/half.hpp"
 #include "smol/gguf/writer.hpp"
-#include "smol/model/synthetic_vocabulary.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/quantize.hpp"
+#include "smol/testing/synthetic_vocabulary.hpp"
 #include "smol/text/smollm3_template.hpp"
 
 namespace smol {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/model/synthetic_corpus.hpp"
+#include "smol/testing/synthetic_corpus.hpp"
 #include "smol/text/byte_unicode.hpp"
 #include "smol/text/pre_tokenizer.hpp"
 #include "smol/text/vocabulary.hpp"
