@@ -153,10 +153,6 @@ inline std::vector<float> norm_vector(const gguf::GgufFile& file, const std::str
   return values;
 }
 
-}  // namespace detail
-
-namespace detail {
-
 // Looks tensors up by name and remembers which it gave out, so that what is left at
 // the end is what the loader does not know.
 class TensorClaims {
@@ -173,9 +169,9 @@ class TensorClaims {
     return norm_vector(*file_, name, n);
   }
 
-  // An optional tensor of kind `what` (described as `meaning`): null when the family
-  // declares no such kind (`declared`) or the file has none; refused when the file has
-  // it but the forward pass does not apply it (`applied`).
+  // An optional tensor of `n` values (`meaning` says what it is for): null when its
+  // family does not declare it (`declared`) or the file has none; refused when the file
+  // has it but the forward pass does not apply it (`applied`).
   const gguf::TensorInfo* optional(const std::string& name, std::size_t n, bool declared,
                                    bool applied, std::string_view meaning) {
     if (!declared || file_->find_tensor(name) == nullptr) return nullptr;
