@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
-#include <type_traits>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -49,8 +48,7 @@ inline std::size_t reply_room(WhenContextFull when_full, std::size_t context,
 // now, and is asked again after each exchange dropped. Throws ContextFullError when
 // the conversation cannot fit (dropping was not allowed, or the newest message alone
 // is too long); what was dropped by then stays dropped.
-template <class Tokenize>
-  requires std::same_as<std::invoke_result_t<const Tokenize&>, std::vector<TokenId>>
+template <std::invocable Tokenize>
 FittedPrompt fit_to_context(Conversation& conversation, std::size_t context,
                             WhenContextFull when_full, std::size_t max_tokens,
                             const Tokenize& tokenize) {

@@ -45,7 +45,8 @@ class PromptCache {
     // Raw text has no end-of-turn markup, so a final eos is not part of it.
     if (tail_ && !(raw && tokenizer.is_end_of_generation(*tail_))) known.push_back(*tail_);
     const Vocabulary& vocabulary = tokenizer.vocabulary();
-    const bool bos_first = !known.empty() && vocabulary.bos_id && known.front() == *vocabulary.bos_id;
+    const bool bos_first =
+        !known.empty() && vocabulary.bos_id && known.front() == *vocabulary.bos_id;
     const std::string known_text = tokenizer.decode(
         std::span<const TokenId>(known).subspan(bos_first ? 1 : 0), {.render_special = true});
     // SentencePiece puts a space in front of every text it starts, so its pieces

@@ -27,9 +27,9 @@ struct HyperparameterKeys {
   std::string_view embedding_length = "embedding_length";
   std::string_view feed_forward_length = "feed_forward_length";
   std::string_view head_count = "attention.head_count";
-  std::string_view head_count_kv = "attention.head_count_kv";      // optional: head_count
-  std::string_view key_length = "attention.key_length";            // optional: the head size
-  std::string_view value_length = "attention.value_length";        // optional
+  std::string_view head_count_kv = "attention.head_count_kv";  // optional: head_count
+  std::string_view key_length = "attention.key_length";        // optional: the head size
+  std::string_view value_length = "attention.value_length";    // optional
   std::string_view context_length = "context_length";
   std::string_view rms_epsilon = "attention.layer_norm_rms_epsilon";
   std::string_view rope_dimension_count = "rope.dimension_count";  // optional: head size

@@ -77,8 +77,8 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   config.n_head_kv =
       file.get_optional<std::uint64_t>(key(keys.head_count_kv)).value_or(config.n_head);
   config.n_ctx_train = positive(keys.context_length);
-  config.rope_base = file.get_optional<float>(key(arch.rope.freq_base_key))
-                         .value_or(arch.rope.default_freq_base);
+  config.rope_base =
+      file.get_optional<float>(key(arch.rope.freq_base_key)).value_or(arch.rope.default_freq_base);
   config.rms_eps = file.get<float>(key(keys.rms_epsilon));
 
   if (config.n_head_kv == 0 || config.n_head % config.n_head_kv != 0) {

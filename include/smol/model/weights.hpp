@@ -177,8 +177,8 @@ class TensorClaims {
     if (!declared || file_->find_tensor(name) == nullptr) return nullptr;
     const gguf::TensorInfo& info = checked_tensor(*file_, name, {n});
     if (!applied) {
-      fail(file_->name(), ": tensor ", name, " (", meaning, ") is in this ",
-           architecture_->name, " file, but smol does not apply ", meaning,
+      fail(file_->name(), ": tensor ", name, " (", meaning, ") is in this ", architecture_->name,
+           " file, but smol does not apply ", meaning,
            " yet; it will not run the model without it");
     }
     claimed_.insert(name);
@@ -217,8 +217,8 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
   // Without output.weight, a family that ties its LM head reads token_embd instead;
   // for any other, the matrix() below names the missing tensor.
   weights.tied_embeddings = may.tied_output && file.find_tensor(output) == nullptr;
-  weights.output = weights.tied_embeddings ? weights.token_embd
-                                           : claims.matrix(output, n_embd, config.n_vocab);
+  weights.output =
+      weights.tied_embeddings ? weights.token_embd : claims.matrix(output, n_embd, config.n_vocab);
   weights.rope_freqs =
       claims.optional(TensorNames::model(names.rope_freqs), config.n_rot / 2, may.rope_freqs,
                       applied.rope_freqs, "per-dimension RoPE frequency factors");
