@@ -9,6 +9,7 @@
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/gguf/writer.hpp"
+#include "smol/model/architecture.hpp"
 #include "smol/model/config.hpp"
 #include "smol/model/model.hpp"
 
@@ -118,6 +119,7 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
       original, [](const auto&, auto&) { return false; },
       [](auto& writer) { writer.set("general.architecture", "gpt2"); });
   CHECK(wrong_arch.find("gpt2") != std::string::npos);
+  CHECK(wrong_arch.find("llama, smollm3") != std::string::npos);
 
   const std::string no_blocks = load_error(
       original, [](const auto&, auto&) { return false; },
@@ -125,4 +127,94 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
   CHECK(no_blocks.find("blk.8.") != std::string::npos);
 
   CHECK(load_error(original, [](const auto&, auto&) { return false; }).empty());
+}
+
+TEST_CASE("each architecture is one table entry: keys, NoPE rule, RoPE style, optional tensors") {
+  const smol::Architecture& smollm3 = smol::find_architecture("smollm3");
+  CHECK(smollm3.key(smollm3.keys.block_count) == "smollm3.block_count");
+  CHECK(smollm3.key(smollm3.rope.freq_base_key) == "smollm3.rope.freq_base");
+  CHECK(smollm3.rope.style == smol::RopeStyle::normal);
+  CHECK(smollm3.nope.skips_rope(3));
+  CHECK_FALSE(smollm3.nope.skips_rope(4));
+  CHECK(smollm3.optional.tied_output);
+  CHECK_FALSE(smollm3.optional.qkv_bias);
+
+  const smol::Architecture& llama = smol::find_architecture("llama");
+  CHECK(llama.key(llama.keys.head_count_kv) == "llama.attention.head_count_kv");
+  CHECK(llama.nope.interval == 0);
+  CHECK(llama.optional.qkv_bias);
+  CHECK(llama.optional.rope_freqs);
+  CHECK(smol::TensorNames::block(5, llama.tensors.attn_q, "bias") == "blk.5.attn_q.bias");
+
+  CHECK(smol::rope_layout_of(smol::RopeStyle::normal) == smol::RopeLayout::adjacent_pairs);
+  CHECK(smol::rope_layout_of(smol::RopeStyle::neox) == smol::RopeLayout::rotate_half);
+
+  CHECK(smol::known_architectures() == "llama, smollm3");
+  try {
+    smol::find_architecture("qwen3", "model.gguf");
+    FAIL("an unknown architecture must be refused");
+  } catch (const smol::Error& error) {
+    CHECK(std::string(error.what()) ==
+          "model.gguf: architecture \"qwen3\" is not supported (smol runs llama, smollm3)");
+  }
+}
+
+TEST_CASE("a tensor the forward pass would leave out is refused at load, named") {
+  const auto original = smol::gguf::GgufFile::open(kQ4Model);
+  const auto f32_vector = [](std::size_t n) { return std::vector<std::byte>(n * sizeof(float)); };
+
+  // Not part of the family at all: smollm3 declares no biases.
+  const std::string unknown = load_error(original, [&](const auto& info, auto& writer) {
+    if (info.name != "blk.0.attn_q.weight") return false;
+    writer.add_tensor(std::string(info.name), info.type, smol::gguf::Shape(info.shape()),
+                      info.span());
+    writer.add_tensor_copy("blk.0.attn_q.bias", smol::GgmlType::F32, {256}, f32_vector(256));
+    return true;
+  });
+  CHECK(unknown.find("blk.0.attn_q.bias") != std::string::npos);
+  CHECK(unknown.find("not part of a smollm3 model") != std::string::npos);
+
+  // Declared by the family (llama's optional QKV biases and rope_freqs), but not applied
+  // by the forward pass yet: the message says which kind.
+  const auto as_llama = [](smol::gguf::GgufWriter& writer, const smol::gguf::GgufFile& file) {
+    writer.set("general.architecture", "llama");
+    for (const auto& entry : file.metadata()) {
+      if (entry.key.starts_with("smollm3.")) {
+        writer.set("llama." + std::string(entry.key.substr(8)),
+                   smol::gguf::Value::copy_of(entry.value));
+      }
+    }
+  };
+  const std::string bias = load_error(
+      original,
+      [&](const auto& info, auto& writer) {
+        if (info.name != "blk.3.attn_k.weight") return false;
+        writer.add_tensor(std::string(info.name), info.type, smol::gguf::Shape(info.shape()),
+                          info.span());
+        writer.add_tensor_copy("blk.3.attn_k.bias", smol::GgmlType::F32, {64}, f32_vector(64));
+        return true;
+      },
+      [&](auto& writer) { as_llama(writer, original); });
+  CHECK(bias.find("blk.3.attn_k.bias") != std::string::npos);
+  CHECK(bias.find("QKV biases") != std::string::npos);
+  CHECK(bias.find("does not apply") != std::string::npos);
+
+  const std::string rope_freqs = load_error(
+      original,
+      [&](const auto& info, auto& writer) {
+        if (info.name != "output_norm.weight") return false;
+        writer.add_tensor(std::string(info.name), info.type, smol::gguf::Shape(info.shape()),
+                          info.span());
+        writer.add_tensor_copy("rope_freqs.weight", smol::GgmlType::F32, {32}, f32_vector(32));
+        return true;
+      },
+      [&](auto& writer) { as_llama(writer, original); });
+  CHECK(rope_freqs.find("rope_freqs.weight") != std::string::npos);
+  CHECK(rope_freqs.find("RoPE frequency factors") != std::string::npos);
+
+  // The same file as llama without the extra tensor loads: only the tensor was wrong.
+  CHECK(load_error(
+            original, [](const auto&, auto&) { return false; },
+            [&](auto& writer) { as_llama(writer, original); })
+            .empty());
 }

@@ -1,22 +1,25 @@
 // ModelConfig: the hyper-parameters of a Llama-family model, read from GGUF metadata.
 //
-// Every number comes from the file (the metadata wins over any documentation); only
-// the NoPE rhythm of SmolLM3 is fixed by the architecture itself, as in llama.cpp.
+// Every number comes from the file (the metadata wins over any documentation), under
+// the keys its architecture's entry names (architecture.hpp); only what llama.cpp fixes
+// per family, the NoPE rhythm and the RoPE style, comes from the entry itself.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
+#include "smol/model/architecture.hpp"
 #include "smol/ops/rope.hpp"
 
 namespace smol {
 
 struct ModelConfig {
-  std::string architecture;  // "llama" or "smollm3"
+  std::string architecture;  // general.architecture, an entry of kArchitectures
   std::size_t n_layer = 0;
   std::size_t n_embd = 0;     // hidden size
   std::size_t n_ff = 0;       // feed-forward (SwiGLU) size
@@ -29,10 +32,13 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
 
-  // rope_layers[il]: whether block il applies RoPE. SmolLM3 leaves it out of every
-  // fourth block (NoPE). Public so experiments and tests can override the schedule.
+  // rope_layers[il]: whether block il applies RoPE (the architecture's NoPE rule:
+  // SmolLM3 leaves it out of every fourth block). Public so experiments and tests can
+  // override the schedule.
   std::vector<bool> rope_layers;
-  // Always adjacent_pairs for GGUF files; rotate_half exists for the negative test.
+  // From the architecture's RoPE style: adjacent_pairs for ggml's "normal" mode (llama,
+  // smollm3), rotate_half for "neox"; a test also forces rotate_half to show that the
+  // goldens reject it.
   RopeLayout rope_layout = RopeLayout::adjacent_pairs;
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
@@ -42,40 +48,38 @@ struct ModelConfig {
   static ModelConfig from_gguf(const gguf::GgufFile& file);
 };
 
-// SmolLM3 skips RoPE in block il when (il + 1) % 4 == 0 (blocks 3, 7, 11, ...);
-// llama.cpp fixes this interval for the architecture rather than reading a key.
-inline std::vector<bool> default_rope_layers(const std::string& architecture, std::size_t n_layer) {
-  std::vector<bool> layers(n_layer, true);
-  if (architecture == "smollm3") {
-    constexpr std::size_t kNoRopeInterval = 4;
-    for (std::size_t il = 0; il < n_layer; ++il) layers[il] = (il + 1) % kNoRopeInterval != 0;
-  }
-  return layers;
+// The RoPE schedule of `architecture`'s NoPE rule over n_layer blocks (throws for an
+// unknown architecture).
+inline std::vector<bool> default_rope_layers(std::string_view architecture, std::size_t n_layer) {
+  return find_architecture(architecture).nope.rope_layers(n_layer);
+}
+
+inline RopeLayout rope_layout_of(RopeStyle style) {
+  return style == RopeStyle::neox ? RopeLayout::rotate_half : RopeLayout::adjacent_pairs;
 }
 
 inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   ModelConfig config;
   config.architecture = file.get<std::string>("general.architecture");
-  const std::string& arch = config.architecture;
-  if (arch != "llama" && arch != "smollm3") {
-    fail(file.name(), ": architecture \"", arch, "\" is not supported (smol runs llama, smollm3)");
-  }
-  const auto key = [&](const char* suffix) { return arch + "." + suffix; };
-  const auto positive = [&](const char* suffix) {
+  const Architecture& arch = find_architecture(config.architecture, file.name());
+  const HyperparameterKeys& keys = arch.keys;
+  const auto key = [&](std::string_view suffix) { return arch.key(suffix); };
+  const auto positive = [&](std::string_view suffix) {
     const auto value = file.get<std::uint64_t>(key(suffix));
     if (value == 0) fail(file.name(), ": metadata key ", key(suffix), " is 0");
     return static_cast<std::size_t>(value);
   };
 
-  config.n_layer = positive("block_count");
-  config.n_embd = positive("embedding_length");
-  config.n_ff = positive("feed_forward_length");
-  config.n_head = positive("attention.head_count");
+  config.n_layer = positive(keys.block_count);
+  config.n_embd = positive(keys.embedding_length);
+  config.n_ff = positive(keys.feed_forward_length);
+  config.n_head = positive(keys.head_count);
   config.n_head_kv =
-      file.get_optional<std::uint64_t>(key("attention.head_count_kv")).value_or(config.n_head);
-  config.n_ctx_train = positive("context_length");
-  config.rope_base = file.get_optional<float>(key("rope.freq_base")).value_or(10000.0f);
-  config.rms_eps = file.get<float>(key("attention.layer_norm_rms_epsilon"));
+      file.get_optional<std::uint64_t>(key(keys.head_count_kv)).value_or(config.n_head);
+  config.n_ctx_train = positive(keys.context_length);
+  config.rope_base =
+      file.get_optional<float>(key(arch.rope.freq_base_key)).value_or(arch.rope.default_freq_base);
+  config.rms_eps = file.get<float>(key(keys.rms_epsilon));
 
   if (config.n_head_kv == 0 || config.n_head % config.n_head_kv != 0) {
     fail(file.name(), ": ", config.n_head, " query heads cannot share ", config.n_head_kv,
@@ -83,8 +87,8 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   }
   // The head size is the key length when the file says so, else hidden / heads;
   // rope.dimension_count says how much of it rotates.
-  const auto rope_dims = file.get_optional<std::uint64_t>(key("rope.dimension_count"));
-  if (const auto key_length = file.get_optional<std::uint64_t>(key("attention.key_length"))) {
+  const auto rope_dims = file.get_optional<std::uint64_t>(key(keys.rope_dimension_count));
+  if (const auto key_length = file.get_optional<std::uint64_t>(key(keys.key_length))) {
     config.head_dim = static_cast<std::size_t>(*key_length);
   } else if (config.n_embd % config.n_head == 0) {
     config.head_dim = config.n_embd / config.n_head;
@@ -94,7 +98,7 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
     fail(file.name(), ": hidden size ", config.n_embd, " is not a multiple of ", config.n_head,
          " heads and no head size is given");
   }
-  if (const auto value_length = file.get_optional<std::uint64_t>(key("attention.value_length"));
+  if (const auto value_length = file.get_optional<std::uint64_t>(key(keys.value_length));
       value_length && *value_length != config.head_dim) {
     fail(file.name(), ": value heads of ", *value_length, " differ from key heads of ",
          config.head_dim, "; smol needs them equal");
@@ -109,12 +113,13 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
          " is out of range");
   }
 
-  const gguf::TensorInfo& embeddings = file.tensor("token_embd.weight");
+  const gguf::TensorInfo& embeddings = file.tensor(TensorNames::model(arch.tensors.token_embd));
   if (embeddings.n_dims != 2 || embeddings.dims[1] == 0) {
     fail(file.name(), ": tensor token_embd.weight must be 2-D [n_embd, n_vocab]");
   }
   config.n_vocab = static_cast<std::size_t>(embeddings.dims[1]);
-  config.rope_layers = default_rope_layers(arch, config.n_layer);
+  config.rope_layers = arch.nope.rope_layers(config.n_layer);
+  config.rope_layout = rope_layout_of(arch.rope.style);
   return config;
 }
 

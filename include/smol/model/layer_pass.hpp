@@ -70,6 +70,9 @@ class LayerPass {
       project(layer.attn_q, normed_.data(), n, q_.data());
       project(layer.attn_k, normed_.data(), n, k_.data());
       project(layer.attn_v, normed_.data(), n, v_.data());
+      // A family's QKV biases and per-head Q/K norms would apply here, before RoPE; none
+      // is applied yet, so the loader refuses files that carry them (weights.hpp). The
+      // NoPE rule and the RoPE style come from the architecture's entry via the config.
       const bool rotate = c.uses_rope(il);
       for_each_token(n, [&](std::size_t t) {
         if (rotate) {

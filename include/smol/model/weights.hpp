@@ -4,17 +4,25 @@
 // dequantized up front. Only the norm vectors are widened to f32 at load time; they
 // are a few thousand values per block (0.03% of SmolLM3-3B) and every kernel that
 // reads them wants f32.
+//
+// Which tensors there are comes from the architecture's entry (architecture.hpp). The
+// loader takes every tensor of the file or refuses it: a tensor it does not know, or
+// an optional one the forward pass does not apply yet, is an error naming it, never
+// silently left out of the computation (llama.cpp refuses such files too).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "smol/core/error.hpp"
 #include "smol/core/ggml_type.hpp"
 #include "smol/gguf/gguf_file.hpp"
+#include "smol/model/architecture.hpp"
 #include "smol/model/config.hpp"
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/dequantize.hpp"
@@ -22,11 +30,26 @@
 
 namespace smol {
 
+// The optional tensors (OptionalTensors) that every forward pass of smol applies:
+// LayerPass, the f32 reference and the CUDA unit. A family that brings another one
+// gets it applied in all three, then set here; until then a file that carries it is
+// refused at load.
+inline constexpr OptionalTensors kAppliedOptionalTensors{.tied_output = true};
+
 struct LayerWeights {
   std::vector<float> attn_norm;
   WeightMatrix attn_q, attn_k, attn_v, attn_output;
   std::vector<float> ffn_norm;
   WeightMatrix ffn_gate, ffn_up, ffn_down;
+
+  // The optional tensors of the architecture's entry, as the file has them (shape
+  // checked); null where the file or the family has none. Only ever non-null for a
+  // kind in kAppliedOptionalTensors, none of these yet.
+  const gguf::TensorInfo* attn_q_bias = nullptr;  // [q_dim]   (qkv_bias)
+  const gguf::TensorInfo* attn_k_bias = nullptr;  // [kv_dim]
+  const gguf::TensorInfo* attn_v_bias = nullptr;  // [kv_dim]
+  const gguf::TensorInfo* attn_q_norm = nullptr;  // [head_dim], one for all heads (qk_norm)
+  const gguf::TensorInfo* attn_k_norm = nullptr;  // [head_dim]
 };
 
 struct ModelWeights {
@@ -35,10 +58,13 @@ struct ModelWeights {
   // The LM head: output.weight, or token_embd.weight itself when the file has none.
   WeightMatrix output;
   bool tied_embeddings = false;
+  // rope_freqs.weight, [n_rot / 2] frequency divisors (the rope_freqs optional tensor);
+  // null where the file or the family has none.
+  const gguf::TensorInfo* rope_freqs = nullptr;
   std::vector<LayerWeights> layers;
 
-  // Validates every tensor's presence, shape and type; throws smol::Error naming
-  // the tensor that is wrong.
+  // Validates every tensor's presence, shape and type, and that the file holds no
+  // tensor the forward pass would leave out; throws smol::Error naming the tensor.
   static ModelWeights from_gguf(const gguf::GgufFile& file, const ModelConfig& config);
 
   // x = token_embd[token]: one row dequantized, out of n_embd floats.
@@ -113,38 +139,109 @@ inline std::vector<float> norm_vector(const gguf::GgufFile& file, const std::str
   return values;
 }
 
+// Looks tensors up by name and remembers which it gave out, so that what is left at
+// the end is what the loader does not know.
+class TensorClaims {
+ public:
+  TensorClaims(const gguf::GgufFile& file, const Architecture& architecture)
+      : file_(&file), architecture_(&architecture) {}
+
+  WeightMatrix matrix(const std::string& name, std::size_t cols, std::size_t rows) {
+    claimed_.insert(name);
+    return matrix_view(*file_, name, cols, rows);
+  }
+  std::vector<float> norm(const std::string& name, std::size_t n) {
+    claimed_.insert(name);
+    return norm_vector(*file_, name, n);
+  }
+
+  // An optional tensor of `n` values (`meaning` says what it is for): null when its
+  // family does not declare it (`declared`) or the file has none; refused when the file
+  // has it but the forward pass does not apply it (`applied`).
+  const gguf::TensorInfo* optional(const std::string& name, std::size_t n, bool declared,
+                                   bool applied, std::string_view meaning) {
+    if (!declared || file_->find_tensor(name) == nullptr) return nullptr;
+    const gguf::TensorInfo& info = checked_tensor(*file_, name, {n});
+    if (!applied) {
+      fail(file_->name(), ": tensor ", name, " (", meaning, ") is in this ", architecture_->name,
+           " file, but smol does not apply ", meaning,
+           " yet; it will not run the model without it");
+    }
+    claimed_.insert(name);
+    return &info;
+  }
+
+  // Refuses the file if it holds a tensor nobody claimed.
+  void check_all_claimed() const {
+    for (const gguf::TensorInfo& info : file_->tensors()) {
+      if (!claimed_.contains(std::string(info.name))) {
+        fail(file_->name(), ": tensor ", info.name, " is not part of a ", architecture_->name,
+             " model as smol runs it; it will not run the model without it");
+      }
+    }
+  }
+
+ private:
+  const gguf::GgufFile* file_;
+  const Architecture* architecture_;
+  std::unordered_set<std::string> claimed_;
+};
+
 }  // namespace detail
 
 inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const ModelConfig& config) {
+  const Architecture& arch = find_architecture(config.architecture, file.name());
+  const TensorNames& names = arch.tensors;
+  const OptionalTensors& may = arch.optional;
+  const OptionalTensors& applied = kAppliedOptionalTensors;
+  detail::TensorClaims claims(file, arch);
   ModelWeights weights;
   const std::size_t n_embd = config.n_embd;
-  weights.token_embd = detail::matrix_view(file, "token_embd.weight", n_embd, config.n_vocab);
-  weights.output_norm = detail::norm_vector(file, "output_norm.weight", n_embd);
-  weights.tied_embeddings = file.find_tensor("output.weight") == nullptr;
-  weights.output = weights.tied_embeddings
-                       ? weights.token_embd
-                       : detail::matrix_view(file, "output.weight", n_embd, config.n_vocab);
+  weights.token_embd = claims.matrix(TensorNames::model(names.token_embd), n_embd, config.n_vocab);
+  weights.output_norm = claims.norm(TensorNames::model(names.output_norm), n_embd);
+  const std::string output = TensorNames::model(names.output);
+  // Without output.weight, a family that ties its LM head reads token_embd instead;
+  // for any other, the matrix() below names the missing tensor.
+  weights.tied_embeddings = may.tied_output && file.find_tensor(output) == nullptr;
+  weights.output =
+      weights.tied_embeddings ? weights.token_embd : claims.matrix(output, n_embd, config.n_vocab);
+  weights.rope_freqs =
+      claims.optional(TensorNames::model(names.rope_freqs), config.n_rot / 2, may.rope_freqs,
+                      applied.rope_freqs, "per-dimension RoPE frequency factors");
 
   weights.layers.resize(config.n_layer);
   for (std::size_t il = 0; il < config.n_layer; ++il) {
-    const std::string prefix = "blk." + std::to_string(il) + ".";
-    const auto matrix = [&](const char* name, std::size_t cols, std::size_t rows) {
-      return detail::matrix_view(file, prefix + name + ".weight", cols, rows);
+    const auto matrix = [&](std::string_view name, std::size_t cols, std::size_t rows) {
+      return claims.matrix(TensorNames::block(il, name), cols, rows);
     };
-    const auto norm = [&](const char* name) {
-      return detail::norm_vector(file, prefix + name + ".weight", n_embd);
+    const auto norm = [&](std::string_view name) {
+      return claims.norm(TensorNames::block(il, name), n_embd);
+    };
+    const auto bias = [&](std::string_view name, std::size_t n) {
+      return claims.optional(TensorNames::block(il, name, "bias"), n, may.qkv_bias,
+                             applied.qkv_bias, "QKV biases");
+    };
+    const auto head_norm = [&](std::string_view name) {
+      return claims.optional(TensorNames::block(il, name), config.head_dim, may.qk_norm,
+                             applied.qk_norm, "per-head Q/K norms");
     };
     LayerWeights& layer = weights.layers[il];
-    layer.attn_norm = norm("attn_norm");
-    layer.attn_q = matrix("attn_q", n_embd, config.q_dim());
-    layer.attn_k = matrix("attn_k", n_embd, config.kv_dim());
-    layer.attn_v = matrix("attn_v", n_embd, config.kv_dim());
-    layer.attn_output = matrix("attn_output", config.q_dim(), n_embd);
-    layer.ffn_norm = norm("ffn_norm");
-    layer.ffn_gate = matrix("ffn_gate", n_embd, config.n_ff);
-    layer.ffn_up = matrix("ffn_up", n_embd, config.n_ff);
-    layer.ffn_down = matrix("ffn_down", config.n_ff, n_embd);
+    layer.attn_norm = norm(names.attn_norm);
+    layer.attn_q = matrix(names.attn_q, n_embd, config.q_dim());
+    layer.attn_k = matrix(names.attn_k, n_embd, config.kv_dim());
+    layer.attn_v = matrix(names.attn_v, n_embd, config.kv_dim());
+    layer.attn_output = matrix(names.attn_output, config.q_dim(), n_embd);
+    layer.ffn_norm = norm(names.ffn_norm);
+    layer.ffn_gate = matrix(names.ffn_gate, n_embd, config.n_ff);
+    layer.ffn_up = matrix(names.ffn_up, n_embd, config.n_ff);
+    layer.ffn_down = matrix(names.ffn_down, config.n_ff, n_embd);
+    layer.attn_q_bias = bias(names.attn_q, config.q_dim());
+    layer.attn_k_bias = bias(names.attn_k, config.kv_dim());
+    layer.attn_v_bias = bias(names.attn_v, config.kv_dim());
+    layer.attn_q_norm = head_norm(names.attn_q_norm);
+    layer.attn_k_norm = head_norm(names.attn_k_norm);
   }
+  claims.check_all_claimed();
   return weights;
 }
 

@@ -29,6 +29,7 @@
 #include "smol/core/ggml_type.hpp"
 #include "smol/core/half.hpp"
 #include "smol/gguf/writer.hpp"
+#include "smol/model/architecture.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/testing/synthetic_vocabulary.hpp"
@@ -45,7 +46,7 @@ enum class SyntheticWeights {
 };
 
 struct SyntheticSpec {
-  std::string arch = "smollm3";  // "smollm3" or "llama"
+  std::string arch = "smollm3";  // an entry of model/architecture.hpp
   std::string name = "smol-synthetic";
   std::size_t layers = 8;
   std::size_t hidden = 256;
@@ -65,9 +66,7 @@ struct SyntheticSpec {
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
 
   void validate() const {
-    if (arch != "smollm3" && arch != "llama") {
-      fail("synthetic model: arch must be smollm3 or llama, not \"", arch, "\"");
-    }
+    find_architecture(arch, "synthetic model");  // any entry of model/architecture.hpp
     if (layers == 0 || hidden == 0 || ffn == 0 || heads == 0 || kv_heads == 0 || context == 0) {
       fail("synthetic model: layers, hidden, ffn, heads, kv-heads and context must be positive");
     }

@@ -1,0 +1,158 @@
+// Architecture: what one model family's GGUF files look like, as data.
+//
+// Every family smol runs is one entry of kArchitectures below: the prefix of its
+// metadata keys and the keys themselves, the names of its tensors, which optional
+// tensors its files may carry, and its RoPE and NoPE rules. The config reader, the
+// weight loader and the forward pass read the entry; none of them asks for a family
+// by name. Adding a family is adding an entry (docs/ARCHITECTURE.md walks through
+// Qwen2 and Qwen3), plus the forward-pass code for any optional tensor it brings.
+//
+// The names and keys are llama.cpp's (its LLM_KV_* and LLM_TENSOR_* tables), since
+// its converter writes the files.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/core/error.hpp"
+
+namespace smol {
+
+// The metadata keys of the hyperparameters, each after "<prefix>.".
+struct HyperparameterKeys {
+  std::string_view block_count = "block_count";
+  std::string_view embedding_length = "embedding_length";
+  std::string_view feed_forward_length = "feed_forward_length";
+  std::string_view head_count = "attention.head_count";
+  std::string_view head_count_kv = "attention.head_count_kv";  // optional: head_count
+  std::string_view key_length = "attention.key_length";        // optional: the head size
+  std::string_view value_length = "attention.value_length";    // optional
+  std::string_view context_length = "context_length";
+  std::string_view rms_epsilon = "attention.layer_norm_rms_epsilon";
+  std::string_view rope_dimension_count = "rope.dimension_count";  // optional: head size
+};
+
+// Tensor names: the model's own as they are, a block's after "blk.<il>.". Each is
+// followed by ".weight" (or ".bias" for a bias).
+struct TensorNames {
+  std::string_view token_embd = "token_embd";
+  std::string_view output_norm = "output_norm";
+  std::string_view output = "output";
+  std::string_view rope_freqs = "rope_freqs";
+  std::string_view attn_norm = "attn_norm";
+  std::string_view attn_q = "attn_q";
+  std::string_view attn_k = "attn_k";
+  std::string_view attn_v = "attn_v";
+  std::string_view attn_q_norm = "attn_q_norm";
+  std::string_view attn_k_norm = "attn_k_norm";
+  std::string_view attn_output = "attn_output";
+  std::string_view ffn_norm = "ffn_norm";
+  std::string_view ffn_gate = "ffn_gate";
+  std::string_view ffn_up = "ffn_up";
+  std::string_view ffn_down = "ffn_down";
+
+  static std::string block(std::size_t il, std::string_view name,
+                           std::string_view kind = "weight") {
+    return "blk." + std::to_string(il) + "." + std::string(name) + "." + std::string(kind);
+  }
+  static std::string model(std::string_view name, std::string_view kind = "weight") {
+    return std::string(name) + "." + std::string(kind);
+  }
+};
+
+// What a family's files may carry beyond the plain Llama block. The loader takes each
+// one that is there; one that the forward pass does not apply yet makes it refuse the
+// file (weights.hpp), so a model never runs without a tensor its file has.
+struct OptionalTensors {
+  bool qkv_bias = false;     // blk.N.attn_{q,k,v}.bias, added to the projections (Qwen2)
+  bool qk_norm = false;      // blk.N.attn_{q,k}_norm.weight, per-head RMSNorm before RoPE (Qwen3)
+  bool rope_freqs = false;   // rope_freqs.weight, per-dimension RoPE frequency factors (Llama 3.1+)
+  bool tied_output = false;  // output.weight may be absent: token_embd is then the LM head
+};
+
+// How a head's rotary dimensions are paired: ggml's "normal" mode pairs adjacent values
+// (the Llama converter permuted Q and K rows for it), "neox" pairs value i with
+// i + n_rot/2 (the rotate-half of Hugging Face's code, kept as is by the converter for
+// Qwen2, Qwen3, GPT-NeoX, ...).
+enum class RopeStyle { normal, neox };
+
+struct RopeRule {
+  RopeStyle style = RopeStyle::normal;
+  std::string_view freq_base_key = "rope.freq_base";  // after "<prefix>."
+  float default_freq_base = 10000.0f;                 // when the file has no such key
+};
+
+// Blocks that skip RoPE (NoPE). llama.cpp fixes the rhythm per family rather than
+// reading a key: with interval n, block il (0-based) skips it when (il + 1) % n == 0.
+struct NopeRule {
+  std::size_t interval = 0;  // 0: every block applies RoPE
+
+  bool skips_rope(std::size_t il) const noexcept {
+    return interval != 0 && (il + 1) % interval == 0;
+  }
+  // rope_layers[il]: whether block il applies RoPE.
+  std::vector<bool> rope_layers(std::size_t n_layer) const {
+    std::vector<bool> layers(n_layer);
+    for (std::size_t il = 0; il < n_layer; ++il) layers[il] = !skips_rope(il);
+    return layers;
+  }
+};
+
+struct Architecture {
+  std::string_view name;        // general.architecture
+  std::string_view key_prefix;  // of the hyperparameter keys; the name in every family so far
+  HyperparameterKeys keys = {};
+  TensorNames tensors = {};
+  OptionalTensors optional = {};
+  RopeRule rope = {};
+  NopeRule nope = {};
+
+  // The full metadata key, e.g. "smollm3.block_count".
+  std::string key(std::string_view suffix) const {
+    return std::string(key_prefix) + "." + std::string(suffix);
+  }
+};
+
+inline constexpr std::array kArchitectures{
+    // Llama 1/2/3 and the many files that reuse its layout (TinyLlama, Mistral 7B v0.1,
+    // SmolLM v1/v2, ...). llama.cpp accepts optional QKV biases and, for Llama 3.1 and
+    // later, rope_freqs.weight.
+    Architecture{
+        .name = "llama",
+        .key_prefix = "llama",
+        .optional = {.qkv_bias = true, .rope_freqs = true, .tied_output = true},
+        .rope = {.style = RopeStyle::normal},
+    },
+    // SmolLM3: the Llama block, with RoPE left out of every fourth block (3, 7, 11, ...).
+    Architecture{
+        .name = "smollm3",
+        .key_prefix = "smollm3",
+        .optional = {.tied_output = true},
+        .rope = {.style = RopeStyle::normal},
+        .nope = {.interval = 4},
+    },
+};
+
+// "llama, smollm3": for messages.
+inline std::string known_architectures() {
+  std::string names;
+  for (const Architecture& architecture : kArchitectures) {
+    names += (names.empty() ? "" : ", ") + std::string(architecture.name);
+  }
+  return names;
+}
+
+// The entry of `name` (general.architecture); an unknown one is an error naming the
+// known ones. `file` only names the file in the message.
+inline const Architecture& find_architecture(std::string_view name, std::string_view file = {}) {
+  for (const Architecture& architecture : kArchitectures) {
+    if (architecture.name == name) return architecture;
+  }
+  fail(file, file.empty() ? "" : ": ", "architecture \"", name, "\" is not supported (smol runs ",
+       known_architectures(), ")");
+}
+
+}  // namespace smol
