@@ -92,9 +92,7 @@ class ForwardEngine {
       : backend_(std::move(backend)), model_(&model), options_(options) {
     const ModelConfig& c = model.config();
     if (options_.context == 0) options_.context = c.n_ctx_train;
-    if (options_.context > c.n_ctx_train) {
-      fail("a context of ", options_.context, " positions exceeds the model's ", c.n_ctx_train);
-    }
+    check_context_fits(c, options_.context);
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
     pass_tokens_ = std::min(options_.max_batch, kMaxPassTokens);
     if (c.n_head / c.n_head_kv > kMaxGroup) {
@@ -107,13 +105,17 @@ class ForwardEngine {
     }
     upload_weights();
     const std::size_t pairs = c.n_rot / 2;
-    std::vector<double> inverse_frequency(pairs);
-    for (std::size_t i = 0; i < pairs; ++i) {
-      // The expression of smol::RopeTable::ensure, so the angles are the CPU's.
-      inverse_frequency[i] =
-          std::pow(static_cast<double>(c.rope_base),
-                   -2.0 * static_cast<double>(i) / static_cast<double>(2 * pairs));
+    // The CPU's frequencies (linear scaling and rope_freqs included), so the angles are
+    // the CPU's. YaRN's magnitude correction scales cos and sin, which the kernels do
+    // not do yet.
+    const RopeTable rope(c.n_rot, rope_frequencies(model));
+    if (rope.magnitude() != 1.0f) {
+      fail(
+          "smol cuda: YaRN RoPE scaling (its magnitude correction) is not implemented on the "
+          "GPU yet; run on the CPU");
     }
+    std::vector<double> inverse_frequency(pairs);
+    for (std::size_t i = 0; i < pairs; ++i) inverse_frequency[i] = rope.frequency(i);
     inverse_frequency_ = Array<double>(std::max<std::size_t>(pairs, 1));
     backend_.copy_in(inverse_frequency_.data(), inverse_frequency.data(), pairs * sizeof(double));
   }

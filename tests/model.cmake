@@ -47,6 +47,14 @@ foreach(prompt IN ITEMS P1 P2)
                    "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.${prompt}.bin"
                    "${CMAKE_CURRENT_BINARY_DIR}/smol_logits_q4_k_m_${prompt}.bin" 1.5 0.15
                    --kv-type f32 -t 2)
+  # YaRN through the programs' flags, as the golden run set it (factor 2 over 4096).
+  add_test(NAME model_smol_logits_f32_yarn2_${prompt}
+           COMMAND ${Python3_EXECUTABLE} -c "${smol_logits_check}" $<TARGET_FILE:smol-logits>
+                   "${f32_model}" "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.f32.yarn2.${prompt}.json"
+                   "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.f32.yarn2.${prompt}.bin"
+                   "${CMAKE_CURRENT_BINARY_DIR}/smol_logits_f32_yarn2_${prompt}.bin" 1e-3 1e-4
+                   --kv-type f32 --f32-activations -t 2 --rope-scaling yarn --rope-scale 2
+                   --yarn-orig-ctx 4096)
 endforeach()
 
 # A file that is not GGUF: exit status 1 and exactly one line on stderr, naming it.

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -174,8 +175,8 @@ TEST_CASE("a tensor the forward pass would leave out is refused at load, named")
   CHECK(unknown.find("blk.0.attn_q.bias") != std::string::npos);
   CHECK(unknown.find("not part of a smollm3 model") != std::string::npos);
 
-  // Declared by the family (llama's optional QKV biases and rope_freqs), but not applied
-  // by the forward pass yet: the message says which kind.
+  // Declared by the family (llama's optional QKV biases), but not applied by the
+  // forward pass yet: the message says which kind. rope_freqs is applied, so it loads.
   const auto as_llama = [](smol::gguf::GgufWriter& writer, const smol::gguf::GgufFile& file) {
     writer.set("general.architecture", "llama");
     for (const auto& entry : file.metadata()) {
@@ -209,12 +210,104 @@ TEST_CASE("a tensor the forward pass would leave out is refused at load, named")
         return true;
       },
       [&](auto& writer) { as_llama(writer, original); });
-  CHECK(rope_freqs.find("rope_freqs.weight") != std::string::npos);
-  CHECK(rope_freqs.find("RoPE frequency factors") != std::string::npos);
+  CHECK(rope_freqs.empty());  // applied (ops/rope.hpp): see the RopeTable case below
 
   // The same file as llama without the extra tensor loads: only the tensor was wrong.
   CHECK(load_error(
             original, [](const auto&, auto&) { return false; },
             [&](auto& writer) { as_llama(writer, original); })
             .empty());
+}
+
+namespace {
+
+// The fixture's config with `edit_metadata` applied to its keys.
+smol::ModelConfig edited_config(const std::function<void(smol::gguf::GgufWriter&)>& edit_metadata) {
+  const auto original = smol::gguf::GgufFile::open(kQ4Model);
+  smol::gguf::GgufWriter writer;
+  for (const auto& entry : original.metadata()) {
+    writer.set(entry.key, smol::gguf::Value::copy_of(entry.value));
+  }
+  edit_metadata(writer);
+  for (const auto& info : original.tensors()) {
+    writer.add_tensor(std::string(info.name), info.type, smol::gguf::Shape(info.shape()),
+                      info.span());
+  }
+  return smol::ModelConfig::from_gguf(
+      smol::gguf::GgufFile::from_bytes(writer.to_bytes(), "edited.gguf"));
+}
+
+}  // namespace
+
+TEST_CASE("RoPE scaling comes from the file's rope.scaling keys, or the overrides") {
+  const smol::ModelConfig plain = edited_config([](auto&) {});
+  CHECK(plain.rope_scaling.type == smol::RopeScalingType::none);
+  CHECK(plain.max_context() == plain.n_ctx_train);
+
+  const smol::ModelConfig yarn = edited_config([](smol::gguf::GgufWriter& w) {
+    w.set("smollm3.rope.scaling.type", "yarn");
+    w.set("smollm3.rope.scaling.factor", 2.0f);
+    w.set("smollm3.rope.scaling.original_context_length", std::uint32_t{1024});
+    w.set("smollm3.rope.scaling.yarn_beta_fast", 16.0f);
+  });
+  CHECK(yarn.rope_scaling.type == smol::RopeScalingType::yarn);
+  CHECK(yarn.rope_scaling.factor == 2.0f);
+  CHECK(yarn.rope_scaling.original_context == 1024);
+  CHECK(yarn.rope_scaling.beta_fast == 16.0f);
+  CHECK(yarn.rope_scaling.beta_slow == 1.0f);
+  CHECK(yarn.max_context() == std::max<std::size_t>(plain.n_ctx_train, 2048));
+
+  const smol::ModelConfig linear =
+      edited_config([](smol::gguf::GgufWriter& w) { w.set("smollm3.rope.scale_linear", 4.0f); });
+  CHECK(linear.rope_scaling.type == smol::RopeScalingType::linear);
+  CHECK(linear.max_context() == 4 * plain.n_ctx_train);
+
+  CHECK_THROWS_WITH_AS(edited_config([](smol::gguf::GgufWriter& w) {
+                         w.set("smollm3.rope.scaling.type", "longrope");
+                       }),
+                       doctest::Contains("\"longrope\" is not supported"), smol::Error);
+
+  smol::ModelConfig overridden = plain;
+  smol::apply_rope_overrides(overridden, {.type = smol::RopeScalingType::yarn, .factor = 2.0f});
+  CHECK(overridden.rope_scaling.original_context == plain.n_ctx_train);
+  CHECK(overridden.max_context() == 2 * plain.n_ctx_train);
+  smol::ModelConfig no_factor = plain;
+  CHECK_THROWS_WITH_AS(smol::apply_rope_overrides(no_factor, {.type = smol::RopeScalingType::yarn}),
+                       doctest::Contains("--rope-scale"), smol::Error);
+}
+
+TEST_CASE("a context past the trained one is refused unless RoPE scaling stretches it") {
+  smol::ModelConfig config = edited_config([](auto&) {});
+  const std::size_t trained = config.n_ctx_train;
+  CHECK_NOTHROW(smol::check_context_fits(config, trained));
+  CHECK_THROWS_WITH_AS(smol::check_context_fits(config, 2 * trained),
+                       doctest::Contains("--rope-scaling yarn --rope-scale 2"), smol::Error);
+  smol::apply_rope_overrides(config, {.type = smol::RopeScalingType::yarn, .factor = 2.0f});
+  CHECK_NOTHROW(smol::check_context_fits(config, 2 * trained));
+  CHECK_THROWS_WITH_AS(smol::check_context_fits(config, 2 * trained + 1),
+                       doctest::Contains("yarn scaling by 2"), smol::Error);
+}
+
+TEST_CASE("rope_freqs divisors and linear scaling turn the RoPE table the same way") {
+  constexpr std::size_t kDims = 64;
+  const smol::RopeTable divided(
+      kDims, smol::RopeFrequencies{10000.0f, {}, std::vector<float>(kDims / 2, 2.0f)});
+  const smol::RopeTable linear(
+      kDims,
+      smol::RopeFrequencies{10000.0f, {.type = smol::RopeScalingType::linear, .factor = 2.0f}, {}});
+  const smol::RopeTable plain(kDims, 10000.0f);
+  for (std::size_t i = 0; i < kDims / 2; ++i) {
+    CHECK(divided.frequency(i) == linear.frequency(i));
+    CHECK(divided.frequency(i) == plain.frequency(i) / 2);
+  }
+  CHECK(linear.magnitude() == 1.0f);
+  const smol::RopeTable yarn(
+      kDims, smol::RopeFrequencies{
+                 10000.0f,
+                 {.type = smol::RopeScalingType::yarn, .factor = 4.0f, .original_context = 4096},
+                 {}});
+  CHECK(yarn.magnitude() == doctest::Approx(1.0 + 0.1 * std::log(4.0)));
+  // The fastest pairs keep their frequency (extrapolation), the slowest are divided.
+  CHECK(yarn.frequency(0) == plain.frequency(0));
+  CHECK(yarn.frequency(kDims / 2 - 1) == doctest::Approx(plain.frequency(kDims / 2 - 1) / 4));
 }

@@ -149,6 +149,68 @@ TEST_CASE("F32 fixture, f32 activations and KV cache: within 1e-3 of every golde
   }
 }
 
+// YaRN as llama.cpp ran it for the yarn2 goldens: factor 2 over an original context of
+// 4096. Two planted bugs must fail the same tolerance: scaling also applied in the NoPE
+// blocks (they get RoPE at all), and YaRN without its magnitude correction.
+smol::ModelOptions yarn2() {
+  return {.rope = {.type = smol::RopeScalingType::yarn, .factor = 2.0f, .original_context = 4096}};
+}
+
+Agreement yarn2_agreement(const smol::Model& model, const Golden& golden, const char* what) {
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  smol::Transformer session(
+      model, ctx, {.context = model.config().max_context(), .kv_type = smol::KvType::f32});
+  const Agreement a = compare(teacher_forced(session, golden), golden.logits);
+  MESSAGE(std::string(what) << " vs " << golden.label << ": mean |d| " << a.mean << ", max |d| "
+                            << a.max << ", top-1 " << 100 * a.top1 << "%");
+  return a;
+}
+
+TEST_CASE("F32 fixture with YaRN x2 over 4096: within 1e-3 of every yarn2 golden row") {
+  const smol::Model model = smol::Model::open(kF32Model, yarn2());
+  CHECK(model.config().max_context() == 8192);
+  for (const char* prompt : kPrompts) {
+    const Agreement a = yarn2_agreement(model, load_golden("f32.yarn2", prompt), "yarn");
+    CHECK(a.max <= 1e-3);
+    CHECK(a.top1 == 1.0);
+  }
+  // The f32 reference takes the same scaling.
+  const Golden golden = load_golden("f32.yarn2", "P1");
+  const smol::ReferenceForward reference(model);
+  std::vector<std::int32_t> tokens = golden.prompt;
+  tokens.insert(tokens.end(), golden.generated.begin(), golden.generated.end());
+  const auto logits = reference.logits(tokens);
+  const Agreement r =
+      compare(std::vector<float>(logits.data(), logits.data() + logits.size()), golden.logits);
+  MESSAGE("f32 reference with yarn vs " << golden.label << ": max |d| " << r.max);
+  CHECK(r.max <= 1e-3);
+}
+
+TEST_CASE("YaRN planted bugs fail the yarn2 goldens: scaling in the NoPE blocks, no magnitude") {
+  const Golden golden = load_golden("f32.yarn2", "P2");
+  {
+    auto file = smol::gguf::GgufFile::open(kF32Model);
+    smol::ModelConfig config = smol::ModelConfig::from_gguf(file);
+    config.rope_layers.assign(config.n_layer, true);
+    const smol::Model model(std::move(file), std::move(config), yarn2());
+    const Agreement a = yarn2_agreement(model, golden, "yarn in NoPE blocks");
+    CHECK(a.max > 0.1);
+  }
+  {
+    smol::ModelOptions no_magnitude = yarn2();
+    no_magnitude.rope.attn_factor = 1.0f / (1.0f + 0.1f * std::log(2.0f));  // cancels it
+    const smol::Model model = smol::Model::open(kF32Model, no_magnitude);
+    const Agreement a = yarn2_agreement(model, golden, "yarn without magnitude");
+    CHECK(a.max > 0.1);
+  }
+  {
+    const smol::Model model = smol::Model::open(kF32Model);  // unscaled
+    const Agreement a = yarn2_agreement(model, golden, "no scaling");
+    CHECK(a.top1 < 0.9);
+  }
+}
+
 TEST_CASE("F32 fixture with an f16 KV cache stays within the f16 tolerance") {
   const smol::Model model = smol::Model::open(kF32Model);
   smol::Context ctx;

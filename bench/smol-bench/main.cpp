@@ -118,7 +118,8 @@ int run(const BenchOptions& options) {
   if (repack == Repack::when_faster) {
     repack = repacking_pays(options.isa) ? Repack::always : Repack::never;
   }
-  const Model model = Model::open(options.model_path, ModelOptions{.repack = repack});
+  const Model model =
+      Model::open(options.model_path, ModelOptions{.repack = repack, .rope = options.rope});
   if (!options.parallel_sequences.empty()) return run_parallel_tests(model, options);
   BenchReport report;
   report.model = summarize_model(model, options.model_path);

@@ -43,6 +43,7 @@ struct BenchOptions {
   OutputFormat output = OutputFormat::markdown;
   bool progress = false;
   Repack repack = Repack::when_faster;
+  RopeOverrides rope;
   // llama-batched-bench's parallel test (-npl given): B sequences of PP prompt tokens
   // then TG generated tokens each, for every combination.
   std::vector<std::size_t> parallel_prompt{128};
@@ -113,6 +114,7 @@ inline std::optional<int> parse_options(int argc, char** argv, BenchOptions& opt
           },
           "", "isa"));
   cli::add_repack(program, options.repack);
+  cli::add_rope_flags(program, options.rope);
   app.add_option("-s,--seed", options.seed,
                  "seed of the random token ids, 0 to 4294967295\n(default 1234)")
       ->type_name("N")

@@ -369,7 +369,8 @@ int main(int argc, char** argv) {
         options.model ? *options.model : chat::choose_default_model(options.yes).path;
     // The GPU uploads the file's blocks, so a CPU-side copy would only cost time.
     Chat chat(options,
-              open_model(path, {.repack = options.gpu ? smol::Repack::never : options.repack}));
+              open_model(path, {.repack = options.gpu ? smol::Repack::never : options.repack,
+                                .rope = options.rope}));
     if (options.prompt) {
       switch (chat.answer(*options.prompt)) {
         case Chat::Outcome::done:

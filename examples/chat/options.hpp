@@ -41,6 +41,7 @@ struct Options {
   bool context_shift = true;
   bool gpu = false;
   smol::Repack repack = smol::Repack::when_faster;
+  smol::RopeOverrides rope;
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should
@@ -93,6 +94,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   smol::cli::add_kv_type(program, options.kv_type);
   app.add_flag("--gpu", options.gpu, "run the model on the GPU (a build with -DSMOL_CUDA=ON)");
   smol::cli::add_repack(program, options.repack);
+  smol::cli::add_rope_flags(program, options.rope);
   app.add_flag_callback(
       "--no-context-shift", [&options] { options.context_shift = false; },
       "when the context is full, stop instead of forgetting the\n"

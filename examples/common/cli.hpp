@@ -389,6 +389,60 @@ inline CLI::Option* add_repack(Program& program, Repack& repack) {
                     "the file only)");
 }
 
+// llama.cpp's RoPE flags, for every program that runs a model: scaling to run past the
+// trained context (SmolLM3-3B: --rope-scaling yarn --rope-scale 2 -c 131072) and
+// overrides of the file's values.
+inline void add_rope_flags(Program& program, RopeOverrides& rope) {
+  CLI::App& app = program.app;
+  add_choice<std::optional<RopeScalingType>>(app, "--rope-scaling", rope.type,
+                                             {{"none", RopeScalingType::none},
+                                              {"linear", RopeScalingType::linear},
+                                              {"yarn", RopeScalingType::yarn}},
+                                             "RoPE scaling past the trained context (default: "
+                                             "the file's)");
+  app.add_option_function<float>(
+         "--rope-scale", [&rope](float value) { rope.factor = value; },
+         "context multiplier of the RoPE scaling (frequencies / N)")
+      ->type_name("N")
+      ->transform(number(1.0, 1024.0));
+  app.add_option_function<float>(
+         "--rope-freq-scale", [&rope](float value) { rope.factor = 1.0f / value; },
+         "the same as a frequency factor: --rope-freq-scale 0.5 = --rope-scale 2")
+      ->type_name("F")
+      ->transform(number(1.0 / 1024.0, 1.0));
+  app.add_option_function<float>(
+         "--rope-freq-base", [&rope](float value) { rope.freq_base = value; },
+         "RoPE base frequency (default: the file's)")
+      ->type_name("N")
+      ->transform(number(0.0, std::numeric_limits<float>::max(), true));
+  app.add_option_function<std::int64_t>(
+         "--yarn-orig-ctx",
+         [&rope](std::int64_t value) { rope.original_context = static_cast<std::size_t>(value); },
+         "YaRN: the context trained without scaling (default: the file's)")
+      ->type_name("N")
+      ->transform(integer(1, kMaxTokens));
+  app.add_option_function<float>(
+         "--yarn-ext-factor", [&rope](float value) { rope.ext_factor = value; },
+         "YaRN: weight of the extrapolation ramp (default 1)")
+      ->type_name("F")
+      ->transform(number(0.0, 1.0));
+  app.add_option_function<float>(
+         "--yarn-attn-factor", [&rope](float value) { rope.attn_factor = value; },
+         "YaRN: extra magnitude scale (default 1)")
+      ->type_name("F")
+      ->transform(number(0.0, 100.0, true));
+  app.add_option_function<float>(
+         "--yarn-beta-fast", [&rope](float value) { rope.beta_fast = value; },
+         "YaRN: turns that mark the fast end of the ramp (default 32)")
+      ->type_name("N")
+      ->transform(number(0.0, 1e6, true));
+  app.add_option_function<float>(
+         "--yarn-beta-slow", [&rope](float value) { rope.beta_slow = value; },
+         "YaRN: turns that mark the slow end of the ramp (default 1)")
+      ->type_name("N")
+      ->transform(number(0.0, 1e6, true));
+}
+
 // The programs' sampling defaults: SmolLM3's recommended temperature (0.6, top-p
 // 0.95); the rest are llama.cpp's.
 inline SamplerSettings smollm3_sampling() {

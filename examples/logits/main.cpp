@@ -43,6 +43,7 @@ struct Options {
   bool f32_activations = false;
   int threads = 0;
   std::string output_path;
+  smol::RopeOverrides rope;
 };
 
 std::optional<int> parse_options(int argc, char** argv, Options& options) {
@@ -63,6 +64,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   app.add_flag("--all-positions", options.all_positions,
                "a row for every position, not only the last");
   smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_rope_flags(program, options.rope);
   app.add_flag("--f32-activations", options.f32_activations,
                "keep activations in f32 instead of quantizing them to Q8");
   smol::cli::add_threads(program, options.threads);
@@ -111,7 +113,7 @@ void print_top5(std::size_t pos, std::int32_t token, std::span<const float> row)
 
 int run(const Options& options) {
   std::ofstream out = open_output(options.output_path);
-  const smol::Model model = smol::Model::open(options.model_path);
+  const smol::Model model = smol::Model::open(options.model_path, {.rope = options.rope});
   std::vector<std::int32_t> tokens;
   if (!options.prompt) {
     tokens = options.tokens;
@@ -124,9 +126,9 @@ int run(const Options& options) {
   smol::Context context(options.threads);
   context.activation_precision =
       options.f32_activations ? smol::ActivationPrecision::f32 : smol::ActivationPrecision::q8;
-  smol::Transformer session(
-      model, context,
-      {.context = std::min(model.config().n_ctx_train, tokens.size()), .kv_type = options.kv_type});
+  smol::Transformer session(model, context,
+                            {.context = std::min(model.config().max_context(), tokens.size()),
+                             .kv_type = options.kv_type});
   const auto which = options.all_positions ? smol::LogitsFor::all : smol::LogitsFor::last;
   const std::span<const float> logits = session.forward(tokens, 0, which);
 

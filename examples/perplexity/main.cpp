@@ -43,6 +43,7 @@ struct Options {
   int threads = 0;
   smol::KvType kv_type = smol::KvType::f16;
   bool f32_activations = false;
+  smol::RopeOverrides rope;
 };
 
 std::optional<int> parse_options(int argc, char** argv, Options& options) {
@@ -62,6 +63,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
       ->transform(smol::cli::integer(1, smol::cli::kMaxTokens));
   smol::cli::add_threads(program, options.threads);
   smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_rope_flags(program, options.rope);
   app.add_flag("--f32-activations", options.f32_activations,
                "keep activations in f32 instead of quantizing them to Q8");
   program.check([text, ids] {
@@ -105,7 +107,7 @@ double negative_log_likelihood(std::span<const float> logits, std::int32_t targe
 }
 
 int run(const Options& options) {
-  const smol::Model model = smol::Model::open(options.model_path);
+  const smol::Model model = smol::Model::open(options.model_path, {.rope = options.rope});
   const smol::ModelConfig& config = model.config();
   std::vector<std::int32_t> tokens;
   std::optional<std::int32_t> bos;
@@ -127,9 +129,7 @@ int run(const Options& options) {
   }
 
   const std::size_t n_ctx = options.n_ctx;
-  if (n_ctx > config.n_ctx_train) {
-    smol::fail("-c ", n_ctx, " exceeds the model's context of ", config.n_ctx_train);
-  }
+  smol::check_context_fits(config, n_ctx);
   if (tokens.size() < 2 * n_ctx) {
     smol::fail("need at least ", 2 * n_ctx, " tokens for a context of ", n_ctx, ", the input has ",
                tokens.size());

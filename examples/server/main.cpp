@@ -80,8 +80,9 @@ struct Service {
   }
 
   static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
-    const std::size_t trained = m.config().n_ctx_train;
-    return o.context == 0 ? trained : std::min(o.context, trained);
+    if (o.context == 0) return m.config().n_ctx_train;
+    smol::check_context_fits(m.config(), o.context);  // past the trained one: RoPE scaling
+    return o.context;
   }
 
   std::size_t context_length() const { return sequence_length(options, model); }
@@ -590,8 +591,8 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     const std::string path = choose_model(options);
-    state.service =
-        std::make_unique<Service>(options, smol::Model::open(path, {.repack = options.repack}));
+    state.service = std::make_unique<Service>(
+        options, smol::Model::open(path, {.repack = options.repack, .rope = options.rope}));
     state.model_path = path;
     state.model_name =
         options.alias.empty() ? std::filesystem::path(path).filename().string() : options.alias;

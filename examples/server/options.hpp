@@ -41,6 +41,7 @@ struct Options {
   std::string alias;
   smol::KvType kv_type = smol::KvType::f16;
   smol::Repack repack = smol::Repack::when_faster;
+  smol::RopeOverrides rope;
   std::string reasoning_format = "deepseek";
   bool thinking = true;
   smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
@@ -102,6 +103,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
       ->transform(integer(1, 65536));
   smol::cli::add_kv_type(program, options.kv_type);
   smol::cli::add_repack(program, options.repack);
+  smol::cli::add_rope_flags(program, options.rope);
   program.alias("-np", "--parallel");
   program.check([&options] {
     if (options.batch < options.slots) {

@@ -33,6 +33,15 @@ struct HyperparameterKeys {
   std::string_view context_length = "context_length";
   std::string_view rms_epsilon = "attention.layer_norm_rms_epsilon";
   std::string_view rope_dimension_count = "rope.dimension_count";  // optional: head size
+  // RoPE scaling, all optional (ops/rope.hpp's RopeScaling; llama.cpp's names).
+  std::string_view rope_scaling_type = "rope.scaling.type";  // "none", "linear", "yarn"
+  std::string_view rope_scaling_factor = "rope.scaling.factor";
+  std::string_view rope_scale_linear = "rope.scale_linear";  // older files: linear factor
+  std::string_view rope_scaling_original_context = "rope.scaling.original_context_length";
+  std::string_view yarn_ext_factor = "rope.scaling.yarn_ext_factor";
+  std::string_view yarn_attn_factor = "rope.scaling.yarn_attn_factor";
+  std::string_view yarn_beta_fast = "rope.scaling.yarn_beta_fast";
+  std::string_view yarn_beta_slow = "rope.scaling.yarn_beta_slow";
 };
 
 // Tensor names: the model's own as they are, a block's after "blk.<il>.". Each is

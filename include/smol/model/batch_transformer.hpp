@@ -65,12 +65,13 @@ class BatchTransformer {
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
     pool_ =
         KvPool({c.n_layer, c.n_head_kv, c.head_dim}, options_.total_positions, options_.kv_type);
-    rope_ = RopeTable(c.n_rot, c.rope_base);
+    rope_ = RopeTable(c.n_rot, rope_frequencies(model));
   }
 
   const Model& model() const noexcept { return *model_; }
-  // The longest sequence a position may belong to: the model's trained context.
-  std::size_t max_sequence_length() const noexcept { return model_->config().n_ctx_train; }
+  // The longest sequence a position may belong to: the model's context (trained, or
+  // stretched by RoPE scaling).
+  std::size_t max_sequence_length() const noexcept { return model_->config().max_context(); }
   // Seconds of all forward calls so far spent in attention (the rest is the weights).
   double attention_seconds() const noexcept { return pass_.attention_seconds(); }
   KvPool& pool() noexcept { return pool_; }

@@ -5,6 +5,8 @@
 // per family, the NoPE rhythm and the RoPE style, comes from the entry itself.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +33,8 @@ struct ModelConfig {
   std::size_t n_vocab = 0;
   float rope_base = 10000.0f;
   float rms_eps = 1e-5f;
+  // RoPE scaling from the file's rope.scaling.* keys, or set by ModelOptions::rope.
+  RopeScaling rope_scaling;
 
   // rope_layers[il]: whether block il applies RoPE (the architecture's NoPE rule:
   // SmolLM3 leaves it out of every fourth block). Public so experiments and tests can
@@ -42,6 +46,17 @@ struct ModelConfig {
   RopeLayout rope_layout = RopeLayout::adjacent_pairs;
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
+  // The longest context the model runs: the trained one, or with RoPE scaling the
+  // original context times the factor (SmolLM3-3B: 65536 x 2 with YaRN).
+  std::size_t max_context() const noexcept {
+    if (rope_scaling.type == RopeScalingType::none) return n_ctx_train;
+    const std::size_t original =
+        rope_scaling.original_context != 0 ? rope_scaling.original_context : n_ctx_train;
+    const auto scaled =
+        static_cast<std::size_t>(static_cast<double>(original) * rope_scaling.factor);
+    return std::max(n_ctx_train, scaled);
+  }
+  RopeFrequencies rope_frequencies() const { return {rope_base, rope_scaling, {}}; }
   std::size_t q_dim() const noexcept { return n_head * head_dim; }
   std::size_t kv_dim() const noexcept { return n_head_kv * head_dim; }
 
@@ -56,6 +71,46 @@ inline std::vector<bool> default_rope_layers(std::string_view architecture, std:
 
 inline RopeLayout rope_layout_of(RopeStyle style) {
   return style == RopeStyle::neox ? RopeLayout::rotate_half : RopeLayout::adjacent_pairs;
+}
+
+// The file's RoPE scaling: rope.scaling.type/factor/original_context_length and the
+// yarn_* keys, or the older rope.scale_linear. As in llama.cpp, YaRN's ext factor is 1
+// unless the file says otherwise, and the original context defaults to the trained one.
+inline RopeScaling read_rope_scaling(const gguf::GgufFile& file, const Architecture& arch,
+                                     std::size_t n_ctx_train) {
+  const HyperparameterKeys& keys = arch.keys;
+  const auto key = [&](std::string_view suffix) { return arch.key(suffix); };
+  RopeScaling scaling;
+  const auto factor = file.get_optional<float>(key(keys.rope_scaling_factor));
+  const auto linear = file.get_optional<float>(key(keys.rope_scale_linear));
+  const auto type = file.get_optional<std::string>(key(keys.rope_scaling_type));
+  if (type) {
+    if (*type == "none") {
+      scaling.type = RopeScalingType::none;
+    } else if (*type == "linear") {
+      scaling.type = RopeScalingType::linear;
+    } else if (*type == "yarn") {
+      scaling.type = RopeScalingType::yarn;
+    } else {
+      fail(file.name(), ": ", key(keys.rope_scaling_type), " \"", *type,
+           "\" is not supported (smol knows none, linear and yarn)");
+    }
+  } else if (linear && *linear != 1.0f) {
+    scaling.type = RopeScalingType::linear;
+  }
+  scaling.factor = factor.value_or(linear.value_or(1.0f));
+  if (!(scaling.factor >= 1.0f) || !std::isfinite(scaling.factor)) {
+    fail(file.name(), ": RoPE scaling factor ", scaling.factor, " must be at least 1");
+  }
+  if (scaling.factor == 1.0f) scaling.type = RopeScalingType::none;  // nothing to scale
+  scaling.original_context = static_cast<std::size_t>(
+      file.get_optional<std::uint64_t>(key(keys.rope_scaling_original_context))
+          .value_or(n_ctx_train));
+  scaling.ext_factor = file.get_optional<float>(key(keys.yarn_ext_factor)).value_or(1.0f);
+  scaling.attn_factor = file.get_optional<float>(key(keys.yarn_attn_factor)).value_or(1.0f);
+  scaling.beta_fast = file.get_optional<float>(key(keys.yarn_beta_fast)).value_or(32.0f);
+  scaling.beta_slow = file.get_optional<float>(key(keys.yarn_beta_slow)).value_or(1.0f);
+  return scaling;
 }
 
 inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
@@ -118,9 +173,23 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
     fail(file.name(), ": tensor token_embd.weight must be 2-D [n_embd, n_vocab]");
   }
   config.n_vocab = static_cast<std::size_t>(embeddings.dims[1]);
+  config.rope_scaling = read_rope_scaling(file, arch, config.n_ctx_train);
   config.rope_layers = arch.nope.rope_layers(config.n_layer);
   config.rope_layout = rope_layout_of(arch.rope.style);
   return config;
+}
+
+// Refuses a context longer than the model runs, saying how to stretch it.
+inline void check_context_fits(const ModelConfig& config, std::size_t context) {
+  if (context <= config.max_context()) return;
+  if (config.rope_scaling.type == RopeScalingType::none) {
+    fail("a context of ", context, " positions exceeds the model's trained ", config.n_ctx_train,
+         "; RoPE scaling stretches it (in the programs: --rope-scaling yarn --rope-scale ",
+         (context + config.n_ctx_train - 1) / config.n_ctx_train, ")");
+  }
+  fail("a context of ", context, " positions exceeds the model's ", config.max_context(), " (",
+       config.n_ctx_train, " trained, ", rope_scaling_name(config.rope_scaling.type),
+       " scaling by ", config.rope_scaling.factor, ")");
 }
 
 }  // namespace smol

@@ -2,6 +2,7 @@
 // once built, so any number of Transformer sessions can share one.
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,8 +24,47 @@ enum class Repack {
   always,
 };
 
+// Changes to the file's RoPE, as llama.cpp's flags make them (--rope-scaling,
+// --rope-scale, --yarn-orig-ctx, --rope-freq-base, --yarn-*-factor, --yarn-beta-*);
+// each one that is set replaces the file's value.
+struct RopeOverrides {
+  std::optional<RopeScalingType> type{};
+  std::optional<float> factor{};                  // context multiplier (--rope-scale)
+  std::optional<std::size_t> original_context{};  // --yarn-orig-ctx
+  std::optional<float> freq_base{};               // --rope-freq-base
+  std::optional<float> ext_factor{}, attn_factor{}, beta_fast{}, beta_slow{};
+};
+
+inline void apply_rope_overrides(ModelConfig& config, const RopeOverrides& o) {
+  RopeScaling& s = config.rope_scaling;
+  if (o.freq_base) {
+    if (!(*o.freq_base > 0.0f)) fail("RoPE frequency base ", *o.freq_base, " must be positive");
+    config.rope_base = *o.freq_base;
+  }
+  if (o.factor) {
+    if (!(*o.factor >= 1.0f) || !std::isfinite(*o.factor)) {
+      fail("RoPE scaling factor ", *o.factor, " must be at least 1");
+    }
+    s.factor = *o.factor;
+    // A factor alone, on a file without scaling, means linear as in llama.cpp.
+    if (s.type == RopeScalingType::none && !o.type) s.type = RopeScalingType::linear;
+  }
+  if (o.type) s.type = *o.type;
+  if (o.original_context) s.original_context = *o.original_context;
+  if (o.ext_factor) s.ext_factor = *o.ext_factor;
+  if (o.attn_factor) s.attn_factor = *o.attn_factor;
+  if (o.beta_fast) s.beta_fast = *o.beta_fast;
+  if (o.beta_slow) s.beta_slow = *o.beta_slow;
+  if (s.type != RopeScalingType::none && s.factor == 1.0f) {
+    fail("RoPE scaling ", rope_scaling_name(s.type),
+         " needs a factor above 1 (--rope-scale N, e.g. 2 for twice the trained context)");
+  }
+  if (s.original_context == 0) s.original_context = config.n_ctx_train;
+}
+
 struct ModelOptions {
   Repack repack = Repack::never;
+  RopeOverrides rope{};
 };
 
 inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
@@ -42,6 +82,7 @@ class Model {
   // For a config adjusted after reading (e.g. another NoPE schedule in an experiment).
   Model(gguf::GgufFile file, ModelConfig config, ModelOptions options = {})
       : file_(std::move(file)), config_(std::move(config)) {
+    apply_rope_overrides(config_, options.rope);
     if (config_.rope_layers.size() != config_.n_layer) {
       fail(file_.name(), ": the RoPE schedule covers ", config_.rope_layers.size(),
            " blocks, the model has ", config_.n_layer);
@@ -68,5 +109,16 @@ class Model {
   ModelWeights weights_;
   RepackedWeights repacked_;  // owns the copies weights_' views point to
 };
+
+// RoPE as this model turns it: the config's base and scaling, and the file's
+// rope_freqs.weight divisors where it has them (Llama 3.1+).
+inline RopeFrequencies rope_frequencies(const Model& model) {
+  RopeFrequencies rope = model.config().rope_frequencies();
+  if (const gguf::TensorInfo* factors = model.weights().rope_freqs) {
+    rope.factors.resize(factors->elements());
+    dequantize_row(factors->type, factors->data, rope.factors.data(), rope.factors.size());
+  }
+  return rope;
+}
 
 }  // namespace smol

@@ -45,14 +45,11 @@ class Transformer {
       : model_(&model), context_(&context), options_(options), pass_(model, context) {
     const ModelConfig& config = model.config();
     if (options_.context == 0) options_.context = config.n_ctx_train;
-    if (options_.context > config.n_ctx_train) {
-      fail("a context of ", options_.context, " positions exceeds the model's ",
-           config.n_ctx_train);
-    }
+    check_context_fits(config, options_.context);
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
     kv_ = KvCache(config.n_layer, config.n_head_kv, config.head_dim, options_.context,
                   options_.kv_type);
-    rope_ = RopeTable(config.n_rot, config.rope_base);
+    rope_ = RopeTable(config.n_rot, rope_frequencies(model));
   }
 
   const Model& model() const noexcept { return *model_; }

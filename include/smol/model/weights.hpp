@@ -34,7 +34,7 @@ namespace smol {
 // LayerPass, the f32 reference and the CUDA unit. A family that brings another one
 // gets it applied in all three, then set here; until then a file that carries it is
 // refused at load.
-inline constexpr OptionalTensors kAppliedOptionalTensors{.tied_output = true};
+inline constexpr OptionalTensors kAppliedOptionalTensors{.rope_freqs = true, .tied_output = true};
 
 struct LayerWeights {
   std::vector<float> attn_norm;

@@ -36,7 +36,9 @@ class ReferenceForward {
   using Vector = Eigen::RowVectorXf;
 
   explicit ReferenceForward(const Model& model, ReferenceOptions options = {})
-      : config_(model.config()), options_(options) {
+      : config_(model.config()),
+        options_(options),
+        rope_table_(model.config().n_rot, rope_frequencies(model)) {
     const ModelWeights& w = model.weights();
     token_embd_ = dense(w.token_embd);
     output_ = w.tied_embeddings ? dense(w.token_embd) : dense(w.output);
@@ -152,22 +154,23 @@ class ReferenceForward {
     return out;
   }
 
-  // Row t is at position t. Each head's pair i turns by t * base^(-2i / n_rot).
+  // Row t is at position t. Each head's pair i turns by t * frequency(i): base^(-2i /
+  // n_rot) as scaled by the model's RoPE scaling and rope_freqs (the same RopeTable
+  // definition as the engine; the yarn goldens check it against llama.cpp).
   void rope(Matrix& x, std::size_t n_heads) const {
     const ModelConfig& c = config_;
     const std::size_t pairs = c.n_rot / 2;
+    const float magnitude = rope_table_.magnitude();
     for (Eigen::Index t = 0; t < x.rows(); ++t) {
       for (std::size_t h = 0; h < n_heads; ++h) {
         float* head = x.row(t).data() + h * c.head_dim;
         for (std::size_t i = 0; i < pairs; ++i) {
-          const double angle = static_cast<double>(t) * std::pow(static_cast<double>(c.rope_base),
-                                                                 -2.0 * static_cast<double>(i) /
-                                                                     static_cast<double>(c.n_rot));
+          const double angle = static_cast<double>(t) * rope_table_.frequency(i);
           const bool adjacent = c.rope_layout == RopeLayout::adjacent_pairs;
           float& a = head[adjacent ? 2 * i : i];
           float& b = head[adjacent ? 2 * i + 1 : i + pairs];
-          const float cos = static_cast<float>(std::cos(angle));
-          const float sin = static_cast<float>(std::sin(angle));
+          const float cos = static_cast<float>(std::cos(angle)) * magnitude;
+          const float sin = static_cast<float>(std::sin(angle)) * magnitude;
           const float rotated_a = a * cos - b * sin;
           b = a * sin + b * cos;
           a = rotated_a;
@@ -204,6 +207,7 @@ class ReferenceForward {
 
   ModelConfig config_;
   ReferenceOptions options_;
+  RopeTable rope_table_;  // only its frequencies and magnitude are read
   Dense token_embd_;
   Dense output_;
   Vector output_norm_;
