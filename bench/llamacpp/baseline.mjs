@@ -44,7 +44,9 @@ const nextId = (vocab) => {
 };
 
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.warn, maxThreads: threads });
-const model = await llama.loadModel({ modelPath: opts.model, gpuLayers: 0, useMmap: true });
+// mmap off, as llama-bench -mmp 0: on this VM decode from the map runs at a fifth of the
+// speed, and a ratio against that would flatter smol.
+const model = await llama.loadModel({ modelPath: opts.model, gpuLayers: 0, useMmap: false });
 const vocab = model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 32000;
 const randomTokens = (n) => Array.from({ length: n }, () => nextId(vocab));
 
