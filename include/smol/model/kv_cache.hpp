@@ -19,11 +19,10 @@
 
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
+#include "smol/model/kv_type.hpp"
 #include "smol/ops/attention.hpp"
 
 namespace smol {
-
-enum class KvType { f16, f32 };
 
 namespace detail {
 
