@@ -163,6 +163,10 @@ TEST_CASE("session files that are corrupt or foreign are refused with the file n
     write_file(path, bad);
     CHECK(error_of(path, target).find("token 0 is -5") != std::string::npos);
   }
+  SUBCASE("a directory") {
+    CHECK(error_of(smol::test::scratch_dir(), target).find("not a regular file") !=
+          std::string::npos);
+  }
   SUBCASE("a missing file") {
     CHECK(error_of(smol::test::scratch_dir() / "nope.bin", target).find("cannot open") !=
           std::string::npos);

@@ -138,8 +138,17 @@ class KvCache {
   // kIntoCache: from `outside` into the cache; otherwise from the cache to `outside`.
   template <bool kIntoCache, class Outside>
   void copy_rows(std::size_t layer, std::size_t positions, Outside* outside) const noexcept {
-    const std::size_t e = element_bytes_;
-    const std::size_t head_stride = padded_ * head_dim_ * e;
+    if (type_ == KvType::f16) {
+      copy_rows_as<f16_bits, kIntoCache>(layer, positions, outside);
+    } else {
+      copy_rows_as<float, kIntoCache>(layer, positions, outside);
+    }
+  }
+
+  // `outside` may be unaligned (it is a file's bytes): every access is a memcpy of a
+  // constant size, which compiles to one load and one store.
+  template <class Element, bool kIntoCache, class Outside>
+  void copy_rows_as(std::size_t layer, std::size_t positions, Outside* outside) const noexcept {
     const auto copy = [&](std::byte* cache, std::size_t bytes) {
       if constexpr (kIntoCache) {
         std::memcpy(cache, outside, bytes);
@@ -148,12 +157,20 @@ class KvCache {
       }
       outside += bytes;
     };
-    std::byte* keys = memory_.data() + 2 * layer * n_head_kv_ * head_stride;
-    std::byte* values = keys + n_head_kv_ * head_stride;
+    constexpr std::size_t e = sizeof(Element);
+    const std::size_t head_stride = padded_ * head_dim_ * e;
+    std::byte* keys = reinterpret_cast<std::byte*>(base<Element>(layer, 0));
+    std::byte* values = reinterpret_cast<std::byte*>(base<Element>(layer, 1));
     for (std::size_t g = 0; g < n_head_kv_; ++g) {
       for (std::size_t p = 0; p < positions; ++p) {
-        for (std::size_t d = 0; d < head_dim_; ++d) {
-          copy(keys + g * head_stride + key_offset(p, d, head_dim_) * e, e);
+        std::byte* key = keys + g * head_stride + key_offset(p, 0, head_dim_) * e;
+        for (std::size_t d = 0; d < head_dim_; ++d, key += kKeyTile * e) {
+          if constexpr (kIntoCache) {
+            std::memcpy(key, outside, e);
+          } else {
+            std::memcpy(outside, key, e);
+          }
+          outside += e;
         }
       }
     }

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/core/mapped_file.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/session_format.hpp"
@@ -107,12 +107,10 @@ inline void save_session(const std::filesystem::path& path, const Transformer& t
 inline std::vector<std::int32_t> load_session(const std::filesystem::path& path,
                                               Transformer& transformer) {
   const std::string name = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(name, ": cannot open the session file");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(name, ": cannot read the session file");
-  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(raw.data()),
-                                         raw.size());
+  // Mapped, not read: a 3B model's session is tens of megabytes, and a copy would
+  // first be zeroed page by page.
+  const MappedFile file(name);
+  const std::span<const std::byte> bytes = file.bytes();
   const SessionFingerprint expected = session_fingerprint(transformer);
   return restore_session(decode_session(bytes, name, &expected), transformer, name);
 }
