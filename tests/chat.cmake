@@ -57,6 +57,16 @@ smol_expect(chat_bad_repack 2 "--repack: expected auto, on or off" 1 ${chat} --r
 add_test(NAME chat_pipe_matches_prompt COMMAND ${SMOL_SH} -c
   "a=$(echo hi | ${chat} -m ${fixture} -n 8 --temp 0 2>/dev/null) && b=$(${chat} -m ${fixture} -p hi -n 8 --temp 0 2>/dev/null) && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ]")
 
+# --prompt-cache: the first run saves the prompt's session, the second restores it,
+# evaluates only the last prompt token and gives the same greedy reply; a truncated
+# file and one saved with another KV type are refused with exit 1.
+set(session "${chat_dir}/prompt-cache.session")
+set(session_err "${chat_dir}/prompt-cache.err")
+set(cached_chat "${chat} -m ${fixture} -p hi -n 8 --temp 0 -t 2 --ignore-eos --prompt-cache ${session}")
+add_test(NAME chat_prompt_cache COMMAND ${SMOL_SH} -c
+  "rm -f ${session} && a=$(${cached_chat} 2>/dev/null) && [ -s ${session} ] && b=$(${cached_chat} 2>${session_err}) && cat ${session_err} && grep -Eq 'restored [1-9][0-9]* tokens' ${session_err} && grep -Eq 'prompt 1 tokens \\([1-9][0-9]* reused\\)' ${session_err} && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] && ! ${cached_chat} --kv-type f32 2>${session_err} && grep -q 'the KV type (--kv-type) is f16 in the file, f32 here' ${session_err} && head -c 100 ${session} > ${session}.cut && ! ${chat} -m ${fixture} -p hi -n 2 --prompt-cache ${session}.cut 2>${session_err} && grep -q 'prompt-cache.session.cut: truncated' ${session_err}")
+set_tests_properties(chat_prompt_cache PROPERTIES TIMEOUT 120)
+
 # ---- bad input: one line, exit 1; bad flags: exit 2 -----------------------------
 smol_expect(chat_missing_file 1 "^smol-chat: .*no such file$" 1 ${chat} -m "${chat_dir}/nope.gguf")
 smol_expect(chat_directory 1 "^smol-chat: .* is a directory" 1 ${chat} -m "${chat_dir}")

@@ -4,11 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "scratch_dir.hpp"
 #include "smol/generate/chat_session.hpp"
 #include "smol/model/model.hpp"
+#include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/text/chat_prompt.hpp"
@@ -420,4 +423,44 @@ TEST_CASE("a user message that spells the template's own markup stays text, wher
     }
     CHECK(encoder.encode(format, messages) == expected);
   }
+}
+
+TEST_CASE("a chat restored from a session file reuses its tokens and replies the same") {
+  Fixture& f = fixture();
+  smol::Context context(2);
+  smol::Transformer first(f.model, context, {.context = 1024});
+  smol::TransformerSource first_source(first);
+  smol::ChatSession session(first_source, f.tokenizer, f.format, greedy());
+  std::vector<smol::TokenId> prompt;
+  smol::ReplyOptions options;
+  options.max_tokens = 8;
+  options.on_prompt = [&prompt](std::span<const smol::TokenId> p) {
+    prompt.assign(p.begin(), p.end());
+  };
+  const smol::Reply one = session.ask("Hello there", options);
+  const auto path = smol::test::scratch_dir() / "chat.session";
+  smol::save_session(path, first, prompt);
+
+  const auto restored_reply = [&](const std::string& text) {
+    smol::Transformer restored(f.model, context, {.context = 1024});
+    smol::TransformerSource source(restored);
+    smol::ChatSession resumed(source, f.tokenizer, f.format, greedy());
+    resumed.restore_cached_tokens(smol::load_session(path, restored));
+    CHECK(resumed.cached_tokens() == prompt.size());
+    return resumed.ask(text, {.max_tokens = 8});
+  };
+  // The same prompt: only its last token is evaluated again (its logits pick the reply).
+  const smol::Reply same = restored_reply("Hello there");
+  CHECK(same.stats.reused_tokens == prompt.size() - 1);
+  CHECK(same.stats.prompt_tokens == 1);
+  CHECK(same.text == one.text);
+
+  // Another question shares the system block and the start of the user turn.
+  const smol::Reply other = restored_reply("Hello you");
+  CHECK(other.stats.reused_tokens > 0);
+  CHECK(other.stats.reused_tokens < prompt.size() - 1);
+  smol::Transformer plain(f.model, context, {.context = 1024});
+  smol::TransformerSource plain_source(plain);
+  smol::ChatSession uninterrupted(plain_source, f.tokenizer, f.format, greedy());
+  CHECK(uninterrupted.ask("Hello you", {.max_tokens = 8}).text == other.text);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <exception>
@@ -22,11 +23,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "default_model.hpp"
 #include "options.hpp"
 #include "smol/generate/chat_session.hpp"
 #include "smol/model/model.hpp"
+#include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
@@ -127,6 +130,7 @@ struct Chat {
   std::unique_ptr<smol::LogitsSource> source;
   smol::ChatSession session;
   std::optional<smol::GenerationStats> last_stats;
+  bool prompt_cache_saved = false;
 
   Chat(chat::Options opts, smol::Model opened)
       : options(std::move(opts)),
@@ -136,6 +140,38 @@ struct Chat {
         source(start_engine()),
         session(*source, tokenizer, chat_format(), settings()) {
     if (!options.system.empty()) session.set_system_prompt(options.system);
+    if (options.prompt_cache) restore_prompt_cache(*options.prompt_cache);
+  }
+
+  // --prompt-cache FILE, when FILE exists: its tokens and K/V go into the engine and
+  // the session takes them as evaluated. A file of another model, or a corrupt one,
+  // is an error (exit 1) rather than llama.cpp's warning: silently overwriting it
+  // would throw away a long prefill the user meant to keep.
+  void restore_prompt_cache(const std::string& path) {
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) {
+      std::fprintf(stderr, "smol-chat: %s does not exist yet; the prompt will be saved there\n",
+                   path.c_str());
+      return;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<smol::TokenId> tokens = smol::load_session(path, *cpu);
+    const double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - started)
+                          .count();
+    std::fprintf(stderr, "smol-chat: restored %zu tokens from %s in %.1f ms\n", tokens.size(),
+                 path.c_str(), ms);
+    session.restore_cached_tokens(std::move(tokens));
+  }
+
+  // Saves the first prompt's tokens and K/V to --prompt-cache's file (once, as
+  // llama.cpp does); the positions after it, the reply's, are not part of it.
+  void save_prompt_cache(std::span<const smol::TokenId> prompt) {
+    if (!options.prompt_cache || prompt_cache_saved || prompt.empty()) return;
+    smol::save_session(*options.prompt_cache, *cpu, prompt);
+    prompt_cache_saved = true;
+    std::fprintf(stderr, "smol-chat: saved %zu prompt tokens to %s\n", prompt.size(),
+                 options.prompt_cache->c_str());
   }
 
   std::unique_ptr<smol::LogitsSource> start_engine() {
@@ -209,9 +245,11 @@ struct Chat {
     reply_options.cancel = &chat::interrupt_requested;
     reply_options.ignore_eos = options.ignore_eos;
     reply_options.on_piece = [&printer](const smol::TextPiece& piece) { printer(piece); };
-    if (options.verbose) {
-      reply_options.on_prompt = [this](std::span<const smol::TokenId> p) { show_prompt(p); };
-    }
+    std::vector<smol::TokenId> prompt;
+    reply_options.on_prompt = [this, &prompt](std::span<const smol::TokenId> p) {
+      if (options.verbose) show_prompt(p);
+      prompt.assign(p.begin(), p.end());
+    };
     if (options.max_tokens == 0) {
       std::fputc('\n', stdout);
       return Outcome::done;
@@ -220,6 +258,10 @@ struct Chat {
       const smol::Reply reply = session.ask(text, reply_options);
       printer.finish();
       last_stats = reply.stats;
+      // Cancelled before any reply token may mean the prompt is not all evaluated.
+      if (!(reply.stop == smol::StopReason::cancelled && reply.stats.generated_tokens == 0)) {
+        save_prompt_cache(prompt);
+      }
       if (reply.dropped_messages > 0) {
         std::fprintf(stderr, "smol-chat: the context was full; forgot the %zu oldest messages\n",
                      reply.dropped_messages);
@@ -362,6 +404,10 @@ int main(int argc, char** argv) {
     std::fputs("smol-chat: --gpu needs a build with -DSMOL_CUDA=ON\n", stderr);
     return 2;
 #endif
+    if (options.prompt_cache) {
+      std::fputs("smol-chat: --prompt-cache works with the CPU engine only, not --gpu\n", stderr);
+      return 2;
+    }
   }
   chat::catch_interrupts();
   try {

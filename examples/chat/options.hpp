@@ -42,6 +42,7 @@ struct Options {
   bool gpu = false;
   smol::Repack repack = smol::Repack::when_faster;
   smol::RopeOverrides rope;
+  std::optional<std::string> prompt_cache;  // --prompt-cache FILE
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should
@@ -63,6 +64,12 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   program.alias("-sys", "--system");
   app.add_flag("--raw", options.raw,
                "no chat template: continue the text as written (base models)");
+  app.add_option_function<std::string>(
+         "--prompt-cache", [&options](const std::string& path) { options.prompt_cache = path; },
+         "start from the session saved in FILE (the longest common\n"
+         "prefix of its tokens with the prompt is not evaluated again);\n"
+         "the first prompt is saved there once evaluated")
+      ->type_name("FILE");
   app.add_flag("-y,--yes", options.yes,
                "download the default model without asking (or SMOL_DOWNLOAD=1)");
 

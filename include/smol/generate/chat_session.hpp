@@ -85,6 +85,15 @@ class ChatSession {
     sampler_.reset_history();
   }
 
+  // The source holds `tokens` already (a session file restored into it): the next
+  // reply evaluates only what follows their common prefix with its prompt.
+  void restore_cached_tokens(std::vector<TokenId> tokens) {
+    cache_.assume_evaluated(std::move(tokens));
+    // Those tokens never passed through the sampler, so the penalties' history
+    // takes the next prompt whole, as an uninterrupted session's would have.
+    history_lacks_cache_ = true;
+  }
+
   void set_thinking(bool thinking) { settings_.thinking = thinking; }
   bool thinking() const { return settings_.thinking; }
   const std::vector<ChatMessage>& messages() const { return conversation_.messages(); }
@@ -111,7 +120,9 @@ class ChatSession {
       return reply;  // nothing generated: the conversation is left unanswered
     }
     // The penalties' history takes the prompt only once it is really in the cache.
-    for (const TokenId token : prompt.subspan(reply.stats.reused_tokens)) sampler_.accept(token);
+    const std::size_t first_new =
+        std::exchange(history_lacks_cache_, false) ? 0 : reply.stats.reused_tokens;
+    for (const TokenId token : prompt.subspan(first_new)) sampler_.accept(token);
 
     const PieceKind first_kind =
         think_.open_at_end(prompt) ? PieceKind::thinking : PieceKind::answer;
@@ -138,6 +149,7 @@ class ChatSession {
   ChatPromptEncoder prompt_encoder_;
   Conversation conversation_;
   PromptCache cache_;
+  bool history_lacks_cache_ = false;  // see restore_cached_tokens
 };
 
 }  // namespace smol

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "smol/core/cancel.hpp"
@@ -110,6 +111,14 @@ class PromptCache {
     std::span<const float> logits = source.evaluate(next, tokens_.size());
     tokens_.push_back(token);
     return logits;
+  }
+
+  // Declares that the source already holds `tokens` at positions [0, tokens.size())
+  // (a session restored from a file, see model/session_file.hpp): the next prompt
+  // reuses their longest common prefix as if this cache had evaluated them.
+  void assume_evaluated(std::vector<TokenId> tokens) {
+    tokens_ = std::move(tokens);
+    tail_.reset();
   }
 
   // The reply's last sampled token, never evaluated: it waits for the next turn,

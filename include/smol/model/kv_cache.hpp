@@ -19,11 +19,10 @@
 
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
+#include "smol/model/kv_type.hpp"
 #include "smol/ops/attention.hpp"
 
 namespace smol {
-
-enum class KvType { f16, f32 };
 
 namespace detail {
 
@@ -94,6 +93,24 @@ class KvCache {
     }
   }
 
+  // Bytes of block `layer`'s K and V rows for positions [0, positions) in the
+  // tile-free layout of copy_rows_out.
+  std::size_t layer_bytes_for(std::size_t positions) const noexcept {
+    return 2 * n_head_kv_ * positions * head_dim_ * element_bytes_;
+  }
+
+  // Copies the rows of positions [0, positions) of block `layer` to `out`
+  // (layer_bytes_for(positions) bytes): every KV head's keys, position by position,
+  // then every KV head's values. Rows, not tiles: a saved session (session_file.hpp)
+  // then keeps only the positions used and does not depend on kKeyTile.
+  void copy_rows_out(std::size_t layer, std::size_t positions, std::byte* out) const noexcept {
+    copy_rows<false>(layer, positions, out);
+  }
+  // The inverse of copy_rows_out; commits only the pages of those positions.
+  void copy_rows_in(std::size_t layer, std::size_t positions, const std::byte* in) noexcept {
+    copy_rows<true>(layer, positions, in);
+  }
+
   // The attention view of block `layer`; Element must match type().
   template <class Element>
   KvHeads<Element> layer(std::size_t layer) const noexcept {
@@ -115,6 +132,50 @@ class KvCache {
       store_key(keys + g * head_dim_, base<Element>(layer, 0) + g * head_stride, pos, head_dim_);
       store_kv(values + g * head_dim_, base<Element>(layer, 1) + g * head_stride + pos * head_dim_,
                head_dim_);
+    }
+  }
+
+  // kIntoCache: from `outside` into the cache; otherwise from the cache to `outside`.
+  template <bool kIntoCache, class Outside>
+  void copy_rows(std::size_t layer, std::size_t positions, Outside* outside) const noexcept {
+    if (type_ == KvType::f16) {
+      copy_rows_as<f16_bits, kIntoCache>(layer, positions, outside);
+    } else {
+      copy_rows_as<float, kIntoCache>(layer, positions, outside);
+    }
+  }
+
+  // `outside` may be unaligned (it is a file's bytes): every access is a memcpy of a
+  // constant size, which compiles to one load and one store.
+  template <class Element, bool kIntoCache, class Outside>
+  void copy_rows_as(std::size_t layer, std::size_t positions, Outside* outside) const noexcept {
+    const auto copy = [&](std::byte* cache, std::size_t bytes) {
+      if constexpr (kIntoCache) {
+        std::memcpy(cache, outside, bytes);
+      } else {
+        std::memcpy(outside, cache, bytes);
+      }
+      outside += bytes;
+    };
+    constexpr std::size_t e = sizeof(Element);
+    const std::size_t head_stride = padded_ * head_dim_ * e;
+    std::byte* keys = reinterpret_cast<std::byte*>(base<Element>(layer, 0));
+    std::byte* values = reinterpret_cast<std::byte*>(base<Element>(layer, 1));
+    for (std::size_t g = 0; g < n_head_kv_; ++g) {
+      for (std::size_t p = 0; p < positions; ++p) {
+        std::byte* key = keys + g * head_stride + key_offset(p, 0, head_dim_) * e;
+        for (std::size_t d = 0; d < head_dim_; ++d, key += kKeyTile * e) {
+          if constexpr (kIntoCache) {
+            std::memcpy(key, outside, e);
+          } else {
+            std::memcpy(outside, key, e);
+          }
+          outside += e;
+        }
+      }
+    }
+    for (std::size_t g = 0; g < n_head_kv_; ++g) {
+      copy(values + g * head_stride, positions * head_dim_ * e);
     }
   }
 

@@ -57,6 +57,22 @@ class Transformer {
   // Positions [0, n_filled()) hold valid K/V.
   std::size_t n_filled() const noexcept { return n_filled_; }
 
+  const KvCache& kv_cache() const noexcept { return kv_; }
+
+  // Replaces the session's positions with [0, positions) written by `write_rows(kv)`
+  // (a saved session, see session_file.hpp); the next forward continues at
+  // `positions`. If write_rows throws, the session is left empty.
+  template <class WriteRows>
+  void restore(std::size_t positions, WriteRows&& write_rows) {
+    if (positions > options_.context) {
+      fail("restore: ", positions, " positions do not fit the session's context of ",
+           options_.context);
+    }
+    n_filled_ = 0;
+    write_rows(kv_);
+    n_filled_ = positions;
+  }
+
   // Runs `tokens` at positions [n_past, n_past + tokens.size()). n_past may be at most
   // n_filled(): rewinding drops the positions after it, skipping ahead is an error.
   // Returns the requested logits rows (n_vocab floats each, in position order),

@@ -1,0 +1,31 @@
+// libFuzzer target for the session file reader (smol/model/session_file.hpp).
+//
+// Any input must either decode or throw smol::Error; the sanitizers catch every read
+// the validation failed to bound. What decodes must be exactly what its counts say:
+// a KV block of the declared size that ends the input, and token ids in the vocabulary.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+
+#include "smol/model/session_format.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  smol::SessionImage image;
+  try {
+    image = smol::decode_session(bytes, "fuzz.session");
+  } catch (const smol::Error&) {
+    return 0;  // rejected cleanly: the expected outcome for most inputs
+  }
+  const smol::SessionFingerprint& f = image.fingerprint;
+  const std::size_t element = f.kv_type == smol::KvType::f16 ? 2 : 4;
+  const std::uint64_t kv_bytes =
+      2 * f.n_layer * f.n_head_kv * f.head_dim * image.tokens.size() * element;
+  if (image.kv.size() != kv_bytes) std::abort();
+  if (image.kv.data() + image.kv.size() != bytes.data() + bytes.size()) std::abort();
+  for (const std::int32_t token : image.tokens) {
+    if (token < 0 || static_cast<std::uint64_t>(token) >= f.n_vocab) std::abort();
+  }
+  return 0;
+}
