@@ -22,15 +22,18 @@ namespace {
 const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
 const std::string kF32Model = std::string(SMOL_TEST_DATA_DIR) + "/tiny-smollm3-a.f32.gguf";
 
-const std::vector<std::int32_t> kPrompt = {1, 17, 42, 300, 7, 99, 5, 250, 61, 8, 33, 120,
-                                           4, 77, 19, 2,   90, 64, 11, 3};
+const std::vector<std::int32_t> kPrompt = {1,  17,  42, 300, 7,  99, 5,  250, 61, 8,
+                                           33, 120, 4,  77,  19, 2,  90, 64,  11, 3};
 const std::vector<std::int32_t> kNext = {45, 46};
 
-std::vector<float> copy(std::span<const float> logits) { return {logits.begin(), logits.end()}; }
+std::vector<float> copy(std::span<const float> logits) {
+  return {logits.begin(), logits.end()};
+}
 
 void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string error_of(const std::filesystem::path& path, smol::Transformer& session) {
@@ -47,6 +50,12 @@ std::size_t n_layer_offset(const std::string& architecture) {
   return smol::kSessionMagic.size() + 4 + 4 + architecture.size();
 }
 
+// Offset of the token count: after n_layer, n_head_kv, head_dim, n_vocab (u64 each),
+// the KV type (u32), the model's size, header hash and RoPE hash (u64 each).
+std::size_t token_count_offset(const std::string& architecture) {
+  return n_layer_offset(architecture) + 4 * 8 + 4 + 3 * 8;
+}
+
 }  // namespace
 
 TEST_CASE("a loaded session continues bit for bit like the uninterrupted one") {
@@ -60,19 +69,17 @@ TEST_CASE("a loaded session continues bit for bit like the uninterrupted one") {
     const auto path = smol::test::scratch_dir() / "session.bin";
     smol::save_session(path, original, kPrompt);
     // The file keeps only the used positions, not the 64 reserved.
-    CHECK(std::filesystem::file_size(path) ==
-          smol::encode_session(original, kPrompt).size());
-    CHECK(std::filesystem::file_size(path) <
-          original.kv_cache().bytes_for(kPrompt.size()) + 1024);
-    const std::vector<float> want = copy(original.forward(kNext, kPrompt.size(),
-                                                          smol::LogitsFor::all));
+    CHECK(std::filesystem::file_size(path) == smol::encode_session(original, kPrompt).size());
+    CHECK(std::filesystem::file_size(path) < original.kv_cache().bytes_for(kPrompt.size()) + 1024);
+    const std::vector<float> want =
+        copy(original.forward(kNext, kPrompt.size(), smol::LogitsFor::all));
 
     smol::Transformer restored(model, ctx, options);
     const std::vector<std::int32_t> tokens = smol::load_session(path, restored);
     CHECK(tokens == kPrompt);
     CHECK(restored.n_filled() == kPrompt.size());
-    const std::vector<float> got = copy(restored.forward(kNext, kPrompt.size(),
-                                                         smol::LogitsFor::all));
+    const std::vector<float> got =
+        copy(restored.forward(kNext, kPrompt.size(), smol::LogitsFor::all));
     REQUIRE(got.size() == want.size());
     CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
 
@@ -141,6 +148,13 @@ TEST_CASE("session files that are corrupt or foreign are refused with the file n
     write_file(path, good);
     CHECK(error_of(path, elsewhere).find("saved for another model") != std::string::npos);
   }
+  SUBCASE("the same model with other RoPE settings (the cached keys are rotated)") {
+    const smol::Model yarn = smol::Model::open(
+        kQ4Model, {.rope = {.type = smol::RopeScalingType::yarn, .factor = 2.0f}});
+    smol::Transformer stretched(yarn, ctx, {.context = 64});
+    write_file(path, good);
+    CHECK(error_of(path, stretched).find("the hash of the RoPE settings") != std::string::npos);
+  }
   SUBCASE("more tokens than the context") {
     smol::Transformer small(model, ctx, {.context = 8});
     write_file(path, good);
@@ -148,7 +162,7 @@ TEST_CASE("session files that are corrupt or foreign are refused with the file n
   }
   SUBCASE("a token count beyond the file") {
     std::vector<std::byte> bad = good;
-    const std::size_t count_at = n_layer_offset(model.config().architecture) + 4 * 8 + 4 + 8 + 8;
+    const std::size_t count_at = token_count_offset(model.config().architecture);
     const std::uint64_t huge = std::uint64_t{1} << 62;
     std::memcpy(bad.data() + count_at, &huge, sizeof(huge));
     write_file(path, bad);
@@ -156,8 +170,7 @@ TEST_CASE("session files that are corrupt or foreign are refused with the file n
   }
   SUBCASE("a token outside the vocabulary") {
     std::vector<std::byte> bad = good;
-    const std::size_t first_token =
-        n_layer_offset(model.config().architecture) + 4 * 8 + 4 + 8 + 8 + 8;
+    const std::size_t first_token = token_count_offset(model.config().architecture) + 8;
     const std::int32_t minus = -5;
     std::memcpy(bad.data() + first_token, &minus, sizeof(minus));
     write_file(path, bad);

@@ -24,6 +24,17 @@
 
 namespace smol {
 
+// A hash of everything that sets the cached keys' rotation.
+inline std::uint64_t rope_settings_hash(const RopeFrequencies& rope) {
+  const RopeScaling& s = rope.scaling;
+  std::vector<float> values = {rope.base,    static_cast<float>(s.type),
+                               s.factor,     static_cast<float>(s.original_context),
+                               s.ext_factor, s.attn_factor,
+                               s.beta_fast,  s.beta_slow};
+  values.insert(values.end(), rope.factors.begin(), rope.factors.end());
+  return detail::fnv1a(std::as_bytes(std::span<const float>(values)));
+}
+
 // The fingerprint of `model` with a KV cache of `kv_type`.
 inline SessionFingerprint session_fingerprint(const Model& model, KvType kv_type) {
   const ModelConfig& config = model.config();
@@ -36,7 +47,8 @@ inline SessionFingerprint session_fingerprint(const Model& model, KvType kv_type
           .n_vocab = config.n_vocab,
           .kv_type = kv_type,
           .model_file_size = bytes.size(),
-          .model_header_hash = detail::fnv1a(bytes.first(header))};
+          .model_header_hash = detail::fnv1a(bytes.first(header)),
+          .rope_hash = rope_settings_hash(rope_frequencies(model))};
 }
 
 inline SessionFingerprint session_fingerprint(const Transformer& transformer) {
@@ -66,8 +78,7 @@ inline std::vector<std::byte> encode_session(const Transformer& transformer,
 // Restores a decoded session into `transformer`: the next forward continues at
 // image.tokens.size(). Returns the tokens.
 inline std::vector<std::int32_t> restore_session(const SessionImage& image,
-                                                 Transformer& transformer,
-                                                 std::string_view name) {
+                                                 Transformer& transformer, std::string_view name) {
   check_fingerprint(image.fingerprint, session_fingerprint(transformer), name);
   const std::size_t n = image.tokens.size();
   if (n > transformer.context_length()) {

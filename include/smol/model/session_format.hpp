@@ -5,7 +5,8 @@
 //   "smolsess"  u32 version
 //   fingerprint: u32 length + architecture bytes, u64 n_layer, n_head_kv, head_dim,
 //                n_vocab, u32 kv type (0 f16, 1 f32), u64 model file size,
-//                u64 FNV-1a hash of the model file's bytes before its tensor data
+//                u64 FNV-1a hash of the model file's bytes before its tensor data,
+//                u64 FNV-1a hash of the RoPE settings (base, scaling, rope_freqs)
 //   u64 n_tokens, i32 token ids[n_tokens]
 //   per block: its K and V rows of positions [0, n_tokens) (KvCache::copy_rows_out)
 //
@@ -13,8 +14,9 @@
 // differs in plain words; the hash covers everything else the GGUF declares (every
 // metadata value and the name, type, shape and offset of every tensor) without
 // reading gigabytes of weights, and the file size catches a file whose data was
-// rewritten in place. RoPE overrides given at load time (--rope-scaling and friends)
-// are not part of it: saving and loading must use the same ones.
+// rewritten in place. The RoPE hash covers what the file does not fix: the cached keys
+// are rotated, so a session saved with other RoPE overrides (--rope-scaling and
+// friends) would continue with keys rotated for another model.
 //
 // Decoding validates like the GGUF reader: any malformed, truncated or over-long
 // input is a smol::Error naming the file and what is wrong, never a read out of
@@ -50,6 +52,7 @@ struct SessionFingerprint {
   KvType kv_type = KvType::f16;
   std::uint64_t model_file_size = 0;
   std::uint64_t model_header_hash = 0;
+  std::uint64_t rope_hash = 0;
 
   bool operator==(const SessionFingerprint&) const = default;
 };
@@ -144,6 +147,7 @@ inline std::vector<std::byte> encode_session_header(const SessionFingerprint& f,
   detail::append(out, static_cast<std::uint32_t>(f.kv_type == KvType::f16 ? 0 : 1));
   detail::append(out, f.model_file_size);
   detail::append(out, f.model_header_hash);
+  detail::append(out, f.rope_hash);
   detail::append(out, static_cast<std::uint64_t>(tokens.size()));
   for (const std::int32_t token : tokens) detail::append(out, token);
   return out;
@@ -173,6 +177,12 @@ inline void check_fingerprint(const SessionFingerprint& file, const SessionFinge
   if (file.model_header_hash != model.model_header_hash) {
     differs("the hash of the model's metadata and tensor list", file.model_header_hash,
             model.model_header_hash);
+  }
+  if (file.rope_hash != model.rope_hash) {
+    differs(
+        "the hash of the RoPE settings (--rope-scaling, --rope-scale, --rope-freq-base, "
+        "--yarn-*)",
+        file.rope_hash, model.rope_hash);
   }
 }
 
@@ -213,6 +223,7 @@ inline SessionImage decode_session(std::span<const std::byte> bytes, std::string
   f.kv_type = kv_type == 0 ? KvType::f16 : KvType::f32;
   f.model_file_size = in.read<std::uint64_t>("the model's file size");
   f.model_header_hash = in.read<std::uint64_t>("the model's hash");
+  f.rope_hash = in.read<std::uint64_t>("the RoPE settings' hash");
   if (expected) check_fingerprint(f, *expected, name);
   const auto n_tokens = in.read<std::uint64_t>("the token count");
   if (n_tokens > in.left() / sizeof(std::int32_t)) {
