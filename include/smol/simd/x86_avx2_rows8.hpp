@@ -72,8 +72,11 @@ inline __m256i word_picker(int first, int second, bool into_high_byte) noexcept 
 // stack (with two tokens, 65 stack accesses per super-block). Pinning the running sum
 // keeps one register per accumulator: Q4_K prefill ran 20-40 % faster on Zen 3. Decode
 // (one token) is left to the compiler, whose early loads read 3 % faster there.
-template <class Arch>
-inline void accumulate_in_place(__m256i& sum) noexcept {
+// (The register type is a template parameter so that clang checks the 256-bit operand
+// only where it is instantiated, under AVX2 flags; checked at definition, it refused to
+// compile any translation unit without them.)
+template <class Arch, class Register>
+inline void accumulate_in_place(Register& sum) noexcept {
   asm("" : "+x"(sum));
 }
 
