@@ -8,9 +8,10 @@
 // Each test runs once untimed, then -r times on a cleared sequence: pp = one prompt of
 // -p random token ids in one batch; tg = -n tokens generated one at a time (greedy),
 // after -d random tokens already in the KV cache (filled once per depth, not timed).
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
+
+import { loadCpuModel } from "./cpu_model.mjs";
 
 const list = (s) => s.split(",").map((v) => Number.parseInt(v, 10));
 const { values: opts } = parseArgs({
@@ -36,19 +37,7 @@ const gens = list(opts["n-gen"]).filter((n) => n > 0);
 const depths = list(opts["n-depth"]);
 const flashAttention = { auto: "auto", on: true, off: false }[opts.fa];
 
-// A small linear congruential generator: the same token ids on every run.
-let state = BigInt(Number.parseInt(opts.seed, 10));
-const nextId = (vocab) => {
-  state = (state * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
-  return Number((state >> 33n) % BigInt(vocab));
-};
-
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.warn, maxThreads: threads });
-// mmap off, as llama-bench -mmp 0: on this VM decode from the map runs at a fifth of the
-// speed, and a ratio against that would flatter smol.
-const model = await llama.loadModel({ modelPath: opts.model, gpuLayers: 0, useMmap: false });
-const vocab = model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 32000;
-const randomTokens = (n) => Array.from({ length: n }, () => nextId(vocab));
+const { model, randomTokens } = await loadCpuModel(opts.model, threads, Number.parseInt(opts.seed, 10));
 
 const maxDepth = Math.max(...depths);
 const contextSize = maxDepth + Math.max(0, ...prompts, ...gens) + 16;

@@ -5,9 +5,10 @@
 // llama-batched-bench measures; its prebuilt CPU build is the llama.cpp reachable here.
 //
 //   node batched.mjs -m FILE [--npp 128] [--ntg 128] [--npl 1,2,4,8] [-t 2] [--fa auto|on|off]
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
+
+import { loadCpuModel } from "./cpu_model.mjs";
 
 const list = (s) => s.split(",").map((v) => Number.parseInt(v, 10));
 const { values: opts } = parseArgs({
@@ -30,17 +31,7 @@ const npp = Number.parseInt(opts.npp, 10);
 const ntg = Number.parseInt(opts.ntg, 10);
 const flashAttention = { auto: "auto", on: true, off: false }[opts.fa];
 
-let state = BigInt(Number.parseInt(opts.seed, 10));
-const nextId = (vocab) => {
-  state = (state * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
-  return Number((state >> 33n) % BigInt(vocab));
-};
-
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.warn, maxThreads: threads });
-// mmap off, as llama-bench -mmp 0 (see baseline.mjs).
-const model = await llama.loadModel({ modelPath: opts.model, gpuLayers: 0, useMmap: false });
-const vocab = model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 32000;
-const randomTokens = (n) => Array.from({ length: n }, () => nextId(vocab));
+const { model, randomTokens } = await loadCpuModel(opts.model, threads, Number.parseInt(opts.seed, 10));
 
 async function run(b) {
   const context = await model.createContext({
