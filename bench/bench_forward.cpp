@@ -61,7 +61,11 @@ void BM_attention_decode(benchmark::State& state) {
   for (auto _ : state) {
     const f16_bits* keys = pool.bytes.data() + copy * pool.layer_elements;
     const f16_bits* values = keys + pool.layer_elements / 2;
-    const KvHeads<f16_bits> kv{keys, head_stride, values, head_stride};
+    const KvHeads kv{.types = KvType::f16,
+                     .keys = reinterpret_cast<const std::byte*>(keys),
+                     .key_head_stride = head_stride * sizeof(f16_bits),
+                     .values = reinterpret_cast<const std::byte*>(values),
+                     .value_head_stride = head_stride * sizeof(f16_bits)};
     attention(ctx, kSmolLM3, q.data(), 1, depth - 1, kv, out.data());
     benchmark::DoNotOptimize(out.data());
     copy = (copy + 1) % pool.copies;

@@ -94,6 +94,12 @@ class ForwardEngine {
     if (options_.context == 0) options_.context = c.n_ctx_train;
     check_context_fits(c, options_.context);
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
+    if (options_.kv_type.key != options_.kv_type.value ||
+        (options_.kv_type.key != KvType::f16 && options_.kv_type.key != KvType::f32)) {
+      fail("smol cuda: the GPU keeps its KV cache in f16 or f32, K and V alike (asked: K ",
+           kv_type_name(options_.kv_type.key), ", V ", kv_type_name(options_.kv_type.value),
+           "); the CPU engine has the other types");
+    }
     pass_tokens_ = std::min(options_.max_batch, kMaxPassTokens);
     if (c.n_head / c.n_head_kv > kMaxGroup) {
       fail("smol cuda: ", c.n_head / c.n_head_kv,
@@ -248,7 +254,7 @@ class ForwardEngine {
   // ---- KV cache: [layer][K, V][kv head][position][head_dim], grown on demand -----
 
   std::size_t kv_element_bytes() const {
-    return options_.kv_type == KvType::f32 ? sizeof(float) : sizeof(KvHalf);
+    return options_.kv_type.key == KvType::f32 ? sizeof(float) : sizeof(KvHalf);
   }
 
   // Makes room for `positions` positions, keeping the n_filled_ that are valid. The
@@ -341,7 +347,7 @@ class ForwardEngine {
              RopeBody{k_.data(), c.kv_dim(), c.n_head_kv, c.head_dim, pairs, first_pos,
                       inverse_frequency_.data(), adjacent});
       }
-      with_kv_element(options_.kv_type, [&](auto element) {
+      with_kv_element(options_.kv_type.key, [&](auto element) {
         using Element = decltype(element);
         each(n * c.kv_dim(), KvStoreBody<Element>{k_.data(), v_.data(), cache_heads<Element>(il, 0),
                                                   cache_heads<Element>(il, 1), c.n_head_kv,

@@ -64,7 +64,7 @@ set(session "${chat_dir}/prompt-cache.session")
 set(session_err "${chat_dir}/prompt-cache.err")
 set(cached_chat "${chat} -m ${fixture} -p hi -n 8 --temp 0 -t 2 --ignore-eos --prompt-cache ${session}")
 add_test(NAME chat_prompt_cache COMMAND ${SMOL_SH} -c
-  "rm -f ${session} && a=$(${cached_chat} 2>/dev/null) && [ -s ${session} ] && b=$(${cached_chat} 2>${session_err}) && cat ${session_err} && grep -Eq 'restored [1-9][0-9]* tokens' ${session_err} && grep -Eq 'prompt 1 tokens \\([1-9][0-9]* reused\\)' ${session_err} && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] && ! ${cached_chat} --kv-type f32 2>${session_err} && grep -q 'the KV type (--kv-type) is f16 in the file, f32 here' ${session_err} && head -c 100 ${session} > ${session}.cut && ! ${chat} -m ${fixture} -p hi -n 2 --prompt-cache ${session}.cut 2>${session_err} && grep -q 'prompt-cache.session.cut: truncated' ${session_err}")
+  "rm -f ${session} && a=$(${cached_chat} 2>/dev/null) && [ -s ${session} ] && b=$(${cached_chat} 2>${session_err}) && cat ${session_err} && grep -Eq 'restored [1-9][0-9]* tokens' ${session_err} && grep -Eq 'prompt 1 tokens \\([1-9][0-9]* reused\\)' ${session_err} && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ] && ! ${cached_chat} --kv-type f32 2>${session_err} && grep -q 'the KV cache type (-ctk/-ctv) is K f16, V f16 in the file, K f32, V f32 here' ${session_err} && head -c 100 ${session} > ${session}.cut && ! ${chat} -m ${fixture} -p hi -n 2 --prompt-cache ${session}.cut 2>${session_err} && grep -q 'prompt-cache.session.cut: truncated' ${session_err}")
 set_tests_properties(chat_prompt_cache PROPERTIES TIMEOUT 120)
 
 # ---- bad input: one line, exit 1; bad flags: exit 2 -----------------------------
@@ -73,9 +73,14 @@ smol_expect(chat_directory 1 "^smol-chat: .* is a directory" 1 ${chat} -m "${cha
 smol_expect(chat_not_gguf 1 "^smol-chat: .*not a GGUF file" 1
   ${chat} -m "${PROJECT_SOURCE_DIR}/CMakeLists.txt")
 smol_expect(chat_bad_flag 2 "unknown option --bogus" 1 ${chat} --bogus)
-smol_expect(chat_bad_kv_type 2 "--kv-type: expected f16 or f32" 1 ${chat} --kv-type q8)
+smol_expect(chat_bad_kv_type 2 "--kv-type: expected f32, f16, bf16, q8_0 or q4_0" 1 ${chat} --kv-type q8)
+smol_expect(chat_bad_cache_type 2 "--cache-type-k: expected f32, f16, bf16, q8_0 or q4_0" 1
+  ${chat} -ctk q5_1)
 smol_expect(chat_bad_number 2 "--temp: expected a number" 1 ${chat} --temp warm)
-smol_expect(chat_help 0 "--repeat-penalty.*--hide-thinking.*--kv-type.*--repack" 0 ${chat} --help)
+smol_expect(chat_help 0 "--repeat-penalty.*--hide-thinking.*--kv-type.*--cache-type-k.*--cache-type-v.*--repack" 0 ${chat} --help)
+# A quantized cache end to end: -ctk/-ctv reach the engine and the greedy reply is text.
+add_test(NAME chat_q8_0_cache COMMAND ${SMOL_SH} -c
+  "out=$(${chat} -m ${fixture} -p hi -n 8 --temp 0 -t 2 --ignore-eos -ctk q8_0 -ctv q4_0) && [ -n \"$out\" ]")
 if(SMOL_PYTHON3)
   set(unsupported "${chat_dir}/unsupported-arch.gguf")
   set(truncated "${chat_dir}/truncated.gguf")

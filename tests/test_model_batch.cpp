@@ -126,57 +126,63 @@ TEST_CASE("sequences run together give the logits each gets alone (f32 mode)") {
 TEST_CASE("a sequence's logits are the same bits whatever shares its batch (int8 mode)") {
   smol::Context ctx(2);
   const auto target = some_tokens(40, 77);
-  // Runs `target` (prefill 32, then 8 decode steps) beside `others` other sequences,
-  // placed before or after it in each batch; returns the target's logits per step.
-  const auto run = [&](std::size_t others, bool target_first) {
-    smol::BatchTransformer engine(model(), ctx, {.total_positions = 4096});
-    const smol::SequenceId me = engine.pool().add();
-    std::vector<smol::SequenceId> crowd;
-    std::vector<std::vector<std::int32_t>> crowd_tokens;
-    for (std::size_t o = 0; o < others; ++o) {
-      crowd.push_back(engine.pool().add());
-      crowd_tokens.push_back(some_tokens(60, 200 + static_cast<unsigned>(o)));
-    }
-    std::vector<std::vector<float>> mine;
-    for (std::size_t step = 0; step < 9; ++step) {
-      std::vector<smol::BatchEntry> batch;
-      const auto add_me = [&] {
-        if (step == 0) {
-          add_run(batch, me, target, 0, 32);
-        } else {
-          add_run(batch, me, target, 31 + step, 1);
-        }
-      };
-      if (target_first) add_me();
+  // The default f16 cache, and quantized K and V (their rows are rotated and
+  // quantized per position, so the pool's pages hold the same bytes in any batch).
+  for (const smol::KvTypes types :
+       {smol::KvTypes(smol::KvType::f16), smol::KvTypes(smol::KvType::q8_0, smol::KvType::q4_0)}) {
+    CAPTURE(smol::kv_type_name(types.key));
+    // Runs `target` (prefill 32, then 8 decode steps) beside `others` other sequences,
+    // placed before or after it in each batch; returns the target's logits per step.
+    const auto run = [&](std::size_t others, bool target_first) {
+      smol::BatchTransformer engine(model(), ctx, {.total_positions = 4096, .kv_type = types});
+      const smol::SequenceId me = engine.pool().add();
+      std::vector<smol::SequenceId> crowd;
+      std::vector<std::vector<std::int32_t>> crowd_tokens;
       for (std::size_t o = 0; o < others; ++o) {
-        // The others are at other depths and phases: some prefill, some decode.
-        const std::size_t start = step == 0 ? 0 : 19 + o + step;
-        const std::size_t n = step == 0 ? 20 + o : 1;
-        add_run(batch, crowd[o], crowd_tokens[o], start, n);
+        crowd.push_back(engine.pool().add());
+        crowd_tokens.push_back(some_tokens(60, 200 + static_cast<unsigned>(o)));
       }
-      if (!target_first) add_me();
-      const auto logits = engine.forward(batch);
-      const std::size_t my_row = target_first ? 0 : others;
-      mine.push_back(row(logits, my_row));
+      std::vector<std::vector<float>> mine;
+      for (std::size_t step = 0; step < 9; ++step) {
+        std::vector<smol::BatchEntry> batch;
+        const auto add_me = [&] {
+          if (step == 0) {
+            add_run(batch, me, target, 0, 32);
+          } else {
+            add_run(batch, me, target, 31 + step, 1);
+          }
+        };
+        if (target_first) add_me();
+        for (std::size_t o = 0; o < others; ++o) {
+          // The others are at other depths and phases: some prefill, some decode.
+          const std::size_t start = step == 0 ? 0 : 19 + o + step;
+          const std::size_t n = step == 0 ? 20 + o : 1;
+          add_run(batch, crowd[o], crowd_tokens[o], start, n);
+        }
+        if (!target_first) add_me();
+        const auto logits = engine.forward(batch);
+        const std::size_t my_row = target_first ? 0 : others;
+        mine.push_back(row(logits, my_row));
+      }
+      return mine;
+    };
+    const auto with_one = run(1, true);
+    const auto with_seven_after = run(7, false);
+    const auto with_seven_before = run(7, true);
+    for (std::size_t step = 0; step < with_one.size(); ++step) {
+      CAPTURE(step);
+      CHECK(std::memcmp(with_one[step].data(), with_seven_after[step].data(),
+                        kVocab * sizeof(float)) == 0);
+      CHECK(std::memcmp(with_one[step].data(), with_seven_before[step].data(),
+                        kVocab * sizeof(float)) == 0);
     }
-    return mine;
-  };
-  const auto with_one = run(1, true);
-  const auto with_seven_after = run(7, false);
-  const auto with_seven_before = run(7, true);
-  for (std::size_t step = 0; step < with_one.size(); ++step) {
-    CAPTURE(step);
-    CHECK(std::memcmp(with_one[step].data(), with_seven_after[step].data(),
-                      kVocab * sizeof(float)) == 0);
-    CHECK(std::memcmp(with_one[step].data(), with_seven_before[step].data(),
-                      kVocab * sizeof(float)) == 0);
-  }
-  // Alone, each decode step is a batch of one token: the same bits too.
-  const auto alone_steps = run(0, true);
-  for (std::size_t step = 0; step < alone_steps.size(); ++step) {
-    CAPTURE(step);
-    CHECK(std::memcmp(alone_steps[step].data(), with_one[step].data(), kVocab * sizeof(float)) ==
-          0);
+    // Alone, each decode step is a batch of one token: the same bits too.
+    const auto alone_steps = run(0, true);
+    for (std::size_t step = 0; step < alone_steps.size(); ++step) {
+      CAPTURE(step);
+      CHECK(std::memcmp(alone_steps[step].data(), with_one[step].data(), kVocab * sizeof(float)) ==
+            0);
+    }
   }
 }
 

@@ -50,10 +50,15 @@ std::size_t n_layer_offset(const std::string& architecture) {
   return smol::kSessionMagic.size() + 4 + 4 + architecture.size();
 }
 
-// Offset of the token count: after n_layer, n_head_kv, head_dim, n_vocab (u64 each),
-// the KV type (u32), the model's size, header hash and RoPE hash (u64 each).
+// Offset of the K cache type: after n_layer, n_head_kv, head_dim, n_vocab (u64 each).
+std::size_t kv_type_offset(const std::string& architecture) {
+  return n_layer_offset(architecture) + 4 * 8;
+}
+
+// Offset of the token count: after the K and V types (u32 each), the model's size,
+// header hash and RoPE hash (u64 each).
 std::size_t token_count_offset(const std::string& architecture) {
-  return n_layer_offset(architecture) + 4 * 8 + 4 + 3 * 8;
+  return kv_type_offset(architecture) + 2 * 4 + 3 * 8;
 }
 
 }  // namespace
@@ -61,8 +66,13 @@ std::size_t token_count_offset(const std::string& architecture) {
 TEST_CASE("a loaded session continues bit for bit like the uninterrupted one") {
   const smol::Model model = smol::Model::open(kQ4Model);
   smol::Context ctx(2);
-  for (const smol::KvType kv_type : {smol::KvType::f16, smol::KvType::f32}) {
-    CAPTURE(static_cast<int>(kv_type));
+  for (const smol::KvTypes kv_type :
+       {smol::KvTypes(smol::KvType::f16), smol::KvTypes(smol::KvType::f32),
+        smol::KvTypes(smol::KvType::bf16), smol::KvTypes(smol::KvType::q8_0),
+        smol::KvTypes(smol::KvType::q8_0, smol::KvType::q4_0),
+        smol::KvTypes(smol::KvType::f16, smol::KvType::q4_0)}) {
+    CAPTURE(smol::kv_type_name(kv_type.key));
+    CAPTURE(smol::kv_type_name(kv_type.value));
     const smol::TransformerOptions options{.context = 64, .kv_type = kv_type};
     smol::Transformer original(model, ctx, options);
     original.forward(kPrompt, 0);
@@ -139,8 +149,33 @@ TEST_CASE("session files that are corrupt or foreign are refused with the file n
   SUBCASE("another KV type") {
     smol::Transformer f32(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
     write_file(path, good);
-    CHECK(error_of(path, f32).find("the KV type (--kv-type) is f16 in the file, f32 here") !=
+    CHECK(error_of(path, f32).find(
+              "the KV cache type (-ctk/-ctv) is K f16, V f16 in the file, K f32, V f32 here") !=
           std::string::npos);
+    smol::Transformer q8(model, ctx,
+                         {.context = 64, .kv_type = {smol::KvType::f16, smol::KvType::q8_0}});
+    CHECK(error_of(path, q8).find("K f16, V f16 in the file, K f16, V q8_0 here") !=
+          std::string::npos);
+  }
+  SUBCASE("an unknown KV type") {
+    std::vector<std::byte> bad = good;
+    bad[kv_type_offset(model.config().architecture) + 4] = std::byte{7};
+    write_file(path, bad);
+    CHECK(error_of(path, target).find("unknown V cache type 7") != std::string::npos);
+  }
+  SUBCASE("a version 1 file (one KV type, 0 for f16) still loads") {
+    // Version 1 wrote one u32 for both types where version 2 writes two.
+    std::vector<std::byte> old = good;
+    old[smol::kSessionMagic.size()] = std::byte{1};
+    const auto types_at =
+        old.begin() + static_cast<std::ptrdiff_t>(kv_type_offset(model.config().architecture));
+    old.erase(types_at, types_at + 4);
+    const std::uint32_t v1_f16 = 0;
+    std::memcpy(&*types_at, &v1_f16, sizeof(v1_f16));
+    write_file(path, old);
+    smol::Transformer loader(model, ctx, {.context = 64});
+    CHECK(error_of(path, loader).empty());
+    CHECK(loader.n_filled() == kPrompt.size());
   }
   SUBCASE("another model of the same shape") {
     const smol::Model other = smol::Model::open(kF32Model);

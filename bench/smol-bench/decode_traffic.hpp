@@ -37,7 +37,7 @@ inline std::size_t matrix_bytes(const WeightMatrix& matrix) noexcept {
   return matrix.rows * matrix.row_bytes;
 }
 
-inline DecodeTraffic decode_traffic(const Model& model, KvType kv_type) {
+inline DecodeTraffic decode_traffic(const Model& model, KvTypes kv_type) {
   const ModelConfig& config = model.config();
   const ModelWeights& weights = model.weights();
   DecodeTraffic traffic;
@@ -54,8 +54,9 @@ inline DecodeTraffic decode_traffic(const Model& model, KvType kv_type) {
   const std::size_t norm_vectors = 2 * config.n_layer + 1;
   traffic.weight_bytes += norm_vectors * config.n_embd * sizeof(float);
 
-  const std::size_t element_bytes = kv_type == KvType::f16 ? sizeof(f16_bits) : sizeof(float);
-  traffic.kv_bytes_per_position = 2 * config.n_layer * config.kv_dim() * element_bytes;
+  traffic.kv_bytes_per_position =
+      config.n_layer * config.n_head_kv *
+      (kv_row_bytes(kv_type.key, config.head_dim) + kv_row_bytes(kv_type.value, config.head_dim));
   return traffic;
 }
 

@@ -94,7 +94,7 @@ int run_parallel_tests(const Model& model, const BenchOptions& options) {
     std::printf("threads %d, isa %s%s, kv %s\n\n", context.threads(),
                 std::string(isa_name(context.isa())).c_str(),
                 model.repacked().matrices() > 0 ? "+repack" : "",
-                options.kv_type == KvType::f16 ? "f16" : "f32");
+                kv_types_text(options.kv_type).c_str());
     RandomTokens tokens(options.seed, model.config().n_vocab);
     results.clear();
     for (const std::size_t pp : options.parallel_prompt) {
@@ -123,7 +123,7 @@ int run(const BenchOptions& options) {
   if (!options.parallel_sequences.empty()) return run_parallel_tests(model, options);
   BenchReport report;
   report.model = summarize_model(model, options.model_path);
-  report.kv_type = options.kv_type == KvType::f16 ? "f16" : "f32";
+  report.kv_type = kv_types_text(options.kv_type);
   report.repetitions = options.repetitions;
   report.seed = options.seed;
 

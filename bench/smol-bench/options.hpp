@@ -37,7 +37,7 @@ struct BenchOptions {
   std::vector<std::size_t> depths{0};
   std::vector<int> threads{2};  // each at most the CPUs there are (parse_options caps them)
   std::size_t repetitions = 5;
-  KvType kv_type = KvType::f16;
+  KvTypes kv_type = KvType::f16;
   std::optional<Isa> isa;
   unsigned seed = 1234;
   OutputFormat output = OutputFormat::markdown;
@@ -97,7 +97,7 @@ inline std::optional<int> parse_options(int argc, char** argv, BenchOptions& opt
                  "timed runs per test, after one untimed warm-up,\n1 to 1000 (default 5)")
       ->type_name("N")
       ->transform(cli::integer(1, 1000));
-  cli::add_kv_type(program, options.kv_type);
+  cli::add_kv_types(program, options.kv_type);
   app.add_option_function<std::string>(
          "--isa", [&options](const std::string& name) { options.isa = parse_isa(name); },
          "force scalar, avx2, avx512, avx512vnni or amx\n"

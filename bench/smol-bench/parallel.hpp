@@ -33,7 +33,7 @@ struct ParallelResult {
 };
 
 inline ParallelResult run_parallel(const Model& model, Context& context, RandomTokens& tokens,
-                                   std::size_t pp, std::size_t tg, std::size_t b, KvType kv_type) {
+                                   std::size_t pp, std::size_t tg, std::size_t b, KvTypes kv_type) {
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point from) {
     return std::chrono::duration<double>(Clock::now() - from).count();

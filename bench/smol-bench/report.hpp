@@ -19,13 +19,22 @@
 #include "../memory_read.hpp"
 #include "model_summary.hpp"
 #include "options.hpp"
+#include "smol/quant/kv_layout.hpp"
 #include "test_result.hpp"
 
 namespace smol::bench {
 
+// The KV cache's types as the report shows them: "q8_0" when K and V agree, else
+// "K/V" ("q8_0/f16").
+inline std::string kv_types_text(KvTypes types) {
+  std::string text(kv_type_name(types.key));
+  if (types.value != types.key) text += "/" + std::string(kv_type_name(types.value));
+  return text;
+}
+
 struct BenchReport {
   ModelSummary model;
-  std::string kv_type;
+  std::string kv_type;  // kv_types_text
   std::size_t repetitions = 0;
   unsigned seed = 0;
   std::uint64_t peak_rss_bytes = 0;

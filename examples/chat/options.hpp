@@ -37,7 +37,7 @@ struct Options {
   bool ignore_eos = false;
   int threads = 0;
   std::size_t context = 0;
-  smol::KvType kv_type = smol::KvType::f16;
+  smol::KvTypes kv_type = smol::KvType::f16;
   bool context_shift = true;
   bool gpu = false;
   smol::Repack repack = smol::Repack::when_faster;
@@ -98,7 +98,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   smol::cli::add_context(program, options.context, 0,
                          "context in tokens, at most 16777216; 0 = the model's\n"
                          "(default: the model's)");
-  smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_kv_types(program, options.kv_type);
   app.add_flag("--gpu", options.gpu, "run the model on the GPU (a build with -DSMOL_CUDA=ON)");
   smol::cli::add_repack(program, options.repack);
   smol::cli::add_rope_flags(program, options.rope);

@@ -153,8 +153,8 @@ inline CLI::Validator number(double min = -std::numeric_limits<float>::max(),
 }
 
 // A flag whose value is one of a few names, each standing for a value of T:
-//   add_choice(app, "--kv-type", kv, {{"f16", KvType::f16}, {"f32", KvType::f32}}, "...")
-// A name that is not in the list reads "--kv-type: expected f16 or f32, got "q8"".
+//   add_choice(app, "--repack", repack, {{"auto", Repack::when_faster}, ...}, "...")
+// A name that is not in the list reads "--repack: expected auto, on or off, got "x"".
 template <class T>
 CLI::Option* add_choice(CLI::App& app, const std::string& names, T& target,
                         std::vector<std::pair<std::string, T>> choices, const std::string& help) {
@@ -374,10 +374,28 @@ inline CLI::Option* add_context(Program& program, std::size_t& context, std::int
       ->transform(integer(min, kMaxTokens));
 }
 
-inline CLI::Option* add_kv_type(Program& program, KvType& type) {
-  return add_choice(program.app, "--kv-type", type, {{"f16", KvType::f16}, {"f32", KvType::f32}},
-                    type == KvType::f16 ? "KV cache precision (default f16)"
-                                        : "KV cache precision (default f32)");
+// The KV cache's element types, with llama.cpp's flags: -ctk/--cache-type-k and
+// -ctv/--cache-type-v (f32, f16, bf16, q8_0, q4_0), and --kv-type for both at once
+// (given first, so that -ctk/-ctv refine it whatever their order on the line).
+inline void add_kv_types(Program& program, KvTypes& types) {
+  std::vector<std::pair<std::string, KvType>> choices;
+  std::vector<std::pair<std::string, KvTypes>> both;
+  for (const KvType type : kAllKvTypes) {
+    choices.emplace_back(std::string(kv_type_name(type)), type);
+    both.emplace_back(std::string(kv_type_name(type)), KvTypes(type));
+  }
+  const auto by_default = [](KvType type) {
+    return "\n(default " + std::string(kv_type_name(type)) + ")";
+  };
+  add_choice(program.app, "--kv-type", types, both,
+             "the K and the V cache's type at once: -ctk and -ctv");
+  program.alias("-ctk", "--cache-type-k");
+  program.alias("-ctv", "--cache-type-v");
+  add_choice(
+      program.app, "--cache-type-k", types.key, choices,
+      "-ctk: K cache type; q8_0 takes 53 % of f16's\nmemory, q4_0 28 %" + by_default(types.key));
+  add_choice(program.app, "--cache-type-v", types.value, choices,
+             "-ctv: V cache type" + by_default(types.value));
 }
 
 inline CLI::Option* add_repack(Program& program, Repack& repack) {

@@ -39,7 +39,7 @@ struct Options {
   std::vector<std::int32_t> tokens;
   std::optional<std::string> prompt;
   bool all_positions = false;
-  smol::KvType kv_type = smol::KvType::f16;
+  smol::KvTypes kv_type = smol::KvType::f16;
   bool f32_activations = false;
   int threads = 0;
   std::string output_path;
@@ -63,7 +63,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
           ->type_name("TEXT");
   app.add_flag("--all-positions", options.all_positions,
                "a row for every position, not only the last");
-  smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_kv_types(program, options.kv_type);
   smol::cli::add_rope_flags(program, options.rope);
   app.add_flag("--f32-activations", options.f32_activations,
                "keep activations in f32 instead of quantizing them to Q8");

@@ -41,7 +41,7 @@ struct Options {
   std::size_t n_ctx = 512;
   std::size_t n_batch = 0;  // 0: the whole chunk in one pass
   int threads = 0;
-  smol::KvType kv_type = smol::KvType::f16;
+  smol::KvTypes kv_type = smol::KvType::f16;
   bool f32_activations = false;
   smol::RopeOverrides rope;
 };
@@ -62,7 +62,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
       ->type_name("N")
       ->transform(smol::cli::integer(1, smol::cli::kMaxTokens));
   smol::cli::add_threads(program, options.threads);
-  smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_kv_types(program, options.kv_type);
   smol::cli::add_rope_flags(program, options.rope);
   app.add_flag("--f32-activations", options.f32_activations,
                "keep activations in f32 instead of quantizing them to Q8");

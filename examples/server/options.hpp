@@ -39,7 +39,7 @@ struct Options {
   int threads = 0;
   std::string api_key;
   std::string alias;
-  smol::KvType kv_type = smol::KvType::f16;
+  smol::KvTypes kv_type = smol::KvType::f16;
   smol::Repack repack = smol::Repack::when_faster;
   smol::RopeOverrides rope;
   std::string reasoning_format = "deepseek";
@@ -101,7 +101,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
                  "tokens per forward pass, prompts and replies together\n(default 512)")
       ->type_name("N")
       ->transform(integer(1, 65536));
-  smol::cli::add_kv_type(program, options.kv_type);
+  smol::cli::add_kv_types(program, options.kv_type);
   smol::cli::add_repack(program, options.repack);
   smol::cli::add_rope_flags(program, options.rope);
   program.alias("-np", "--parallel");

@@ -19,9 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;  // rejected cleanly: the expected outcome for most inputs
   }
   const smol::SessionFingerprint& f = image.fingerprint;
-  const std::size_t element = f.kv_type == smol::KvType::f16 ? 2 : 4;
-  const std::uint64_t kv_bytes =
-      2 * f.n_layer * f.n_head_kv * f.head_dim * image.tokens.size() * element;
+  const std::uint64_t row_bytes = smol::kv_row_bytes(f.kv_type.key, f.head_dim) +
+                                  smol::kv_row_bytes(f.kv_type.value, f.head_dim);
+  const std::uint64_t kv_bytes = f.n_layer * f.n_head_kv * image.tokens.size() * row_bytes;
   if (image.kv.size() != kv_bytes) std::abort();
   if (image.kv.data() + image.kv.size() != bytes.data() + bytes.size()) std::abort();
   for (const std::int32_t token : image.tokens) {

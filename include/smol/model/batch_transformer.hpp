@@ -23,7 +23,6 @@
 
 #include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
-#include "smol/core/half.hpp"
 #include "smol/model/kv_pool.hpp"
 #include "smol/model/layer_pass.hpp"
 #include "smol/model/model.hpp"
@@ -45,7 +44,8 @@ struct BatchEntry {
 struct BatchOptions {
   // Positions the pool holds over all sequences; 0 means the model's context length.
   std::size_t total_positions = 0;
-  KvType kv_type = KvType::f16;
+  // The key and value caches' types (one KvType sets both; see quant/kv_layout.hpp).
+  KvTypes kv_type = KvType::f16;
   // Entries per internal pass; bounds the scratch memory of a large batch.
   std::size_t max_batch = 512;
   // A batch of one token on the block kernels, so that a sequence's logits are the
@@ -200,31 +200,20 @@ class BatchTransformer {
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
       const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-      if (self->pool_.type() == KvType::f16) {
-        attend_as<f16_bits>(layer, shape, q, n, out);
-      } else {
-        attend_as<float>(layer, shape, q, n, out);
-      }
-    }
-
-    template <class Element>
-    void attend_as(std::size_t layer, const AttentionShape& shape, const float* q, std::size_t n,
-                   float* out) {
-      std::vector<PagedKv<Element>> views;
+      std::vector<PagedKv> views;
       views.reserve(spans.size());
-      for (const Span& s : spans) views.push_back(self->pool_.view<Element>(s.sequence, layer));
-      const Rows<Element> rows{entries, self->slot_, views};
-      detail::attention_rows<Element>(*self->context_, shape, q, n, rows, out);
+      for (const Span& s : spans) views.push_back(self->pool_.view(s.sequence, layer));
+      const Rows rows{entries, self->slot_, views};
+      detail::attention_rows(*self->context_, shape, q, n, rows, out);
     }
   };
 
-  template <class Element>
   struct Rows {
     std::span<const BatchEntry> entries;
     const std::vector<std::size_t>& slot;
-    const std::vector<PagedKv<Element>>& views;
+    const std::vector<PagedKv>& views;
     std::size_t visible(std::size_t t) const noexcept { return entries[t].position + 1; }
-    const PagedKv<Element>& kv(std::size_t t) const noexcept { return views[slot[t]]; }
+    const PagedKv& kv(std::size_t t) const noexcept { return views[slot[t]]; }
   };
 
   const Model* model_;

@@ -4,8 +4,8 @@
 // chats are short. So memory is one pool of pages of kKvPagePositions positions, sized
 // by the total number of positions all sequences may hold, and each sequence keeps a
 // page table (vLLM's paged KV). A page holds its positions for every block and KV
-// head, [layer][K, V][head][position], keys tiled as in KvCache (key_offset) and values
-// as rows; a page is exactly one attention block, so the attention kernels read a
+// head, [layer][K, V][head][position], in quant/kv_layout.hpp's layout for the key and
+// value types; a page is exactly one attention block, so the attention kernels read a
 // page as they read a block of the contiguous cache.
 //
 // Pages are handed out as sequences grow and return to the free list when a sequence
@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/core/half.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/ops/attention.hpp"
+#include "smol/quant/kv_layout.hpp"
 
 namespace smol {
 
@@ -50,27 +50,29 @@ struct KvShape {
 };
 
 // One block's K/V for attention, read through a sequence's page table: block b of KV
-// head g is page pages[b] (ops/attention.hpp reads any view with keys(g, b) and
-// values(g, b)).
-template <class Element>
+// head g is page pages[b] (ops/attention.hpp reads any view with types(), keys(g, b)
+// and values(g, b)).
 struct PagedKv {
   const std::byte* base = nullptr;
   std::size_t page_bytes = 0;
   const std::uint32_t* pages = nullptr;
-  std::size_t key_offset = 0;     // elements from a page's start to this layer's K
-  std::size_t value_offset = 0;   // ... and to its V
-  std::size_t head_elements = 0;  // kKvPagePositions * head_dim
+  KvTypes kv_types{};
+  std::size_t key_offset = 0;        // bytes from a page's start to this layer's K
+  std::size_t value_offset = 0;      // ... and to its V
+  std::size_t key_head_bytes = 0;    // kKvPagePositions rows of keys
+  std::size_t value_head_bytes = 0;  // ... and of values
 
-  const Element* keys(std::size_t g, std::size_t block) const noexcept {
-    return page(block) + key_offset + g * head_elements;
+  KvTypes types() const noexcept { return kv_types; }
+  const std::byte* keys(std::size_t g, std::size_t block) const noexcept {
+    return page(block) + key_offset + g * key_head_bytes;
   }
-  const Element* values(std::size_t g, std::size_t block) const noexcept {
-    return page(block) + value_offset + g * head_elements;
+  const std::byte* values(std::size_t g, std::size_t block) const noexcept {
+    return page(block) + value_offset + g * value_head_bytes;
   }
 
  private:
-  const Element* page(std::size_t block) const noexcept {
-    return reinterpret_cast<const Element*>(base + pages[block] * page_bytes);
+  const std::byte* page(std::size_t block) const noexcept {
+    return base + pages[block] * page_bytes;
   }
 };
 
@@ -80,24 +82,24 @@ class KvPool {
 
   KvPool() = default;
   // Room for `total_positions` positions over all sequences, in whole pages.
-  KvPool(KvShape shape, std::size_t total_positions, KvType type)
+  KvPool(KvShape shape, std::size_t total_positions, KvTypes types)
       : shape_(shape),
-        type_(type),
-        element_bytes_(type == KvType::f16 ? sizeof(f16_bits) : sizeof(float)),
-        head_elements_(kKvPagePositions * shape.head_dim),
-        page_bytes_(round_to_os_page(2 * shape.n_layer * shape.n_head_kv * head_elements_ *
-                                     element_bytes_)),
+        types_(types),
+        key_head_bytes_(kKvPagePositions * kv_row_bytes(types.key, shape.head_dim)),
+        value_head_bytes_(kKvPagePositions * kv_row_bytes(types.value, shape.head_dim)),
+        page_bytes_(round_to_os_page(shape.n_layer * layer_bytes())),
         n_pages_((total_positions + kKvPagePositions - 1) / kKvPagePositions),
         memory_(n_pages_ * page_bytes_),
         references_(n_pages_, 0) {
     if (shape.n_layer == 0 || shape.n_head_kv == 0 || shape.head_dim == 0) {
       fail("KV pool: every dimension must be positive");
     }
+    check_kv_types(types, shape.head_dim);
     free_.reserve(n_pages_);
     for (std::size_t p = n_pages_; p-- > 0;) free_.push_back(static_cast<std::uint32_t>(p));
   }
 
-  KvType type() const noexcept { return type_; }
+  KvTypes types() const noexcept { return types_; }
   const KvShape& shape() const noexcept { return shape_; }
   std::size_t total_pages() const noexcept { return n_pages_; }
   std::size_t free_pages() const noexcept { return free_.size(); }
@@ -197,24 +199,28 @@ class KvPool {
   // Writes the K and V rows of every KV head of block `layer` at `pos` (< length).
   void store(SequenceId id, std::size_t layer, std::size_t pos, const float* keys,
              const float* values) {
-    if (type_ == KvType::f16) {
-      store_as<f16_bits>(id, layer, pos, keys, values);
-    } else {
-      store_as<float>(id, layer, pos, keys, values);
+    const Sequence& s = sequence(id);
+    const std::size_t page = pos / kKvPagePositions, offset = pos % kKvPagePositions;
+    std::byte* k = page_address(s.pages[page]) + layer * layer_bytes();
+    std::byte* v = k + shape_.n_head_kv * key_head_bytes_;
+    const std::size_t dim = shape_.head_dim;
+    for (std::size_t g = 0; g < shape_.n_head_kv; ++g) {
+      store_key(types_.key, keys + g * dim, k + g * key_head_bytes_, offset, dim);
+      store_value(types_.value, values + g * dim, v + g * value_head_bytes_, offset, dim);
     }
   }
 
-  // The attention view of block `layer` of a sequence; Element must match type().
-  template <class Element>
-  PagedKv<Element> view(SequenceId id, std::size_t layer) const {
+  // The attention view of block `layer` of a sequence.
+  PagedKv view(SequenceId id, std::size_t layer) const {
     const Sequence& s = sequence(id);
-    const std::size_t layer_elements = 2 * shape_.n_head_kv * head_elements_;
     return {.base = memory_.data(),
             .page_bytes = page_bytes_,
             .pages = s.pages.data(),
-            .key_offset = layer * layer_elements,
-            .value_offset = layer * layer_elements + shape_.n_head_kv * head_elements_,
-            .head_elements = head_elements_};
+            .kv_types = types_,
+            .key_offset = layer * layer_bytes(),
+            .value_offset = layer * layer_bytes() + shape_.n_head_kv * key_head_bytes_,
+            .key_head_bytes = key_head_bytes_,
+            .value_head_bytes = value_head_bytes_};
   }
 
  private:
@@ -256,26 +262,15 @@ class KvPool {
     free_.push_back(page);
   }
 
-  template <class Element>
-  void store_as(SequenceId id, std::size_t layer, std::size_t pos, const float* keys,
-                const float* values) {
-    const Sequence& s = sequence(id);
-    const std::size_t page = pos / kKvPagePositions, offset = pos % kKvPagePositions;
-    auto* base = reinterpret_cast<Element*>(page_address(s.pages[page]));
-    const std::size_t layer_elements = 2 * shape_.n_head_kv * head_elements_;
-    Element* k = base + layer * layer_elements;
-    Element* v = k + shape_.n_head_kv * head_elements_;
-    const std::size_t dim = shape_.head_dim;
-    for (std::size_t g = 0; g < shape_.n_head_kv; ++g) {
-      store_key(keys + g * dim, k + g * head_elements_, offset, dim);
-      store_kv(values + g * dim, v + g * head_elements_ + offset * dim, dim);
-    }
+  // One block's K and V of every KV head, inside a page.
+  std::size_t layer_bytes() const noexcept {
+    return shape_.n_head_kv * (key_head_bytes_ + value_head_bytes_);
   }
 
   KvShape shape_;
-  KvType type_ = KvType::f16;
-  std::size_t element_bytes_ = sizeof(f16_bits);
-  std::size_t head_elements_ = 0;
+  KvTypes types_{};
+  std::size_t key_head_bytes_ = 0;    // one KV head's keys in a page
+  std::size_t value_head_bytes_ = 0;  // ... and its values
   std::size_t page_bytes_ = 0;
   std::size_t n_pages_ = 0;
   detail::ReservedMemory memory_;

@@ -36,7 +36,7 @@ inline std::uint64_t rope_settings_hash(const RopeFrequencies& rope) {
 }
 
 // The fingerprint of `model` with a KV cache of `kv_type`.
-inline SessionFingerprint session_fingerprint(const Model& model, KvType kv_type) {
+inline SessionFingerprint session_fingerprint(const Model& model, KvTypes kv_type) {
   const ModelConfig& config = model.config();
   const std::span<const std::byte> bytes = model.file().bytes();
   const std::size_t header = std::min<std::size_t>(model.file().data_offset(), bytes.size());
@@ -52,7 +52,7 @@ inline SessionFingerprint session_fingerprint(const Model& model, KvType kv_type
 }
 
 inline SessionFingerprint session_fingerprint(const Transformer& transformer) {
-  return session_fingerprint(transformer.model(), transformer.kv_cache().type());
+  return session_fingerprint(transformer.model(), transformer.kv_cache().types());
 }
 
 // The bytes of a session file holding `tokens` and the transformer's K/V rows for

@@ -4,11 +4,14 @@
 // Layout (little-endian, nothing padded):
 //   "smolsess"  u32 version
 //   fingerprint: u32 length + architecture bytes, u64 n_layer, n_head_kv, head_dim,
-//                n_vocab, u32 kv type (0 f16, 1 f32), u64 model file size,
+//                n_vocab, u32 K type, u32 V type (KvType's values: 0 f32, 1 f16,
+//                2 bf16, 3 q8_0, 4 q4_0), u64 model file size,
 //                u64 FNV-1a hash of the model file's bytes before its tensor data,
 //                u64 FNV-1a hash of the RoPE settings (base, scaling, rope_freqs)
 //   u64 n_tokens, i32 token ids[n_tokens]
 //   per block: its K and V rows of positions [0, n_tokens) (KvCache::copy_rows_out)
+// Version 1 (f16 and f32 caches only) had one u32 for both types, 0 f16 and 1 f32;
+// such files still load.
 //
 // The fingerprint refuses the cache of another model. The shape fields say what
 // differs in plain words; the hash covers everything else the GGUF declares (every
@@ -33,7 +36,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/model/kv_type.hpp"
+#include "smol/quant/kv_layout.hpp"
 
 namespace smol {
 
@@ -41,7 +44,7 @@ static_assert(std::endian::native == std::endian::little,
               "session files are read and written as little-endian memory");
 
 inline constexpr std::string_view kSessionMagic = "smolsess";
-inline constexpr std::uint32_t kSessionVersion = 1;
+inline constexpr std::uint32_t kSessionVersion = 2;
 
 struct SessionFingerprint {
   std::string architecture{};
@@ -49,7 +52,7 @@ struct SessionFingerprint {
   std::uint64_t n_head_kv = 0;
   std::uint64_t head_dim = 0;
   std::uint64_t n_vocab = 0;
-  KvType kv_type = KvType::f16;
+  KvTypes kv_type{};
   std::uint64_t model_file_size = 0;
   std::uint64_t model_header_hash = 0;
   std::uint64_t rope_hash = 0;
@@ -75,12 +78,8 @@ inline std::uint64_t fnv1a(std::span<const std::byte> bytes) noexcept {
   return hash;
 }
 
-inline const char* kv_type_name(KvType type) noexcept {
-  return type == KvType::f16 ? "f16" : "f32";
-}
-
-inline std::size_t kv_element_bytes(KvType type) noexcept {
-  return type == KvType::f16 ? sizeof(std::uint16_t) : sizeof(float);  // f16 bits or f32
+inline std::string kv_types_name(KvTypes types) {
+  return cat("K ", kv_type_name(types.key), ", V ", kv_type_name(types.value));
 }
 
 // Bounds-checked reads from a session file's bytes.
@@ -128,6 +127,13 @@ inline std::uint64_t checked_product(std::uint64_t a, std::uint64_t b, const std
   return product;
 }
 
+// Bytes of one position of one KV head in a cache of `type`, or an error when the
+// (file's) head size makes it overflow.
+inline std::uint64_t row_bytes(KvType type, std::uint64_t head_dim, const std::string& name) {
+  const std::uint64_t per_element = kv_is_quantized(type) ? 32 : 1;
+  return checked_product(head_dim / per_element, kv_row_bytes(type, per_element), name);
+}
+
 }  // namespace detail
 
 // The start of a session file: everything before the KV rows, which follow it as
@@ -144,7 +150,8 @@ inline std::vector<std::byte> encode_session_header(const SessionFingerprint& f,
   for (const std::uint64_t value : {f.n_layer, f.n_head_kv, f.head_dim, f.n_vocab}) {
     detail::append(out, value);
   }
-  detail::append(out, static_cast<std::uint32_t>(f.kv_type == KvType::f16 ? 0 : 1));
+  detail::append(out, static_cast<std::uint32_t>(f.kv_type.key));
+  detail::append(out, static_cast<std::uint32_t>(f.kv_type.value));
   detail::append(out, f.model_file_size);
   detail::append(out, f.model_header_hash);
   detail::append(out, f.rope_hash);
@@ -168,8 +175,8 @@ inline void check_fingerprint(const SessionFingerprint& file, const SessionFinge
   if (file.head_dim != model.head_dim) differs("head_dim", file.head_dim, model.head_dim);
   if (file.n_vocab != model.n_vocab) differs("n_vocab", file.n_vocab, model.n_vocab);
   if (file.kv_type != model.kv_type) {
-    differs("the KV type (--kv-type)", detail::kv_type_name(file.kv_type),
-            detail::kv_type_name(model.kv_type));
+    differs("the KV cache type (-ctk/-ctv)", detail::kv_types_name(file.kv_type),
+            detail::kv_types_name(model.kv_type));
   }
   if (file.model_file_size != model.model_file_size) {
     differs("the model file's size", file.model_file_size, model.model_file_size);
@@ -199,7 +206,7 @@ inline SessionImage decode_session(std::span<const std::byte> bytes, std::string
     fail(n, ": not a smol session file (bad magic)");
   }
   const auto version = in.read<std::uint32_t>("the version");
-  if (version != kSessionVersion) {
+  if (version != 1 && version != kSessionVersion) {
     fail(n, ": session file version ", version, " is not supported (this build reads version ",
          kSessionVersion, ")");
   }
@@ -218,9 +225,24 @@ inline SessionImage decode_session(std::span<const std::byte> bytes, std::string
   f.n_head_kv = positive("n_head_kv");
   f.head_dim = positive("head_dim");
   f.n_vocab = positive("n_vocab");
-  const auto kv_type = in.read<std::uint32_t>("the KV type");
-  if (kv_type > 1) fail(n, ": unknown KV type ", kv_type, " (0 is f16, 1 is f32)");
-  f.kv_type = kv_type == 0 ? KvType::f16 : KvType::f32;
+  if (version == 1) {
+    const auto both = in.read<std::uint32_t>("the KV type");
+    if (both > 1) fail(n, ": unknown KV type ", both, " (0 is f16, 1 is f32)");
+    f.kv_type = both == 0 ? KvType::f16 : KvType::f32;
+  } else {
+    const auto kv_type = [&](std::string_view what) {
+      const auto code = in.read<std::uint32_t>(what);
+      if (code >= kAllKvTypes.size()) fail(n, ": unknown ", what, " ", code);
+      return static_cast<KvType>(code);
+    };
+    f.kv_type.key = kv_type("K cache type");
+    f.kv_type.value = kv_type("V cache type");
+    try {
+      check_kv_types(f.kv_type, f.head_dim);
+    } catch (const Error& e) {
+      fail(n, ": ", e.what());
+    }
+  }
   f.model_file_size = in.read<std::uint64_t>("the model's file size");
   f.model_header_hash = in.read<std::uint64_t>("the model's hash");
   f.rope_hash = in.read<std::uint64_t>("the RoPE settings' hash");
@@ -239,11 +261,14 @@ inline SessionImage decode_session(std::span<const std::byte> bytes, std::string
       fail(n, ": token ", i, " is ", token, ", outside the vocabulary of ", f.n_vocab);
     }
   }
-  std::uint64_t kv_bytes = detail::checked_product(2, f.n_layer, n);
-  kv_bytes = detail::checked_product(kv_bytes, f.n_head_kv, n);
-  kv_bytes = detail::checked_product(kv_bytes, f.head_dim, n);
+  const std::uint64_t row_bytes = detail::row_bytes(f.kv_type.key, f.head_dim, n) +
+                                  detail::row_bytes(f.kv_type.value, f.head_dim, n);
+  if (row_bytes < detail::row_bytes(f.kv_type.key, f.head_dim, n)) {
+    fail(n, ": the KV cache's size overflows");
+  }
+  std::uint64_t kv_bytes = detail::checked_product(f.n_layer, f.n_head_kv, n);
   kv_bytes = detail::checked_product(kv_bytes, n_tokens, n);
-  kv_bytes = detail::checked_product(kv_bytes, detail::kv_element_bytes(f.kv_type), n);
+  kv_bytes = detail::checked_product(kv_bytes, row_bytes, n);
   image.kv = in.take(kv_bytes, "the KV cache");
   if (in.left() != 0) {
     fail(n, ": ", in.left(), " bytes of trailing garbage after the KV cache at offset ",

@@ -17,7 +17,6 @@
 
 #include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
-#include "smol/core/half.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/layer_pass.hpp"
 #include "smol/model/model.hpp"
@@ -31,7 +30,8 @@ struct TransformerOptions {
   // Positions the session can hold; 0 means the model's context length. Memory is
   // committed only for positions actually filled (see KvCache).
   std::size_t context = 0;
-  KvType kv_type = KvType::f16;
+  // The key and value caches' types (one KvType sets both; see quant/kv_layout.hpp).
+  KvTypes kv_type = KvType::f16;
   // Tokens per internal pass; bounds the scratch memory of a long prefill.
   std::size_t max_batch = 512;
 };
@@ -137,12 +137,7 @@ class Transformer {
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
       const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-      if (self->kv_.type() == KvType::f16) {
-        attention(*self->context_, shape, q, n, first_position, self->kv_.layer<f16_bits>(layer),
-                  out);
-      } else {
-        attention(*self->context_, shape, q, n, first_position, self->kv_.layer<float>(layer), out);
-      }
+      attention(*self->context_, shape, q, n, first_position, self->kv_.layer(layer), out);
     }
   };
 

@@ -2,11 +2,10 @@
 // from a cache.
 //
 // Layout contract with the caller: queries are `n_tokens` rows of n_head * head_dim
-// floats. Per KV head, keys are stored in tiles of kKeyTile positions, dimension-major
-// inside a tile (smol::key_offset), and values as rows of head_dim by position; see
-// simd/attention_kernels.hpp for why. The block kernel comes from the context's
-// kernel table, so it runs vectorised even though this header is compiled for the
-// baseline ISA.
+// floats; per KV head, keys and values lie in quant/kv_layout.hpp's layout for their
+// types (see simd/attention_kernels.hpp for why). The block kernel comes from the
+// context's kernel table, so it runs vectorised even though this header is compiled
+// for the baseline ISA.
 //
 // Query head h reads KV head h / (n_head / n_head_kv); the query heads of a group
 // are processed together, so each K row and V row is fetched once per group. Work is
@@ -26,37 +25,22 @@
 #include <type_traits>
 #include <vector>
 
-#include "smol/core/half.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/quant/kv_layout.hpp"
 #include "smol/simd/attention_kernels.hpp"
 
 namespace smol {
 
-// ---- K/V element types: f32 (exact) or f16 (half the memory) ---------------------
-
-inline void store_kv(const float* in, float* out, std::size_t n) noexcept {
-  std::memcpy(out, in, n * sizeof(float));
-}
-inline void store_kv(const float* in, f16_bits* out, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) out[i] = f32_to_f16(in[i]);
-}
-
-// Writes the key of position `pos` (head_dim floats) into one KV head's tiled keys.
-template <class Element>
-void store_key(const float* in, Element* keys, std::size_t pos, std::size_t head_dim) noexcept {
-  for (std::size_t d = 0; d < head_dim; ++d) {
-    store_kv(in + d, keys + key_offset(pos, d, head_dim), 1);
-  }
-}
-
-template <class Element>
+// Where one block's K/V of every KV head lies: the layouts are quant/kv_layout.hpp's.
 struct KvHeads {
-  // Keys of KV head g: keys + g * key_head_stride, position p and dimension d at
-  // key_offset(p, d, head_dim); the stride is a multiple of kKeyTile * head_dim.
-  const Element* keys = nullptr;
+  KvTypes types{};
+  // Keys of KV head g: a region starting at keys + g * key_head_stride (bytes), a
+  // multiple of kKeyTile rows of kv_row_bytes(types.key, head_dim).
+  const std::byte* keys = nullptr;
   std::size_t key_head_stride = 0;
-  // Value of KV head g at position p: values + g * value_head_stride + p * head_dim.
-  const Element* values = nullptr;
+  // Values of KV head g: rows of kv_row_bytes(types.value, head_dim) from
+  // values + g * value_head_stride.
+  const std::byte* values = nullptr;
   std::size_t value_head_stride = 0;
 };
 
@@ -74,27 +58,23 @@ inline constexpr std::size_t kAttentionBlock = 256;
 // Query heads per KV head whose block scores fit on the stack (SmolLM3 has 4).
 inline constexpr std::size_t kMaxGroupOnStack = 8;
 
-// The context's block kernel for a K/V element type.
-template <class Element>
-auto block_kernel(const Context& ctx) noexcept {
-  if constexpr (std::is_same_v<Element, float>) {
-    return ctx.kernels().attend_block_f32;
-  } else {
-    return ctx.kernels().attend_block_f16;
-  }
-}
-
 // The contiguous cache seen block by block, the interface attention_rows reads (the
-// paged pool, model/kv_pool.hpp, offers the same).
-template <class Element>
+// paged pool, model/kv_pool.hpp, offers the same): types(), keys(g, block) and
+// values(g, block).
 struct ContiguousKv {
-  KvHeads<Element> heads;
-  std::size_t head_dim = 0;
-  const Element* keys(std::size_t g, std::size_t block) const noexcept {
-    return heads.keys + g * heads.key_head_stride + block * kAttentionBlock * head_dim;
+  KvHeads heads;
+  std::size_t key_block_bytes = 0;    // kAttentionBlock rows of keys
+  std::size_t value_block_bytes = 0;  // ... and of values
+  ContiguousKv(const KvHeads& h, std::size_t head_dim)
+      : heads(h),
+        key_block_bytes(kAttentionBlock * kv_row_bytes(h.types.key, head_dim)),
+        value_block_bytes(kAttentionBlock * kv_row_bytes(h.types.value, head_dim)) {}
+  KvTypes types() const noexcept { return heads.types; }
+  const std::byte* keys(std::size_t g, std::size_t block) const noexcept {
+    return heads.keys + g * heads.key_head_stride + block * key_block_bytes;
   }
-  const Element* values(std::size_t g, std::size_t block) const noexcept {
-    return heads.values + g * heads.value_head_stride + block * kAttentionBlock * head_dim;
+  const std::byte* values(std::size_t g, std::size_t block) const noexcept {
+    return heads.values + g * heads.value_head_stride + block * value_block_bytes;
   }
 };
 
@@ -104,7 +84,7 @@ struct ContiguousKv {
 // A token's result depends only on its query, its view and its visible count (the
 // blocks and their merge order follow from those), never on the other rows: the same
 // sequence gives the same bits alone or in any batch.
-template <class Element, class Rows>
+template <class Rows>
 void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
                     const Rows& rows, float* out) {
   static_assert(kAttentionBlock % kKeyTile == 0, "blocks must start on a key tile");
@@ -112,7 +92,9 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
   const std::size_t group = shape.n_head / shape.n_head_kv;
   const std::size_t row_stride = shape.n_head * dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  const auto attend = block_kernel<Element>(ctx);
+  if (n_tokens == 0) return;
+  const auto attend = ctx.kernels().attend_block;
+  const std::size_t value_rotation_block = value_rotation(rows.kv(0).types().value, dim);
 
   ctx.arena().execute([&] {
     tbb::parallel_for(std::size_t{0}, n_tokens * shape.n_head_kv, [&](std::size_t task) {
@@ -134,6 +116,7 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
         attend({.queries = queries,
                 .group = group,
                 .head_dim = dim,
+                .types = kv.types(),
                 .keys = kv.keys(g, b),
                 .values = kv.values(g, b),
                 .count = end - begin,
@@ -164,18 +147,20 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
         }
         const float inverse = static_cast<float>(1.0 / total);
         for (std::size_t d = 0; d < dim; ++d) result[d] *= inverse;
+        // A quantized value cache holds rotated rows (quant/kv_layout.hpp): their
+        // weighted sum is turned back, H being its own inverse.
+        if (value_rotation_block != 0) hadamard_rotate(result, dim, value_rotation_block);
       }
     });
   });
 }
 
 // Consecutive tokens of one sequence in the contiguous cache.
-template <class Element>
 struct ConsecutiveRows {
-  ContiguousKv<Element> view;
+  ContiguousKv view;
   std::size_t first_position = 0;
   std::size_t visible(std::size_t t) const noexcept { return first_position + t + 1; }
-  const ContiguousKv<Element>& kv(std::size_t) const noexcept { return view; }
+  const ContiguousKv& kv(std::size_t) const noexcept { return view; }
 };
 
 }  // namespace detail
@@ -184,11 +169,11 @@ struct ConsecutiveRows {
 // first_position + t and attends to positions [0, first_position + t], whose K/V rows
 // must already be in `kv`. Scale 1/sqrt(head_dim). `q` and `out` are n_tokens rows
 // of n_head * head_dim floats. n_head must be a multiple of n_head_kv.
-template <class Element>
-void attention(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
-               std::size_t first_position, const KvHeads<Element>& kv, float* out) {
-  const detail::ConsecutiveRows<Element> rows{{kv, shape.head_dim}, first_position};
-  detail::attention_rows<Element>(ctx, shape, q, n_tokens, rows, out);
+inline void attention(Context& ctx, const AttentionShape& shape, const float* q,
+                      std::size_t n_tokens, std::size_t first_position, const KvHeads& kv,
+                      float* out) {
+  const detail::ConsecutiveRows rows{detail::ContiguousKv(kv, shape.head_dim), first_position};
+  detail::attention_rows(ctx, shape, q, n_tokens, rows, out);
 }
 
 }  // namespace smol

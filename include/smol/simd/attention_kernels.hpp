@@ -1,13 +1,20 @@
 // Attention over one block of cached positions for all query heads of one KV head.
 //
 // Decode attention is a stream over the KV cache, so each K and V row is read once
-// for the whole group of query heads that shares it. Keys are stored in tiles of
-// kKeyTile positions, dimension-major inside a tile (key (p, d) at
-// key_offset(p, d, head_dim)): a tile row is kKeyTile positions of one dimension,
-// so the scores of a tile are FMAs of that row with a broadcast query element,
-// positions in lanes, with no horizontal add per position. Values are plain rows of
-// head_dim by position: the weighted sum is FMAs of a row with a broadcast weight,
-// dimensions in lanes. Both loops are transpose-free and read memory in order.
+// for the whole group of query heads that shares it. The layouts are
+// quant/kv_layout.hpp's. Float keys are tiled (kKeyTile positions, dimension-major
+// inside a tile): a tile row is kKeyTile positions of one dimension, so the scores of
+// a tile are FMAs of that row with a broadcast query element, positions in lanes, with
+// no horizontal add per position. Quantized keys (q8_0, q4_0) are block rows, stored
+// rotated: the group's queries are turned the same way and quantized to Q8_0 once per
+// block, and each score is an integer block dot, the weight kernels' Q8_0 dot
+// (llama.cpp's flash attention does the same).
+// Values are rows of head_dim by position: the weighted sum is FMAs of a row with a
+// broadcast weight, dimensions in lanes; a quantized row is widened one block of 32 at
+// a time, never as a dequantized copy of the cache; the weighted sum of rotated values
+// is turned back by the caller (ops/attention.hpp), once per query head. Both loops
+// read memory in order.
+// The key and the value type are run-time choices taken once per block (visit_kv_type).
 //
 // attend_block writes, per query head j of the group, the block's max score
 // (out[j]), sum of exp(score - max) (out[group + j]) and the exp-weighted sum of
@@ -33,29 +40,25 @@
 #include <xsimd/xsimd.hpp>
 
 #include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/kv_layout.hpp"
+#include "smol/quant/quantize.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/float_kernels.hpp"
+#include "smol/simd/kernels_q8_0.hpp"
 
 namespace smol {
 
-// Positions per key tile; also the alignment of a block's first position.
-inline constexpr std::size_t kKeyTile = 16;
-
-// Element offset of key (position p, dimension d) inside one KV head's keys.
-constexpr std::size_t key_offset(std::size_t p, std::size_t d, std::size_t head_dim) noexcept {
-  return (p / kKeyTile) * kKeyTile * head_dim + d * kKeyTile + p % kKeyTile;
-}
-
-// Arguments of one block. `keys` points at the tile holding the block's first
-// position (a multiple of kKeyTile), `values` at its row; `count` positions are
-// visible. `scores` is scratch of group * round_up(count, kKeyTile) floats.
-template <class Element>
+// Arguments of one block. `keys` and `values` point at the region row of the block's
+// first position (a multiple of kKeyTile) in their types' layouts; `count` positions
+// are visible. `scores` is scratch of group * round_up(count, kKeyTile) floats.
 struct AttendBlock {
   const float* queries = nullptr;  // group rows of head_dim
   std::size_t group = 0;
   std::size_t head_dim = 0;
-  const Element* keys = nullptr;
-  const Element* values = nullptr;
+  KvTypes types{};
+  const std::byte* keys = nullptr;
+  const std::byte* values = nullptr;
   std::size_t count = 0;
   float scale = 1.0f;
   float* scores = nullptr;
@@ -64,30 +67,74 @@ struct AttendBlock {
 
 namespace simd {
 
-inline float element_to_float(float x) noexcept {
-  return x;
-}
-inline float element_to_float(f16_bits x) noexcept {
-  return f16_to_f32(x);
-}
-
 inline std::size_t score_stride(std::size_t count) noexcept {
   return (count + kKeyTile - 1) / kKeyTile * kKeyTile;
 }
 
+// Value d of a float row element, or value i of a block.
+template <KvType T>
+float kv_value(const KvElement<T>* row, std::size_t i) noexcept {
+  if constexpr (T == KvType::f32) {
+    return row[i];
+  } else if constexpr (T == KvType::f16) {
+    return f16_to_f32(row[i]);
+  } else if constexpr (T == KvType::bf16) {
+    return bf16_to_f32(row[i]);
+  } else if constexpr (T == KvType::q8_0) {
+    const BlockQ8_0& b = row[i / 32];
+    return f16_to_f32(b.d) * static_cast<float>(b.qs[i % 32]);
+  } else {
+    const BlockQ4_0& b = row[i / 32];
+    const std::size_t j = i % 32;
+    const int q = j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4);
+    return f16_to_f32(b.d) * static_cast<float>(q - 8);
+  }
+}
+
+template <KvType T>
+const KvElement<T>* region_row(const std::byte* region, std::size_t p, std::size_t dim) noexcept {
+  return reinterpret_cast<const KvElement<T>*>(region + p * kv_row_bytes(T, dim));
+}
+
+// The queries of `n` heads as Q8_0 rows, what a quantized key cache of type K is dotted
+// with: turned as its keys were (quant/kv_layout.hpp), then quantized.
+template <KvType K>
+void quantize_queries(const float* q, std::size_t n, std::size_t dim, BlockQ8_0* out) noexcept {
+  const std::size_t rotation = key_rotation(K, dim);
+  float rotated[kMaxQuantizedHeadDim];
+  for (std::size_t j = 0; j < n; ++j) {
+    const float* row = q + j * dim;
+    if (rotation != 0) {
+      std::copy(row, row + dim, rotated);
+      hadamard_rotate(rotated, dim, rotation);
+      row = rotated;
+    }
+    for (std::size_t b = 0; b < dim / 32; ++b) quantize_block(row + 32 * b, out[j * dim / 32 + b]);
+  }
+}
+
 // The reference: plain loops, std::exp, the same order of operations per value where
-// it is cheap to keep (scores = dot * scale, exp(score - max)).
-template <class Element>
-void attend_block_reference(const AttendBlock<Element>& a) noexcept {
+// it is cheap to keep (scores = dot * scale, exp(score - max)). Quantized keys are
+// dotted with the Q8_0 query by the scalar integer dot, as the vector sets do.
+template <KvType K, KvType V>
+void attend_block_reference_as(const AttendBlock& a) noexcept {
   const std::size_t dim = a.head_dim, count = a.count, stride = score_stride(count);
+  BlockQ8_0 quantized[kMaxQuantizedHeadDim / 32];
   for (std::size_t j = 0; j < a.group; ++j) {
     float* s = a.scores + j * stride;
     const float* q = a.queries + j * dim;
+    if constexpr (kv_is_quantized_v<K>) quantize_queries<K>(q, 1, dim, quantized);
     float m = -std::numeric_limits<float>::infinity();
     for (std::size_t p = 0; p < count; ++p) {
       float dot = 0.0f;
-      for (std::size_t d = 0; d < dim; ++d) {
-        dot += element_to_float(a.keys[key_offset(p, d, dim)]) * q[d];
+      if constexpr (kv_is_quantized_v<K>) {
+        dot = q8_0_activation_dot<scalar_arch, KvElement<K>>()(region_row<K>(a.keys, p, dim),
+                                                               quantized, dim / 32);
+      } else {
+        const auto* keys = reinterpret_cast<const KvElement<K>*>(a.keys);
+        for (std::size_t d = 0; d < dim; ++d) {
+          dot += kv_value<K>(keys + key_offset(p, d, dim), 0) * q[d];
+        }
       }
       s[p] = dot * a.scale;
       m = std::max(m, s[p]);
@@ -99,27 +146,38 @@ void attend_block_reference(const AttendBlock<Element>& a) noexcept {
     float* weighted = a.out + 2 * a.group + j * dim;
     std::fill(weighted, weighted + dim, 0.0f);
     for (std::size_t p = 0; p < count; ++p) {
-      for (std::size_t d = 0; d < dim; ++d) {
-        weighted[d] += s[p] * element_to_float(a.values[p * dim + d]);
-      }
+      const KvElement<V>* row = region_row<V>(a.values, p, dim);
+      for (std::size_t d = 0; d < dim; ++d) weighted[d] += s[p] * kv_value<V>(row, d);
     }
   }
 }
 
-template <class Arch>
-auto load_floats(const float* p) noexcept {
-  return xsimd::batch<float, xsimd_arch_t<Arch>>::load_unaligned(p);
-}
-template <class Arch>
-auto load_floats(const f16_bits* p) noexcept {
-  return HalfLoads<Arch>::f16(p);
+inline void attend_block_reference(const AttendBlock& a) noexcept {
+  visit_kv_type(a.types.key, [&](auto k) {
+    visit_kv_type(a.types.value, [&](auto v) {
+      attend_block_reference_as<decltype(k)::value, decltype(v)::value>(a);
+    });
+  });
 }
 
-// Scores of NH heads (starting at `q`) for NT consecutive tiles starting at `keys`:
-// scores[j * stride + tile * kKeyTile + lane]. NT * NH * lanes-per-tile accumulators.
-template <class Arch, std::size_t NH, std::size_t NT, class Element>
-void tile_scores(const float* q, std::size_t dim, const Element* keys, float scale, float* scores,
-                 std::size_t stride) noexcept {
+template <class Arch, KvType T>
+auto load_floats(const KvElement<T>* p) noexcept {
+  if constexpr (T == KvType::f32) {
+    return xsimd::batch<float, xsimd_arch_t<Arch>>::load_unaligned(p);
+  } else if constexpr (T == KvType::f16) {
+    return HalfLoads<Arch>::f16(p);
+  } else {
+    static_assert(T == KvType::bf16);
+    return HalfLoads<Arch>::bf16(p);
+  }
+}
+
+// Scores of NH heads (starting at `q`) for NT consecutive float key tiles starting at
+// `keys`: scores[j * stride + tile * kKeyTile + lane]. NT * NH * lanes-per-tile
+// accumulators.
+template <class Arch, std::size_t NH, std::size_t NT, KvType T>
+void tile_scores(const float* q, std::size_t dim, const KvElement<T>* keys, float scale,
+                 float* scores, std::size_t stride) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
   constexpr std::size_t W = batch::size;
   static_assert(kKeyTile % W == 0);
@@ -140,7 +198,7 @@ void tile_scores(const float* q, std::size_t dim, const Element* keys, float sca
     batch k[NT][L];
     for (std::size_t t = 0; t < NT; ++t) {
       for (std::size_t l = 0; l < L; ++l) {
-        k[t][l] = load_floats<Arch>(keys + t * tile_elements + d * kKeyTile + l * W);
+        k[t][l] = load_floats<Arch, T>(keys + t * tile_elements + d * kKeyTile + l * W);
       }
     }
     for (std::size_t j = 0; j < NH; ++j) {
@@ -160,11 +218,46 @@ void tile_scores(const float* q, std::size_t dim, const Element* keys, float sca
   }
 }
 
+// The scores of NH heads over the block's positions, for the key type K.
+template <class Arch, std::size_t NH, KvType K>
+void block_scores(const AttendBlock& a, const float* q, float* scores) noexcept {
+  const std::size_t dim = a.head_dim, stride = score_stride(a.count);
+  if constexpr (kv_is_quantized_v<K>) {
+    // Q8_0 queries once per block; then one integer block dot per position and head.
+    BlockQ8_0 quantized[NH * (kMaxQuantizedHeadDim / 32)];
+    const std::size_t nb = dim / 32;
+    quantize_queries<K>(q, NH, dim, quantized);
+    constexpr auto dot = q8_0_activation_dot<Arch, KvElement<K>>();
+    const std::size_t row_bytes = kv_row_bytes(K, dim);
+    for (std::size_t p = 0; p < a.count; ++p) {
+      const auto* row = region_row<K>(a.keys, p, dim);
+      __builtin_prefetch(reinterpret_cast<const char*>(row) + 8 * row_bytes);
+      __builtin_prefetch(reinterpret_cast<const char*>(row) + 8 * row_bytes + 64);
+      for (std::size_t j = 0; j < NH; ++j) {
+        scores[j * stride + p] = dot(row, quantized + j * nb, nb) * a.scale;
+      }
+    }
+  } else {
+    // Two tiles at a time give NH * 2 independent FMA chains, enough to hide latency.
+    const auto* keys = reinterpret_cast<const KvElement<K>*>(a.keys);
+    const std::size_t n_tiles = stride / kKeyTile;
+    std::size_t t = 0;
+    for (; t + 2 <= n_tiles; t += 2) {
+      tile_scores<Arch, NH, 2, K>(q, dim, keys + t * kKeyTile * dim, a.scale, scores + t * kKeyTile,
+                                  stride);
+    }
+    if (t < n_tiles) {
+      tile_scores<Arch, NH, 1, K>(q, dim, keys + t * kKeyTile * dim, a.scale, scores + t * kKeyTile,
+                                  stride);
+    }
+  }
+}
+
 // weighted[j][c0 ..] += sum_p w[j][p] * V[p][c0 ..] for NH heads and NB batches of
-// dimensions: NH * NB accumulators, each V row segment widened once.
-template <class Arch, std::size_t NH, std::size_t NB, class Element>
-void weighted_values(const float* w, std::size_t stride, const Element* values, std::size_t dim,
-                     std::size_t count, std::size_t c0, float* weighted) noexcept {
+// dimensions of float rows: NH * NB accumulators, each V row segment widened once.
+template <class Arch, std::size_t NH, std::size_t NB, KvType T>
+void weighted_values(const float* w, std::size_t stride, const KvElement<T>* values,
+                     std::size_t dim, std::size_t count, std::size_t c0, float* weighted) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
   constexpr std::size_t W = batch::size;
   batch acc[NH][NB];
@@ -176,11 +269,13 @@ void weighted_values(const float* w, std::size_t stride, const Element* values, 
   // two; 32 rows at 0.60 and 0.80 (bench_forward, depths 4096 and 16384).
   constexpr std::size_t kAhead = 32;
   for (std::size_t p = 0; p < count; ++p) {
-    for (std::size_t b = 0; b < NB * W * sizeof(Element); b += 64) {
+    for (std::size_t b = 0; b < NB * W * sizeof(KvElement<T>); b += 64) {
       __builtin_prefetch(reinterpret_cast<const char*>(values + (p + kAhead) * dim + c0) + b);
     }
     batch v[NB];
-    for (std::size_t b = 0; b < NB; ++b) v[b] = load_floats<Arch>(values + p * dim + c0 + b * W);
+    for (std::size_t b = 0; b < NB; ++b) {
+      v[b] = load_floats<Arch, T>(values + p * dim + c0 + b * W);
+    }
     for (std::size_t j = 0; j < NH; ++j) {
       const batch wj(w[j * stride + p]);
       for (std::size_t b = 0; b < NB; ++b) acc[j][b] = xsimd::fma(v[b], wj, acc[j][b]);
@@ -191,25 +286,94 @@ void weighted_values(const float* w, std::size_t stride, const Element* values, 
   }
 }
 
-// One chunk of NH query heads (NH <= 4 keeps the accumulators in registers).
-template <class Arch, std::size_t NH, class Element>
-void attend_heads(const AttendBlock<Element>& a, std::size_t j0) noexcept {
+// The integers of one block, widened to floats (the compiler vectorises these loops
+// under each dispatch unit's flags); the block's scale is returned apart, so it
+// multiplies the softmax weight once instead of 32 values.
+inline float widen_block(const BlockQ8_0& b, float* out) noexcept {
+  for (std::size_t i = 0; i < 32; ++i) out[i] = static_cast<float>(b.qs[i]);
+  return f16_to_f32(b.d);
+}
+inline float widen_block(const BlockQ4_0& b, float* out) noexcept {
+  for (std::size_t i = 0; i < 16; ++i) {
+    out[i] = static_cast<float>((b.qs[i] & 0xF) - 8);
+    out[i + 16] = static_cast<float>((b.qs[i] >> 4) - 8);
+  }
+  return f16_to_f32(b.d);
+}
+
+// The same for quantized rows, one block column (32 dimensions) at a time.
+template <class Arch, std::size_t NH, KvType T>
+void weighted_blocks(const float* w, std::size_t stride, const std::byte* values, std::size_t dim,
+                     std::size_t count, std::size_t block, float* weighted) noexcept {
+  using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
+  constexpr std::size_t W = batch::size;
+  constexpr std::size_t NB = 32 / W;
+  static_assert(32 % W == 0);
+  batch acc[NH][NB];
+  for (auto& h : acc) {
+    for (auto& b : h) b = batch(0.0f);
+  }
+  const std::size_t row_bytes = kv_row_bytes(T, dim);
+  alignas(64) float widened[32];
+  for (std::size_t p = 0; p < count; ++p) {
+    const KvElement<T>& b = region_row<T>(values, p, dim)[block];
+    __builtin_prefetch(reinterpret_cast<const char*>(&b) + 16 * row_bytes);
+    const float d = widen_block(b, widened);
+    batch v[NB];
+    for (std::size_t i = 0; i < NB; ++i) v[i] = batch::load_aligned(widened + i * W);
+    for (std::size_t j = 0; j < NH; ++j) {
+      const batch wj(w[j * stride + p] * d);
+      for (std::size_t i = 0; i < NB; ++i) acc[j][i] = xsimd::fma(v[i], wj, acc[j][i]);
+    }
+  }
+  for (std::size_t j = 0; j < NH; ++j) {
+    for (std::size_t i = 0; i < NB; ++i) {
+      acc[j][i].store_unaligned(weighted + j * dim + 32 * block + i * W);
+    }
+  }
+}
+
+// The un-normalised weighted values of NH heads, for the value type V.
+template <class Arch, std::size_t NH, KvType V>
+void block_values(const AttendBlock& a, const float* scores, float* weighted) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
   constexpr std::size_t W = batch::size;
   const std::size_t dim = a.head_dim, count = a.count, stride = score_stride(count);
-  const std::size_t n_tiles = stride / kKeyTile;
+  if constexpr (kv_is_quantized_v<V>) {
+    for (std::size_t b = 0; b < dim / 32; ++b) {
+      weighted_blocks<Arch, NH, V>(scores, stride, a.values, dim, count, b, weighted);
+    }
+  } else {
+    const auto* values = reinterpret_cast<const KvElement<V>*>(a.values);
+    std::size_t c0 = 0;
+    for (; c0 + 4 * W <= dim; c0 += 4 * W) {
+      weighted_values<Arch, NH, 4, V>(scores, stride, values, dim, count, c0, weighted);
+    }
+    for (; c0 + W <= dim; c0 += W) {
+      weighted_values<Arch, NH, 1, V>(scores, stride, values, dim, count, c0, weighted);
+    }
+    for (; c0 < dim; ++c0) {  // head sizes that are not a multiple of the vector width
+      for (std::size_t j = 0; j < NH; ++j) {
+        float sum = 0.0f;
+        for (std::size_t p = 0; p < count; ++p) {
+          sum += scores[j * stride + p] * kv_value<V>(values + p * dim, c0);
+        }
+        weighted[j * dim + c0] = sum;
+      }
+    }
+  }
+}
+
+// One chunk of NH query heads (NH <= 4 keeps the accumulators in registers).
+template <class Arch, std::size_t NH>
+void attend_heads(const AttendBlock& a, std::size_t j0) noexcept {
+  using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
+  constexpr std::size_t W = batch::size;
+  const std::size_t dim = a.head_dim, count = a.count, stride = score_stride(count);
   const float* q = a.queries + j0 * dim;
   float* scores = a.scores + j0 * stride;
-  // Two tiles at a time give NH * 2 independent FMA chains, enough to hide latency.
-  std::size_t t = 0;
-  for (; t + 2 <= n_tiles; t += 2) {
-    tile_scores<Arch, NH, 2>(q, dim, a.keys + t * kKeyTile * dim, a.scale, scores + t * kKeyTile,
-                             stride);
-  }
-  if (t < n_tiles) {
-    tile_scores<Arch, NH, 1>(q, dim, a.keys + t * kKeyTile * dim, a.scale, scores + t * kKeyTile,
-                             stride);
-  }
+  visit_kv_type(a.types.key,
+                [&](auto k) { block_scores<Arch, NH, decltype(k)::value>(a, q, scores); });
 
   // Softmax numerators. The tail lanes of the last tile (positions past `count`, whose
   // key slots may hold anything) are left out of the max and the sum and zeroed.
@@ -237,26 +401,12 @@ void attend_heads(const AttendBlock<Element>& a, std::size_t j0) noexcept {
   }
 
   float* weighted = a.out + 2 * a.group + j0 * dim;
-  std::size_t c0 = 0;
-  for (; c0 + 4 * W <= dim; c0 += 4 * W) {
-    weighted_values<Arch, NH, 4>(scores, stride, a.values, dim, count, c0, weighted);
-  }
-  for (; c0 + W <= dim; c0 += W) {
-    weighted_values<Arch, NH, 1>(scores, stride, a.values, dim, count, c0, weighted);
-  }
-  for (; c0 < dim; ++c0) {  // head sizes that are not a multiple of the vector width
-    for (std::size_t j = 0; j < NH; ++j) {
-      float sum = 0.0f;
-      for (std::size_t p = 0; p < count; ++p) {
-        sum += scores[j * stride + p] * element_to_float(a.values[p * dim + c0]);
-      }
-      weighted[j * dim + c0] = sum;
-    }
-  }
+  visit_kv_type(a.types.value,
+                [&](auto v) { block_values<Arch, NH, decltype(v)::value>(a, scores, weighted); });
 }
 
-template <class Arch, class Element>
-void attend_block(const AttendBlock<Element>& a) noexcept {
+template <class Arch>
+void attend_block(const AttendBlock& a) noexcept {
   std::size_t j = 0;
   for (; j + 4 <= a.group; j += 4) attend_heads<Arch, 4>(a, j);
   switch (a.group - j) {

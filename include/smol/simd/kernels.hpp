@@ -27,7 +27,6 @@
 
 namespace smol {
 
-template <class Element>
 struct AttendBlock;  // simd/attention_kernels.hpp
 
 // Eight interleaved rows (quant/rows8.hpp) times `n_tokens` Q8_K rows lying `x_stride`
@@ -104,10 +103,9 @@ struct Kernels {
   // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
   void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
   void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;
-  // Attention over one block of cached positions for one KV head's query heads (see
-  // simd/attention_kernels.hpp), per K/V element type.
-  void (*attend_block_f32)(const AttendBlock<float>&) = nullptr;
-  void (*attend_block_f16)(const AttendBlock<f16_bits>&) = nullptr;
+  // Attention over one block of cached positions for one KV head's query heads, any
+  // key and value types (see simd/attention_kernels.hpp).
+  void (*attend_block)(const AttendBlock&) = nullptr;
 };
 
 // Each weight type's kernel unit (simd/kernels_<type>.hpp) specialises this:

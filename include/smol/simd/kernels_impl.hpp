@@ -40,16 +40,14 @@ Kernels make_isa_kernels() noexcept {
     k.quantize_row_q8k = scalar::quantize_row_q8k;
     k.quantize_row_q8_0 = scalar::quantize_row_q8_0;
     k.swiglu = scalar::swiglu;
-    k.attend_block_f32 = simd::attend_block_reference<float>;
-    k.attend_block_f16 = simd::attend_block_reference<f16_bits>;
+    k.attend_block = simd::attend_block_reference;
   } else {
     // Vector sets keep the scalar Q8_0 quantizer (filled in below): only the Q4_0 and
     // Q8_0 weights use it, and not on a hot path.
     k.quantize_row_q8k = simd::quantize_row_q8k<Arch>;
     k.swiglu = simd::swiglu<Arch>;
+    k.attend_block = simd::attend_block<Arch>;
 #if defined(SMOL_X86)
-    k.attend_block_f32 = simd::attend_block<Arch, float>;
-    k.attend_block_f16 = simd::attend_block<Arch, f16_bits>;
     // Where the interleaved copies pay: on a Zen 3 the AVX2 set decodes 10-20 % and
     // prefills 25-40 % faster on them, on a Zen 5 the AVX-512 sets about 15 % and 70 %
     // (bench/README.md). The AMX set keeps the file's rows, which its matrix-unit
@@ -82,8 +80,7 @@ inline Kernels with_scalar_fallbacks(Kernels k) noexcept {
   if (!k.quantize_row_q8k) k.quantize_row_q8k = s.quantize_row_q8k;
   if (!k.quantize_row_q8_0) k.quantize_row_q8_0 = s.quantize_row_q8_0;
   if (!k.swiglu) k.swiglu = s.swiglu;
-  if (!k.attend_block_f32) k.attend_block_f32 = s.attend_block_f32;
-  if (!k.attend_block_f16) k.attend_block_f16 = s.attend_block_f16;
+  if (!k.attend_block) k.attend_block = s.attend_block;
   return k;
 }
 

@@ -9,22 +9,43 @@
 
 namespace smol {
 
+// The Q8_0-activation dot of a 32-value block type in one instruction set: the weight
+// kernels below use it, and so does attention over a q8_0 or q4_0 key cache
+// (simd/attention_kernels.hpp).
+template <class Arch, class Block>
+constexpr auto q8_0_activation_dot() noexcept {
+  static_assert(std::is_same_v<Block, BlockQ4_0> || std::is_same_v<Block, BlockQ8_0>);
+  constexpr bool q4 = std::is_same_v<Block, BlockQ4_0>;
+  if constexpr (std::is_same_v<Arch, scalar_arch>) {
+    if constexpr (q4)
+      return scalar::dot_q4_0_q8_0;
+    else
+      return scalar::dot_q8_0_q8_0;
+#if defined(SMOL_X86)
+  } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+    if constexpr (q4)
+      return simd::x86::dot_q4_0_q8_0<Arch>;
+    else
+      return simd::x86::dot_q8_0_q8_0<Arch>;
+#endif
+#if defined(SMOL_ARM64)
+  } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+    if constexpr (q4)
+      return simd::neon::dot_q4_0_q8_0<Arch>;
+    else
+      return simd::neon::dot_q8_0_q8_0<Arch>;
+#endif
+  } else {
+    static_assert(sizeof(Arch) == 0, "no Q8_0 dot for this instruction set");
+  }
+}
+
 template <>
 struct KernelUnit<BlockWeight<BlockQ4_0>> {
   template <class Arch>
   static WeightKernels<BlockWeight<BlockQ4_0>> make() noexcept {
     WeightKernels<BlockWeight<BlockQ4_0>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q4_0_q8_0;
-#if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_q4_0_q8_0<Arch>;
-#endif
-#if defined(SMOL_ARM64)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q4_0_q8_0<Arch>;
-#endif
-    }
+    k.dot = q8_0_activation_dot<Arch, BlockQ4_0>();
     return k;
   }
 };
@@ -34,17 +55,7 @@ struct KernelUnit<BlockWeight<BlockQ8_0>> {
   template <class Arch>
   static WeightKernels<BlockWeight<BlockQ8_0>> make() noexcept {
     WeightKernels<BlockWeight<BlockQ8_0>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q8_0_q8_0;
-#if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_q8_0_q8_0<Arch>;
-#endif
-#if defined(SMOL_ARM64)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q8_0_q8_0<Arch>;
-#endif
-    }
+    k.dot = q8_0_activation_dot<Arch, BlockQ8_0>();
     return k;
   }
 };
