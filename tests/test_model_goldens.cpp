@@ -268,7 +268,8 @@ TEST_CASE("every KV cache type against the f16 cache: measured, and ordered by p
       {smol::KvType::q8_0, 0.2, 0.88},
       {smol::KvType::q4_0, 1.6, 0.2},
   };
-  for (const char* prompt : kPrompts) {
+  // P1 and P3 (P3 runs past one 256-position block); P2 adds time, not coverage.
+  for (const char* prompt : {"P1", "P3"}) {
     const Golden golden = load_golden("f32", prompt);
     smol::Transformer f16(model, ctx, {.context = 512, .kv_type = smol::KvType::f16});
     const std::vector<float> reference = teacher_forced(f16, golden);

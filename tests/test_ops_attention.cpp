@@ -152,6 +152,8 @@ TEST_CASE("attention matches a naive double implementation on every ISA") {
       {6, 3, 80, 530, 2},    // head size without a specialisation
       {2, 1, 32, 1030, 1},   // five blocks
       {16, 1, 64, 270, 2},   // a group too large for the stack scores
+      {4, 1, 64, 700, 40},   // prefill at depth: tiles of 16, 16 and 8 tokens sharing blocks
+      {8, 2, 128, 530, 20},  // a tile that reaches into the next block
   };
   for (const smol::Isa isa : smol::available_isas()) {
     smol::Context ctx(2, isa);

@@ -8,10 +8,12 @@
 // for the baseline ISA.
 //
 // Query head h reads KV head h / (n_head / n_head_kv); the query heads of a group
-// are processed together, so each K row and V row is fetched once per group. Work is
-// split over (token, KV head) and over blocks of positions: each block yields a
-// partial softmax (max, sum, weighted values) and the blocks are merged exactly, so
-// one decode token at depth 4096 still keeps every core busy.
+// are processed together, so each K row and V row is fetched once per group, and the
+// consecutive tokens of a prefill in tiles of kQueryTile, so each block is fetched once
+// per tile (flash attention's schedule, over the cache's blocks). Work is split over
+// (tile, KV head) and over blocks of positions: each block yields a partial softmax
+// (max, sum, weighted values) and the blocks are merged exactly, so one decode token
+// at depth 4096 still keeps every core busy.
 #pragma once
 
 #include <tbb/parallel_for.h>
@@ -78,78 +80,144 @@ struct ContiguousKv {
   }
 };
 
+// Query tokens per tile: consecutive tokens of one sequence that attend together, so
+// the blocks all of them see whole are read once for the tile rather than once per
+// token (the tile's query rows go to the block kernel as one group). Prefill at depth
+// then streams each K/V block from memory once per 16 tokens.
+inline constexpr std::size_t kQueryTile = 16;
+
 // Attention for n_tokens query rows, each with its own K/V: token t attends to
-// positions [0, rows.visible(t)) of rows.kv(t), a view with keys(g, block) and
+// positions [0, rows.visible(t)) of rows.kv(t), a view with types(), keys(g, block) and
 // values(g, block) pointing at one block of kAttentionBlock positions of KV head g.
 // A token's result depends only on its query, its view and its visible count (the
-// blocks and their merge order follow from those), never on the other rows: the same
-// sequence gives the same bits alone or in any batch.
+// blocks, their counts and their merge order follow from those; the block kernel
+// computes each query row on its own, whatever rows share the call), never on the
+// other rows or on the tiles: the same sequence gives the same bits alone or in any
+// batch.
 template <class Rows>
 void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
                     const Rows& rows, float* out) {
   static_assert(kAttentionBlock % kKeyTile == 0, "blocks must start on a key tile");
+  if (n_tokens == 0) return;
   const std::size_t dim = shape.head_dim;
   const std::size_t group = shape.n_head / shape.n_head_kv;
   const std::size_t row_stride = shape.n_head * dim;
+  const std::size_t partial_size = group * (dim + 2);  // one token's record for one block
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-  if (n_tokens == 0) return;
   const auto attend = ctx.kernels().attend_block;
   const std::size_t value_rotation_block = value_rotation(rows.kv(0).types().value, dim);
+  const auto blocks_of = [](std::size_t visible) {
+    return (visible + kAttentionBlock - 1) / kAttentionBlock;
+  };
+
+  // Tiles: runs of up to kQueryTile tokens with the same view and consecutive positions.
+  std::vector<std::size_t> tile_start;
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const bool continues = !tile_start.empty() && t - tile_start.back() < kQueryTile &&
+                           &rows.kv(t) == &rows.kv(t - 1) &&
+                           rows.visible(t) == rows.visible(t - 1) + 1;
+    if (!continues) tile_start.push_back(t);
+  }
+  tile_start.push_back(n_tokens);
+  const std::size_t n_tiles = tile_start.size() - 1;
 
   ctx.arena().execute([&] {
-    tbb::parallel_for(std::size_t{0}, n_tokens * shape.n_head_kv, [&](std::size_t task) {
-      const std::size_t t = task / shape.n_head_kv;
+    tbb::parallel_for(std::size_t{0}, n_tiles * shape.n_head_kv, [&](std::size_t task) {
+      const std::size_t t0 = tile_start[task / shape.n_head_kv];
+      const std::size_t n = tile_start[task / shape.n_head_kv + 1] - t0;
       const std::size_t g = task % shape.n_head_kv;
-      const std::size_t visible = rows.visible(t);
-      const auto& kv = rows.kv(t);
-      const std::size_t n_blocks = (visible + kAttentionBlock - 1) / kAttentionBlock;
-      const float* queries = q + t * row_stride + g * group * dim;
+      const auto& kv = rows.kv(t0);
+      // Blocks [0, shared) are whole for every token of the tile: one call each, with
+      // the tile's n * group query rows. The rest are each token's own.
+      const std::size_t shared = n > 1 ? rows.visible(t0) / kAttentionBlock : 0;
+      std::vector<float> tile_queries(n > 1 ? n * group * dim : 0);
+      for (std::size_t i = 0; i < n && n > 1; ++i) {
+        const float* from = q + (t0 + i) * row_stride + g * group * dim;
+        std::copy(from, from + group * dim, tile_queries.begin() + i * group * dim);
+      }
+      std::vector<float> shared_partials(shared * n * partial_size);
+      std::vector<std::size_t> own_start(n + 1, 0);  // token i's own blocks, in order
+      for (std::size_t i = 0; i < n; ++i) {
+        own_start[i + 1] = own_start[i] + blocks_of(rows.visible(t0 + i)) - shared;
+      }
+      std::vector<float> own_partials(own_start[n] * partial_size);
 
-      // Per block and query head: max, sum, then `dim` weighted values.
-      const std::size_t partial_size = group * (dim + 2);
-      std::vector<float> partials(n_blocks * partial_size);
-      const auto run_block = [&](std::size_t b) {
-        const std::size_t begin = b * kAttentionBlock;
-        const std::size_t end = std::min(visible, begin + kAttentionBlock);
+      const auto run = [&](const float* queries, std::size_t n_rows, std::size_t b,
+                           std::size_t count, float* partial) {
         alignas(64) float scores[kAttentionBlock * kMaxGroupOnStack];
-        std::vector<float> heap_scores(group > kMaxGroupOnStack ? group * kAttentionBlock : 0);
+        std::vector<float> heap(n_rows > kMaxGroupOnStack ? n_rows * kAttentionBlock : 0);
         attend({.queries = queries,
-                .group = group,
+                .group = n_rows,
                 .head_dim = dim,
                 .types = kv.types(),
                 .keys = kv.keys(g, b),
                 .values = kv.values(g, b),
-                .count = end - begin,
+                .count = count,
                 .scale = scale,
-                .scores = heap_scores.empty() ? scores : heap_scores.data(),
-                .out = partials.data() + b * partial_size});
+                .scores = heap.empty() ? scores : heap.data(),
+                .out = partial});
       };
-      if (n_blocks == 1) {
-        run_block(0);
+      // Job j < shared: shared block j; then each token's own blocks.
+      const auto job = [&](std::size_t j) {
+        if (j < shared) {
+          return run(tile_queries.data(), n * group, j, kAttentionBlock,
+                     shared_partials.data() + j * n * partial_size);
+        }
+        const std::size_t own = j - shared;
+        const std::size_t i = static_cast<std::size_t>(
+            std::upper_bound(own_start.begin(), own_start.end(), own) - own_start.begin() - 1);
+        const std::size_t b = shared + own - own_start[i];
+        const std::size_t visible = rows.visible(t0 + i);
+        const std::size_t count =
+            std::min(visible, (b + 1) * kAttentionBlock) - b * kAttentionBlock;
+        run(q + (t0 + i) * row_stride + g * group * dim, group, b, count,
+            own_partials.data() + own * partial_size);
+      };
+      const std::size_t n_jobs = shared + own_start[n];
+      if (n_jobs == 1) {
+        job(0);
       } else {
-        tbb::parallel_for(std::size_t{0}, n_blocks, run_block);
+        tbb::parallel_for(std::size_t{0}, n_jobs, job);
       }
 
-      for (std::size_t j = 0; j < group; ++j) {
-        float global_max = -std::numeric_limits<float>::infinity();
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-          global_max = std::max(global_max, partials[b * partial_size + j]);
+      // Merges token i's blocks in block order. A shared record holds n * group rows
+      // (maxima, sums, weighted values); an own record group rows.
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t n_blocks = blocks_of(rows.visible(t0 + i));
+        // (max, sum, weighted values) of query head j in block b.
+        const auto partial_of = [&](std::size_t b, std::size_t j) {
+          struct Part {
+            float max, sum;
+            const float* weighted;
+          };
+          if (b < shared) {
+            const float* record = shared_partials.data() + b * n * partial_size;
+            const std::size_t r = i * group + j, rows_in = n * group;
+            return Part{record[r], record[rows_in + r], record + 2 * rows_in + r * dim};
+          }
+          const float* record = own_partials.data() + (own_start[i] + b - shared) * partial_size;
+          return Part{record[j], record[group + j], record + 2 * group + j * dim};
+        };
+        for (std::size_t j = 0; j < group; ++j) {
+          float global_max = -std::numeric_limits<float>::infinity();
+          for (std::size_t b = 0; b < n_blocks; ++b) {
+            global_max = std::max(global_max, partial_of(b, j).max);
+          }
+          float* result = out + (t0 + i) * row_stride + (g * group + j) * dim;
+          std::fill(result, result + dim, 0.0f);
+          double total = 0.0;
+          for (std::size_t b = 0; b < n_blocks; ++b) {
+            const auto part = partial_of(b, j);
+            const float rescale = std::exp(part.max - global_max);
+            total += static_cast<double>(part.sum) * rescale;
+            for (std::size_t d = 0; d < dim; ++d) result[d] += rescale * part.weighted[d];
+          }
+          const float inverse = static_cast<float>(1.0 / total);
+          for (std::size_t d = 0; d < dim; ++d) result[d] *= inverse;
+          // A quantized value cache holds rotated rows (quant/kv_layout.hpp): their
+          // weighted sum is turned back, H being its own inverse.
+          if (value_rotation_block != 0) hadamard_rotate(result, dim, value_rotation_block);
         }
-        float* result = out + t * row_stride + (g * group + j) * dim;
-        std::fill(result, result + dim, 0.0f);
-        double total = 0.0;
-        for (std::size_t b = 0; b < n_blocks; ++b) {
-          const float* partial = partials.data() + b * partial_size;
-          const float rescale = std::exp(partial[j] - global_max);
-          total += static_cast<double>(partial[group + j]) * rescale;
-          const float* weighted = partial + 2 * group + j * dim;
-          for (std::size_t d = 0; d < dim; ++d) result[d] += rescale * weighted[d];
-        }
-        const float inverse = static_cast<float>(1.0 / total);
-        for (std::size_t d = 0; d < dim; ++d) result[d] *= inverse;
-        // A quantized value cache holds rotated rows (quant/kv_layout.hpp): their
-        // weighted sum is turned back, H being its own inverse.
-        if (value_rotation_block != 0) hadamard_rotate(result, dim, value_rotation_block);
       }
     });
   });
