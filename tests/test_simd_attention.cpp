@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -58,6 +59,16 @@ double max_error(const smol::Kernels& kernels, smol::KvTypes types, std::size_t 
   smol::simd::attend_block_reference(args);
   args.out = out.data();
   kernels.attend_block(args);
+  if (smol::kv_is_quantized(types.key)) {
+    // Queries the caller quantized once (as ops/attention.hpp does) give the same bits.
+    std::vector<smol::BlockQ8_0> query_blocks(group * dim / 32);
+    smol::simd::quantize_queries_for(types.key, q.data(), group, dim, query_blocks.data());
+    std::vector<float> again(out_size);
+    args.out = again.data();
+    args.query_blocks = query_blocks.data();
+    kernels.attend_block(args);
+    CHECK(std::memcmp(again.data(), out.data(), out_size * sizeof(float)) == 0);
+  }
 
   double worst = 0;
   for (std::size_t j = 0; j < group; ++j) {

@@ -135,6 +135,15 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
         const float* from = q + (t0 + i) * row_stride + g * group * dim;
         std::copy(from, from + group * dim, tile_queries.begin() + i * group * dim);
       }
+      // A quantized key cache is dotted with the queries in Q8_0: made once here for
+      // every block, token i's rows at i * group.
+      const bool quantized_keys = kv_is_quantized(kv.types().key);
+      const std::size_t row_blocks = dim / 32;
+      std::vector<BlockQ8_0> query_blocks(quantized_keys ? n * group * row_blocks : 0);
+      for (std::size_t i = 0; i < n && quantized_keys; ++i) {
+        simd::quantize_queries_for(kv.types().key, q + (t0 + i) * row_stride + g * group * dim,
+                                   group, dim, query_blocks.data() + i * group * row_blocks);
+      }
       std::vector<float> shared_partials(shared * n * partial_size);
       std::vector<std::size_t> own_start(n + 1, 0);  // token i's own blocks, in order
       for (std::size_t i = 0; i < n; ++i) {
@@ -142,8 +151,8 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
       }
       std::vector<float> own_partials(own_start[n] * partial_size);
 
-      const auto run = [&](const float* queries, std::size_t n_rows, std::size_t b,
-                           std::size_t count, float* partial) {
+      const auto run = [&](const float* queries, std::size_t first_row, std::size_t n_rows,
+                           std::size_t b, std::size_t count, float* partial) {
         alignas(64) float scores[kAttentionBlock * kMaxGroupOnStack];
         std::vector<float> heap(n_rows > kMaxGroupOnStack ? n_rows * kAttentionBlock : 0);
         attend({.queries = queries,
@@ -155,12 +164,14 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
                 .count = count,
                 .scale = scale,
                 .scores = heap.empty() ? scores : heap.data(),
-                .out = partial});
+                .out = partial,
+                .query_blocks =
+                    quantized_keys ? query_blocks.data() + first_row * row_blocks : nullptr});
       };
       // Job j < shared: shared block j; then each token's own blocks.
       const auto job = [&](std::size_t j) {
         if (j < shared) {
-          return run(tile_queries.data(), n * group, j, kAttentionBlock,
+          return run(tile_queries.data(), 0, n * group, j, kAttentionBlock,
                      shared_partials.data() + j * n * partial_size);
         }
         const std::size_t own = j - shared;
@@ -170,7 +181,7 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
         const std::size_t visible = rows.visible(t0 + i);
         const std::size_t count =
             std::min(visible, (b + 1) * kAttentionBlock) - b * kAttentionBlock;
-        run(q + (t0 + i) * row_stride + g * group * dim, group, b, count,
+        run(q + (t0 + i) * row_stride + g * group * dim, i * group, group, b, count,
             own_partials.data() + own * partial_size);
       };
       const std::size_t n_jobs = shared + own_start[n];

@@ -63,6 +63,10 @@ struct AttendBlock {
   float scale = 1.0f;
   float* scores = nullptr;
   float* out = nullptr;  // group maxima, group sums, group * head_dim weighted values
+  // With a quantized key type: the queries as its keys are dotted with, group rows of
+  // head_dim / 32 blocks (simd::quantize_queries_for), made once per token by the
+  // caller rather than once per block; nullptr: the kernel makes them.
+  const BlockQ8_0* query_blocks = nullptr;
 };
 
 namespace simd {
@@ -113,6 +117,15 @@ void quantize_queries(const float* q, std::size_t n, std::size_t dim, BlockQ8_0*
   }
 }
 
+// The same for a run-time key type (nothing to do for a float one).
+inline void quantize_queries_for(KvType key, const float* q, std::size_t n, std::size_t dim,
+                                 BlockQ8_0* out) noexcept {
+  visit_kv_type(key, [&](auto tag) {
+    constexpr KvType K = decltype(tag)::value;
+    if constexpr (kv_is_quantized_v<K>) quantize_queries<K>(q, n, dim, out);
+  });
+}
+
 // The reference: plain loops, std::exp, the same order of operations per value where
 // it is cheap to keep (scores = dot * scale, exp(score - max)). Quantized keys are
 // dotted with the Q8_0 query by the scalar integer dot, as the vector sets do.
@@ -123,13 +136,20 @@ void attend_block_reference_as(const AttendBlock& a) noexcept {
   for (std::size_t j = 0; j < a.group; ++j) {
     float* s = a.scores + j * stride;
     const float* q = a.queries + j * dim;
-    if constexpr (kv_is_quantized_v<K>) quantize_queries<K>(q, 1, dim, quantized);
+    const BlockQ8_0* query_blocks = quantized;
+    if constexpr (kv_is_quantized_v<K>) {
+      if (a.query_blocks != nullptr) {
+        query_blocks = a.query_blocks + j * (dim / 32);
+      } else {
+        quantize_queries<K>(q, 1, dim, quantized);
+      }
+    }
     float m = -std::numeric_limits<float>::infinity();
     for (std::size_t p = 0; p < count; ++p) {
       float dot = 0.0f;
       if constexpr (kv_is_quantized_v<K>) {
         dot = q8_0_activation_dot<scalar_arch, KvElement<K>>()(region_row<K>(a.keys, p, dim),
-                                                               quantized, dim / 32);
+                                                               query_blocks, dim / 32);
       } else {
         const auto* keys = reinterpret_cast<const KvElement<K>*>(a.keys);
         for (std::size_t d = 0; d < dim; ++d) {
@@ -218,24 +238,29 @@ void tile_scores(const float* q, std::size_t dim, const KvElement<T>* keys, floa
   }
 }
 
-// The scores of NH heads over the block's positions, for the key type K.
+// The scores of NH heads over the block's positions, for the key type K; `query_blocks`
+// are the NH heads' quantized queries when the caller made them.
 template <class Arch, std::size_t NH, KvType K>
-void block_scores(const AttendBlock& a, const float* q, float* scores) noexcept {
+void block_scores(const AttendBlock& a, const float* q, const BlockQ8_0* query_blocks,
+                  float* scores) noexcept {
   const std::size_t dim = a.head_dim, stride = score_stride(a.count);
   if constexpr (kv_is_quantized_v<K>) {
-    // Q8_0 queries once per block; then one integer block dot per position and head.
+    // Q8_0 queries (once per token when the caller made them, else here); then one
+    // integer block dot per position and head.
     BlockQ8_0 quantized[NH * (kMaxQuantizedHeadDim / 32)];
     const std::size_t nb = dim / 32;
-    quantize_queries<K>(q, NH, dim, quantized);
-    constexpr auto dot = q8_0_activation_dot<Arch, KvElement<K>>();
+    if (query_blocks == nullptr) {
+      quantize_queries<K>(q, NH, dim, quantized);
+      query_blocks = quantized;
+    }
     const std::size_t row_bytes = kv_row_bytes(K, dim);
+    float dots[NH];
     for (std::size_t p = 0; p < a.count; ++p) {
       const auto* row = region_row<K>(a.keys, p, dim);
       __builtin_prefetch(reinterpret_cast<const char*>(row) + 8 * row_bytes);
       __builtin_prefetch(reinterpret_cast<const char*>(row) + 8 * row_bytes + 64);
-      for (std::size_t j = 0; j < NH; ++j) {
-        scores[j * stride + p] = dot(row, quantized + j * nb, nb) * a.scale;
-      }
+      dot_rows_q8_0<Arch, NH>(row, query_blocks, nb, dots);
+      for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = dots[j] * a.scale;
     }
   } else {
     // Two tiles at a time give NH * 2 independent FMA chains, enough to hide latency.
@@ -372,8 +397,11 @@ void attend_heads(const AttendBlock& a, std::size_t j0) noexcept {
   const std::size_t dim = a.head_dim, count = a.count, stride = score_stride(count);
   const float* q = a.queries + j0 * dim;
   float* scores = a.scores + j0 * stride;
-  visit_kv_type(a.types.key,
-                [&](auto k) { block_scores<Arch, NH, decltype(k)::value>(a, q, scores); });
+  const BlockQ8_0* query_blocks =
+      a.query_blocks != nullptr ? a.query_blocks + j0 * (dim / 32) : nullptr;
+  visit_kv_type(a.types.key, [&](auto k) {
+    block_scores<Arch, NH, decltype(k)::value>(a, q, query_blocks, scores);
+  });
 
   // Softmax numerators. The tail lanes of the last tile (positions past `count`, whose
   // key slots may hold anything) are left out of the max and the sum and zeroed.

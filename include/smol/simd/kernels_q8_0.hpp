@@ -40,6 +40,20 @@ constexpr auto q8_0_activation_dot() noexcept {
   }
 }
 
+// One Q8_0 or Q4_0 row against NH Q8_0 rows lying nblocks apart (the scores of one
+// quantized key for a group of queries, simd/attention_kernels.hpp): out[j], the same
+// value as q8_0_activation_dot gives for row j. x86 loads the key once for all NH.
+template <class Arch, std::size_t NH, class Block>
+void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, float* out) noexcept {
+#if defined(SMOL_X86)
+  if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+    return simd::x86::dot_rows_q8_0<Arch, NH>(x, y, nblocks, out);
+  }
+#endif
+  constexpr auto dot = q8_0_activation_dot<Arch, Block>();
+  for (std::size_t j = 0; j < NH; ++j) out[j] = dot(x, y + j * nblocks, nblocks);
+}
+
 template <>
 struct KernelUnit<BlockWeight<BlockQ4_0>> {
   template <class Arch>

@@ -213,6 +213,33 @@ float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks)
   return hsum<Arch>(acc);
 }
 
+// One Q8_0 or Q4_0 row (a quantized key) against NH Q8_0 rows lying nblocks apart (a
+// group of queries): out[j] = the row . query j, each the same bits as dot_*_q8_0 gives,
+// but with the row's blocks loaded and unpacked once for all NH queries.
+template <class Arch, std::size_t NH, class Block>
+void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, float* out) noexcept {
+  __m256 acc[NH];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    __m256i q;
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+      q = load256<Arch>(x[b].qs);
+    } else {
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+      const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+      q = _mm256_sub_epi8(_mm256_and_si256(both, nibble), eight);
+    }
+    const float d = _cvtsh_ss(x[b].d);
+    for (std::size_t j = 0; j < NH; ++j) {
+      const BlockQ8_0& row = y[j * nblocks + b];
+      const __m256i s = dot_s8s8<Arch>(q, load256<Arch>(row.qs));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * _cvtsh_ss(row.d)), acc[j]);
+    }
+  }
+  for (std::size_t j = 0; j < NH; ++j) out[j] = hsum<Arch>(acc[j]);
+}
+
 }  // namespace x86
 
 }  // namespace smol::simd
