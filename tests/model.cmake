@@ -55,13 +55,15 @@ foreach(prompt IN ITEMS P1 P2)
                    "${CMAKE_CURRENT_BINARY_DIR}/smol_logits_f32_yarn2_${prompt}.bin" 1e-3 1e-4
                    --kv-type f32 --f32-activations -t 2 --rope-scaling yarn --rope-scale 2
                    --yarn-orig-ctx 4096)
-  # A q8_0 K and V cache through -ctk/-ctv against llama.cpp's q8_0-cache goldens, with
-  # the Q4_K_M tolerances the fixture README gives them.
+  # A q8_0 K and V cache through -ctk/-ctv against llama.cpp's q8_0-cache goldens. The
+  # README's Q4_K_M tolerances (max 1.5, mean 0.15) would also pass an f16 cache (mean
+  # 0.061 / 0.091 over these prompt rows), so the mean is held to 0.04: smol's q8_0 cache
+  # measures about 0.002 / 0.018, and a flag that did not reach the engine fails.
   add_test(NAME model_smol_logits_f32_kvq8_0_${prompt}
            COMMAND ${Python3_EXECUTABLE} -c "${smol_logits_check}" $<TARGET_FILE:smol-logits>
                    "${f32_model}" "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.f32.kvq8_0.${prompt}.json"
                    "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.f32.kvq8_0.${prompt}.bin"
-                   "${CMAKE_CURRENT_BINARY_DIR}/smol_logits_f32_kvq8_0_${prompt}.bin" 1.5 0.15
+                   "${CMAKE_CURRENT_BINARY_DIR}/smol_logits_f32_kvq8_0_${prompt}.bin" 1.5 0.04
                    -ctk q8_0 -ctv q8_0 --f32-activations -t 2)
 endforeach()
 
