@@ -11,7 +11,9 @@
 
 #include "smol/ops/attention.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/quant/dequantize.hpp"
 #include "smol/quant/kv_layout.hpp"
+#include "smol/quant/quantize.hpp"
 #include "smol/simd/attention_kernels.hpp"
 #include "smol/simd/kernels.hpp"
 
@@ -60,33 +62,22 @@ std::vector<float> stored_row(smol::KvType type, const float* x, std::size_t dim
                               std::size_t rotation) {
   std::vector<float> rotated(x, x + dim);
   if (rotation != 0) smol::hadamard_rotate(rotated.data(), dim, rotation);
-  std::vector<smol::BlockQ8_0> q8(dim / 32);
-  std::vector<smol::BlockQ4_0> q4(dim / 32);
   std::vector<float> out(dim);
-  for (std::size_t b = 0; b < dim / 32 && smol::kv_is_quantized(type); ++b) {
-    if (type == smol::KvType::q8_0) {
-      smol::quantize_block(rotated.data() + 32 * b, q8[b]);
-      for (std::size_t i = 0; i < 32; ++i) {
-        out[32 * b + i] = smol::simd::kv_value<smol::KvType::q8_0>(q8.data(), 32 * b + i);
+  smol::visit_kv_type(type, [&](auto tag) {
+    constexpr smol::KvType T = decltype(tag)::value;
+    if constexpr (smol::kv_is_quantized_v<T>) {
+      for (std::size_t b = 0; b < dim / 32; ++b) {
+        smol::KvElement<T> block;
+        smol::quantize_block(rotated.data() + 32 * b, block);
+        smol::dequantize_block(block, &out[32 * b]);
       }
     } else {
-      smol::quantize_block(rotated.data() + 32 * b, q4[b]);
-      for (std::size_t i = 0; i < 32; ++i) {
-        out[32 * b + i] = smol::simd::kv_value<smol::KvType::q4_0>(q4.data(), 32 * b + i);
-      }
+      std::vector<std::byte> region(smol::kKeyTile * smol::kv_row_bytes(type, dim));
+      smol::store_value(type, x, region.data(), 0, dim);
+      const auto* row = reinterpret_cast<const smol::KvElement<T>*>(region.data());
+      for (std::size_t d = 0; d < dim; ++d) out[d] = smol::simd::kv_value<T>(row, d);
     }
-  }
-  if (!smol::kv_is_quantized(type)) {
-    std::vector<std::byte> region(smol::kKeyTile * smol::kv_row_bytes(type, dim));
-    smol::store_value(type, x, region.data(), 0, dim);
-    smol::visit_kv_type(type, [&](auto tag) {
-      constexpr smol::KvType T = decltype(tag)::value;
-      if constexpr (!smol::kv_is_quantized_v<T>) {
-        const auto* row = reinterpret_cast<const smol::KvElement<T>*>(region.data());
-        for (std::size_t d = 0; d < dim; ++d) out[d] = smol::simd::kv_value<T>(row, d);
-      }
-    });
-  }
+  });
   if (rotation != 0) smol::hadamard_rotate(out.data(), dim, rotation);
   return out;
 }

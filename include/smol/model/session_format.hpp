@@ -261,9 +261,9 @@ inline SessionImage decode_session(std::span<const std::byte> bytes, std::string
       fail(n, ": token ", i, " is ", token, ", outside the vocabulary of ", f.n_vocab);
     }
   }
-  const std::uint64_t row_bytes = detail::row_bytes(f.kv_type.key, f.head_dim, n) +
-                                  detail::row_bytes(f.kv_type.value, f.head_dim, n);
-  if (row_bytes < detail::row_bytes(f.kv_type.key, f.head_dim, n)) {
+  std::uint64_t row_bytes = 0;  // one position of one KV head, K and V
+  if (__builtin_add_overflow(detail::row_bytes(f.kv_type.key, f.head_dim, n),
+                             detail::row_bytes(f.kv_type.value, f.head_dim, n), &row_bytes)) {
     fail(n, ": the KV cache's size overflows");
   }
   std::uint64_t kv_bytes = detail::checked_product(f.n_layer, f.n_head_kv, n);

@@ -130,7 +130,7 @@ using KvElement = typename KvFormat<T>::Element;
 // Calls f(std::integral_constant<KvType, T>{}) for the run-time `type`: the one branch
 // on the element type.
 template <class F>
-decltype(auto) visit_kv_type(KvType type, F&& f) {
+constexpr decltype(auto) visit_kv_type(KvType type, F&& f) {
   switch (type) {
     case KvType::f32:
       return f(std::integral_constant<KvType, KvType::f32>{});
@@ -146,8 +146,8 @@ decltype(auto) visit_kv_type(KvType type, F&& f) {
   fail("unknown KV cache type ", static_cast<int>(type));
 }
 
-constexpr bool kv_is_quantized(KvType type) noexcept {
-  return type == KvType::q8_0 || type == KvType::q4_0;
+constexpr bool kv_is_quantized(KvType type) {
+  return visit_kv_type(type, [](auto tag) { return kv_is_quantized_v<decltype(tag)::value>; });
 }
 
 // ---- sizes and offsets -------------------------------------------------------------
@@ -161,19 +161,11 @@ constexpr std::size_t key_offset(std::size_t p, std::size_t d, std::size_t head_
 }
 
 // Bytes one position takes in one KV head's region.
-constexpr std::size_t kv_row_bytes(KvType type, std::size_t head_dim) noexcept {
-  switch (type) {
-    case KvType::f32:
-      return head_dim * sizeof(float);
-    case KvType::f16:
-    case KvType::bf16:
-      return head_dim * sizeof(std::uint16_t);
-    case KvType::q8_0:
-      return head_dim / 32 * sizeof(BlockQ8_0);
-    case KvType::q4_0:
-      return head_dim / 32 * sizeof(BlockQ4_0);
-  }
-  return 0;
+constexpr std::size_t kv_row_bytes(KvType type, std::size_t head_dim) {
+  return visit_kv_type(type, [head_dim](auto tag) {
+    using Format = KvFormat<decltype(tag)::value>;
+    return head_dim / Format::kBlockValues * sizeof(typename Format::Element);
+  });
 }
 
 // The largest head a quantized cache takes: the attention kernels keep a block's
@@ -196,13 +188,13 @@ inline void check_kv_types(KvTypes types, std::size_t head_dim) {
 // ---- the rotation of quantized rows -------------------------------------------------
 
 // The Hadamard block a quantized key (value) cache rotates its rows in; 0: none.
-constexpr std::size_t key_rotation(KvType type, std::size_t head_dim) noexcept {
+constexpr std::size_t key_rotation(KvType type, std::size_t head_dim) {
   if (!kv_is_quantized(type) || head_dim % 64 != 0) return 0;
   std::size_t block = 64;
   while (head_dim % (2 * block) == 0 && 2 * block <= kMaxQuantizedHeadDim) block *= 2;
   return block;
 }
-constexpr std::size_t value_rotation(KvType type, std::size_t head_dim) noexcept {
+constexpr std::size_t value_rotation(KvType type, std::size_t head_dim) {
   return kv_is_quantized(type) && head_dim % 64 == 0 ? 64 : 0;
 }
 

@@ -41,6 +41,7 @@
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/dequantize.hpp"
 #include "smol/quant/kv_layout.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/simd/arch.hpp"
@@ -75,23 +76,16 @@ inline std::size_t score_stride(std::size_t count) noexcept {
   return (count + kKeyTile - 1) / kKeyTile * kKeyTile;
 }
 
-// Value d of a float row element, or value i of a block.
+// Value i of a float row (quantized rows go through dequantize_block).
 template <KvType T>
 float kv_value(const KvElement<T>* row, std::size_t i) noexcept {
+  static_assert(!kv_is_quantized_v<T>);
   if constexpr (T == KvType::f32) {
     return row[i];
   } else if constexpr (T == KvType::f16) {
     return f16_to_f32(row[i]);
-  } else if constexpr (T == KvType::bf16) {
-    return bf16_to_f32(row[i]);
-  } else if constexpr (T == KvType::q8_0) {
-    const BlockQ8_0& b = row[i / 32];
-    return f16_to_f32(b.d) * static_cast<float>(b.qs[i % 32]);
   } else {
-    const BlockQ4_0& b = row[i / 32];
-    const std::size_t j = i % 32;
-    const int q = j < 16 ? (b.qs[j] & 0xF) : (b.qs[j - 16] >> 4);
-    return f16_to_f32(b.d) * static_cast<float>(q - 8);
+    return bf16_to_f32(row[i]);
   }
 }
 
@@ -167,7 +161,13 @@ void attend_block_reference_as(const AttendBlock& a) noexcept {
     std::fill(weighted, weighted + dim, 0.0f);
     for (std::size_t p = 0; p < count; ++p) {
       const KvElement<V>* row = region_row<V>(a.values, p, dim);
-      for (std::size_t d = 0; d < dim; ++d) weighted[d] += s[p] * kv_value<V>(row, d);
+      if constexpr (kv_is_quantized_v<V>) {
+        float values[kMaxQuantizedHeadDim];
+        for (std::size_t b = 0; b < dim / 32; ++b) dequantize_block(row[b], values + 32 * b);
+        for (std::size_t d = 0; d < dim; ++d) weighted[d] += s[p] * values[d];
+      } else {
+        for (std::size_t d = 0; d < dim; ++d) weighted[d] += s[p] * kv_value<V>(row, d);
+      }
     }
   }
 }
