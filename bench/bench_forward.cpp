@@ -1,10 +1,11 @@
-// Decode-side costs of the model beyond the matvecs: attention over a deep f16 KV
-// cache (SmolLM3-3B's shape, K/V streamed from beyond the LLC as in a real decode
+// Decode-side costs of the model beyond the matvecs: attention over a deep KV cache of
+// each type (SmolLM3-3B's shape, K/V streamed from beyond the LLC as in a real decode
 // step) against a plain memory read in the same run (counter `vs_memory`), and whole
 // decode steps of a small synthetic model and, when $SMOL_BENCH_MODEL names a GGUF file
 // (e.g. one from `smol-make-model --preset smollm3-3b`), of that model.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,11 +15,11 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "smol/core/half.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/attention.hpp"
+#include "smol/quant/kv_layout.hpp"
 #include "smol/testing/synthetic.hpp"
 
 using namespace smol;
@@ -27,57 +28,69 @@ namespace {
 
 constexpr AttentionShape kSmolLM3{16, 4, 128};
 
-// Copies of one layer's K and V (f16) at `depth` positions, enough of them to exceed
-// the LLC; each iteration reads the next copy.
+// Copies of one layer's K and V (cache type `type`) at `depth` positions, enough of
+// them to exceed the LLC; each iteration reads the next copy.
 struct KvPool {
-  std::vector<f16_bits> bytes;
-  std::size_t layer_elements = 0, copies = 0;
+  std::vector<std::byte> bytes;
+  std::size_t head_bytes = 0, layer_bytes = 0, copies = 0;
 };
 
-KvPool make_pool(std::size_t depth) {
+KvPool make_pool(KvType type, std::size_t depth) {
   KvPool pool;
-  pool.layer_elements = 2 * kSmolLM3.n_head_kv * depth * kSmolLM3.head_dim;
-  pool.copies =
-      std::max<std::size_t>(2, bench::kMemoryReadBytes / (pool.layer_elements * sizeof(f16_bits)));
-  pool.bytes.resize(pool.copies * pool.layer_elements);
+  const std::size_t dim = kSmolLM3.head_dim;
+  pool.head_bytes = depth * kv_row_bytes(type, dim);
+  pool.layer_bytes = 2 * kSmolLM3.n_head_kv * pool.head_bytes;
+  pool.copies = std::max<std::size_t>(2, bench::kMemoryReadBytes / pool.layer_bytes);
+  pool.bytes.resize(pool.copies * pool.layer_bytes);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (std::size_t i = 0; i < pool.layer_elements; ++i) pool.bytes[i] = f32_to_f16(normal(rng));
+  std::vector<float> row(dim);
+  for (std::size_t h = 0; h < 2 * kSmolLM3.n_head_kv; ++h) {
+    std::byte* region = pool.bytes.data() + h * pool.head_bytes;
+    for (std::size_t p = 0; p < depth; ++p) {
+      for (float& x : row) x = normal(rng);
+      if (h < kSmolLM3.n_head_kv) {
+        store_key(type, row.data(), region, p, dim);
+      } else {
+        store_value(type, row.data(), region, p, dim);
+      }
+    }
+  }
   for (std::size_t c = 1; c < pool.copies; ++c) {
-    std::copy_n(pool.bytes.begin(), pool.layer_elements,
-                pool.bytes.begin() + static_cast<std::ptrdiff_t>(c * pool.layer_elements));
+    std::copy_n(pool.bytes.begin(), pool.layer_bytes,
+                pool.bytes.begin() + static_cast<std::ptrdiff_t>(c * pool.layer_bytes));
   }
   return pool;
 }
 
+// Arguments: depth, threads, cache type (an index into kAllKvTypes).
 void BM_attention_decode(benchmark::State& state) {
   const auto depth = static_cast<std::size_t>(state.range(0));
   Context ctx(static_cast<int>(state.range(1)));
+  const KvType type = kAllKvTypes[static_cast<std::size_t>(state.range(2))];
   const double memory_gbps = bench::memory_read_gbps(ctx);
-  const KvPool pool = make_pool(depth);
+  const KvPool pool = make_pool(type, depth);
   std::vector<float> q(kSmolLM3.n_head * kSmolLM3.head_dim, 0.1f), out(q.size());
-  const std::size_t head_stride = depth * kSmolLM3.head_dim;
   std::size_t copy = 0;
   for (auto _ : state) {
-    const f16_bits* keys = pool.bytes.data() + copy * pool.layer_elements;
-    const f16_bits* values = keys + pool.layer_elements / 2;
-    const KvHeads kv{.types = KvType::f16,
-                     .keys = reinterpret_cast<const std::byte*>(keys),
-                     .key_head_stride = head_stride * sizeof(f16_bits),
-                     .values = reinterpret_cast<const std::byte*>(values),
-                     .value_head_stride = head_stride * sizeof(f16_bits)};
+    const std::byte* keys = pool.bytes.data() + copy * pool.layer_bytes;
+    const KvHeads kv{.types = type,
+                     .keys = keys,
+                     .key_head_stride = pool.head_bytes,
+                     .values = keys + pool.layer_bytes / 2,
+                     .value_head_stride = pool.head_bytes};
     attention(ctx, kSmolLM3, q.data(), 1, depth - 1, kv, out.data());
     benchmark::DoNotOptimize(out.data());
     copy = (copy + 1) % pool.copies;
   }
-  const double bytes = static_cast<double>(state.iterations()) *
-                       static_cast<double>(pool.layer_elements * sizeof(f16_bits));
+  const double bytes =
+      static_cast<double>(state.iterations()) * static_cast<double>(pool.layer_bytes);
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
   state.counters["GBps"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["memory_GBps"] = memory_gbps;
   state.counters["vs_memory"] =
       benchmark::Counter(bytes / 1e9 / memory_gbps, benchmark::Counter::kIsRate);
-  state.SetLabel(isa_name(ctx.isa()).data());
+  state.SetLabel(std::string(isa_name(ctx.isa())) + " " + std::string(kv_type_name(type)));
 }
 
 // One decode step of the tiny synthetic SmolLM3 (the fixture's shape, Q4_K_M) after a
@@ -123,10 +136,12 @@ void BM_decode_file(benchmark::State& state) {
 }
 
 const bool registered = [] {
-  auto* attention =
-      benchmark::RegisterBenchmark("attention_decode_f16/smollm3", BM_attention_decode);
-  for (const int depth : {512, 4096, 16384}) {
-    for (const int threads : {1, 2, 4, 8, 16}) attention->Args({depth, threads});
+  auto* attention = benchmark::RegisterBenchmark("attention_decode/smollm3", BM_attention_decode);
+  attention->ArgNames({"depth", "threads", "kv"});
+  for (int kv = 0; kv < static_cast<int>(kAllKvTypes.size()); ++kv) {
+    for (const int depth : {512, 4096, 16384}) {
+      for (const int threads : {1, 2, 4, 8, 16}) attention->Args({depth, threads, kv});
+    }
   }
   attention->UseRealTime()->Unit(benchmark::kMicrosecond);
   auto* decode = benchmark::RegisterBenchmark("decode_step/tiny_q4_k_m", BM_decode_tiny);
