@@ -253,15 +253,8 @@ void block_scores(const AttendBlock& a, const float* q, const BlockQ8_0* query_b
       quantize_queries<K>(q, NH, dim, quantized);
       query_blocks = quantized;
     }
-    const std::size_t row_bytes = kv_row_bytes(K, dim);
-    float dots[NH];
-    for (std::size_t p = 0; p < a.count; ++p) {
-      const auto* row = region_row<K>(a.keys, p, dim);
-      __builtin_prefetch(reinterpret_cast<const char*>(row) + 8 * row_bytes);
-      __builtin_prefetch(reinterpret_cast<const char*>(row) + 8 * row_bytes + 64);
-      dot_rows_q8_0<Arch, NH>(row, query_blocks, nb, dots);
-      for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = dots[j] * a.scale;
-    }
+    score_rows_q8_0<Arch, NH>(region_row<K>(a.keys, 0, dim), a.count, query_blocks, nb, a.scale,
+                              scores, stride);
   } else {
     // Two tiles at a time give NH * 2 independent FMA chains, enough to hide latency.
     const auto* keys = reinterpret_cast<const KvElement<K>*>(a.keys);
@@ -311,43 +304,45 @@ void weighted_values(const float* w, std::size_t stride, const KvElement<T>* val
   }
 }
 
-// The integers of one block, widened to floats (the compiler vectorises these loops
-// under each dispatch unit's flags); the block's scale is returned apart, so it
-// multiplies the softmax weight once instead of 32 values.
-inline float widen_block(const BlockQ8_0& b, float* out) noexcept {
-  for (std::size_t i = 0; i < 32; ++i) out[i] = static_cast<float>(b.qs[i]);
-  return f16_to_f32(b.d);
-}
-inline float widen_block(const BlockQ4_0& b, float* out) noexcept {
-  for (std::size_t i = 0; i < 16; ++i) {
-    out[i] = static_cast<float>((b.qs[i] & 0xF) - 8);
-    out[i + 16] = static_cast<float>((b.qs[i] >> 4) - 8);
-  }
-  return f16_to_f32(b.d);
-}
+// Vector registers of the instruction set: AVX2 has 16, AVX-512 and NEON 32.
+template <class Arch>
+inline constexpr std::size_t kVectorRegisters =
+    xsimd::batch<float, xsimd_arch_t<Arch>>::size == 8 ? 16 : 32;
 
-// The same for quantized rows, one block column (32 dimensions) at a time.
-template <class Arch, std::size_t NH, KvType T>
+// The same for quantized rows, NBLK block columns (32 dimensions each, from `block`) at
+// a time: each block is widened and scaled in registers (BlockLoads), so the weighted
+// sum uses the very floats dequantize_block gives.
+template <class Arch, std::size_t NH, std::size_t NBLK, KvType T>
 void weighted_blocks(const float* w, std::size_t stride, const std::byte* values, std::size_t dim,
                      std::size_t count, std::size_t block, float* weighted) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
   constexpr std::size_t W = batch::size;
-  constexpr std::size_t NB = 32 / W;
+  constexpr std::size_t NB = NBLK * 32 / W;  // batches per position
   static_assert(32 % W == 0);
   batch acc[NH][NB];
   for (auto& h : acc) {
     for (auto& b : h) b = batch(0.0f);
   }
   const std::size_t row_bytes = kv_row_bytes(T, dim);
-  alignas(64) float widened[32];
+  // Rows ahead: the columns of a row are read in separate passes, so each pass brings
+  // its own lines in (the block's first and last byte).
+  constexpr std::size_t kAhead = 16;
   for (std::size_t p = 0; p < count; ++p) {
-    const KvElement<T>& b = region_row<T>(values, p, dim)[block];
-    __builtin_prefetch(reinterpret_cast<const char*>(&b) + 16 * row_bytes);
-    const float d = widen_block(b, widened);
+    const KvElement<T>* blocks = region_row<T>(values, p, dim) + block;
+    const char* next = reinterpret_cast<const char*>(blocks) + kAhead * row_bytes;
+    __builtin_prefetch(next);
+    __builtin_prefetch(next + NBLK * sizeof(KvElement<T>) - 1);
     batch v[NB];
-    for (std::size_t i = 0; i < NB; ++i) v[i] = batch::load_aligned(widened + i * W);
+    for (std::size_t c = 0; c < NBLK; ++c) {
+      if constexpr (T == KvType::q8_0) {
+        BlockLoads<Arch>::q8_0(blocks[c], v + c * (32 / W));
+      } else {
+        static_assert(T == KvType::q4_0);
+        BlockLoads<Arch>::q4_0(blocks[c], v + c * (32 / W));
+      }
+    }
     for (std::size_t j = 0; j < NH; ++j) {
-      const batch wj(w[j * stride + p] * d);
+      const batch wj(w[j * stride + p]);
       for (std::size_t i = 0; i < NB; ++i) acc[j][i] = xsimd::fma(v[i], wj, acc[j][i]);
     }
   }
@@ -358,6 +353,35 @@ void weighted_blocks(const float* w, std::size_t stride, const std::byte* values
   }
 }
 
+// All block columns of quantized values for NH heads, in passes whose accumulators
+// (heads x batches) take at most half the vector registers: two heads of one block per
+// pass with AVX2 and NEON's narrow vectors, four heads of two blocks with AVX-512.
+template <class Arch, std::size_t NH, KvType T>
+void weighted_block_columns(const float* w, std::size_t stride, const std::byte* values,
+                            std::size_t dim, std::size_t count, float* weighted) noexcept {
+  constexpr std::size_t W = xsimd::batch<float, xsimd_arch_t<Arch>>::size;
+  constexpr std::size_t kAccumulators = kVectorRegisters<Arch> / 2;
+  constexpr std::size_t kBlockBatches = 32 / W;
+  constexpr std::size_t HP = std::max<std::size_t>(1, std::min(NH, kAccumulators / kBlockBatches));
+  if constexpr (HP < NH) {
+    // Heads in passes of HP (the last may be fewer).
+    weighted_block_columns<Arch, HP, T>(w, stride, values, dim, count, weighted);
+    weighted_block_columns<Arch, NH - HP, T>(w + HP * stride, stride, values, dim, count,
+                                             weighted + HP * dim);
+  } else {
+    constexpr std::size_t NBLK = std::max<std::size_t>(1, kAccumulators / (NH * kBlockBatches));
+    const std::size_t blocks = dim / 32;
+    std::size_t b = 0;
+    if constexpr (NBLK >= 2) {
+      for (; b + 2 <= blocks; b += 2) {
+        weighted_blocks<Arch, NH, 2, T>(w, stride, values, dim, count, b, weighted);
+      }
+    }
+    for (; b < blocks; ++b)
+      weighted_blocks<Arch, NH, 1, T>(w, stride, values, dim, count, b, weighted);
+  }
+}
+
 // The un-normalised weighted values of NH heads, for the value type V.
 template <class Arch, std::size_t NH, KvType V>
 void block_values(const AttendBlock& a, const float* scores, float* weighted) noexcept {
@@ -365,9 +389,7 @@ void block_values(const AttendBlock& a, const float* scores, float* weighted) no
   constexpr std::size_t W = batch::size;
   const std::size_t dim = a.head_dim, count = a.count, stride = score_stride(count);
   if constexpr (kv_is_quantized_v<V>) {
-    for (std::size_t b = 0; b < dim / 32; ++b) {
-      weighted_blocks<Arch, NH, V>(scores, stride, a.values, dim, count, b, weighted);
-    }
+    weighted_block_columns<Arch, NH, V>(scores, stride, a.values, dim, count, weighted);
   } else {
     const auto* values = reinterpret_cast<const KvElement<V>*>(a.values);
     std::size_t c0 = 0;

@@ -24,6 +24,13 @@ namespace smol::simd {
 template <class Arch>
 struct HalfLoads;
 
+// Specialised per ISA with two static members, the 32 values of a quantized block
+// times its scale (the same floats as quant/dequantize.hpp's dequantize_block) as
+// 32 / batch::size batches, widened in registers:
+//   void q8_0(const BlockQ8_0&, batch<float, A>* out), void q4_0(const BlockQ4_0&, ...).
+template <class Arch>
+struct BlockLoads;
+
 template <class Arch>
 float bf16_one(bf16_bits h) noexcept {
   const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;

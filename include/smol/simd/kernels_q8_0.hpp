@@ -6,6 +6,7 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_key_scores.hpp"
 
 namespace smol {
 
@@ -52,6 +53,31 @@ void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, floa
 #endif
   constexpr auto dot = q8_0_activation_dot<Arch, Block>();
   for (std::size_t j = 0; j < NH; ++j) out[j] = dot(x, y + j * nblocks, nblocks);
+}
+
+// scores[j * stride + p] = scale * (key row p . query row j) for `count` contiguous rows
+// of nblocks Q8_0 or Q4_0 blocks and NH Q8_0 query rows lying nblocks apart: the scores
+// of attention over a quantized key cache (simd/attention_kernels.hpp). AVX-512 holds
+// two blocks per vector (whole block pairs); the others take one row at a time.
+template <class Arch, std::size_t NH, class Block>
+void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* queries,
+                     std::size_t nblocks, float scale, float* scores, std::size_t stride) noexcept {
+#if defined(SMOL_X86)
+  if constexpr (is_avx512_v<Arch> && NH <= 4) {
+    if (nblocks % 2 == 0 && nblocks <= 2 * simd::x86::kMaxKeyBlockPairs) {
+      return simd::x86::score_rows_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale, scores,
+                                                      stride);
+    }
+  }
+#endif
+  float dots[NH];
+  for (std::size_t p = 0; p < count; ++p) {
+    const Block* row = keys + p * nblocks;
+    __builtin_prefetch(row + 8 * nblocks);
+    __builtin_prefetch(reinterpret_cast<const char*>(row + 8 * nblocks) + 64);
+    dot_rows_q8_0<Arch, NH>(row, queries, nblocks, dots);
+    for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = dots[j] * scale;
+  }
 }
 
 template <>

@@ -34,6 +34,32 @@ struct HalfLoads<neon_arch> {
   }
 };
 
+template <>
+struct BlockLoads<neon_arch> {
+  using batch = xsimd::batch<float, neon_arch>;
+  // 16 signed bytes as floats times d: four batches.
+  static void widen16(int8x16_t q, float d, batch* out) noexcept {
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
+    out[0] = batch(vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+    out[1] = batch(vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))), d));
+    out[2] = batch(vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+    out[3] = batch(vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))), d));
+  }
+  static void q8_0(const BlockQ8_0& b, batch* out) noexcept {
+    const float d = HalfLoads<neon_arch>::f16_one(b.d);
+    widen16(vld1q_s8(b.qs), d, out);
+    widen16(vld1q_s8(b.qs + 16), d, out + 4);
+  }
+  // Values 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones, each minus 8.
+  static void q4_0(const BlockQ4_0& b, batch* out) noexcept {
+    const float d = HalfLoads<neon_arch>::f16_one(b.d);
+    const uint8x16_t packed = vld1q_u8(b.qs);
+    const int8x16_t eight = vdupq_n_s8(8);
+    widen16(vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0F))), eight), d, out);
+    widen16(vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(packed, 4)), eight), d, out + 4);
+  }
+};
+
 namespace neon {
 
 // Sum of a[i] * b[i] over 16 signed bytes (|a * b| < 2^14, so int16 pairs are safe).

@@ -45,6 +45,36 @@ requires(!std::is_same_v<Arch, scalar_arch>) struct HalfLoads<Arch> {
   static float f16_one(f16_bits h) noexcept { return _cvtsh_ss(h); }
 };
 
+template <class Arch>
+requires(!std::is_same_v<Arch, scalar_arch>) struct BlockLoads<Arch> {
+  using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;
+  // 16 signed bytes as floats times d: one zmm, or two ymm.
+  static void widen16(__m128i q, float d, batch* out) noexcept {
+    if constexpr (batch::size == 16) {
+      out[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
+    } else {
+      const __m256 vd = _mm256_set1_ps(d);
+      out[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), vd);
+      out[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), vd);
+    }
+  }
+  static void q8_0(const BlockQ8_0& b, batch* out) noexcept {
+    const float d = _cvtsh_ss(b.d);
+    widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)), d, out);
+    widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)), d,
+            out + 16 / batch::size);
+  }
+  // Values 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones, each minus 8.
+  static void q4_0(const BlockQ4_0& b, batch* out) noexcept {
+    const float d = _cvtsh_ss(b.d);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i nibble = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    widen16(_mm_sub_epi8(_mm_and_si128(packed, nibble), eight), d, out);
+    widen16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), nibble), eight), d,
+            out + 16 / batch::size);
+  }
+};
+
 namespace x86 {
 
 template <class Arch>
