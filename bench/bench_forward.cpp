@@ -139,7 +139,7 @@ const bool registered = [] {
   auto* attention = benchmark::RegisterBenchmark("attention_decode/smollm3", BM_attention_decode);
   attention->ArgNames({"depth", "threads", "kv"});
   for (int kv = 0; kv < static_cast<int>(kAllKvTypes.size()); ++kv) {
-    for (const int depth : {512, 4096, 16384}) {
+    for (const int depth : {512, 4096, 16384, 32768}) {
       for (const int threads : {1, 2, 4, 8, 16}) attention->Args({depth, threads, kv});
     }
   }
