@@ -2,13 +2,16 @@
 // each type (SmolLM3-3B's shape, K/V streamed from beyond the LLC as in a real decode
 // step) against a plain memory read in the same run (counter `vs_memory`), and whole
 // decode steps of a small synthetic model and, when $SMOL_BENCH_MODEL names a GGUF file
-// (e.g. one from `smol-make-model --preset smollm3-3b`), of that model.
+// (e.g. one from `smol-make-model --preset smollm3-3b`), of that model, and restoring a
+// saved session of that model.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -17,6 +20,7 @@
 #include "bench_support.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/model.hpp"
+#include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/attention.hpp"
 #include "smol/quant/kv_layout.hpp"
@@ -135,6 +139,43 @@ void BM_decode_file(benchmark::State& state) {
   state.SetLabel(isa_name(ctx.isa()).data());
 }
 
+// Restoring a saved session of `depth` positions of the model in $SMOL_BENCH_MODEL, with
+// cache type `kv` (an index into kAllKvTypes): mapping and checking the file, then
+// copying its rows into a fresh session's cache (committing those pages).
+void BM_session_restore(benchmark::State& state) {
+  static const std::unique_ptr<Model> model =
+      std::make_unique<Model>(Model::open(std::getenv("SMOL_BENCH_MODEL")));
+  const auto depth = static_cast<std::size_t>(state.range(0));
+  const KvType type = kAllKvTypes[static_cast<std::size_t>(state.range(1))];
+  Context ctx(2);
+  const TransformerOptions options{.context = depth + 1, .kv_type = type};
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("smol-bench-session-" + std::to_string(::getpid()) + ".bin");
+  {
+    Transformer session(*model, ctx, options);
+    std::vector<std::int32_t> prompt(depth);
+    for (std::size_t i = 0; i < depth; ++i) prompt[i] = static_cast<std::int32_t>(i * 7 % 900);
+    session.forward(prompt, 0, LogitsFor::none);
+    save_session(path, session, prompt);
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto session = std::make_unique<Transformer>(*model, ctx, options);
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(load_session(path, *session).data());
+    state.PauseTiming();
+    session.reset();
+    state.ResumeTiming();
+  }
+  const auto bytes = static_cast<double>(std::filesystem::file_size(path));
+  std::filesystem::remove(path);
+  state.counters["file_MB"] = bytes / 1e6;
+  state.counters["GBps"] =
+      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(kv_type_name(type)));
+}
+
 const bool registered = [] {
   auto* attention = benchmark::RegisterBenchmark("attention_decode/smollm3", BM_attention_decode);
   attention->ArgNames({"depth", "threads", "kv"});
@@ -151,6 +192,11 @@ const bool registered = [] {
     auto* file = benchmark::RegisterBenchmark("decode_step/$SMOL_BENCH_MODEL", BM_decode_file);
     for (const int depth : {16, 512}) file->Args({depth, 2})->Args({depth, 16});
     file->UseRealTime()->Unit(benchmark::kMillisecond);
+    auto* restore =
+        benchmark::RegisterBenchmark("session_restore/$SMOL_BENCH_MODEL", BM_session_restore);
+    restore->ArgNames({"depth", "kv"});
+    for (const int kv : {1, 3}) restore->Args({2048, kv});  // f16, q8_0
+    restore->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   return true;
 }();

@@ -52,6 +52,21 @@ class ReservedMemory {
 
   std::byte* data() const noexcept { return data_; }
 
+  // Commits [begin, begin + bytes) at once, before a bulk write: one call instead of a
+  // page fault per 4 KiB page. Only a hint: where the kernel lacks MADV_POPULATE_WRITE
+  // (before Linux 5.14), the writes commit the pages as usual.
+  static void populate(std::byte* begin, std::size_t bytes) noexcept {
+#if defined(MADV_POPULATE_WRITE)
+    const auto page = static_cast<std::uintptr_t>(4096);
+    const auto first = reinterpret_cast<std::uintptr_t>(begin) & ~(page - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(begin + bytes);
+    if (bytes != 0) ::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
+#else
+    (void)begin;
+    (void)bytes;
+#endif
+  }
+
  private:
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
@@ -114,6 +129,10 @@ class KvCache {
   // The inverse of copy_rows_out; commits only the pages of those positions. `in` may
   // be unaligned (a file's bytes).
   void copy_rows_in(std::size_t layer, std::size_t positions, const std::byte* in) noexcept {
+    for (std::size_t g = 0; g < n_head_kv_; ++g) {
+      detail::ReservedMemory::populate(key_region(layer, g), padded_positions(positions) * key_row_);
+      detail::ReservedMemory::populate(value_region(layer, g), positions * value_row_);
+    }
     for (std::size_t g = 0; g < n_head_kv_; ++g) {
       for (std::size_t p = 0; p < positions; ++p, in += key_row_) {
         copy_key_row<true>(types_.key, key_region(layer, g), p, head_dim_, in);

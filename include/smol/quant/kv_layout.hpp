@@ -307,10 +307,18 @@ void copy_key_row(KvType type, std::byte* region, std::size_t pos, std::size_t h
     copy(region + pos * row_bytes, row, row_bytes);
     return;
   }
-  const std::size_t e = row_bytes / head_dim;
-  for (std::size_t d = 0; d < head_dim; ++d) {
-    copy(region + key_offset(pos, d, head_dim) * e, row + d * e, e);
-  }
+  // Float keys are tiled: each value moves alone, with its type's size known here so
+  // that it is one load and one store (a restored session moves millions of them).
+  visit_kv_type(type, [&](auto tag) {
+    constexpr KvType T = decltype(tag)::value;
+    if constexpr (!kv_is_quantized_v<T>) {
+      auto* keys = reinterpret_cast<KvElement<T>*>(region);
+      constexpr std::size_t e = sizeof(KvElement<T>);
+      for (std::size_t d = 0; d < head_dim; ++d) {
+        copy(reinterpret_cast<std::byte*>(keys + key_offset(pos, d, head_dim)), row + d * e, e);
+      }
+    }
+  });
 }
 
 }  // namespace smol
