@@ -4,6 +4,10 @@
 // a llama.cpp binary from; no source of it is copied here).
 //
 //   node baseline.mjs -m FILE [-p 512] [-n 128] [-d 0,4096] [-t 2] [-r 3] [--fa auto|on|off]
+//                     [--kv-type T | --cache-type-k T --cache-type-v T]
+//
+// T is f32, f16 (the default), bf16, q8_0 or q4_0, as smol-bench's flags; a quantized V
+// cache needs llama.cpp's flash attention, so it turns --fa on.
 //
 // Each test runs once untimed, then -r times on a cleared sequence: pp = one prompt of
 // -p random token ids in one batch; tg = -n tokens generated one at a time (greedy),
@@ -23,6 +27,9 @@ const { values: opts } = parseArgs({
     threads: { type: "string", short: "t", default: "2" },
     repetitions: { type: "string", short: "r", default: "3" },
     fa: { type: "string", default: "auto" },
+    "kv-type": { type: "string" },
+    "cache-type-k": { type: "string" },
+    "cache-type-v": { type: "string" },
     seed: { type: "string", short: "s", default: "1234" },
   },
 });
@@ -35,7 +42,17 @@ const repetitions = Number.parseInt(opts.repetitions, 10);
 const prompts = list(opts["n-prompt"]).filter((n) => n > 0);
 const gens = list(opts["n-gen"]).filter((n) => n > 0);
 const depths = list(opts["n-depth"]);
-const flashAttention = { auto: "auto", on: true, off: false }[opts.fa];
+const cacheTypes = { f32: "F32", f16: "F16", bf16: "BF16", q8_0: "Q8_0", q4_0: "Q4_0" };
+const keyType = opts["cache-type-k"] ?? opts["kv-type"] ?? "f16";
+const valueType = opts["cache-type-v"] ?? opts["kv-type"] ?? "f16";
+for (const type of [keyType, valueType]) {
+  if (!(type in cacheTypes)) {
+    console.error(`unknown KV cache type '${type}' (${Object.keys(cacheTypes).join(", ")})`);
+    process.exit(2);
+  }
+}
+const quantizedValues = valueType.startsWith("q");
+const flashAttention = quantizedValues ? true : { auto: "auto", on: true, off: false }[opts.fa];
 
 const { model, randomTokens } = await loadCpuModel(opts.model, threads, Number.parseInt(opts.seed, 10));
 
@@ -47,6 +64,8 @@ const context = await model.createContext({
   threads: { ideal: threads, min: threads },
   flashAttention,
   sequences: 1,
+  experimentalKvCacheKeyType: cacheTypes[keyType],
+  experimentalKvCacheValueType: cacheTypes[valueType],
 });
 const sequence = context.getSequence();
 
@@ -94,7 +113,8 @@ for (const depth of depths) {
   for (const n of prompts) tests.push({ name: `pp${n}`, depth, run: () => prefill(n, depth) });
   for (const n of gens) tests.push({ name: `tg${n}`, depth, run: () => decode(n, depth) });
 }
-console.log(`llama.cpp via node-llama-cpp 3.22.1, CPU, ${threads} threads, flash attention ${opts.fa}, KV cache f16`);
+const faLabel = quantizedValues ? "on" : opts.fa;
+console.log(`llama.cpp via node-llama-cpp 3.22.1, CPU, ${threads} threads, flash attention ${faLabel}, KV cache K ${keyType} V ${valueType}`);
 console.log("| test | llama.cpp t/s |");
 console.log("| --- | ---: |");
 for (const test of tests) {
