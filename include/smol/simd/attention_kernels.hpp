@@ -7,14 +7,14 @@
 // a tile are FMAs of that row with a broadcast query element, positions in lanes, with
 // no horizontal add per position. Quantized keys (q8_0, q4_0) are block rows, stored
 // rotated: the group's queries are turned the same way and quantized to Q8_0 once per
-// block, and each score is an integer block dot, the weight kernels' Q8_0 dot
-// (llama.cpp's flash attention does the same).
+// token, and each score is an integer dot per block (score_rows_q8_0 in
+// simd/kernels_q8_0.hpp; llama.cpp's flash attention does the same).
 // Values are rows of head_dim by position: the weighted sum is FMAs of a row with a
-// broadcast weight, dimensions in lanes; a quantized row is widened one block of 32 at
-// a time, never as a dequantized copy of the cache; the weighted sum of rotated values
-// is turned back by the caller (ops/attention.hpp), once per query head. Both loops
-// read memory in order.
-// The key and the value type are run-time choices taken once per block (visit_kv_type).
+// broadcast weight, dimensions in lanes; a quantized row's blocks are widened and scaled
+// in registers (BlockLoads), never as a dequantized copy of the cache; the weighted sum of rotated
+// values is turned back by the caller (ops/attention.hpp), once per query head. Both loops read
+// memory in order. The key and the value type are run-time choices taken once per block
+// (visit_kv_type).
 //
 // attend_block writes, per query head j of the group, the block's max score
 // (out[j]), sum of exp(score - max) (out[group + j]) and the exp-weighted sum of
