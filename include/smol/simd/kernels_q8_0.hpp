@@ -57,15 +57,23 @@ void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, floa
 
 // scores[j * stride + p] = scale * (key row p . query row j) for `count` contiguous rows
 // of nblocks Q8_0 or Q4_0 blocks and NH Q8_0 query rows lying nblocks apart: the scores
-// of attention over a quantized key cache (simd/attention_kernels.hpp). AVX-512 holds
-// two blocks per vector (whole block pairs); the others take one row at a time.
+// of attention over a quantized key cache (simd/attention_kernels.hpp). x86 makes each
+// key block's |k| and sign once for the group (simd/x86_avx512_key_scores.hpp: AVX-512
+// two blocks per vector where the row has whole pairs, else one); NEON and the scalar
+// set take one row at a time.
 template <class Arch, std::size_t NH, class Block>
 void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* queries,
                      std::size_t nblocks, float scale, float* scores, std::size_t stride) noexcept {
 #if defined(SMOL_X86)
-  if constexpr (is_avx512_v<Arch> && NH <= 4) {
-    if (nblocks % 2 == 0 && nblocks <= 2 * simd::x86::kMaxKeyBlockPairs) {
-      return simd::x86::score_rows_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale, scores,
+  if constexpr ((std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>)&&NH <= 4) {
+    if (nblocks <= 2 * simd::x86::kMaxKeyBlockPairs) {
+      if constexpr (is_avx512_v<Arch>) {
+        if (nblocks % 2 == 0) {
+          return simd::x86::score_rows_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale,
+                                                          scores, stride);
+        }
+      }
+      return simd::x86::score_rows_q8_0_256<Arch, NH>(keys, count, queries, nblocks, scale, scores,
                                                       stride);
     }
   }

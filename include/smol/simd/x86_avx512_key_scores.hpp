@@ -76,6 +76,58 @@ inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) noexcept {
   return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
 
+// The 256-bit form of the same loop, one block per vector, for AVX2 and for AVX-512 when
+// the row has an odd count of blocks: per key row, |k| and its sign once per block for
+// the whole group, the queries' scales converted once per call, one reduction for the
+// group. nb at most 2 * kMaxKeyBlockPairs.
+template <class Arch, std::size_t NH, class Block>
+void score_rows_q8_0_256(const Block* keys, std::size_t count, const BlockQ8_0* queries,
+                         std::size_t nb, float scale, float* scores, std::size_t stride) noexcept {
+  static_assert(NH >= 1 && NH <= 4);
+  float qd[NH][2 * kMaxKeyBlockPairs];
+  for (std::size_t j = 0; j < NH; ++j) {
+    for (std::size_t b = 0; b < nb; ++b) qd[j][b] = _cvtsh_ss(queries[j * nb + b].d);
+  }
+  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  const __m128 vscale = _mm_set1_ps(scale);
+  constexpr std::size_t kAhead = 16;
+  for (std::size_t p = 0; p < count; ++p) {
+    const Block* row = keys + p * nb;
+    const char* ahead = reinterpret_cast<const char*>(row + kAhead * nb);
+    for (std::size_t b = 0; b < nb * sizeof(Block); b += 64) __builtin_prefetch(ahead + b);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (std::size_t b = 0; b < nb; ++b) {
+      __m256i k;
+      if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+        k = load256<Arch>(row[b].qs);
+      } else {
+        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs));
+        k = _mm256_sub_epi8(
+            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble), eight);
+      }
+      const __m256i abs_k = _mm256_sign_epi8(k, k);
+      const float kd = _cvtsh_ss(row[b].d);
+      for (std::size_t j = 0; j < NH; ++j) {
+        const __m256i signed_q = _mm256_sign_epi8(load256<Arch>(queries[j * nb + b].qs), k);
+        __m256i sums;
+        if constexpr (has_vnni_v<Arch>) {
+          sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_k, signed_q);
+        } else {
+          sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_k, signed_q), _mm256_set1_epi16(1));
+        }
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(kd * qd[j][b]), acc[j]);
+      }
+    }
+    const __m256 ab = _mm256_hadd_ps(acc[0], acc[1]), cd = _mm256_hadd_ps(acc[2], acc[3]);
+    const __m256 abcd = _mm256_hadd_ps(ab, cd);  // a b c d per 128-bit lane
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+    alignas(16) float s[4];
+    _mm_store_ps(s, _mm_mul_ps(sums, vscale));
+    for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = s[j];
+  }
+}
+
 // scores[j * stride + p] = scale * (key row p . query row j) for NH <= 4 query rows of
 // nb blocks (nb even, at most 2 * kMaxKeyBlockPairs) and `count` contiguous key rows.
 template <class Arch, std::size_t NH, class Block>
