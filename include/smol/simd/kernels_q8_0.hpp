@@ -6,7 +6,7 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/x86_avx2.hpp"
-#include "smol/simd/x86_avx512_key_scores.hpp"
+#include "smol/simd/x86_key_scores.hpp"
 
 namespace smol {
 
@@ -58,7 +58,7 @@ void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, floa
 // scores[j * stride + p] = scale * (key row p . query row j) for `count` contiguous rows
 // of nblocks Q8_0 or Q4_0 blocks and NH Q8_0 query rows lying nblocks apart: the scores
 // of attention over a quantized key cache (simd/attention_kernels.hpp). x86 makes each
-// key block's |k| and sign once for the group (simd/x86_avx512_key_scores.hpp: AVX-512
+// key block's |k| and sign once for the group (simd/x86_key_scores.hpp: AVX-512
 // two blocks per vector where the row has whole pairs, else one); NEON and the scalar
 // set take one row at a time.
 template <class Arch, std::size_t NH, class Block>

@@ -1,13 +1,13 @@
-// 512-bit attention scores over a quantized (Q8_0 or Q4_0) key cache: many key rows
-// against the Q8_0 queries of one KV head's group.
+// x86 attention scores over a quantized (Q8_0 or Q4_0) key cache: many key rows against
+// the Q8_0 queries of one KV head's group, in 256-bit (AVX2) and 512-bit (AVX-512) form.
 //
 // Decode at depth reads every cached key once per token, so this loop runs once per
-// position per KV head per layer. One zmm holds two 32-value blocks. The queries are
-// loaded once per call; per key row, the |k| and sign mask are made once for the whole
-// group. Each block's integer sums stay in their own 8 lanes until they are scaled by
-// the key's and the query's d (the per-block scale the format demands), and the group's
-// score vectors are reduced together. Hand-written because xsimd 8.1 has no u8 x s8
-// multiply-add.
+// position per KV head per layer. The queries' scales are converted once per call; per
+// key row, the |k| and sign of each block are made once for the whole group. Each
+// block's integer sums stay in their own lanes until they are scaled by the key's and
+// the query's d (the per-block scale the format demands), and the group's score vectors
+// are reduced together. A ymm holds one 32-value block, a zmm two. Hand-written because
+// xsimd 8.1 has no u8 x s8 multiply-add.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -65,21 +65,24 @@ inline __m512i dot_s8_512(__m512i abs_k, __m512i signed_q) noexcept {
 
 // The horizontal sums of four vectors, as the lanes of one 128-bit vector.
 template <class Arch>
+inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) noexcept {
+  const __m256 ab = _mm256_hadd_ps(a, b);  // a0+a1 a2+a3 b0+b1 b2+b3 | ...
+  const __m256 cd = _mm256_hadd_ps(c, d);
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // a b c d per 128-bit lane
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+template <class Arch>
 inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) noexcept {
   const auto half = [](__m512 v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v),
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
   };
-  const __m256 ab = _mm256_hadd_ps(half(a), half(b));  // a0+a1 a2+a3 b0+b1 b2+b3 | ...
-  const __m256 cd = _mm256_hadd_ps(half(c), half(d));
-  const __m256 abcd = _mm256_hadd_ps(ab, cd);  // a b c d per 128-bit lane
-  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+  return hsum4<Arch>(half(a), half(b), half(c), half(d));
 }
 
-// The 256-bit form of the same loop, one block per vector, for AVX2 and for AVX-512 when
-// the row has an odd count of blocks: per key row, |k| and its sign once per block for
-// the whole group, the queries' scales converted once per call, one reduction for the
-// group. nb at most 2 * kMaxKeyBlockPairs.
+// scores[j * stride + p] = scale * (key row p . query row j) for NH <= 4 query rows of
+// nb blocks (at most 2 * kMaxKeyBlockPairs) and `count` contiguous key rows, one block
+// per vector: AVX2, and AVX-512 when the row has an odd count of blocks.
 template <class Arch, std::size_t NH, class Block>
 void score_rows_q8_0_256(const Block* keys, std::size_t count, const BlockQ8_0* queries,
                          std::size_t nb, float scale, float* scores, std::size_t stride) noexcept {
@@ -119,17 +122,13 @@ void score_rows_q8_0_256(const Block* keys, std::size_t count, const BlockQ8_0* 
         acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(kd * qd[j][b]), acc[j]);
       }
     }
-    const __m256 ab = _mm256_hadd_ps(acc[0], acc[1]), cd = _mm256_hadd_ps(acc[2], acc[3]);
-    const __m256 abcd = _mm256_hadd_ps(ab, cd);  // a b c d per 128-bit lane
-    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
     alignas(16) float s[4];
-    _mm_store_ps(s, _mm_mul_ps(sums, vscale));
+    _mm_store_ps(s, _mm_mul_ps(hsum4<Arch>(acc[0], acc[1], acc[2], acc[3]), vscale));
     for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = s[j];
   }
 }
 
-// scores[j * stride + p] = scale * (key row p . query row j) for NH <= 4 query rows of
-// nb blocks (nb even, at most 2 * kMaxKeyBlockPairs) and `count` contiguous key rows.
+// The same, two blocks per vector (AVX-512; nb even).
 template <class Arch, std::size_t NH, class Block>
 void score_rows_q8_0_512(const Block* keys, std::size_t count, const BlockQ8_0* queries,
                          std::size_t nb, float scale, float* scores, std::size_t stride) noexcept {
