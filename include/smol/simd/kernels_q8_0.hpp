@@ -41,20 +41,6 @@ constexpr auto q8_0_activation_dot() noexcept {
   }
 }
 
-// One Q8_0 or Q4_0 row against NH Q8_0 rows lying nblocks apart (the scores of one
-// quantized key for a group of queries, simd/attention_kernels.hpp): out[j], the same
-// value as q8_0_activation_dot gives for row j. x86 loads the key once for all NH.
-template <class Arch, std::size_t NH, class Block>
-void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, float* out) noexcept {
-#if defined(SMOL_X86)
-  if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-    return simd::x86::dot_rows_q8_0<Arch, NH>(x, y, nblocks, out);
-  }
-#endif
-  constexpr auto dot = q8_0_activation_dot<Arch, Block>();
-  for (std::size_t j = 0; j < NH; ++j) out[j] = dot(x, y + j * nblocks, nblocks);
-}
-
 // scores[j * stride + p] = scale * (key row p . query row j) for `count` contiguous rows
 // of nblocks Q8_0 or Q4_0 blocks and NH Q8_0 query rows lying nblocks apart: the scores
 // of attention over a quantized key cache (simd/attention_kernels.hpp). x86 makes each
@@ -64,27 +50,27 @@ void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, floa
 template <class Arch, std::size_t NH, class Block>
 void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* queries,
                      std::size_t nblocks, float scale, float* scores, std::size_t stride) noexcept {
+  static_assert(NH >= 1 && NH <= 4);
 #if defined(SMOL_X86)
-  if constexpr ((std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>)&&NH <= 4) {
-    if (nblocks <= 2 * simd::x86::kMaxKeyBlockPairs) {
-      if constexpr (is_avx512_v<Arch>) {
-        if (nblocks % 2 == 0) {
-          return simd::x86::score_rows_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale,
-                                                          scores, stride);
-        }
-      }
-      return simd::x86::score_rows_q8_0_256<Arch, NH>(keys, count, queries, nblocks, scale, scores,
+  if constexpr (is_avx512_v<Arch>) {
+    if (nblocks % 2 == 0) {
+      return simd::x86::score_rows_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale, scores,
                                                       stride);
     }
   }
+  if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+    return simd::x86::score_rows_q8_0_256<Arch, NH>(keys, count, queries, nblocks, scale, scores,
+                                                    stride);
+  }
 #endif
-  float dots[NH];
+  constexpr auto dot = q8_0_activation_dot<Arch, Block>();
   for (std::size_t p = 0; p < count; ++p) {
     const Block* row = keys + p * nblocks;
     __builtin_prefetch(row + 8 * nblocks);
     __builtin_prefetch(reinterpret_cast<const char*>(row + 8 * nblocks) + 64);
-    dot_rows_q8_0<Arch, NH>(row, queries, nblocks, dots);
-    for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = dots[j] * scale;
+    for (std::size_t j = 0; j < NH; ++j) {
+      scores[j * stride + p] = dot(row, queries + j * nblocks, nblocks) * scale;
+    }
   }
 }
 

@@ -95,22 +95,41 @@ inline __m256i madd16_acc(__m256i acc, __m256i a, __m256i b) noexcept {
   }
 }
 
+// Sum of groups of 4 products of unsigned bytes `u` (at most 128) and signed bytes `s`
+// (|s| <= 127, so vpmaddubsw's int16 pairs cannot saturate: 2 * 128 * 127 < 2^15), in
+// int32 lanes.
+template <class Arch>
+inline __m256i dot_u8s8(__m256i u, __m256i s) noexcept {
+  if constexpr (has_vnni_v<Arch>) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  } else {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+}
+
 // Sum of groups of 4 products of signed bytes, in int32 lanes. u8 x s8 instructions
 // need an unsigned side, so |a| times b with a's sign (inputs in -127..127).
 template <class Arch>
 inline __m256i dot_s8s8(__m256i a, __m256i b) noexcept {
-  const __m256i abs_a = _mm256_sign_epi8(a, a);
-  const __m256i signed_b = _mm256_sign_epi8(b, a);
-  if constexpr (has_vnni_v<Arch>) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_a, signed_b);
-  } else {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_a, signed_b), _mm256_set1_epi16(1));
-  }
+  return dot_u8s8<Arch>(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
 template <class Arch>
 inline __m256i load256(const void* p) noexcept {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// A Q8_0 or Q4_0 block's 32 quantized values as signed bytes (Q4_0: values 0-15 are the
+// low nibbles, 16-31 the high ones, each minus 8).
+template <class Arch>
+inline __m256i block_quants(const BlockQ8_0& block) noexcept {
+  return load256<Arch>(block.qs);
+}
+template <class Arch>
+inline __m256i block_quants(const BlockQ4_0& block) noexcept {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
 }
 
 // Q4_K's 12 packed scale bytes as 16: scales 0-7 in bytes 0-7, mins 0-7 in bytes 8-15
@@ -231,43 +250,12 @@ float dot_q8_0_q8_0(const BlockQ8_0* x, const BlockQ8_0* y, std::size_t nblocks)
 template <class Arch>
 float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps();
-  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
   for (std::size_t b = 0; b < nblocks; ++b) {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
-    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-    const __m256i q = _mm256_sub_epi8(_mm256_and_si256(both, nibble), eight);
-    const __m256i s = dot_s8s8<Arch>(q, load256<Arch>(y[b].qs));
+    const __m256i s = dot_s8s8<Arch>(block_quants<Arch>(x[b]), load256<Arch>(y[b].qs));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
                           _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
   }
   return hsum<Arch>(acc);
-}
-
-// One Q8_0 or Q4_0 row (a quantized key) against NH Q8_0 rows lying nblocks apart (a
-// group of queries): out[j] = the row . query j, each the same bits as dot_*_q8_0 gives,
-// but with the row's blocks loaded and unpacked once for all NH queries.
-template <class Arch, std::size_t NH, class Block>
-void dot_rows_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks, float* out) noexcept {
-  __m256 acc[NH];
-  for (__m256& a : acc) a = _mm256_setzero_ps();
-  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    __m256i q;
-    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-      q = load256<Arch>(x[b].qs);
-    } else {
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
-      const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-      q = _mm256_sub_epi8(_mm256_and_si256(both, nibble), eight);
-    }
-    const float d = _cvtsh_ss(x[b].d);
-    for (std::size_t j = 0; j < NH; ++j) {
-      const BlockQ8_0& row = y[j * nblocks + b];
-      const __m256i s = dot_s8s8<Arch>(q, load256<Arch>(row.qs));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * _cvtsh_ss(row.d)), acc[j]);
-    }
-  }
-  for (std::size_t j = 0; j < NH; ++j) out[j] = hsum<Arch>(acc[j]);
 }
 
 }  // namespace x86

@@ -19,30 +19,38 @@
 #include <type_traits>
 
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/kv_layout.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol::simd::x86 {
 
-// Blocks per row the kernel holds queries for: 512-value heads.
-inline constexpr std::size_t kMaxKeyBlockPairs = 8;
+// Block pairs per row the kernels hold queries for: the largest head a quantized cache
+// takes.
+inline constexpr std::size_t kMaxKeyBlockPairs = kMaxQuantizedHeadDim / 64;
+
+// Rows ahead of the hardware prefetcher, which restarts at every 4 KiB page.
+template <class Block>
+inline void prefetch_rows_ahead(const Block* row, std::size_t nb) noexcept {
+  constexpr std::size_t kAhead = 16;
+  const char* ahead = reinterpret_cast<const char*>(row + kAhead * nb);
+  for (std::size_t b = 0; b < nb * sizeof(Block); b += 64) __builtin_prefetch(ahead + b);
+}
+
+// Position p's scores of the group's NH heads, from their sums in the lanes of `sums`.
+template <std::size_t NH>
+inline void store_scores(__m128 sums, float scale, float* scores, std::size_t stride,
+                         std::size_t p) noexcept {
+  alignas(16) float s[4];
+  _mm_store_ps(s, _mm_mul_ps(sums, _mm_set1_ps(scale)));
+  for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = s[j];
+}
 
 // The quantized values of blocks b and b + 1 of a row, one zmm (b's in the low half).
 template <class Arch, class Block>
 inline __m512i block_pair(const Block* row) noexcept {
-  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load256<Arch>(row[0].qs)),
-                              load256<Arch>(row[1].qs), 1);
-  } else {
-    static_assert(std::is_same_v<Block, BlockQ4_0>);
-    // Values 0-15 are the low nibbles, 16-31 the high ones, each minus 8.
-    const __m128i p0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[0].qs));
-    const __m128i p1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[1].qs));
-    const __m512i both =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(p0, 4), p0)),
-                           _mm256_set_m128i(_mm_srli_epi16(p1, 4), p1), 1);
-    return _mm512_sub_epi8(_mm512_and_si512(both, _mm512_set1_epi8(0x0F)), _mm512_set1_epi8(8));
-  }
+  return _mm512_inserti64x4(_mm512_castsi256_si512(block_quants<Arch>(row[0])),
+                            block_quants<Arch>(row[1]), 1);
 }
 
 // The two blocks' scales, each in its 8 lanes.
@@ -52,8 +60,7 @@ inline __m512 pair_scales(const Block* row) noexcept {
                                           _mm_set1_epi16(static_cast<short>(row[0].d))));
 }
 
-// Sums of 4 products of |k| (u8) and q with k's sign, in int32 lanes (|q| <= 127, so
-// vpmaddubsw's int16 pairs cannot saturate: 2 * 128 * 127 < 2^15).
+// dot_u8s8's 512-bit form: |k| (u8) times q with k's sign.
 template <class Arch>
 inline __m512i dot_s8_512(__m512i abs_k, __m512i signed_q) noexcept {
   if constexpr (has_vnni_v<Arch>) {
@@ -91,40 +98,22 @@ void score_rows_q8_0_256(const Block* keys, std::size_t count, const BlockQ8_0* 
   for (std::size_t j = 0; j < NH; ++j) {
     for (std::size_t b = 0; b < nb; ++b) qd[j][b] = _cvtsh_ss(queries[j * nb + b].d);
   }
-  const __m256i nibble = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-  const __m128 vscale = _mm_set1_ps(scale);
-  constexpr std::size_t kAhead = 16;
   for (std::size_t p = 0; p < count; ++p) {
     const Block* row = keys + p * nb;
-    const char* ahead = reinterpret_cast<const char*>(row + kAhead * nb);
-    for (std::size_t b = 0; b < nb * sizeof(Block); b += 64) __builtin_prefetch(ahead + b);
+    prefetch_rows_ahead(row, nb);
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     for (std::size_t b = 0; b < nb; ++b) {
-      __m256i k;
-      if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-        k = load256<Arch>(row[b].qs);
-      } else {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs));
-        k = _mm256_sub_epi8(
-            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble), eight);
-      }
+      const __m256i k = block_quants<Arch>(row[b]);
       const __m256i abs_k = _mm256_sign_epi8(k, k);
       const float kd = _cvtsh_ss(row[b].d);
       for (std::size_t j = 0; j < NH; ++j) {
         const __m256i signed_q = _mm256_sign_epi8(load256<Arch>(queries[j * nb + b].qs), k);
-        __m256i sums;
-        if constexpr (has_vnni_v<Arch>) {
-          sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), abs_k, signed_q);
-        } else {
-          sums = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_k, signed_q), _mm256_set1_epi16(1));
-        }
-        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(kd * qd[j][b]), acc[j]);
+        const __m256 sums = _mm256_cvtepi32_ps(dot_u8s8<Arch>(abs_k, signed_q));
+        acc[j] = _mm256_fmadd_ps(sums, _mm256_set1_ps(kd * qd[j][b]), acc[j]);
       }
     }
-    alignas(16) float s[4];
-    _mm_store_ps(s, _mm_mul_ps(hsum4<Arch>(acc[0], acc[1], acc[2], acc[3]), vscale));
-    for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = s[j];
+    store_scores<NH>(hsum4<Arch>(acc[0], acc[1], acc[2], acc[3]), scale, scores, stride, p);
   }
 }
 
@@ -142,13 +131,9 @@ void score_rows_q8_0_512(const Block* keys, std::size_t count, const BlockQ8_0* 
       qd[j][c] = pair_scales<Arch>(queries + j * nb + 2 * c);
     }
   }
-  const __m128 vscale = _mm_set1_ps(scale);
-  constexpr std::size_t kAhead = 16;
   for (std::size_t p = 0; p < count; ++p) {
     const Block* row = keys + p * nb;
-    // Rows ahead of the hardware prefetcher, which restarts at every 4 KiB page.
-    const char* ahead = reinterpret_cast<const char*>(row + kAhead * nb);
-    for (std::size_t b = 0; b < nb * sizeof(Block); b += 64) __builtin_prefetch(ahead + b);
+    prefetch_rows_ahead(row, nb);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
     for (std::size_t c = 0; c < pairs; ++c) {
@@ -163,9 +148,7 @@ void score_rows_q8_0_512(const Block* keys, std::size_t count, const BlockQ8_0* 
         acc[j] = _mm512_fmadd_ps(sums, _mm512_mul_ps(kd, qd[j][c]), acc[j]);
       }
     }
-    alignas(16) float s[4];
-    _mm_store_ps(s, _mm_mul_ps(hsum4<Arch>(acc[0], acc[1], acc[2], acc[3]), vscale));
-    for (std::size_t j = 0; j < NH; ++j) scores[j * stride + p] = s[j];
+    store_scores<NH>(hsum4<Arch>(acc[0], acc[1], acc[2], acc[3]), scale, scores, stride, p);
   }
 }
 
