@@ -65,7 +65,7 @@ void BM_rows8(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes
   for (auto _ : state) {
     for (std::size_t i = 0; i < 8; ++i) {
       kernel(reinterpret_cast<const Rows8*>(w.data() + g * group_bytes), kBlocks, xq.data(),
-             kBlocks, 1, y.data(), 1);
+             kBlocks, 1, y.data(), 1, WeightsFrom::memory);
       benchmark::DoNotOptimize(y.data());
       g = g + 1 == groups ? 0 : g + 1;
     }

@@ -117,7 +117,7 @@ TEST_CASE_TEMPLATE("rows8: the reference equals the scalar dot on the file's row
       const auto x = q8k_activations(kTokens * nblocks * QK_K, pattern, rng);
       float y[kTokens][kRowsPerGroup];
       Layout::reference(g.packed.data(), nblocks, x.data(), nblocks, kTokens, &y[0][0],
-                        kRowsPerGroup);
+                        kRowsPerGroup, WeightsFrom::memory);
       for (std::size_t t = 0; t < kTokens; ++t) {
         for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
           const float want = Layout::scalar_dot(scalar)(g.rows.data() + r * nblocks,
@@ -150,23 +150,27 @@ TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 
       }
       std::vector<float> want(kMaxTokens * kRowsPerGroup);
       Layout::reference(g.packed.data(), nblocks, x.data(), nblocks, kMaxTokens, want.data(),
-                        kRowsPerGroup);
+                        kRowsPerGroup, WeightsFrom::memory);
       for (Isa isa : available_isas()) {
         for (std::size_t n_tokens = 1; n_tokens <= kMaxTokens; ++n_tokens) {
-          std::vector<float> y(kMaxTokens * kRowsPerGroup, -7.0f);
-          Layout::kernel(kernels_for_isa(isa))(g.packed.data(), nblocks, x.data(), nblocks,
-                                               n_tokens, y.data(), kRowsPerGroup);
-          CAPTURE(isa_name(isa));
-          CAPTURE(nblocks);
-          CAPTURE(n_tokens);
-          CAPTURE(static_cast<int>(pattern));
-          std::size_t bad = 0;
-          for (std::size_t i = 0; i < n_tokens * kRowsPerGroup; ++i) {
-            bad += !(std::fabs(y[i] - want[i]) <= 2e-6 * ref[i].magnitude + 1e-30);
+          // Prefetching or not (streamed or cached weights) leaves the results alone.
+          for (WeightsFrom from : {WeightsFrom::memory, WeightsFrom::cache}) {
+            std::vector<float> y(kMaxTokens * kRowsPerGroup, -7.0f);
+            Layout::kernel(kernels_for_isa(isa))(g.packed.data(), nblocks, x.data(), nblocks,
+                                                 n_tokens, y.data(), kRowsPerGroup, from);
+            CAPTURE(isa_name(isa));
+            CAPTURE(nblocks);
+            CAPTURE(n_tokens);
+            CAPTURE(static_cast<int>(pattern));
+            CAPTURE(static_cast<int>(from));
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < n_tokens * kRowsPerGroup; ++i) {
+              bad += !(std::fabs(y[i] - want[i]) <= 2e-6 * ref[i].magnitude + 1e-30);
+            }
+            CHECK(bad == 0);
+            // Tokens past n_tokens are not written.
+            for (std::size_t i = n_tokens * kRowsPerGroup; i < y.size(); ++i) CHECK(y[i] == -7.0f);
           }
-          CHECK(bad == 0);
-          // Tokens past n_tokens are not written.
-          for (std::size_t i = n_tokens * kRowsPerGroup; i < y.size(); ++i) CHECK(y[i] == -7.0f);
         }
       }
     }

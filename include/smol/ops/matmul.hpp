@@ -98,9 +98,11 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::
       const std::size_t g1 = std::min(g0 + chunk_groups, last);
       for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock) {
         const std::size_t nt = std::min(kTokenBlock, n_tokens - t0);
+        // The first token block meets the chunk in memory, the later ones in L2.
+        const WeightsFrom from = t0 == 0 ? WeightsFrom::memory : WeightsFrom::cache;
         for (std::size_t g = g0; g < g1; ++g) {
           kernel(rows8 + g * nblocks, nblocks, q8 + t0 * nblocks, nblocks, nt,
-                 y + t0 * w.rows + g * kRowsPerGroup, w.rows);
+                 y + t0 * w.rows + g * kRowsPerGroup, w.rows, from);
         }
       }
     }

@@ -157,7 +157,7 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8
                           [&](std::size_t first, std::size_t last) {
                             for (std::size_t g = first; g < last; ++g) {
                               kernel(groups + g * nblocks, nblocks, xq, nblocks, 1,
-                                     y + g * kRowsPerGroup, 0);
+                                     y + g * kRowsPerGroup, 0, WeightsFrom::memory);
                             }
                           });
 }

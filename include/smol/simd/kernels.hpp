@@ -31,10 +31,10 @@ struct AttendBlock;  // simd/attention_kernels.hpp
 
 // Eight interleaved rows (quant/rows8.hpp) times `n_tokens` Q8_K rows lying `x_stride`
 // blocks apart: y[t * y_stride + r] = row r . token t, r < 8. Decode and prefill on
-// repacked weights.
+// repacked weights; `from` says whether the rows are streamed from memory.
 template <class Rows8>
 using Rows8Fn = void (*)(const Rows8*, std::size_t nblocks, const BlockQ8K* x, std::size_t x_stride,
-                         std::size_t n_tokens, float* y, std::size_t y_stride);
+                         std::size_t n_tokens, float* y, std::size_t y_stride, WeightsFrom from);
 // Prefill tiles: y[t * y_stride + r] += row r . token t over `nblocks` blocks, for
 // `n_rows` weight rows (`row_bytes` apart) and `n_tokens` tokens whose activations
 // (packed with pack_q8k_lanes) lie `act_stride` blocks apart in `act`.

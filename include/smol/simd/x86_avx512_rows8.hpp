@@ -134,12 +134,6 @@ inline void store_rows8_sums(const __m512 (&acc)[T], float* y, std::size_t y_str
   }
 }
 
-template <class Arch>
-inline void prefetch_rows8_ahead(const void* block, std::size_t bytes) noexcept {
-  const char* ahead = static_cast<const char*>(block) + kRows8PrefetchBytes;
-  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-}
-
 // 64 bytes of eight rows, groups g and g + 1, with row r's two groups in lanes 2r, 2r + 1.
 template <class Arch>
 inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
@@ -148,7 +142,8 @@ inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
 
 template <class Arch, std::size_t T>
 void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+                        std::size_t x_stride, float* y, std::size_t y_stride,
+                        WeightsFrom from) noexcept {
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i pair_rows = load_index<Arch>(kPairRows);
   const __m512i lane_rows = load_index<Arch>(kLaneRows);
@@ -163,8 +158,7 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ4KRows8& wb = w[b];
-    // Decode streams the weights from memory; prefill rereads them from cache.
-    if constexpr (T == 1) prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    if (from == WeightsFrom::memory) prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
@@ -217,7 +211,8 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
 // quant is 32 x sum over groups of scale x bsum, four vpdpwssd per token and block.
 template <class Arch, std::size_t T>
 void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+                        std::size_t x_stride, float* y, std::size_t y_stride,
+                        WeightsFrom from) noexcept {
   const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
   const __m512i pair_rows = load_index<Arch>(kPairRows);
   const __m512i lane_rows = load_index<Arch>(kLaneRows);
@@ -229,8 +224,7 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ6KRows8& wb = w[b];
-    // Decode streams the weights from memory; prefill rereads them from cache.
-    if constexpr (T == 1) prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    if (from == WeightsFrom::memory) prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
@@ -295,55 +289,52 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
 }
 
 // Kernels::rows8_q4k_q8k and rows8_q6k_q8k: every token, eight at a time, the rest in
-// halving tiles.
+// halving tiles. Only the first pass can meet the weights in memory; the later passes
+// reread them from cache.
 template <class Arch, template <class, std::size_t> class Tile, class Rows8>
 void rows8_tiles_512(const Rows8* w, std::size_t nblocks, const BlockQ8K* x, std::size_t x_stride,
-                     std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
+                     std::size_t n_tokens, float* y, std::size_t y_stride,
+                     WeightsFrom from) noexcept {
   static_assert(kRows8Tokens512 == 8);
   std::size_t t = 0;
-  for (; t + 8 <= n_tokens; t += 8) {
-    Tile<Arch, 8>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-  }
-  if (t + 4 <= n_tokens) {
-    Tile<Arch, 4>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-    t += 4;
-  }
-  if (t + 2 <= n_tokens) {
-    Tile<Arch, 2>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-    t += 2;
-  }
-  if (t < n_tokens) {
-    Tile<Arch, 1>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-  }
+  const auto pass = [&]<std::size_t T>(std::integral_constant<std::size_t, T>) {
+    Tile<Arch, T>::run(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride,
+                       t == 0 ? from : WeightsFrom::cache);
+    t += T;
+  };
+  while (t + 8 <= n_tokens) pass(std::integral_constant<std::size_t, 8>{});
+  if (t + 4 <= n_tokens) pass(std::integral_constant<std::size_t, 4>{});
+  if (t + 2 <= n_tokens) pass(std::integral_constant<std::size_t, 2>{});
+  if (t < n_tokens) pass(std::integral_constant<std::size_t, 1>{});
 }
 
 template <class Arch, std::size_t T>
 struct Rows8Q4KTile512 {
   static void run(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                  std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
-    rows8_q4k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride);
+                  std::size_t x_stride, float* y, std::size_t y_stride, WeightsFrom from) noexcept {
+    rows8_q4k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride, from);
   }
 };
 template <class Arch, std::size_t T>
 struct Rows8Q6KTile512 {
   static void run(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                  std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
-    rows8_q6k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride);
+                  std::size_t x_stride, float* y, std::size_t y_stride, WeightsFrom from) noexcept {
+    rows8_q6k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride, from);
   }
 };
 
 template <class Arch>
 void rows8_q4k_q8k_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                       std::size_t x_stride, std::size_t n_tokens, float* y,
-                       std::size_t y_stride) noexcept {
-  rows8_tiles_512<Arch, Rows8Q4KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride);
+                       std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
+                       WeightsFrom from) noexcept {
+  rows8_tiles_512<Arch, Rows8Q4KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
 }
 
 template <class Arch>
 void rows8_q6k_q8k_512(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                       std::size_t x_stride, std::size_t n_tokens, float* y,
-                       std::size_t y_stride) noexcept {
-  rows8_tiles_512<Arch, Rows8Q6KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride);
+                       std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
+                       WeightsFrom from) noexcept {
+  rows8_tiles_512<Arch, Rows8Q6KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
 }
 
 }  // namespace smol::simd::x86
