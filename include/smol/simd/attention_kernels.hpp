@@ -325,8 +325,9 @@ void weighted_blocks(const float* w, std::size_t stride, const std::byte* values
   }
   const std::size_t row_bytes = kv_row_bytes(T, dim);
   // Rows ahead: the columns of a row are read in separate passes, so each pass brings
-  // its own lines in (the block's first and last byte).
-  constexpr std::size_t kAhead = 16;
+  // its own lines in (the block's first and last byte). 48 rows (6.5 KB of SmolLM3's
+  // q8_0 rows) read a depth of 32768 6-8 % faster than 16 on a Zen 5; 96 no faster.
+  constexpr std::size_t kAhead = 48;
   for (std::size_t p = 0; p < count; ++p) {
     const KvElement<T>* blocks = region_row<T>(values, p, dim) + block;
     const char* next = reinterpret_cast<const char*>(blocks) + kAhead * row_bytes;

@@ -52,6 +52,10 @@ void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* quer
                      std::size_t nblocks, float scale, float* scores, std::size_t stride) noexcept {
   static_assert(NH >= 1 && NH <= 4);
 #if defined(SMOL_X86)
+  if constexpr (has_vnni_v<Arch>) {
+    return simd::x86::score_positions_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale,
+                                                         scores, stride);
+  }
   if constexpr (is_avx512_v<Arch>) {
     if (nblocks % 2 == 0) {
       return simd::x86::score_rows_q8_0_512<Arch, NH>(keys, count, queries, nblocks, scale, scores,
