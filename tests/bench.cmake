@@ -45,6 +45,14 @@ for mode, repacked in (("on", True), ("off", False)):
                                      "--repack", mode], capture_output=True, check=True).stdout)
     if [t["isa"].endswith("+repack") for t in run["tests"]] != [repacked, repacked]:
         sys.exit("--repack %s: isa column %s" % (mode, [t["isa"] for t in run["tests"]]))
+# --alternate-depth-0: one depth-0 sample beside each repetition at a depth, none at 0.
+run = json.loads(subprocess.run([tool, "-m", model, "-p", "0", "-n", "4", "-d", "0,8", "-r", "2",
+                                 "-o", "json", "--alternate-depth-0"],
+                                capture_output=True, check=True).stdout)
+shallow, deep = run["tests"]
+if "depth0_samples_ts" in shallow or len(deep.get("depth0_samples_ts", [])) != 2 \
+        or not all(r > 0 for r in deep["depth0_samples_ts"]) or not deep["vs_depth0"] > 0:
+    sys.exit("--alternate-depth-0: %s" % run["tests"])
 print("smol-bench report ok:", ", ".join(names))
 ]=])
 add_test(NAME bench_smol_bench_json

@@ -61,7 +61,13 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
     session.context = depth + longest_test;
     session.kv_type = options.kv_type;
     Transformer transformer(model, context, session);
-    TestRunner runner(transformer, tokens, options.repetitions, options.progress);
+    std::optional<Transformer> depth0;
+    if (options.alternate_depth0 && depth > 0) {
+      depth0.emplace(model, context,
+                     TransformerOptions{.context = longest_test, .kv_type = options.kv_type});
+    }
+    TestRunner runner(transformer, tokens, options.repetitions, options.progress,
+                      depth0 ? &*depth0 : nullptr);
     runner.fill(depth);
 
     const auto new_result = [&] {

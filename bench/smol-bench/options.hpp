@@ -42,6 +42,9 @@ struct BenchOptions {
   unsigned seed = 1234;
   OutputFormat output = OutputFormat::markdown;
   bool progress = false;
+  // Each decode repetition at a depth is followed by one at depth 0 on a second, empty
+  // cache, so the two are timed in the same minute.
+  bool alternate_depth0 = false;
   Repack repack = Repack::when_faster;
   RopeOverrides rope;
   // llama-batched-bench's parallel test (-npl given): B sequences of PP prompt tokens
@@ -124,6 +127,10 @@ inline std::optional<int> parse_options(int argc, char** argv, BenchOptions& opt
       {{"md", OutputFormat::markdown}, {"json", OutputFormat::json}, {"csv", OutputFormat::csv}},
       "report format (default md)");
   app.add_flag("--progress", options.progress, "say on stderr which test is running");
+  app.add_flag("--alternate-depth-0", options.alternate_depth0,
+               "follow each decode run at a depth with one at depth 0\n"
+               "(a second, empty cache) and report their ratio: the\n"
+               "memory read of a shared machine moves from minute to minute");
   // -t 4,1000 on four CPUs would run the same tests twice.
   program.check([&options] {
     std::vector<int> distinct;

@@ -168,6 +168,11 @@ inline void write_markdown(const BenchReport& report, std::FILE* out) {
                      100.0 * rate / sample_stats(twin->tokens_per_second()).mean,
                      twin->name().c_str());
       }
+      if (!test.depth0_seconds.empty()) {
+        const double depth0 = sample_stats(test.depth0_tokens_per_second()).mean;
+        std::fprintf(out, "; %.1f %% of depth 0 run by run (%.2f t/s, alternated)",
+                     100.0 * rate / depth0, depth0);
+      }
       std::fprintf(out, "\n");
     }
   }
@@ -214,6 +219,11 @@ inline void write_json(const BenchReport& report, std::FILE* out) {
       row["bytes_per_token"] = test.roofline->bytes_per_token;
       row["ceiling_ts"] = ceiling;
       row["percent_of_ceiling"] = 100.0 * rate.mean / ceiling;
+    }
+    if (!test.depth0_seconds.empty()) {
+      const std::vector<double> depth0 = test.depth0_tokens_per_second();
+      row["depth0_samples_ts"] = depth0;
+      row["vs_depth0"] = rate.mean / sample_stats(depth0).mean;
     }
     tests.push_back(std::move(row));
   }

@@ -25,7 +25,10 @@ struct TestResult {
   std::size_t prompt_tokens = 0;     // > 0 for a prefill test
   std::size_t generated_tokens = 0;  // > 0 for a decode test
   std::size_t depth = 0;
-  std::vector<double> seconds;       // one per timed repetition
+  std::vector<double> seconds;  // one per timed repetition
+  // --alternate-depth-0, decode tests at a depth: the depth-0 run timed right after
+  // each repetition, on an empty cache.
+  std::vector<double> depth0_seconds;
   std::optional<Roofline> roofline;  // decode tests only
 
   bool is_decode() const noexcept { return generated_tokens > 0; }
@@ -38,10 +41,14 @@ struct TestResult {
     return text;
   }
 
-  std::vector<double> tokens_per_second() const {
-    std::vector<double> rates;
-    for (const double s : seconds) rates.push_back(static_cast<double>(tokens()) / s);
-    return rates;
+  std::vector<double> tokens_per_second() const { return rates(seconds); }
+  std::vector<double> depth0_tokens_per_second() const { return rates(depth0_seconds); }
+
+ private:
+  std::vector<double> rates(const std::vector<double>& runs) const {
+    std::vector<double> out;
+    for (const double s : runs) out.push_back(static_cast<double>(tokens()) / s);
+    return out;
   }
 };
 

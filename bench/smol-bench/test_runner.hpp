@@ -42,8 +42,12 @@ class RandomTokens {
 
 class TestRunner {
  public:
-  TestRunner(Transformer& transformer, RandomTokens& tokens, std::size_t repetitions, bool progress)
+  // `depth0`, if given: a second session on the same model whose decode runs at depth 0
+  // alternate with the decode repetitions at a depth.
+  TestRunner(Transformer& transformer, RandomTokens& tokens, std::size_t repetitions, bool progress,
+             Transformer* depth0 = nullptr)
       : transformer_(&transformer),
+        depth0_(depth0),
         tokens_(&tokens),
         repetitions_(repetitions),
         progress_(progress) {}
@@ -72,14 +76,23 @@ class TestRunner {
   void decode(std::size_t n, TestResult& result) {
     result.generated_tokens = n;
     result.depth = depth_;
-    // One token reads every weight once, which is all a decode warm-up needs.
-    run(result, /*warm_up_tokens=*/1, [&](std::size_t count) {
+    const auto decode_on = [&](Transformer& session, std::size_t depth, std::size_t count) {
       const std::vector<std::int32_t> ids = tokens_->draw(count);
       return timed([&] {
         for (std::size_t i = 0; i < count; ++i) {
-          transformer_->forward(std::span(ids).subspan(i, 1), depth_ + i, LogitsFor::last);
+          session.forward(std::span(ids).subspan(i, 1), depth + i, LogitsFor::last);
         }
       });
+    };
+    const bool alternate = depth0_ != nullptr && depth_ > 0;
+    if (alternate) decode_on(*depth0_, 0, 1);  // its warm-up
+    // One token reads every weight once, which is all a decode warm-up needs.
+    bool warmed_up = false;
+    run(result, /*warm_up_tokens=*/1, [&](std::size_t count) {
+      const double seconds = decode_on(*transformer_, depth_, count);
+      if (alternate && warmed_up) result.depth0_seconds.push_back(decode_on(*depth0_, 0, count));
+      warmed_up = true;
+      return seconds;
     });
   }
 
@@ -105,6 +118,7 @@ class TestRunner {
   }
 
   Transformer* transformer_;
+  Transformer* depth0_;
   RandomTokens* tokens_;
   std::size_t repetitions_;
   bool progress_;
