@@ -28,7 +28,8 @@ namespace {
 
 constexpr const char* kDescription =
     "usage: smol-logits -m FILE (--tokens 1,2,3 | --prompt TEXT) [--all-positions]\n"
-    "                   [--kv-type f16|f32] [--f32-activations] [-t N] -o OUT.bin\n"
+    "                   [--kv-type f32|f16|bf16|q8_0|q4_0] [--f32-activations] [-t N]\n"
+    "                   -o OUT.bin\n"
     "\n"
     "Writes the logits of the last position (or of every position) as little-endian\n"
     "float32 rows of n_vocab values and prints the top 5 tokens of each row.\n"

@@ -29,7 +29,7 @@ namespace {
 
 constexpr const char* kDescription =
     "usage: smol-perplexity -m FILE (-f TEXT | --tokens-file IDS) [-c 512] [-b N] [-t N]\n"
-    "       [--kv-type f16|f32] [--f32-activations]\n"
+    "       [--kv-type f32|f16|bf16|q8_0|q4_0] [--f32-activations]\n"
     "\n"
     "Perplexity of the model over a text, with llama-perplexity's protocol.\n"
     "IDS holds token ids separated by commas or white space.";
