@@ -51,7 +51,8 @@ run = json.loads(subprocess.run([tool, "-m", model, "-p", "0", "-n", "4", "-d", 
                                 capture_output=True, check=True).stdout)
 shallow, deep = run["tests"]
 if "depth0_samples_ts" in shallow or len(deep.get("depth0_samples_ts", [])) != 2 \
-        or not all(r > 0 for r in deep["depth0_samples_ts"]) or not deep["vs_depth0"] > 0:
+        or not all(r > 0 for r in deep["depth0_samples_ts"]) \
+        or len(deep.get("vs_depth0_samples", [])) != 2 or not deep["vs_depth0"] > 0:
     sys.exit("--alternate-depth-0: %s" % run["tests"])
 print("smol-bench report ok:", ", ".join(names))
 ]=])

@@ -28,14 +28,22 @@ double max_error(const smol::Kernels& kernels, smol::KvTypes types, std::size_t 
   const std::size_t padded = smol::simd::score_stride(count);
   std::vector<std::byte> keys(padded * smol::kv_row_bytes(types.key, dim));
   std::vector<std::byte> values(count * smol::kv_row_bytes(types.value, dim));
-  // Float key slots past the visible positions hold NaN (they share a tile with
-  // visible keys): they must not leak into the result. (Quantized keys are rows; the
-  // rows past `count` are never read, and NaN has no Q8_0 form.)
+  // Key slots past the visible positions hold NaN: they must not leak into the result.
+  // Float keys share a tile with visible keys; quantized keys are rows, whose blocks'
+  // scale d is set to an f16 NaN (NaN has no Q8_0 form), so a kernel that reads a row
+  // past `count` (a 16-row step, a pair of blocks) is caught.
   const float nan = std::numeric_limits<float>::quiet_NaN();
+  const bool quantized_keys = smol::kv_is_quantized(types.key);
+  const std::size_t key_row = smol::kv_row_bytes(types.key, dim);
+  const std::size_t key_block = key_row / (dim / 32);
   std::vector<float> row(dim);
   for (std::size_t p = 0; p < padded; ++p) {
-    for (float& x : row) x = p < count || smol::kv_is_quantized(types.key) ? normal(rng) : nan;
+    for (float& x : row) x = p < count || quantized_keys ? normal(rng) : nan;
     smol::store_key(types.key, row.data(), keys.data(), p, dim);
+    for (std::size_t b = 0; quantized_keys && p >= count && b < dim / 32; ++b) {
+      const std::uint16_t f16_nan = 0x7E00;  // d is each block's first field
+      std::memcpy(keys.data() + p * key_row + b * key_block, &f16_nan, sizeof f16_nan);
+    }
   }
   for (std::size_t p = 0; p < count; ++p) {
     for (float& x : row) x = normal(rng);
@@ -107,7 +115,10 @@ TEST_CASE("block attention kernels match the scalar reference on every ISA, ever
         const bool quantized = smol::kv_is_quantized(key) || smol::kv_is_quantized(value);
         // The float-only pairs on every head size; the quantized ones on those that are
         // whole blocks of 32 (a size that is not is refused when the cache is made), an
-        // odd count of blocks (96) among them: AVX-512 scores keys two blocks at a time.
+        // odd count of blocks (96) among them: AVX-512 without VNNI scores keys two blocks
+        // at a time, else one. With VNNI, 16 rows per step: the counts below take the
+        // steps alone (16, 256), steps and a tail (17, 33, 100), the tail alone (1, 15),
+        // whose rows go through the two- or one-block row kernels.
         const std::vector<std::size_t> dims = quantized ? std::vector<std::size_t>{64, 128, 96}
                                                         : std::vector<std::size_t>{64, 128, 80};
         for (const std::size_t dim : dims) {

@@ -63,8 +63,9 @@ void run_tests(const Model& model, const BenchOptions& options, int threads, Ben
     Transformer transformer(model, context, session);
     std::optional<Transformer> depth0;
     if (options.alternate_depth0 && depth > 0) {
-      depth0.emplace(model, context,
-                     TransformerOptions{.context = longest_test, .kv_type = options.kv_type});
+      TransformerOptions shallow = session;
+      shallow.context = longest_test;
+      depth0.emplace(model, context, shallow);
     }
     TestRunner runner(transformer, tokens, options.repetitions, options.progress,
                       depth0 ? &*depth0 : nullptr);

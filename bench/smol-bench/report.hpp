@@ -169,9 +169,10 @@ inline void write_markdown(const BenchReport& report, std::FILE* out) {
                      twin->name().c_str());
       }
       if (!test.depth0_seconds.empty()) {
-        const double depth0 = sample_stats(test.depth0_tokens_per_second()).mean;
-        std::fprintf(out, "; %.1f %% of depth 0 run by run (%.2f t/s, alternated)",
-                     100.0 * rate / depth0, depth0);
+        const SampleStats ratio = sample_stats(test.depth0_ratios());
+        std::fprintf(out, "; %.1f ± %.1f %% of the depth-0 run beside each (%.2f t/s)",
+                     100.0 * ratio.mean, 100.0 * ratio.stddev,
+                     sample_stats(test.depth0_tokens_per_second()).mean);
       }
       std::fprintf(out, "\n");
     }
@@ -221,9 +222,10 @@ inline void write_json(const BenchReport& report, std::FILE* out) {
       row["percent_of_ceiling"] = 100.0 * rate.mean / ceiling;
     }
     if (!test.depth0_seconds.empty()) {
-      const std::vector<double> depth0 = test.depth0_tokens_per_second();
-      row["depth0_samples_ts"] = depth0;
-      row["vs_depth0"] = rate.mean / sample_stats(depth0).mean;
+      const std::vector<double> ratios = test.depth0_ratios();
+      row["depth0_samples_ts"] = test.depth0_tokens_per_second();
+      row["vs_depth0_samples"] = ratios;
+      row["vs_depth0"] = sample_stats(ratios).mean;
     }
     tests.push_back(std::move(row));
   }

@@ -43,6 +43,14 @@ struct TestResult {
 
   std::vector<double> tokens_per_second() const { return rates(seconds); }
   std::vector<double> depth0_tokens_per_second() const { return rates(depth0_seconds); }
+  // Each repetition's speed over that of the depth-0 run beside it.
+  std::vector<double> depth0_ratios() const {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < depth0_seconds.size() && i < seconds.size(); ++i) {
+      out.push_back(depth0_seconds[i] / seconds[i]);
+    }
+    return out;
+  }
 
  private:
   std::vector<double> rates(const std::vector<double>& runs) const {

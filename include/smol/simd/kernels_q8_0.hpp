@@ -43,10 +43,11 @@ constexpr auto q8_0_activation_dot() noexcept {
 
 // scores[j * stride + p] = scale * (key row p . query row j) for `count` contiguous rows
 // of nblocks Q8_0 or Q4_0 blocks and NH Q8_0 query rows lying nblocks apart: the scores
-// of attention over a quantized key cache (simd/attention_kernels.hpp). x86 makes each
-// key block's |k| and sign once for the group (simd/x86_key_scores.hpp: AVX-512
-// two blocks per vector where the row has whole pairs, else one); NEON and the scalar
-// set take one row at a time.
+// of attention over a quantized key cache (simd/attention_kernels.hpp). On x86
+// (simd/x86_key_scores.hpp), AVX-512 VNNI puts sixteen rows in each vector; otherwise
+// each key block's |k| and sign is made once for the group, two blocks per vector on
+// AVX-512 where the row has whole pairs, else one. NEON and the scalar set take one
+// row at a time.
 template <class Arch, std::size_t NH, class Block>
 void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* queries,
                      std::size_t nblocks, float scale, float* scores, std::size_t stride) noexcept {

@@ -89,8 +89,7 @@ inline void accumulate_in_place(Register& sum) noexcept {
 
 template <class Arch, std::size_t T>
 void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, float* y, std::size_t y_stride,
-                        WeightsFrom from) noexcept {
+                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   // scale_lo: both words of lane r = byte r (sub-block 2c), scale_hi: byte 8 + r (2c + 1);
   // min_pair: (byte r, byte 8 + r), matching sub_block_sum_pairs.
@@ -101,10 +100,12 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ4KRows8& wb = w[b];
-    // Streamed weights: ask for the bytes 8 KB ahead (they may lie in the next group,
-    // which is contiguous), as the hardware prefetcher alone falls behind. On Zen 3,
-    // 8 to 16 KB read 10 % faster than 4 KB with one or two threads.
-    if (from == WeightsFrom::memory) prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    // Ask for the bytes 8 KB ahead (they may lie in the next group, which is
+    // contiguous), as the hardware prefetcher alone falls behind. On Zen 3, 8 to 16 KB
+    // read 10 % faster than 4 KB with one or two threads. Unlike AVX-512, every pass
+    // asks, streamed or not: from L2 into L1 it still pays (prefill 1.6 % slower on a
+    // Zen 5 when only the first pass asked).
+    prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
     __m256i isum[T], msum[T];
     for (std::size_t t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -175,8 +176,7 @@ inline __m256i group_scales(const std::int8_t* scales, __m256i same_byte_twice) 
 
 template <class Arch, std::size_t T>
 void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, float* y, std::size_t y_stride,
-                        WeightsFrom from) noexcept {
+                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
   const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
   const __m256i same_byte_twice = word_picker<Arch>(0, 0, true);
   // From 16 scale bytes (groups G and G + 1 of 8 rows): (s[G], s[G + 1]) per lane.
@@ -185,7 +185,7 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ6KRows8& wb = w[b];
-    if (from == WeightsFrom::memory) prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
     __m256i isum[T];
     for (auto& s : isum) s = _mm256_setzero_si256();
     // Half h of the block: ql chunks 2h (s = 0) and 2h + 1 (s = 1) share qh bytes; the
@@ -247,35 +247,32 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
 }
 
 // Kernels::rows8_q4k_q8k and rows8_q6k_q8k: every token, kRows8Tokens at a time, the
-// rest one by one. Only the first pass can meet the weights in memory.
+// rest one by one. The tiles prefetch on every pass (see above), so `from` goes unused.
 template <class Arch>
 void rows8_q4k_q8k_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                        std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
-                       WeightsFrom from) noexcept {
+                       WeightsFrom /*from*/) noexcept {
   std::size_t t = 0;
   for (; t + kRows8Tokens <= n_tokens; t += kRows8Tokens) {
     rows8_q4k_tile_256<Arch, kRows8Tokens>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride,
-                                           y_stride, t == 0 ? from : WeightsFrom::cache);
+                                           y_stride);
   }
   for (; t < n_tokens; ++t) {
-    rows8_q4k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride,
-                                t == 0 ? from : WeightsFrom::cache);
+    rows8_q4k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
   }
 }
 
 template <class Arch>
 void rows8_q6k_q8k_256(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                        std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
-                       WeightsFrom from) noexcept {
+                       WeightsFrom /*from*/) noexcept {
   std::size_t t = 0;
   for (; t + kRows8TokensQ6K <= n_tokens; t += kRows8TokensQ6K) {
     rows8_q6k_tile_256<Arch, kRows8TokensQ6K>(w, nblocks, x + t * x_stride, x_stride,
-                                              y + t * y_stride, y_stride,
-                                              t == 0 ? from : WeightsFrom::cache);
+                                              y + t * y_stride, y_stride);
   }
   for (; t < n_tokens; ++t) {
-    rows8_q6k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride,
-                                t == 0 ? from : WeightsFrom::cache);
+    rows8_q6k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
   }
 }
 

@@ -155,15 +155,9 @@ void score_rows_q8_0_512(const Block* keys, std::size_t count, const BlockQ8_0* 
   }
 }
 
-// Sixteen positions per vector (AVX-512 VNNI, any block count). The row kernels above
-// pay a horizontal sum and four scalar stores per position, and a |k| and sign per
-// block; here lane p of every vector is position p0 + p, so a 16-row step ends in one
-// vector store per head. Each block of the 16 rows is transposed in registers (an
-// 8 x 8 dword transpose per 256-bit half: 24 shuffles), so dword i of the block, for
-// all 16 rows, is one vector matched by one broadcast query dword. vpdpbusd takes
-// unsigned keys: k + 128 (k xor 0x80), and the sums start at -128 x the query block's
-// sum of quants, so each lane ends with the exact integer k . q. Rows past the last
-// multiple of 16 go through the row kernel.
+// Block b's quants of 16 rows `nb` blocks apart, transposed: lane p of words[i] is dword
+// i (quants 4i .. 4i + 3) of row p. An 8 x 8 dword transpose per 256-bit half, 24
+// shuffles.
 template <class Arch, class Block>
 inline void transposed_block_words(const Block* rows, std::size_t nb,
                                    __m512i (&words)[8]) noexcept {
@@ -194,11 +188,22 @@ inline void transposed_block_words(const Block* rows, std::size_t nb,
   }
 }
 
+// Sixteen positions per vector (AVX-512 VNNI, any block count). The row kernels above
+// pay a horizontal sum and four scalar stores per position, and a |k| and sign per
+// block; here lane p of every vector is position p0 + p, so a 16-row step ends in one
+// vector store per head. Each block of the 16 rows is transposed in registers (an
+// 8 x 8 dword transpose per 256-bit half: 24 shuffles), so dword i of the block, for
+// all 16 rows, is one vector matched by one broadcast query dword. vpdpbusd takes
+// unsigned keys: k + 128 (k xor 0x80), and the sums start at -128 x the query block's
+// sum of quants, so each lane ends with the exact integer k . q. Rows past the last
+// multiple of 16 go through the row kernel.
 template <class Arch, std::size_t NH, class Block>
 void score_positions_q8_0_512(const Block* keys, std::size_t count, const BlockQ8_0* queries,
                               std::size_t nb, float scale, float* scores,
                               std::size_t stride) noexcept {
   static_assert(NH >= 1 && NH <= 4 && has_vnni_v<Arch>);
+  // The gather of each row's scale reads the four bytes at a block's start.
+  static_assert(offsetof(Block, d) == 0 && sizeof(Block) >= 4);
   constexpr std::size_t P = 16;
   // Per query block: its quants four at a time (broadcast at use), -128 x their sum,
   // and its d.
