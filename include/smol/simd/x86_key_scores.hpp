@@ -25,6 +25,7 @@
 #include "smol/quant/kv_layout.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_tiles.hpp"  // the 512-bit dot_u8s8
 
 namespace smol::simd::x86 {
 
@@ -61,16 +62,6 @@ template <class Arch, class Block>
 inline __m512 pair_scales(const Block* row) noexcept {
   return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(row[1].d)),
                                           _mm_set1_epi16(static_cast<short>(row[0].d))));
-}
-
-// dot_u8s8's 512-bit form: |k| (u8) times q with k's sign.
-template <class Arch>
-inline __m512i dot_s8_512(__m512i abs_k, __m512i signed_q) noexcept {
-  if constexpr (has_vnni_v<Arch>) {
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), abs_k, signed_q);
-  } else {
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(abs_k, signed_q), _mm512_set1_epi16(1));
-  }
 }
 
 // The horizontal sums of four vectors, as the lanes of one 128-bit vector.
@@ -147,7 +138,8 @@ void score_rows_q8_0_512(const Block* keys, std::size_t count, const BlockQ8_0* 
       for (std::size_t j = 0; j < NH; ++j) {
         const __m512i signed_q =
             _mm512_mask_sub_epi8(q[j][c], negative, _mm512_setzero_si512(), q[j][c]);
-        const __m512 sums = _mm512_cvtepi32_ps(dot_s8_512<Arch>(abs_k, signed_q));
+        const __m512 sums =
+            _mm512_cvtepi32_ps(dot_u8s8<Arch>(_mm512_setzero_si512(), abs_k, signed_q));
         acc[j] = _mm512_fmadd_ps(sums, _mm512_mul_ps(kd, qd[j][c]), acc[j]);
       }
     }
@@ -244,7 +236,7 @@ void score_positions_q8_0_512(const Block* keys, std::size_t count, const BlockQ
       for (std::size_t j = 0; j < NH; ++j) {
         __m512i sum = _mm512_set1_epi32(offset[j][b]);
         for (std::size_t i = 0; i < 8; ++i) {
-          sum = _mm512_dpbusd_epi32(sum, words[i], _mm512_set1_epi32(q_words[j][b][i]));
+          sum = dot_u8s8<Arch>(sum, words[i], _mm512_set1_epi32(q_words[j][b][i]));
         }
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                  _mm512_mul_ps(kd, _mm512_set1_ps(qd[j][b])), acc[j]);
