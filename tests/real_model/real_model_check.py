@@ -1,0 +1,180 @@
+"""smol against llama.cpp on a real model: the same GGUF file through smol's programs
+and through llama.cpp itself (llamacpp_oracle.mjs, node-llama-cpp's prebuilt CPU build).
+
+    real_model_check.py tokenize|greedy|perplexity --model M --bin DIR --node NODE
+                        --oracle llamacpp_oracle.mjs --work DIR [--steps 64] [--text FILE]
+
+tokenize:   a corpus (ASCII, code, numbers, whitespace runs, accents, CJK, emoji) gives
+            identical ids.
+greedy:     for each prompt, llama.cpp's greedy continuation is fed back to smol
+            (teacher forcing, smol-logits --all-positions); smol's top token must be
+            llama.cpp's at every step, so smol's own greedy run would produce the same
+            tokens. A step may differ only where llama.cpp's top two logits lie within
+            NEAR_TIE of each other, and the report says so.
+perplexity: smol-perplexity and llama.cpp over the same text, llama-perplexity's
+            protocol (-c 512), within 0.5 %.
+Every run writes into --work, a directory of its own.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+
+NEAR_TIE = 0.05  # logits: f32 sums in another order move them by about 1e-3 here
+
+CORPUS = [
+    "Hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    " leading space",
+    "trailing spaces   ",
+    "many     spaces    between\twords\t\ttabs",
+    "line one\nline two\n\nline four\r\nwindows line",
+    "I'm sure you've seen it; they'll say we'd done it. DON'T SHOUT, IT'S LOUD",
+    "1 12 123 1234 12345 1234567 3.14159 1,000,000 -42 0x1F 2026-11-26",
+    "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
+    "for (int i = 0; i < n; ++i) { sum += a[i] * b[i]; }  // dot",
+    "<html><body class=\"main\">Hi &amp; bye</body></html>",
+    "https://example.com/path?query=1&b=two#frag",
+    "!!! ??? ... --- *** ### @@@ $$$ %%%",
+    "Café naïve résumé Ångström façade coöperate",
+    "Привет, как дела? Σωκράτης",
+    "中文分词测试，日本語のテキスト、한국어 문장",
+    "emoji 👋🏽 🇫🇷 👨‍👩‍👧 ❤️ 🎉🎉",
+    "non\u00a0breaking\u2003spaces",
+    "<|im_start|>user\nspecial spellings stay text here<|im_end|>",
+    "a",
+    "",
+    "   ",
+    "\n\n\n",
+    "x" * 300,
+    "ALLCAPS camelCase snake_case kebab-case PascalCase",
+    "Mixed123Numbers456and789Letters",
+]
+
+SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+PROMPTS = [
+    # The file's own template with its default system prompt (as smol and llama.cpp's
+    # --jinja render it). On this file, greedy decoding answers the literal question
+    # with French nonsense in llama.cpp too; smol must give the same tokens.
+    f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+    f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nWhich city is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+    f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nWrite a Python function that reverses a string.<|im_end|>\n<|im_start|>assistant\n",
+    f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nMy name is Ada. Please remember it.<|im_end|>\n<|im_start|>assistant\nNice to meet you, Ada!<|im_end|>\n<|im_start|>user\nWhat is my name?<|im_end|>\n<|im_start|>assistant\n",
+    "Once upon a time, in a small village by the sea,",
+    "The three primary colors are",
+]
+
+
+def run(argv, **kwargs):
+    result = subprocess.run(argv, capture_output=True, **kwargs)
+    if result.returncode != 0:
+        sys.exit("failed (%d): %s\n%s" % (result.returncode, " ".join(argv),
+                                         result.stderr.decode(errors="replace")[-2000:]))
+    return result.stdout
+
+
+def oracle(args, *rest):
+    return json.loads(run([args.node, args.oracle, rest[0], args.model] + list(rest[1:])))
+
+
+def write_json(args, name, value):
+    path = os.path.join(args.work, name)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False)
+    return path
+
+
+def check_tokenize(args):
+    want = oracle(args, "tokenize", write_json(args, "corpus.json", CORPUS))
+    failures = 0
+    for i, (text, ids) in enumerate(zip(CORPUS, want)):
+        path = os.path.join(args.work, "text%d.txt" % i)
+        with open(path, "wb") as f:
+            f.write(text.encode("utf-8"))
+        got = json.loads(run([os.path.join(args.bin, "smol-tokenize"), "-m", args.model, "--ids",
+                              "--no-special", "-f", path]))
+        if got != ids:
+            failures += 1
+            print("DIFFERENT %r\n  llama.cpp %s\n  smol      %s" % (text[:60], ids, got))
+    print("tokenize: %d of %d texts identical (%d tokens in all)" %
+          (len(CORPUS) - failures, len(CORPUS), sum(map(len, want))))
+    return failures == 0
+
+
+def argmax(row):
+    best = 0
+    for i in range(1, len(row)):
+        if row[i] > row[best]:
+            best = i
+    return best
+
+
+def check_greedy(args):
+    runs = oracle(args, "greedy", write_json(args, "prompts.json", PROMPTS), str(args.steps))
+    ok = True
+    for n, r in enumerate(runs):
+        tokens = r["prompt"] + r["generated"]
+        out = os.path.join(args.work, "logits%d.bin" % n)
+        run([os.path.join(args.bin, "smol-logits"), "-m", args.model, "-t", "2", "--all-positions",
+             "--tokens", ",".join(map(str, tokens[:-1])), "-o", out])
+        data = open(out, "rb").read()
+        n_vocab = len(data) // 4 // (len(tokens) - 1)
+        first = len(r["prompt"]) - 1
+        same, ties, worst = 0, [], 0.0
+        for step in range(len(r["generated"])):
+            row = struct.unpack_from("<%df" % n_vocab, data, (first + step) * n_vocab * 4)
+            top = r["top"][step]
+            for token, logit in top:
+                worst = max(worst, abs(row[token] - logit))
+            if argmax(row) == r["generated"][step]:
+                same += 1
+            else:
+                margin = top[0][1] - top[1][1]
+                if margin < NEAR_TIE:
+                    ties.append("step %d (margin %.4f)" % (step, margin))
+                else:
+                    ok = False
+                    print("DIFFERENT at step %d: llama.cpp %d (margin %.3f), smol %d" %
+                          (step, r["generated"][step], margin, argmax(row)))
+        print("greedy %d: %d of %d tokens equal, max |dlogit| over llama.cpp's top 5: %.4f%s; %r" %
+              (n, same, len(r["generated"]), worst,
+               ", near-ties allowed: " + ", ".join(ties) if ties else "",
+               r["text"][-60:]))
+    return ok
+
+
+def check_perplexity(args):
+    want = oracle(args, "perplexity", args.text, "512")
+    out = run([os.path.join(args.bin, "smol-perplexity"), "-m", args.model, "-f", args.text, "-c",
+               "512", "-t", "2"]).decode()
+    line = [l for l in out.splitlines() if l.startswith("Final estimate")][-1]
+    ours = float(line.split("=")[1].split()[0])
+    ratio = ours / want["ppl"]
+    print("perplexity over %s: smol %.4f, llama.cpp %.4f (%d tokens, %d chunks), ratio %.5f" %
+          (args.text, ours, want["ppl"], want["tokens"], want["chunks"], ratio))
+    return abs(ratio - 1) <= 0.005
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("check", choices=["tokenize", "greedy", "perplexity"])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--bin", required=True, help="directory of smol-tokenize, smol-logits, ...")
+    parser.add_argument("--node", default="node")
+    parser.add_argument("--oracle", required=True,
+                        help="llamacpp_oracle.mjs beside the node_modules that hold node-llama-cpp")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--text", default="/usr/share/common-licenses/GPL-3")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    ok = {"tokenize": check_tokenize, "greedy": check_greedy,
+          "perplexity": check_perplexity}[args.check](args)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
