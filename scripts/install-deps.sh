@@ -26,6 +26,7 @@ if [ "$mode" = test ]; then
     clang libclang-rt-14-dev                           # libFuzzer
     doctest-dev libbenchmark-dev                       # tests and micro-benchmarks
     xz-utils python3 nodejs npm                        # test data, tokenizer conformance
+    python3-jinja2                                     # chat templates against jinja2
     g++-aarch64-linux-gnu                              # the aarch64 (NEON) compile check
     chromium nginx                                     # the chat page in a browser, replicas behind nginx
   )

@@ -16,6 +16,7 @@
 #include "smol/ops/context.hpp"
 #include "smol/text/chat_prompt.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
+#include "smol/text/known_chat_templates.hpp"
 
 namespace {
 
@@ -24,7 +25,7 @@ const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q
 struct Fixture {
   smol::Model model = smol::Model::open(kFixture);
   smol::Tokenizer tokenizer{smol::load_vocabulary(model.file())};
-  smol::ChatFormat format = smol::detect_template(
+  smol::ChatTemplate chat_template = smol::detect_template(
       model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""));
 };
 
@@ -108,8 +109,9 @@ TEST_CASE("two greedy turns on the fixture reuse the cache and stream the reply"
   smol::Context context(2);
   smol::Transformer transformer(f.model, context, {.context = 1024});
   smol::TransformerSource source(transformer);
-  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
-  CHECK(f.format == smol::ChatFormat::smollm3);
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, greedy());
+  CHECK(f.chat_template.format == smol::ChatFormat::smollm3);
+  CHECK(f.chat_template.known_as == "SmolLM3 (Unsloth's edition)");
 
   Collected first;
   const smol::Reply one =
@@ -119,7 +121,7 @@ TEST_CASE("two greedy turns on the fixture reuse the cache and stream the reply"
   CHECK(one.stats.generated_tokens <= 8);
   CHECK(one.stats.reused_tokens == 0);
   const std::string prompt_one =
-      smol::render_chat(f.format, std::vector<smol::ChatMessage>{{"user", "Hello there"}});
+      smol::render_chat(f.chat_template, std::vector<smol::ChatMessage>{{"user", "Hello there"}});
   CHECK(one.stats.prompt_tokens == f.tokenizer.encode(prompt_one, {.parse_special = true}).size());
   CHECK(first.thinking == one.thinking);
   CHECK(first.answer == one.answer);
@@ -133,10 +135,10 @@ TEST_CASE("two greedy turns on the fixture reuse the cache and stream the reply"
       session.ask("And how are you?", {.max_tokens = 6, .on_piece = second.callback()});
   // Everything already evaluated is reused; only the new turn's tokens are prefilled.
   CHECK(two.stats.reused_tokens == cached);
-  const std::string prompt_two =
-      smol::render_chat(f.format, std::vector<smol::ChatMessage>{{"user", "Hello there"},
-                                                                 {"assistant", one.text},
-                                                                 {"user", "And how are you?"}});
+  const std::string prompt_two = smol::render_chat(
+      f.chat_template,
+      std::vector<smol::ChatMessage>{
+          {"user", "Hello there"}, {"assistant", one.text}, {"user", "And how are you?"}});
   const std::string before = prompt_one + one.text;
   REQUIRE(prompt_two.starts_with(before));
   const std::size_t unevaluated_last_token = one.stop == smol::StopReason::max_tokens ? 1 : 0;
@@ -150,7 +152,7 @@ TEST_CASE("two greedy turns on the fixture reuse the cache and stream the reply"
   // Greedy decoding is deterministic: a fresh session gives the same first reply.
   smol::Transformer again(f.model, context, {.context = 1024});
   smol::TransformerSource again_source(again);
-  smol::ChatSession fresh(again_source, f.tokenizer, f.format, greedy());
+  smol::ChatSession fresh(again_source, f.tokenizer, f.chat_template, greedy());
   CHECK(fresh.ask("Hello there", {.max_tokens = 8}).text == one.text);
 }
 
@@ -179,7 +181,7 @@ TEST_CASE("a reused cache gives the same next token as evaluating everything afr
   smol::Transformer transformer(f.model, context, {.context = 1024});
   smol::TransformerSource inner(transformer);
   RecordingSource source(inner);
-  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, greedy());
   session.ask("Hello there", {.max_tokens = 5});
   const smol::Reply second = session.ask("Tell me more", {.max_tokens = 1});
   REQUIRE(second.stats.reused_tokens > 0);
@@ -204,7 +206,7 @@ TEST_CASE("thinking and answer pieces are tagged by the <think> markers") {
   for (const auto id : plain("\nYes.")) script.push_back(id);
   script.push_back(id_of("<|im_end|>"));
   ScriptedSource source(script, id_of("<|im_end|>"), 4096, f.tokenizer.size());
-  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, greedy());
 
   Collected pieces;
   const smol::Reply reply = session.ask("Is it?", {.on_piece = pieces.callback()});
@@ -233,7 +235,7 @@ TEST_CASE("thinking off: the template's empty think block leaves the reply an an
   ScriptedSource source(replies({"Fine."}), id_of("<|im_end|>"), 4096, f.tokenizer.size());
   smol::ChatSettings settings = greedy();
   settings.thinking = false;
-  smol::ChatSession session(source, f.tokenizer, f.format, settings);
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, settings);
   const smol::Reply reply = session.ask("How?");
   CHECK(reply.answer == "Fine.");
   CHECK(reply.thinking.empty());
@@ -243,7 +245,7 @@ TEST_CASE("a stop string ends the reply and is left out of it") {
   Fixture& f = fixture();
   ScriptedSource source(replies({"Hello there User: more"}), id_of("<|im_end|>"), 4096,
                         f.tokenizer.size());
-  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, greedy());
   Collected pieces;
   const smol::Reply reply =
       session.ask("Hi", {.stop_strings = {"User:"}, .on_piece = pieces.callback()});
@@ -276,7 +278,7 @@ TEST_CASE("max tokens and the cancel flag stop a reply") {
   Fixture& f = fixture();
   ScriptedSource source(plain("one two three four five six"), id_of("<|im_end|>"), 4096,
                         f.tokenizer.size());
-  smol::ChatSession session(source, f.tokenizer, f.format, greedy());
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, greedy());
   const smol::Reply limited = session.ask("Count", {.max_tokens = 3});
   CHECK(limited.stop == smol::StopReason::max_tokens);
   CHECK(limited.stats.generated_tokens == 3);
@@ -300,7 +302,7 @@ TEST_CASE("a prompt cancelled part-way is rolled back and honestly counted") {
 
   smol::Transformer transformer(f.model, context, {.context = 1024});
   smol::TransformerSource source(transformer);
-  smol::ChatSession session(source, f.tokenizer, f.format, settings);
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, settings);
   const smol::Reply first = session.ask("Hello there", {.max_tokens = 4});
   const std::size_t messages_before = session.messages().size();
 
@@ -323,7 +325,7 @@ TEST_CASE("a prompt cancelled part-way is rolled back and honestly counted") {
   const smol::Reply again = session.ask("How are you?", {.max_tokens = 6});
   smol::Transformer fresh_transformer(f.model, context, {.context = 1024});
   smol::TransformerSource fresh_source(fresh_transformer);
-  smol::ChatSession fresh(fresh_source, f.tokenizer, f.format, settings);
+  smol::ChatSession fresh(fresh_source, f.tokenizer, f.chat_template, settings);
   CHECK(fresh.ask("Hello there", {.max_tokens = 4}).text == first.text);
   CHECK(fresh.ask("How are you?", {.max_tokens = 6}).text == again.text);
 }
@@ -373,7 +375,7 @@ TEST_CASE("raw mode continues plain text and reuses it") {
   ScriptedSource source(plain(" there was a cat"), id_of("<|im_end|>"), 4096, f.tokenizer.size());
   smol::ChatSettings settings = greedy();
   settings.raw = true;
-  smol::ChatSession session(source, f.tokenizer, f.format, settings);
+  smol::ChatSession session(source, f.tokenizer, f.chat_template, settings);
   const smol::Reply reply = session.ask("Once upon a time", {.max_tokens = 4});
   CHECK(reply.stats.prompt_tokens == plain("Once upon a time").size());  // no bos: add_bos false
   CHECK(reply.answer ==
@@ -430,7 +432,7 @@ TEST_CASE("a chat restored from a session file reuses its tokens and replies the
   smol::Context context(2);
   smol::Transformer first(f.model, context, {.context = 1024});
   smol::TransformerSource first_source(first);
-  smol::ChatSession session(first_source, f.tokenizer, f.format, greedy());
+  smol::ChatSession session(first_source, f.tokenizer, f.chat_template, greedy());
   std::vector<smol::TokenId> prompt;
   smol::ReplyOptions options;
   options.max_tokens = 8;
@@ -444,7 +446,7 @@ TEST_CASE("a chat restored from a session file reuses its tokens and replies the
   const auto restored_reply = [&](const std::string& text) {
     smol::Transformer restored(f.model, context, {.context = 1024});
     smol::TransformerSource source(restored);
-    smol::ChatSession resumed(source, f.tokenizer, f.format, greedy());
+    smol::ChatSession resumed(source, f.tokenizer, f.chat_template, greedy());
     resumed.restore_cached_tokens(smol::load_session(path, restored));
     CHECK(resumed.cached_tokens() == prompt.size());
     return resumed.ask(text, {.max_tokens = 8});
@@ -461,6 +463,37 @@ TEST_CASE("a chat restored from a session file reuses its tokens and replies the
   CHECK(other.stats.reused_tokens < prompt.size() - 1);
   smol::Transformer plain(f.model, context, {.context = 1024});
   smol::TransformerSource plain_source(plain);
-  smol::ChatSession uninterrupted(plain_source, f.tokenizer, f.format, greedy());
+  smol::ChatSession uninterrupted(plain_source, f.tokenizer, f.chat_template, greedy());
   CHECK(uninterrupted.ask("Hello you", {.max_tokens = 8}).text == other.text);
+}
+
+TEST_CASE("a template's default system prompt leads the chat until one is set") {
+  // SmolLM2's template (the fixture's vocabulary has its ChatML tokens): a chat with
+  // no system prompt of its own gets the template's, as the model was trained.
+  Fixture& f = fixture();
+  smol::ChatTemplate smollm2(smol::ChatFormat::chatml);
+  smollm2.default_system = "You are a helpful AI assistant named SmolLM.";
+  smol::Context context(2);
+  smol::Transformer transformer(f.model, context, {.context = 1024});
+  smol::TransformerSource source(transformer);
+  smol::ChatSession session(source, f.tokenizer, smollm2, greedy());
+  std::vector<smol::TokenId> prompt;
+  smol::ReplyOptions options;
+  options.max_tokens = 1;
+  options.on_prompt = [&prompt](std::span<const smol::TokenId> p) {
+    prompt.assign(p.begin(), p.end());
+  };
+  const auto tokens = [&](const std::string& text) {
+    return f.tokenizer.encode(text, {.parse_special = true});
+  };
+  session.ask("Hi", options);
+  CHECK(prompt == tokens("<|im_start|>system\nYou are a helpful AI assistant named SmolLM."
+                         "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+
+  // A system prompt of the user's own (smol-chat's --system) replaces it.
+  session.reset();
+  session.set_system_prompt("Be brief.");
+  session.ask("Hi", options);
+  CHECK(prompt == tokens("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
+                         "<|im_end|>\n<|im_start|>assistant\n"));
 }

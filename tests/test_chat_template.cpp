@@ -1,7 +1,10 @@
 // Chat templates, character by character. The SmolLM3 expectations were checked
-// against the fixture's own Jinja template rendered by jinja2.
+// against the fixture's own Jinja template rendered by jinja2; tests/chat_template/
+// compares a whole table of conversations with jinja2 for every known template.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -9,6 +12,7 @@
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
+#include "smol/text/known_chat_templates.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace {
@@ -32,13 +36,30 @@ std::string system_block(std::string_view mode, std::string_view instructions) {
 const std::string kShortDefault =
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face.";
 
+// SmolLM2-135M-Instruct's template, verbatim from its GGUF file.
+std::string smollm2_template() {
+  std::ifstream in(
+      std::string(SMOL_SOURCE_DIR) + "/tests/chat_template/smollm2-135m-instruct.jinja",
+      std::ios::binary);
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const std::string kSmolLM2Default =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
 }  // namespace
 
 TEST_CASE("the fixture's template is recognized as SmolLM3") {
   const auto file = smol::gguf::GgufFile::open(kFixtures + "/tiny-smollm3-a.q4_k_m.gguf");
   const auto jinja = file.get<std::string>("tokenizer.chat_template");
   CHECK(jinja.size() == 3795);
-  CHECK(smol::detect_template(jinja) == smol::ChatFormat::smollm3);
+  CHECK(jinja == smol::kSmolLM3ChatTemplate);
+  const auto recognized = smol::recognize_template(jinja);
+  REQUIRE(recognized);
+  CHECK(recognized->format == smol::ChatFormat::smollm3);
+  CHECK(recognized->known_as == "SmolLM3 (Unsloth's edition)");
+  CHECK(!recognized->default_system);
   // The long thinking-mode instructions are the template's own words.
   CHECK(jinja.find(std::string(smol::detail::kSmolLM3ThinkingInstructions) + "\\n\\n") !=
         std::string::npos);
@@ -144,17 +165,95 @@ TEST_CASE("ChatML, Llama-3 and Llama-2") {
         "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Bye [/INST]");
 }
 
-TEST_CASE("detect_template") {
+TEST_CASE("SmolLM2's template: ChatML whose default system prompt is read from the text") {
+  const std::string jinja = smollm2_template();
+  CHECK(jinja.size() == 368);
+  const auto recognized = smol::recognize_template(jinja);
+  REQUIRE(recognized);
+  CHECK(recognized->format == smol::ChatFormat::chatml);
+  CHECK(recognized->known_as == "ChatML with a default system prompt (SmolLM2)");
+  CHECK(recognized->default_system == kSmolLM2Default);
+
+  // A conversation without a system message gets the default one; a system message
+  // of the user's own replaces it; an empty conversation gets nothing at all.
+  CHECK(smol::render_chat(*recognized, Messages{{"user", "Hi"}}) ==
+        "<|im_start|>system\n" + kSmolLM2Default +
+            "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(smol::render_chat(*recognized, Messages{{"system", "Be brief."}, {"user", "Hi"}}) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n");
+  CHECK(smol::render_chat(*recognized, Messages{}) == "<|im_start|>assistant\n");
+  // An assistant prefill ends in the open reply (the template closes it; so does smol).
+  CHECK(smol::render_chat(*recognized, Messages{{"user", "Hi"}, {"assistant", "Hel"}},
+                          {.add_generation_prompt = false})
+            .ends_with("<|im_start|>assistant\nHel<|im_end|>\n"));
+
+  // Another default text, unicode included, is read the same way; an empty one too,
+  // which the template still writes as an (empty) system block.
+  std::string other = jinja;
+  smol::detail::replace_all(other, kSmolLM2Default, "Tu es SmolLM — réponds brièvement. 🙂");
+  CHECK(smol::recognize_template(other)->default_system ==
+        "Tu es SmolLM — réponds brièvement. 🙂");
+  std::string empty = jinja;
+  smol::detail::replace_all(empty, kSmolLM2Default, "");
+  REQUIRE(smol::recognize_template(empty));
+  CHECK(smol::recognize_template(empty)->default_system == "");
+  CHECK(smol::render_chat(*smol::recognize_template(empty), Messages{{"user", "Hi"}})
+            .starts_with("<|im_start|>system\n<|im_end|>\n<|im_start|>user\n"));
+}
+
+TEST_CASE("a template that is not exactly a known one is never claimed as known") {
+  const std::string jinja = smollm2_template();
+  const auto unknown = [](const std::string& text) {
+    return !smol::recognize_template(text).has_value();
+  };
+  // One byte changed outside the default system prompt.
+  std::string changed = jinja;
+  smol::detail::replace_all(changed, "add_generation_prompt", "add_generation_prompt_");
+  CHECK(unknown(changed));
+  // A default text that Jinja would decode (an escape, a quote ending the literal)
+  // is not taken at its spelling.
+  for (const std::string_view odd : {"Say \\\"hi\\\"", "It\\'s me", "a\\nb", "x' + 'y", "a\r\nb"}) {
+    std::string variant = jinja;
+    smol::detail::replace_all(variant, kSmolLM2Default, odd);
+    CAPTURE(odd);
+    CHECK(unknown(variant));
+  }
+  // Trailing text (an editor's final newline) makes it another template.
+  CHECK(unknown(jinja + "\n"));
+  CHECK(unknown(std::string(smol::kSmolLM3ChatTemplate) + " "));
+  CHECK(unknown(""));
+}
+
+TEST_CASE("detect_template: known templates silently, guesses with a warning") {
   std::vector<std::string> warnings;
   const auto warn = [&](std::string_view message) { warnings.emplace_back(message); };
-  CHECK(smol::detect_template("{{ '<|im_start|>' + message['role'] }}", warn) ==
-        smol::ChatFormat::chatml);
-  CHECK(smol::detect_template("{{ '<|start_header_id|>' + role }}", warn) ==
-        smol::ChatFormat::llama3);
-  CHECK(smol::detect_template("{{ bos_token + '[INST] ' + content }}", warn) ==
-        smol::ChatFormat::llama2);
+  CHECK(smol::detect_template(smollm2_template(), warn).default_system == kSmolLM2Default);
+  CHECK(smol::detect_template(smol::kChatMLTemplate, warn).known_as == "ChatML");
+  CHECK(smol::detect_template(smol::kSmolLM3ChatTemplate, warn).format ==
+        smol::ChatFormat::smollm3);
   CHECK(warnings.empty());
-  CHECK(smol::detect_template("{{ '<start_of_turn>' }}", warn) == smol::ChatFormat::chatml);
-  CHECK(smol::detect_template("", warn) == smol::ChatFormat::chatml);
-  CHECK(warnings.size() == 2);
+
+  // Guessed from the markers: the layout is the family's, and the warning says that
+  // the prompt may not be the template's.
+  const auto guessed = [&](std::string_view jinja, smol::ChatFormat format) {
+    warnings.clear();
+    const smol::ChatTemplate result = smol::detect_template(jinja, warn);
+    CHECK(result.format == format);
+    CHECK(result.known_as.empty());
+    CHECK(!result.default_system);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("not one smol knows exactly") != std::string::npos);
+  };
+  guessed("{{ '<|im_start|>' + message['role'] }}", smol::ChatFormat::chatml);
+  guessed("{{ '<|im_start|>system' }}Reasoning Mode: {{ mode }}", smol::ChatFormat::smollm3);
+  guessed("{{ '<|start_header_id|>' + role }}", smol::ChatFormat::llama3);
+  guessed("{{ bos_token + '[INST] ' + content }}", smol::ChatFormat::llama2);
+  guessed("{{ '<start_of_turn>' }}", smol::ChatFormat::chatml);
+  CHECK(warnings[0].find("plain ChatML") != std::string::npos);
+
+  warnings.clear();
+  CHECK(smol::detect_template("", warn).format == smol::ChatFormat::chatml);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == "the model has no chat template; using ChatML");
 }

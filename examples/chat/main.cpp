@@ -33,6 +33,7 @@
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
+#include "smol/text/known_chat_templates.hpp"
 #include "terminal.hpp"
 
 #if SMOL_CUDA
@@ -44,7 +45,8 @@ namespace {
 constexpr std::string_view kCommands =
     "  /think        reasoning on (SmolLM3)\n"
     "  /no_think     reasoning off\n"
-    "  /system TEXT  set the system prompt (empty: remove it); clears nothing else\n"
+    "  /system TEXT  set the system prompt (empty: remove it, back to the template's\n"
+    "                default, if it has one); clears nothing else\n"
     "  /reset        forget the conversation (the system prompt stays)\n"
     "  /stats        speed of the last reply and context use\n"
     "  /help         this list\n"
@@ -138,7 +140,7 @@ struct Chat {
         tokenizer(smol::load_vocabulary(model.file())),
         context(options.threads),
         source(start_engine()),
-        session(*source, tokenizer, chat_format(), settings()) {
+        session(*source, tokenizer, chat_template(), settings()) {
     if (!options.system.empty()) session.set_system_prompt(options.system);
     if (options.prompt_cache) restore_prompt_cache(*options.prompt_cache);
   }
@@ -186,7 +188,7 @@ struct Chat {
     return std::make_unique<smol::TransformerSource>(*cpu);
   }
 
-  smol::ChatFormat chat_format() const {
+  smol::ChatTemplate chat_template() const {
     if (options.raw) return smol::ChatFormat::chatml;  // unused in raw mode
     return smol::detect_template(
         model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),

@@ -59,7 +59,8 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
          "answer TEXT and exit; without -p, a REPL (or, when stdin\n"
          "is not a terminal, one turn per line of stdin)")
       ->type_name("TEXT");
-  app.add_option("--system,--system-prompt", options.system, "system prompt (also -sys)")
+  app.add_option("--system,--system-prompt", options.system,
+                 "system prompt, in place of the template's default one (also -sys)")
       ->type_name("TEXT");
   program.alias("-sys", "--system");
   app.add_flag("--raw", options.raw,

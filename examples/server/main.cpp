@@ -40,6 +40,7 @@
 #include "smol/serve/reply_channel.hpp"
 #include "smol/smol.hpp"
 #include "smol/text/chat_prompt.hpp"
+#include "smol/text/known_chat_templates.hpp"
 #include "web_page.hpp"
 
 namespace {
@@ -70,7 +71,7 @@ struct Service {
                    .step_tokens = o.batch,
                    .context = sequence_length(o, model)}),
         encoder(tokenizer),
-        format(smol::detect_template(
+        chat_template(smol::detect_template(
             model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),
             [](std::string_view warning) { log(std::string(warning)); })),
         engine_thread(scheduler) {
@@ -94,7 +95,7 @@ struct Service {
   smol::BatchTransformer engine;
   smol::Scheduler scheduler;
   smol::ChatPromptEncoder encoder;
-  smol::ChatFormat format;
+  smol::ChatTemplate chat_template;
   smol::serve::RequestDefaults defaults;
   smol::serve::EngineThread engine_thread;  // last: stops first
 };
@@ -303,7 +304,7 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
   std::vector<smol::TokenId> prompt = service.encoder.encode(
-      service.format, chat.messages,
+      service.chat_template, chat.messages,
       {.add_generation_prompt = true, .enable_thinking = chat.enable_thinking});
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};

@@ -44,11 +44,11 @@ struct ChatSettings {
 
 class ChatSession {
  public:
-  ChatSession(LogitsSource& source, const Tokenizer& tokenizer, ChatFormat format,
+  ChatSession(LogitsSource& source, const Tokenizer& tokenizer, ChatTemplate chat_template,
               ChatSettings settings = {})
       : source_(&source),
         tokenizer_(&tokenizer),
-        format_(format),
+        template_(std::move(chat_template)),
         settings_(std::move(settings)),
         sampler_(settings_.sampling),
         think_(ThinkMarkers::of(tokenizer)),
@@ -136,13 +136,13 @@ class ChatSession {
   std::vector<TokenId> tokenize_conversation() const {
     return cache_.tokenize(
         *tokenizer_, prompt_encoder_,
-        conversation_.render(prompt_encoder_, format_, settings_.raw, settings_.thinking),
+        conversation_.render(prompt_encoder_, template_, settings_.raw, settings_.thinking),
         settings_.raw);
   }
 
   LogitsSource* source_;
   const Tokenizer* tokenizer_;
-  ChatFormat format_;
+  ChatTemplate template_;
   ChatSettings settings_;
   Sampler sampler_;
   ThinkMarkers think_;

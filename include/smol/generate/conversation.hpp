@@ -59,10 +59,11 @@ class Conversation {
   // user's own text sits (never to become control tokens). `raw`: no template, the
   // messages' texts simply concatenated to be continued (for base models); nothing in
   // raw text is special.
-  ChatPromptEncoder::Rendered render(const ChatPromptEncoder& encoder, ChatFormat format, bool raw,
+  ChatPromptEncoder::Rendered render(const ChatPromptEncoder& encoder,
+                                     const ChatTemplate& chat_template, bool raw,
                                      bool thinking) const {
     if (!raw) {
-      return encoder.render(format, messages_,
+      return encoder.render(chat_template, messages_,
                             {.add_generation_prompt = true, .enable_thinking = thinking});
     }
     ChatPromptEncoder::Rendered rendered;

@@ -39,9 +39,10 @@ class ChatPromptEncoder {
   }
 
   // The prompt for `messages`, bos first when the vocabulary asks for it.
-  std::vector<TokenId> encode(ChatFormat format, std::span<const ChatMessage> messages,
+  std::vector<TokenId> encode(const ChatTemplate& chat_template,
+                              std::span<const ChatMessage> messages,
                               const ChatOptions& options = {}) const {
-    const Rendered rendered = render(format, messages, options);
+    const Rendered rendered = render(chat_template, messages, options);
     std::vector<TokenId> tokens;
     if (tokenizer_->vocabulary().add_bos) {
       if (!tokenizer_->vocabulary().bos_id) fail("the vocabulary asks for bos but has none");
@@ -64,9 +65,9 @@ class ChatPromptEncoder {
   // messages are rendered once more as placeholders, which no markup contains, and
   // their positions read from there. Should the two renderings ever disagree (a
   // template that looks into the text), the search is the fallback.
-  Rendered render(ChatFormat format, std::span<const ChatMessage> messages,
+  Rendered render(const ChatTemplate& chat_template, std::span<const ChatMessage> messages,
                   const ChatOptions& options = {}) const {
-    Rendered out{render_chat(format, messages, options), {}};
+    Rendered out{render_chat(chat_template, messages, options), {}};
     std::vector<ChatMessage> marked(messages.begin(), messages.end());
     std::vector<std::size_t> special;
     for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -76,14 +77,14 @@ class ChatPromptEncoder {
       }
     }
     if (special.empty()) return out;
-    std::string text = render_chat(format, marked, options);
+    std::string text = render_chat(chat_template, marked, options);
     std::vector<TextRange> plain;
     std::size_t cursor = 0;
     for (const std::size_t i : special) {
       const std::string mark = placeholder(i);
       const std::size_t at = text.find(mark, cursor);
       if (at == std::string::npos) continue;  // the template left the message out
-      const std::string_view content = trims_message_text(format)
+      const std::string_view content = trims_message_text(chat_template.format)
                                            ? detail::strip(messages[i].content)
                                            : std::string_view(messages[i].content);
       text.replace(at, mark.size(), content);

@@ -1,21 +1,24 @@
 // Chat templates: the prompt text a chat model expects around each message.
 //
 // GGUF files carry their template as Jinja (tokenizer.chat_template). Rather than
-// embed a Jinja interpreter, smol recognizes the few template families it supports
-// by their tell-tale markers and renders each in C++, reproducing the Jinja output
-// character for character (the tests hold it to SmolLM3's own template text).
+// embed a Jinja interpreter, smol renders each template family it supports in C++,
+// reproducing the Jinja output character for character; which family (and which
+// parameters, such as a default system prompt) a file's template is, is decided by
+// text/known_chat_templates.hpp, which recognizes templates by their exact text. The
+// tests render a table of conversations both here and with jinja2 and compare them
+// byte for byte (tests/chat_template/).
 //
 // The rendered text never includes the leading bos token: the tokenizer adds it when
 // the vocabulary asks (add_bos), as llama.cpp does. Tokenize it with parse_special.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "smol/text/unicode.hpp"
-#include "smol/text/warning.hpp"
 
 namespace smol {
 
@@ -24,6 +27,23 @@ enum class ChatFormat {
   chatml,   // <|im_start|>role\n...<|im_end|>\n
   llama2,   // [INST] <<SYS>>...<</SYS>> ... [/INST]
   llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+};
+
+// A template to render: its family's layout and the parameters its text sets.
+struct ChatTemplate {
+  // A bare layout is a template without parameters (what a caller names by hand).
+  ChatTemplate(ChatFormat layout = ChatFormat::chatml) : format(layout) {}  // NOLINT: implicit
+
+  ChatFormat format;
+  // ChatML only: the system message the template puts first when the conversation
+  // does not begin with one of its own (SmolLM2's "You are a helpful AI assistant
+  // named SmolLM, ..."); none when the template adds nothing.
+  std::optional<std::string> default_system;
+  // The entry of the known templates whose exact text the file's template is; empty
+  // when the template was not recognized and this layout is smol's best guess.
+  std::string_view known_as;
+
+  bool operator==(const ChatTemplate&) const = default;
 };
 
 struct ChatMessage {
@@ -36,21 +56,6 @@ struct ChatOptions {
   bool enable_thinking = true;        // SmolLM3 only; a /think or /no_think in the
                                       // system message overrides it
 };
-
-// Picks the format from a file's Jinja template; an unrecognized (or empty) template
-// gives ChatML, with a warning.
-inline ChatFormat detect_template(std::string_view jinja, const WarningHandler& warn = {}) {
-  const auto has = [&](std::string_view marker) {
-    return jinja.find(marker) != std::string_view::npos;
-  };
-  if (has("<|im_start|>") && has("Reasoning Mode")) return ChatFormat::smollm3;
-  if (has("<|im_start|>")) return ChatFormat::chatml;
-  if (has("<|start_header_id|>")) return ChatFormat::llama3;
-  if (has("[INST]")) return ChatFormat::llama2;
-  report_warning(warn, jinja.empty() ? "the model has no chat template; using ChatML"
-                                     : "unrecognized chat template; using ChatML");
-  return ChatFormat::chatml;
-}
 
 namespace detail {
 
@@ -170,9 +175,16 @@ inline std::string render_smollm3(std::span<const ChatMessage> messages,
   return out;
 }
 
+// ChatML; with a default system prompt, a conversation whose first message is not
+// the system's gets that one in front (SmolLM2's template tests `loop.first and
+// messages[0]['role'] != 'system'`, so an empty conversation gets none).
 inline std::string render_chatml(std::span<const ChatMessage> messages,
+                                 const std::optional<std::string>& default_system,
                                  const ChatOptions& options) {
   std::string out;
+  if (default_system && !messages.empty() && messages.front().role != "system") {
+    out += "<|im_start|>system\n" + *default_system + "<|im_end|>\n";
+  }
   for (const ChatMessage& message : messages) {
     out += "<|im_start|>" + message.role + "\n" + message.content + "<|im_end|>\n";
   }
@@ -225,20 +237,21 @@ inline bool trims_message_text(ChatFormat format) {
   return format == ChatFormat::llama2 || format == ChatFormat::llama3;
 }
 
-// The prompt text for `messages` in `format`.
-inline std::string render_chat(ChatFormat format, std::span<const ChatMessage> messages,
+// The prompt text for `messages` in `chat_template`.
+inline std::string render_chat(const ChatTemplate& chat_template,
+                               std::span<const ChatMessage> messages,
                                const ChatOptions& options = {}) {
-  switch (format) {
+  switch (chat_template.format) {
     case ChatFormat::smollm3:
       return detail::render_smollm3(messages, options);
     case ChatFormat::chatml:
-      return detail::render_chatml(messages, options);
+      return detail::render_chatml(messages, chat_template.default_system, options);
     case ChatFormat::llama3:
       return detail::render_llama3(messages, options);
     case ChatFormat::llama2:
       return detail::render_llama2(messages);
   }
-  return detail::render_chatml(messages, options);
+  return detail::render_chatml(messages, chat_template.default_system, options);
 }
 
 }  // namespace smol

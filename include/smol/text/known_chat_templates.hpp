@@ -1,0 +1,134 @@
+// Which chat template a file carries: the table of the templates smol renders exactly.
+//
+// A template is recognized only when the file's text is, byte for byte, one of the
+// entries of kKnownChatTemplates, save for the holes an entry marks (kDefaultSystemHole:
+// a default system prompt, read from the file). Only then does smol claim to render it
+// as Jinja would; tests/chat_template/ proves each entry against jinja2. Anything else
+// gets the layout its markers suggest, or ChatML, with a warning that says it is a guess.
+//
+// Adding a family (Qwen2.5, Qwen3, Gemma 3, ...) is one entry here, with its renderer
+// in chat_template.hpp when no existing layout fits, and its template text under
+// tests/chat_template/ for the jinja2 comparison.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "smol/text/chat_template.hpp"
+#include "smol/text/smollm3_template.hpp"
+#include "smol/text/warning.hpp"
+
+namespace smol {
+
+// Where an entry's text holds the default system prompt. It is no Jinja syntax, so it
+// never occurs in a real template.
+inline constexpr std::string_view kDefaultSystemHole = "@default_system@";
+
+// ChatML with a default system prompt: SmolLM2's template (all its Instruct sizes).
+// The newlines are real ones inside the string literals, as the files carry them.
+inline constexpr std::string_view kChatMLWithDefaultSystemTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\n@default_system@<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+// Plain ChatML, as Hugging Face's former default template wrote it.
+inline constexpr std::string_view kChatMLTemplate =
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+struct KnownChatTemplate {
+  std::string_view name;   // whose template it is, for messages
+  std::string_view jinja;  // the exact text, with kDefaultSystemHole where it has one
+  ChatFormat format;       // the renderer that reproduces it
+};
+
+inline constexpr KnownChatTemplate kKnownChatTemplates[] = {
+    {"SmolLM3 (Unsloth's edition)", kSmolLM3ChatTemplate, ChatFormat::smollm3},
+    {"ChatML with a default system prompt (SmolLM2)", kChatMLWithDefaultSystemTemplate,
+     ChatFormat::chatml},
+    {"ChatML", kChatMLTemplate, ChatFormat::chatml},
+};
+
+namespace detail {
+
+// Whether `text`, spelled inside a Jinja string literal, means itself: Jinja decodes
+// backslash escapes and normalizes \r\n, and a quote would end the literal, so text
+// holding any of them is left unrecognized rather than decoded half right.
+inline bool literal_means_itself(std::string_view text) {
+  return text.find_first_of("\\'\"\r") == std::string_view::npos;
+}
+
+// `jinja` as the entry `known`, or nothing when its text is not the entry's.
+inline std::optional<ChatTemplate> match_known_template(const KnownChatTemplate& known,
+                                                        std::string_view jinja) {
+  ChatTemplate matched(known.format);
+  matched.known_as = known.name;
+  const std::size_t hole = known.jinja.find(kDefaultSystemHole);
+  if (hole == std::string_view::npos) {
+    if (jinja != known.jinja) return std::nullopt;
+    return matched;
+  }
+  // The hole's value runs from the text before it to the first occurrence of the text
+  // after it; the entry with that value filled in must then be the whole template.
+  const std::string_view head = known.jinja.substr(0, hole);
+  std::string_view next = known.jinja.substr(hole + kDefaultSystemHole.size());
+  next = next.substr(0, next.find(kDefaultSystemHole));
+  if (next.empty() || !jinja.starts_with(head)) return std::nullopt;
+  const std::size_t end = jinja.find(next, head.size());
+  if (end == std::string_view::npos) return std::nullopt;
+  const std::string_view value = jinja.substr(head.size(), end - head.size());
+  if (!literal_means_itself(value)) return std::nullopt;
+  std::string expected(known.jinja);
+  replace_all(expected, kDefaultSystemHole, value);
+  if (jinja != expected) return std::nullopt;
+  matched.default_system = std::string(value);
+  return matched;
+}
+
+}  // namespace detail
+
+// The file's template as one smol renders exactly, or nothing.
+inline std::optional<ChatTemplate> recognize_template(std::string_view jinja) {
+  for (const KnownChatTemplate& known : kKnownChatTemplates) {
+    if (auto matched = detail::match_known_template(known, jinja)) return matched;
+  }
+  return std::nullopt;
+}
+
+// The template to render a file's chat with: the recognized one, else a guess from the
+// template's markers (or ChatML), with a warning saying that prompts may differ from
+// what the file's template would give.
+inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler& warn = {}) {
+  if (auto known = recognize_template(jinja)) return *known;
+  if (jinja.empty()) {
+    report_warning(warn, "the model has no chat template; using ChatML");
+    return ChatFormat::chatml;
+  }
+  const auto has = [&](std::string_view marker) {
+    return jinja.find(marker) != std::string_view::npos;
+  };
+  struct Guess {
+    ChatFormat format;
+    std::string_view name;
+  };
+  Guess guess{ChatFormat::chatml, "plain ChatML"};
+  if (has("<|im_start|>") && has("Reasoning Mode")) {
+    guess = {ChatFormat::smollm3, "SmolLM3's layout"};
+  } else if (has("<|im_start|>")) {
+    guess = {ChatFormat::chatml, "plain ChatML (no default system prompt)"};
+  } else if (has("<|start_header_id|>")) {
+    guess = {ChatFormat::llama3, "Llama 3's layout"};
+  } else if (has("[INST]")) {
+    guess = {ChatFormat::llama2, "Llama 2's layout"};
+  }
+  const std::string message = "the model's chat template is not one smol knows exactly; " +
+                              ("rendering prompts as " + std::string(guess.name)) +
+                              ", which may differ from what the template itself gives";
+  report_warning(warn, message);
+  return guess.format;
+}
+
+}  // namespace smol

@@ -1,0 +1,80 @@
+// Renders a table of conversations with smol's chat templates, for the comparison with
+// jinja2 (compare_with_jinja.py).
+//
+//   render_chat_template TEMPLATE CONVERSATIONS
+//
+// TEMPLATE is a GGUF file (its tokenizer.chat_template) or a text file holding the
+// Jinja text itself; CONVERSATIONS is the table (conversations.json). Prints JSON:
+// {"known_as": the known template it was recognized as, or null; "warnings": [...];
+// "renders": {case name: prompt text}}. A template smol does not recognize is still
+// rendered (with its warning), so the comparison can show how far the guess is off.
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "json_file.hpp"
+#include "smol/core/error.hpp"
+#include "smol/gguf/gguf_file.hpp"
+#include "smol/text/chat_template.hpp"
+#include "smol/text/known_chat_templates.hpp"
+
+namespace {
+
+std::string read_template(const std::string& path) {
+  if (path.ends_with(".gguf")) {
+    return smol::gguf::GgufFile::open(path).get<std::string>("tokenizer.chat_template");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) smol::fail(path, ": cannot open");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<smol::ChatMessage> messages_of(const nlohmann::json& conversation) {
+  std::vector<smol::ChatMessage> messages;
+  for (const auto& message : conversation.at("messages")) {
+    messages.push_back(
+        {message.at("role").get<std::string>(), message.at("content").get<std::string>()});
+  }
+  return messages;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s TEMPLATE CONVERSATIONS\n", argv[0]);
+    return 2;
+  }
+  try {
+    std::vector<std::string> warnings;
+    const smol::ChatTemplate chat_template = smol::detect_template(
+        read_template(argv[1]), [&](std::string_view warning) { warnings.emplace_back(warning); });
+
+    nlohmann::json out;
+    out["known_as"] = chat_template.known_as.empty()
+                          ? nlohmann::json(nullptr)
+                          : nlohmann::json(std::string(chat_template.known_as));
+    out["warnings"] = warnings;
+    out["renders"] = nlohmann::json::object();
+    const nlohmann::json table = smol::test::read_json_file(argv[2]);
+    for (const auto& conversation : table.at("conversations")) {
+      const smol::ChatOptions options{
+          .add_generation_prompt = conversation.at("add_generation_prompt").get<bool>(),
+          .enable_thinking = conversation.value("enable_thinking", true)};
+      out["renders"][conversation.at("name").get<std::string>()] =
+          smol::render_chat(chat_template, messages_of(conversation), options);
+    }
+    std::cout << out.dump(1, ' ', /*ensure_ascii=*/true) << '\n';
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "render_chat_template: %s\n", error.what());
+    return 1;
+  }
+}
