@@ -20,6 +20,7 @@ packages=(
   libcli11-dev libedit-dev                             # the programs' flags, the chat prompt
   libcurl4-openssl-dev libssl-dev                      # smol-chat's model download (+ sha256)
   libcpp-httplib-dev nlohmann-json3-dev                # smol-server: HTTP; JSON (also smol-inspect, smol-bench)
+  python3 python3-pip                                  # the default model SmolLM2 comes through pip
 )
 if [ "$mode" = test ]; then
   packages+=(

@@ -248,6 +248,25 @@ TEST_CASE("bad requests get the right status and OpenAI's error body") {
   CHECK(server.stop() == 0);
 }
 
+TEST_CASE("a JSON body sent as a form (curl -d's default type) is read as JSON, past 8 KiB too") {
+  ServerProcess server({"-c", "1024"});
+  httplib::Client client = server.client();
+  std::string body = chat_body("Hi", 2);
+  body.insert(body.size() - 1, std::string(9000, ' '));  // JSON white space: > 8 KiB
+  for (const char* type : {"application/x-www-form-urlencoded", "text/plain"}) {
+    CAPTURE(type);
+    const auto res = client.Post("/v1/chat/completions", body, type);
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(Json::parse(res->body)["object"] == "chat.completion");
+  }
+  const auto tokens = client.Post("/tokenize", R"({"content": "Hi"})",
+                                  "application/x-www-form-urlencoded");
+  REQUIRE(tokens);
+  CHECK(tokens->status == 200);
+  CHECK(server.stop() == 0);
+}
+
 TEST_CASE("past the queue limit 503; a client that leaves frees its slot for the next") {
   ServerProcess server({"-c", "4096", "-np", "1", "--queue-limit", "1"});
   httplib::Client control = server.client();

