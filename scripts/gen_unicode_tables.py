@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generates include/smol/text/unicode_tables.hpp: the code point classes that the
-pre-tokenizer regexes need (\\p{L}, \\p{N}, \\s), as sorted ranges.
+pre-tokenizer regexes need (\\p{L}, \\p{N}, \\p{P}, \\s), as sorted ranges.
 
-Letters and numbers come from Python's unicodedata (general categories L* and N*).
+Letters, numbers and punctuation come from Python's unicodedata (general categories
+L*, N* and P*; llama.cpp's \\p{P} is the P* category too).
 Whitespace is Unicode's White_Space property, which is what \\s means in the
 Oniguruma and ECMAScript engines that Hugging Face tokenizers use; unicodedata does
 not expose that property, so its short, stable list is spelled out below.
@@ -12,7 +13,7 @@ Usage: python3 scripts/gen_unicode_tables.py > include/smol/text/unicode_tables.
 import sys
 import unicodedata
 
-LETTER, NUMBER, WHITESPACE = 1, 2, 4
+LETTER, NUMBER, WHITESPACE, PUNCTUATION = 1, 2, 4, 8
 
 # PropList.txt, White_Space=yes (unchanged since Unicode 6.3).
 WHITE_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
@@ -27,6 +28,8 @@ def class_of(cp, whitespace):
         flags |= LETTER
     elif category[0] == "N":
         flags |= NUMBER
+    elif category[0] == "P":
+        flags |= PUNCTUATION
     return flags
 
 
@@ -50,7 +53,8 @@ def main():
     out.write("namespace smol::unicode::tables {\n\n")
     out.write(f"inline constexpr std::uint8_t kLetter = {LETTER};\n")
     out.write(f"inline constexpr std::uint8_t kNumber = {NUMBER};\n")
-    out.write(f"inline constexpr std::uint8_t kWhitespace = {WHITESPACE};\n\n")
+    out.write(f"inline constexpr std::uint8_t kWhitespace = {WHITESPACE};\n")
+    out.write(f"inline constexpr std::uint8_t kPunctuation = {PUNCTUATION};\n\n")
     out.write("struct CodepointRange {\n  char32_t first;\n  char32_t last;\n"
               "  std::uint8_t flags;\n};\n\n")
     out.write("// Sorted, disjoint; code points in no range have no flags.\n")

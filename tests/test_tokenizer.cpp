@@ -54,10 +54,8 @@ using Spellings = std::vector<std::string>;
 }  // namespace
 
 TEST_CASE("llama3 pre-tokenizer splits like the Llama-3 regex") {
-  using smol::PreTokenizer;
-  const auto split = [](std::string_view text) {
-    return smol::pre_tokenize(text, PreTokenizer::llama3);
-  };
+  const smol::PreTokenizer llama3 = smol::PreTokenizer::named("llama-bpe");
+  const auto split = [&](std::string_view text) { return llama3.split(text); };
   CHECK(split("Hello world 12345 don't") ==
         Pieces{"Hello", " world", " ", "123", "45", " don", "'t"});
   CHECK(split("DON'T I'LL") == Pieces{"DON", "'T", " I", "'LL"});
@@ -74,13 +72,10 @@ TEST_CASE("llama3 pre-tokenizer splits like the Llama-3 regex") {
 }
 
 TEST_CASE("gpt2 and smollm pre-tokenizers") {
-  using smol::PreTokenizer;
-  const auto gpt2 = [](std::string_view text) {
-    return smol::pre_tokenize(text, PreTokenizer::gpt2);
-  };
-  const auto smollm = [](std::string_view text) {
-    return smol::pre_tokenize(text, PreTokenizer::smollm);
-  };
+  const smol::PreTokenizer gpt2_splitter = smol::PreTokenizer::named("gpt-2");
+  const smol::PreTokenizer smollm_splitter = smol::PreTokenizer::named("smollm");
+  const auto gpt2 = [&](std::string_view text) { return gpt2_splitter.split(text); };
+  const auto smollm = [&](std::string_view text) { return smollm_splitter.split(text); };
   CHECK(gpt2("Hello world 12345 don't DON'T") ==
         Pieces{"Hello", " world", " 12345", " don", "'t", " DON", "'", "T"});
   CHECK(gpt2("a  \n\n b") == Pieces{"a", "  \n\n", " b"});
@@ -89,22 +84,15 @@ TEST_CASE("gpt2 and smollm pre-tokenizers") {
   CHECK(smollm("a  1") == Pieces{"a", "  ", "1"});
 }
 
-TEST_CASE("pre-tokenizer names") {
-  CHECK(smol::find_pre_tokenizer("llama-bpe").kind == smol::PreTokenizer::llama3);
-  CHECK(smol::find_pre_tokenizer("smollm").kind == smol::PreTokenizer::smollm);
-  CHECK(smol::find_pre_tokenizer("gpt2").known);
-  CHECK_FALSE(smol::find_pre_tokenizer("qwen2").known);
-}
-
 TEST_CASE("merges apply in rank order, leftmost first on equal rank") {
-  const smol::Tokenizer bc_first(byte_level_vocabulary({"b c", "a b", "ab c"}, "gpt2"));
+  const smol::Tokenizer bc_first(byte_level_vocabulary({"b c", "a b", "ab c"}, "gpt-2"));
   CHECK(spellings(bc_first, bc_first.encode("abc")) == Spellings{"a", "bc"});
-  const smol::Tokenizer ab_first(byte_level_vocabulary({"a b", "b c", "ab c"}, "gpt2"));
+  const smol::Tokenizer ab_first(byte_level_vocabulary({"a b", "b c", "ab c"}, "gpt-2"));
   CHECK(spellings(ab_first, ab_first.encode("abc")) == Spellings{"abc"});
-  const smol::Tokenizer pairs(byte_level_vocabulary({"a a"}, "gpt2"));
+  const smol::Tokenizer pairs(byte_level_vocabulary({"a a"}, "gpt-2"));
   CHECK(spellings(pairs, pairs.encode("aaa")) == Spellings{"aa", "a"});
   CHECK(spellings(pairs, pairs.encode("aaaa")) == Spellings{"aa", "aa"});
-  const smol::Tokenizer spaces(byte_level_vocabulary({"Ġ t", "Ġt h", "Ġth e"}, "gpt2"));
+  const smol::Tokenizer spaces(byte_level_vocabulary({"Ġ t", "Ġt h", "Ġth e"}, "gpt-2"));
   CHECK(spellings(spaces, spaces.encode("the the")) == Spellings{"t", "h", "e", "Ġthe"});
 }
 
@@ -115,7 +103,7 @@ TEST_CASE("llama-bpe emits a pre-token that is a whole token without merging") {
   };
   const smol::Tokenizer llama3(vocab("llama-bpe"));
   CHECK(spellings(llama3, llama3.encode("abc")) == Spellings{"abc"});
-  const smol::Tokenizer gpt2(vocab("gpt2"));
+  const smol::Tokenizer gpt2(vocab("gpt-2"));
   CHECK(spellings(gpt2, gpt2.encode("abc")) == Spellings{"ab", "c"});
 }
 
@@ -145,7 +133,7 @@ TEST_CASE("special tokens are matched only when asked; user-defined ones always"
 }
 
 TEST_CASE("bos is added when asked or when the vocabulary says so") {
-  auto vocab = byte_level_vocabulary({}, "gpt2", {"<s>"}, {TokenType::control});
+  auto vocab = byte_level_vocabulary({}, "gpt-2", {"<s>"}, {TokenType::control});
   vocab.bos_id = 256;
   const smol::Tokenizer without(vocab);
   CHECK(without.encode("a") == std::vector<TokenId>{'a'});
@@ -156,15 +144,9 @@ TEST_CASE("bos is added when asked or when the vocabulary says so") {
   CHECK(with.encode("a", {.add_bos = false}).size() == 1);
 }
 
-TEST_CASE("an unknown pre-tokenizer warns once and splits the GPT-2 way") {
-  std::vector<std::string> warnings;
-  const smol::Tokenizer tokenizer(
-      byte_level_vocabulary({}, "mystery"),
-      [&](std::string_view message) { warnings.emplace_back(message); });
-  REQUIRE(warnings.size() == 1);
-  CHECK(warnings[0].find("mystery") != std::string::npos);
-  tokenizer.encode("some text 123");
-  CHECK(warnings.size() == 1);
+TEST_CASE("an unknown pre-tokenizer is refused, as llama.cpp refuses it") {
+  CHECK_THROWS_WITH_AS(smol::Tokenizer(byte_level_vocabulary({}, "mystery")),
+                       doctest::Contains("unknown pre-tokenizer \"mystery\""), smol::Error);
 }
 
 TEST_CASE("decoding: pieces, control tokens, bad ids") {
@@ -190,7 +172,7 @@ TEST_CASE("invalid UTF-8 input neither crashes nor loses bytes") {
   for (int round = 0; round < 300; ++round) {
     std::string bytes(random() % 40, '\0');
     for (auto& byte : bytes) byte = static_cast<char>(random() % 256);
-    for (const auto pre : {"llama-bpe", "gpt2", "smollm"}) {
+    for (const auto pre : {"llama-bpe", "gpt-2", "smollm", "qwen2", "default"}) {
       const smol::Tokenizer any(byte_level_vocabulary({"a b", "Ġ Ġ"}, pre));
       REQUIRE(any.decode(any.encode(bytes, {.parse_special = true})) == bytes);
     }
@@ -198,13 +180,13 @@ TEST_CASE("invalid UTF-8 input neither crashes nor loses bytes") {
 }
 
 TEST_CASE("vocabulary validation") {
-  auto vocab = byte_level_vocabulary({}, "gpt2");
+  auto vocab = byte_level_vocabulary({}, "gpt-2");
   vocab.token_types.pop_back();
   CHECK_THROWS_AS(smol::Tokenizer{vocab}, smol::Error);
-  vocab = byte_level_vocabulary({}, "gpt2");
+  vocab = byte_level_vocabulary({}, "gpt-2");
   vocab.eos_id = 100000;
   CHECK_THROWS_AS(smol::Tokenizer{vocab}, smol::Error);
-  vocab = byte_level_vocabulary({}, "gpt2");
+  vocab = byte_level_vocabulary({}, "gpt-2");
   vocab.model = "bert";
   CHECK_THROWS_AS(smol::Tokenizer{vocab}, smol::Error);
 }

@@ -42,7 +42,8 @@ class BpeTrainer {
   BpeTrainer(std::string_view corpus, std::vector<std::string>& tokens) : tokens_(tokens) {
     for (std::size_t id = 0; id < tokens_.size(); ++id) token_ids_.emplace(tokens_[id], id);
     std::unordered_map<std::string_view, std::size_t> counts;
-    for (const std::string_view piece : pre_tokenize(corpus, PreTokenizer::llama3)) ++counts[piece];
+    const PreTokenizer pre_tokenizer = PreTokenizer::named("llama-bpe");
+    for (const std::string_view piece : pre_tokenizer.split(corpus)) ++counts[piece];
     for (const auto& [piece, count] : counts) {
       Word word{{}, count};
       for (const char byte : piece) {

@@ -9,6 +9,7 @@
 
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
+#include "smol/text/pre_tokenizer.hpp"
 #include "smol/text/vocabulary.hpp"
 #include "smol/text/warning.hpp"
 
@@ -63,9 +64,10 @@ inline Vocabulary load_vocabulary(const gguf::GgufFile& file, const WarningHandl
   vocab.padding_id = token_id("tokenizer.ggml.padding_token_id");
   vocab.unknown_id = token_id("tokenizer.ggml.unknown_token_id");
 
-  // Defaults when the keys are absent follow llama.cpp: SentencePiece and Llama-3
-  // vocabularies start with bos, others do not.
-  const bool bos_by_default = vocab.model == "llama" || vocab.pre_tokenizer == "llama-bpe";
+  // Defaults when the keys are absent follow llama.cpp: SentencePiece vocabularies and
+  // the pre-tokenizers whose row says so (Llama-3's) start with bos, others do not.
+  const PreTokenizerSpec* pre = find_pre_tokenizer(vocab.pre_tokenizer);
+  const bool bos_by_default = vocab.model == "llama" || (pre != nullptr && pre->add_bos);
   vocab.add_bos = file.get_optional<bool>("tokenizer.ggml.add_bos_token").value_or(bos_by_default);
   vocab.add_space_prefix =
       file.get_optional<bool>("tokenizer.ggml.add_space_prefix").value_or(true);

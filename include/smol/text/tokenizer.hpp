@@ -41,22 +41,18 @@ struct DecodeOptions {
 
 class Tokenizer {
  public:
-  // `warn` hears about recoverable surprises (an unknown pre-tokenizer name).
-  explicit Tokenizer(Vocabulary vocab, const WarningHandler& warn = {}) : vocab_(std::move(vocab)) {
+  // Throws smol::Error for a vocabulary it cannot tokenize as llama.cpp does (an unknown
+  // tokenizer.ggml.pre among them). `warn` is for recoverable surprises; none today.
+  explicit Tokenizer(Vocabulary vocab, [[maybe_unused]] const WarningHandler& warn = {})
+      : vocab_(std::move(vocab)) {
     vocab_.validate();
     index_ = TokenIndex(vocab_.tokens);
     sentencepiece_ = vocab_.model == "llama";
     if (sentencepiece_) {
       spm_ = SentencePieceEncoder(vocab_, index_);
     } else {
-      const PreTokenizerLookup lookup = find_pre_tokenizer(vocab_.pre_tokenizer);
-      if (!lookup.known) {
-        report_warning(warn, cat("tokenizer: unknown pre-tokenizer \"", vocab_.pre_tokenizer,
-                                 "\"; splitting text the GPT-2 way"));
-      }
-      pre_tokenizer_ = lookup.kind;
-      // Llama-3's tokenizer.json sets ignore_merges; llama.cpp ties it to llama-bpe.
-      ignore_merges_ = lookup.kind == PreTokenizer::llama3;
+      pre_tokenizer_.emplace(PreTokenizer::named(vocab_.pre_tokenizer));
+      ignore_merges_ = pre_tokenizer_->spec().ignore_merges;
       bpe_ = BytePairEncoder(vocab_, index_);
     }
     collect_special_tokens();
@@ -202,7 +198,7 @@ class Tokenizer {
   }
 
   void encode_byte_level(std::string_view text, std::vector<TokenId>& ids) const {
-    for (const std::string_view piece : pre_tokenize(text, pre_tokenizer_)) {
+    for (const std::string_view piece : pre_tokenizer_->split(text)) {
       if (ignore_merges_) {
         if (const auto whole = index_.find(byte_unicode::encode_bytes(piece))) {
           ids.push_back(*whole);
@@ -230,7 +226,7 @@ class Tokenizer {
   Vocabulary vocab_;
   TokenIndex index_;
   bool sentencepiece_ = false;
-  PreTokenizer pre_tokenizer_ = PreTokenizer::gpt2;
+  std::optional<PreTokenizer> pre_tokenizer_;  // byte-level BPE only
   bool ignore_merges_ = false;
   BytePairEncoder bpe_;
   SentencePieceEncoder spm_;

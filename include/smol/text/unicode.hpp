@@ -1,8 +1,9 @@
-// UTF-8 decoding and the three Unicode classes that tokenizer regexes use.
+// UTF-8 decoding and the Unicode classes that tokenizer regexes use (\p{L}, \p{N},
+// \p{P}, \s).
 //
 // Why not ICU: it is a 30+ MB dependency for what amounts to a category lookup and
 // a UTF-8 decoder; a generated range table (unicode_tables.hpp, ~20 KB) does the job.
-// std::regex cannot help either: it has no \p{L}.
+// std::regex cannot help either: it has no \p{L} (see codepoint_regex.hpp).
 #pragma once
 
 #include <algorithm>
@@ -103,7 +104,7 @@ inline constexpr std::array<std::uint8_t, 128> kAsciiFlags = [] {
   return flags;
 }();
 
-// Flags from tables::kLetter / kNumber / kWhitespace (0 for anything else).
+// Flags from tables::kLetter / kNumber / kPunctuation / kWhitespace (0 for anything else).
 inline std::uint8_t codepoint_flags(char32_t codepoint) {
   if (codepoint < 128) return kAsciiFlags[codepoint];
   const auto& ranges = tables::kRanges;
