@@ -1,0 +1,194 @@
+// TokenMaskTable: the allowed-token masks of one grammar over one vocabulary, computed
+// once per grammar state and then reused, shared by every request with that grammar.
+//
+// Why hand-written: no C++ library packaged by Debian computes exact grammar token masks
+// (llama.cpp's sampler is not a library one can link apart from llama.cpp, and XGrammar
+// and Outlines are Python/CUDA projects), and the mask must be exact both ways: a token
+// is allowed if and only if its bytes continue a text the grammar accepts.
+//
+// How it is fast. The naive mask runs the recognizer over every token of the vocabulary
+// at every step (milliseconds for 128K tokens). Here three things are cached:
+//  1. The recognizer's states are interned and each byte transition is memoized: the
+//     grammar becomes a DFA over bytes, built lazily as text visits it. A transition
+//     already seen costs one array read instead of expanding stacks.
+//  2. A mask is one walk of the vocabulary's byte trie (TokenTrie) through that DFA:
+//     tokens sharing a prefix share its transitions, and a byte the grammar refuses
+//     prunes every token below it.
+//  3. Each state's mask is kept (as a TokenSet: an id list or a bitset, whichever is
+//     smaller). Generation revisits the same states constantly (every character of a JSON
+//     string leads back to the "inside a string" state; every object of an array to the
+//     same "after a comma" state), so after the first visit a mask costs a lookup.
+// The state is the whole stack set, so a cached mask is exact, never an approximation of
+// a context-dependent answer. A grammar with unbounded nesting (any JSON value) meets a
+// new state per nesting depth; the masks it caches are capped (mask_memory_limit), and
+// over the cap they are dropped and computed again on demand.
+//
+// Thread-safe: every call takes the table's mutex (requests of one scheduler all run on
+// its engine thread, so it is uncontended there).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/grammar/grammar.hpp"
+#include "smol/grammar/recognizer.hpp"
+#include "smol/grammar/token_set.hpp"
+#include "smol/grammar/token_trie.hpp"
+
+namespace smol {
+
+using GrammarStateId = std::int32_t;
+
+class TokenMaskTable {
+ public:
+  static constexpr std::size_t kDefaultMaskMemoryLimit = std::size_t{256} << 20;
+
+  TokenMaskTable(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+                 std::size_t mask_memory_limit = kDefaultMaskMemoryLimit)
+      : recognizer_(std::move(grammar)), trie_(std::move(trie)), mask_limit_(mask_memory_limit) {
+    if (!trie_) fail("grammar: no vocabulary");
+    initial_ = intern(recognizer_.initial());
+    depth_states_.resize(trie_->max_depth() + 1);
+  }
+
+  GrammarStateId initial_state() const { return initial_; }
+
+  // The state after `bytes`; nullopt when the grammar refuses them.
+  std::optional<GrammarStateId> advance(GrammarStateId state, std::string_view bytes) {
+    std::lock_guard lock(mutex_);
+    for (const char c : bytes) {
+      state = step(state, static_cast<std::uint8_t>(c));
+      if (state < 0) return std::nullopt;
+    }
+    return state;
+  }
+
+  // The tokens allowed in `state`; the same object for as long as the mask stays cached.
+  std::shared_ptr<const TokenSet> allowed(GrammarStateId state) {
+    std::lock_guard lock(mutex_);
+    std::shared_ptr<const TokenSet>& cached = masks_[static_cast<std::size_t>(state)];
+    if (!cached) {
+      auto mask = std::make_shared<const TokenSet>(compute_mask(state));
+      mask_bytes_ += mask->memory_bytes();
+      if (mask_bytes_ > mask_limit_) {
+        for (auto& m : masks_) m.reset();
+        mask_bytes_ = mask->memory_bytes();
+      }
+      masks_[static_cast<std::size_t>(state)] = mask;
+      return mask;
+    }
+    return cached;
+  }
+
+  bool can_end(GrammarStateId state) const {
+    std::lock_guard lock(mutex_);
+    return GrammarRecognizer::can_end(states_[static_cast<std::size_t>(state)]);
+  }
+  bool exhausted(GrammarStateId state) const {
+    std::lock_guard lock(mutex_);
+    return GrammarRecognizer::exhausted(states_[static_cast<std::size_t>(state)]);
+  }
+
+  const TokenTrie& vocabulary() const { return *trie_; }
+  const Grammar& grammar() const { return recognizer_.grammar(); }
+
+  struct Stats {
+    std::size_t states = 0, cached_masks = 0, mask_bytes = 0, stack_nodes = 0;
+  };
+  Stats stats() const {
+    std::lock_guard lock(mutex_);
+    Stats s{states_.size(), 0, mask_bytes_, recognizer_.stacks().size()};
+    for (const auto& m : masks_) s.cached_masks += m ? 1 : 0;
+    return s;
+  }
+
+ private:
+  static constexpr GrammarStateId kUnknown = -1, kDead = -2;
+
+  struct KeyHash {
+    std::size_t operator()(const std::vector<std::uint32_t>& key) const {
+      std::uint64_t h = 0xcbf29ce484222325ull;
+      for (const std::uint32_t v : key) h = (h ^ v) * 0x100000001b3ull;
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+
+  GrammarStateId intern(GrammarState state) {
+    key_.clear();
+    key_.push_back(state.partial.value);
+    key_.push_back(state.partial.remaining | (std::uint32_t{state.partial.length} << 8));
+    key_.insert(key_.end(), state.stacks.begin(), state.stacks.end());
+    const auto [it, added] = ids_.emplace(key_, static_cast<GrammarStateId>(states_.size()));
+    if (added) {
+      states_.push_back(std::move(state));
+      transitions_.resize(transitions_.size() + 256, kUnknown);
+      masks_.emplace_back();
+    }
+    return it->second;
+  }
+
+  // One byte through the lazily built DFA.
+  GrammarStateId step(GrammarStateId state, std::uint8_t byte) {
+    const std::size_t slot = static_cast<std::size_t>(state) * 256 + byte;
+    GrammarStateId next = transitions_[slot];
+    if (next != kUnknown) return next;
+    next = recognizer_.advance(states_[static_cast<std::size_t>(state)], byte, scratch_)
+               ? intern(scratch_)
+               : kDead;
+    transitions_[slot] = next;  // after intern: it may have grown the table
+    return next;
+  }
+
+  TokenSet compute_mask(GrammarStateId state) {
+    const std::size_t n = trie_->vocabulary_size();
+    std::vector<std::uint64_t> bits((n + 63) / 64, 0);
+    const auto& nodes = trie_->nodes();
+    const auto& ids = trie_->token_ids();
+    depth_states_[0] = state;
+    for (std::size_t i = 0; i < nodes.size();) {
+      const TokenTrie::Node& node = nodes[i];
+      const GrammarStateId next = step(depth_states_[node.depth - 1u], node.byte);
+      if (next < 0) {
+        i = node.subtree_end;  // no token with this prefix can continue the grammar
+        continue;
+      }
+      depth_states_[node.depth] = next;
+      for (std::uint32_t t = node.tokens_begin; t < node.tokens_begin + node.tokens_count; ++t) {
+        const auto id = static_cast<std::size_t>(ids[t]);
+        bits[id / 64] |= std::uint64_t{1} << (id % 64);
+      }
+      ++i;
+    }
+    if (GrammarRecognizer::can_end(states_[static_cast<std::size_t>(state)])) {
+      for (const TokenId id : trie_->end_of_generation()) {
+        const auto i = static_cast<std::size_t>(id);
+        bits[i / 64] |= std::uint64_t{1} << (i % 64);
+      }
+    }
+    return TokenSet::from_bits(std::move(bits), n);
+  }
+
+  mutable std::mutex mutex_;
+  GrammarRecognizer recognizer_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::size_t mask_limit_;
+  std::size_t mask_bytes_ = 0;
+  GrammarStateId initial_ = 0;
+  std::vector<GrammarState> states_;
+  std::unordered_map<std::vector<std::uint32_t>, GrammarStateId, KeyHash> ids_;
+  std::vector<GrammarStateId> transitions_;  // states_.size() x 256
+  std::vector<std::shared_ptr<const TokenSet>> masks_;
+  std::vector<GrammarStateId> depth_states_;
+  std::vector<std::uint32_t> key_;
+  GrammarState scratch_;
+};
+
+}  // namespace smol
