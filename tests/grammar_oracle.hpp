@@ -102,10 +102,10 @@ inline void check_mask_at(TokenMaskTable& table, GrammarStateId state, GrammarRe
   for (std::size_t i = 0; i < fast.size(); ++i) {
     allowed += slow[i] ? 1 : 0;
     if (fast[i] != slow[i] && reported++ < 5) {
-      FAIL_CHECK("after \"" << text << "\": token " << i << " \""
-                            << tokenizer.token_to_piece(static_cast<TokenId>(i),
-                                                        {.render_special = true})
-                            << "\" fast=" << fast[i] << " brute force=" << slow[i]);
+      FAIL_CHECK(
+          "after \"" << text << "\": token " << i << " \""
+                     << tokenizer.token_to_piece(static_cast<TokenId>(i), {.render_special = true})
+                     << "\" fast=" << fast[i] << " brute force=" << slow[i]);
     }
   }
   // A state the grammar reached always allows something: more text, or the end.
@@ -118,9 +118,8 @@ inline void check_mask_at(TokenMaskTable& table, GrammarStateId state, GrammarRe
 // with one random allowed token, then `random_steps` random allowed tokens from the
 // start. Returns how many states were checked.
 inline int oracle_walk(const std::shared_ptr<const Grammar>& grammar,
-                       const std::shared_ptr<const Tokenizer>& tokenizer,
-                       std::string_view document, int random_steps, unsigned seed,
-                       int branch_every = 1) {
+                       const std::shared_ptr<const Tokenizer>& tokenizer, std::string_view document,
+                       int random_steps, unsigned seed, int branch_every = 1) {
   auto trie = std::make_shared<const TokenTrie>(*tokenizer);
   auto table = std::make_shared<TokenMaskTable>(grammar, trie);
   GrammarRecognizer oracle(grammar);

@@ -188,17 +188,20 @@ TEST_CASE("gbnf: undefined rules, a missing root and left recursion are refused 
         "grammar: line 2, column 16: rule 'value' is used but never defined");
   CHECK(parse_error("start ::= \"x\"") ==
         "grammar: there is no rule named 'root' (generation starts there)");
-  const std::string direct = parse_error("root ::= expr\nexpr ::= expr \"+\" term | term\nterm ::= [0-9]");
+  const std::string direct =
+      parse_error("root ::= expr\nexpr ::= expr \"+\" term | term\nterm ::= [0-9]");
   CHECK(direct.find("rule 'expr' is left-recursive") != std::string::npos);
   // Through another rule, and behind something that can match nothing.
-  CHECK(parse_error("root ::= a\na ::= b \"x\"\nb ::= \"y\"? a").find("rule 'a' is left-recursive") !=
-        std::string::npos);
+  CHECK(
+      parse_error("root ::= a\na ::= b \"x\"\nb ::= \"y\"? a").find("rule 'a' is left-recursive") !=
+      std::string::npos);
   // Right recursion is fine.
   CHECK(accepts("root ::= \"(\" root \")\" | \"x\"", "((x))"));
 }
 
 TEST_CASE("gbnf: hostile input is refused, not crashed on") {
-  CHECK(parse_error("root ::= " + std::string(500, '(')).find("nested too deeply") != std::string::npos);
+  CHECK(parse_error("root ::= " + std::string(500, '(')).find("nested too deeply") !=
+        std::string::npos);
   CHECK(parse_error("root ::= \"\xC3\"").find("valid UTF-8") != std::string::npos);
   // Each repetition copies what it repeats: 2000 copies of a 2000-character literal.
   CHECK(parse_error("root ::= \"" + std::string(2000, 'a') + "\"{2000}").find("too large") !=
@@ -209,7 +212,7 @@ TEST_CASE("recognizer: partial UTF-8 is kept only while a completion can match")
   GrammarRecognizer recognizer(parse_gbnf(R"(root ::= "é" | [а-я] "!")"));
   GrammarState state = recognizer.initial();
   GrammarState next;
-  CHECK(recognizer.advance(state, 0xC3, next));   // é is C3 A9
+  CHECK(recognizer.advance(state, 0xC3, next));        // é is C3 A9
   CHECK_FALSE(recognizer.advance(next, 0xA8, state));  // è: C3 A8
   CHECK(recognizer.advance(next, 0xA9, state));
   CHECK(GrammarRecognizer::exhausted(state));
@@ -218,8 +221,8 @@ TEST_CASE("recognizer: partial UTF-8 is kept only while a completion can match")
   CHECK_FALSE(recognizer.advance(recognizer.initial(), 0xD2, next));
   // Ill-formed UTF-8 never matches, even for `.`.
   GrammarRecognizer any(parse_gbnf("root ::= .*"));
-  for (const std::string_view bad : {"\xC0\x80", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80",
-                                     "\x80", "\xFF"}) {
+  for (const std::string_view bad :
+       {"\xC0\x80", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x80", "\xFF"}) {
     GrammarState s = any.initial();
     CHECK_FALSE(any.advance(s, bad));
   }
@@ -269,7 +272,8 @@ TEST_CASE("token masks: control tokens never match text; tokens may span element
   for (std::size_t i = 0; i < tokenizer->size() && !long_token; ++i) {
     const std::string_view piece = trie->piece(static_cast<smol::TokenId>(i));
     if (piece.size() >= 4 && piece.find_first_of("\"\\\n") == std::string_view::npos &&
-        static_cast<unsigned char>(piece[0]) < 0x80 && static_cast<unsigned char>(piece[1]) < 0x80) {
+        static_cast<unsigned char>(piece[0]) < 0x80 &&
+        static_cast<unsigned char>(piece[1]) < 0x80) {
       long_token = static_cast<smol::TokenId>(i);
     }
   }
@@ -320,17 +324,16 @@ TEST_CASE("token masks equal the brute force: fixture vocabulary") {
       "  \"nested\": {\"ok\": true, \"pi\": 3.14159, \"none\": null}}",
       60, 1);
   checked += smol::test::oracle_walk(
-      parse_gbnf(R"(root ::= ( [α-ω]+ " € " | "日本" [^a-z]* ) "\n" ([0-9]{2,4} ",")+)"),
-      tokenizer, "日本語 XYZ\n12,3456,", 40, 2);
-  checked += smol::test::oracle_walk(
-      parse_gbnf(R"g(
+      parse_gbnf(R"(root ::= ( [α-ω]+ " € " | "日本" [^a-z]* ) "\n" ([0-9]{2,4} ",")+)"), tokenizer,
+      "日本語 XYZ\n12,3456,", 40, 2);
+  checked += smol::test::oracle_walk(parse_gbnf(R"g(
 root ::= expr
 expr ::= term (ws ("+" | "-") ws term)*
 term ::= factor (ws ("*" | "/") ws factor)*
 factor ::= [0-9]+ | "(" ws expr ws ")"
 ws ::= [ ]?
 )g"),
-      tokenizer, "(1 + 23) * 4 - (5/(6 - 7))", 40, 3);
+                                     tokenizer, "(1 + 23) * 4 - (5/(6 - 7))", 40, 3);
   MESSAGE(checked << " states checked");
 }
 
@@ -343,7 +346,7 @@ TEST_CASE("token masks equal the brute force: SmolLM2's vocabulary (real_model f
       "\"日本\"],\n  \"nested\": {\"ok\": true, \"pi\": 3.14159, \"none\": null}}",
       25, 4, 3);
   checked += smol::test::oracle_walk(
-      parse_gbnf(R"(root ::= ( [α-ω]+ " € " | "日本" [^a-z]* ) "\n" ([0-9]{2,4} ",")+)"),
-      tokenizer, "日本語 XYZ\n12,3456,", 15, 5, 2);
+      parse_gbnf(R"(root ::= ( [α-ω]+ " € " | "日本" [^a-z]* ) "\n" ([0-9]{2,4} ",")+)"), tokenizer,
+      "日本語 XYZ\n12,3456,", 15, 5, 2);
   MESSAGE(checked << " states checked");
 }

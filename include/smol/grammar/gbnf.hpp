@@ -377,7 +377,7 @@ class GbnfParser {
   // right-recursive helper (unbounded: R ::= S R | empty) or a chain of max - min
   // nested optional helpers (R1 ::= S | empty, Rk ::= S R(k-1) | empty).
   void repeat(Sequence& sequence, std::size_t from, std::uint32_t rule, std::uint32_t min,
-               std::uint32_t max, bool unbounded) {
+              std::uint32_t max, bool unbounded) {
     const Sequence symbol(sequence.begin() + static_cast<std::ptrdiff_t>(from), sequence.end());
     sequence.resize(from);
     for (std::uint32_t i = 0; i < min; ++i) {
@@ -426,9 +426,9 @@ class GbnfParser {
       for (const Sequence& alternative : drafts_[r].alternatives) {
         rules[r].alternatives.push_back(static_cast<std::uint32_t>(elements.size()));
         for (const Item& item : alternative) {
-          elements.push_back({item.is_rule ? GrammarElement::Kind::rule
-                                           : GrammarElement::Kind::characters,
-                              item.value});
+          elements.push_back(
+              {item.is_rule ? GrammarElement::Kind::rule : GrammarElement::Kind::characters,
+               item.value});
         }
         elements.push_back({GrammarElement::Kind::end, 0});
       }

@@ -26,13 +26,15 @@ class TokenSet {
   static TokenSet from_bits(std::vector<std::uint64_t> bits, std::size_t universe) {
     TokenSet set;
     set.universe_ = universe;
-    for (const std::uint64_t word : bits) set.count_ += static_cast<std::size_t>(std::popcount(word));
+    for (const std::uint64_t word : bits)
+      set.count_ += static_cast<std::size_t>(std::popcount(word));
     // A list costs 4 bytes a token, the bitset 1/8 byte a token of the vocabulary.
     if (set.count_ * 32 < universe) {
       set.ids_.reserve(set.count_);
       for (std::size_t w = 0; w < bits.size(); ++w) {
         for (std::uint64_t word = bits[w]; word != 0; word &= word - 1) {
-          set.ids_.push_back(static_cast<TokenId>(w * 64 + static_cast<std::size_t>(std::countr_zero(word))));
+          set.ids_.push_back(
+              static_cast<TokenId>(w * 64 + static_cast<std::size_t>(std::countr_zero(word))));
         }
       }
     } else {
@@ -94,7 +96,9 @@ class TokenSet {
         const auto id = static_cast<std::size_t>(ids_[i]);
         kept[i] = id < logits.size() ? logits[id] : kNever;
       }
-      std::fill(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(std::min(logits.size(), universe_)), kNever);
+      std::fill(logits.begin(),
+                logits.begin() + static_cast<std::ptrdiff_t>(std::min(logits.size(), universe_)),
+                kNever);
       for (std::size_t i = 0; i < ids_.size(); ++i) {
         const auto id = static_cast<std::size_t>(ids_[i]);
         if (id < logits.size()) logits[id] = kept[i];

@@ -39,8 +39,8 @@ class TokenTrie {
     for (std::size_t i = 0; i < size_; ++i) {
       const auto id = static_cast<TokenId>(i);
       const TokenType type = tokenizer.vocabulary().type_of(id);
-      const bool text = type == TokenType::normal || type == TokenType::byte ||
-                        type == TokenType::user_defined;
+      const bool text =
+          type == TokenType::normal || type == TokenType::byte || type == TokenType::user_defined;
       if (text) pieces_[i] = tokenizer.token_to_piece(id);
     }
     end_of_generation_ = tokenizer.end_of_generation_ids();
@@ -106,7 +106,8 @@ class TokenTrie {
       }
       open.push_back(i);
     }
-    for (const std::uint32_t i : open) nodes_[i].subtree_end = static_cast<std::uint32_t>(nodes_.size());
+    for (const std::uint32_t i : open)
+      nodes_[i].subtree_end = static_cast<std::uint32_t>(nodes_.size());
   }
 
   std::size_t size_;

@@ -1,0 +1,515 @@
+// JSON Schema -> GBNF, for structured output: the model can only write JSON that the
+// schema accepts. Also the fixed grammar of "any JSON object" (OpenAI's
+// response_format {"type": "json_object"}).
+//
+// This is the one header of the grammar layer that needs nlohmann-json: include it only
+// from targets that link it (smol::serve does). Parse schemas as nlohmann::ordered_json
+// (json_schema_to_gbnf(std::string_view) does): property order is the order of
+// `properties` in the schema text, as in llama.cpp, and a std::map-based nlohmann::json
+// has already sorted the keys.
+//
+// Supported (OpenAI's structured-output subset and a little more):
+//   type (one or an array), enum, const, anyOf, oneOf (as anyOf: exclusivity is not
+//   enforced), $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion allowed),
+//   object: properties (in order), required, additionalProperties false / true / schema;
+//   array: items, minItems, maxItems; string: minLength, maxLength, pattern (see
+//   json_pattern.hpp), format date, time, date-time, uuid, email; number, integer,
+//   boolean, null. Annotations (title, description, default, examples, $schema, $id,
+//   $comment, deprecated, readOnly, writeOnly) change nothing.
+// Any other keyword is refused by name (smol::Error), never ignored: a constraint that
+// silently did not apply would let through output that the caller's validator rejects.
+//
+// Choices where JSON Schema leaves room (each output the grammar allows validates):
+//  - additionalProperties absent: with `properties`, only the listed properties are
+//    written (OpenAI's strict mode requires false anyway); without, any object.
+//  - Whitespace: between tokens, nothing, one space, or one newline and up to 20 spaces
+//    or tabs (llama.cpp's choice): pretty-printed output fits, and the model cannot run
+//    on in whitespace forever. None before the first or after the last character.
+//  - Numbers: at most 16 integer digits, 16 fraction digits and 2 exponent digits (a double holds
+//  them), so
+//    "0.33333..." cannot run forever either; integers are "-"? and 1 to 16 digits.
+//  - Strings are any JSON string (escapes included); minLength/maxLength count the
+//    written characters, an escape counting as one.
+//  - Extra keys (additionalProperties true or a schema) differ from every listed
+//    property as written; a key spelled with escapes is not compared.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/grammar/gbnf.hpp"
+#include "smol/grammar/gbnf_text.hpp"
+#include "smol/grammar/grammar.hpp"
+#include "smol/grammar/json_pattern.hpp"
+
+namespace smol {
+
+namespace detail {
+
+// The shared building blocks, named so that a schema's own names cannot collide (a
+// schema-derived rule name never ends in "-json").
+inline constexpr std::string_view kJsonPrimitives = R"(ws-json ::= | " " | "\n" [ \t]{0,20}
+char-json ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+string-json ::= "\"" char-json* "\""
+integral-json ::= "0" | [1-9] [0-9]{0,15}
+integer-json ::= "-"? integral-json
+number-json ::= "-"? integral-json ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?
+boolean-json ::= "true" | "false"
+null-json ::= "null"
+value-json ::= object-json | array-json | string-json | number-json | boolean-json | null-json
+object-json ::= "{" ws-json ( string-json ws-json ":" ws-json value-json ws-json ( "," ws-json string-json ws-json ":" ws-json value-json ws-json )* )? "}"
+array-json ::= "[" ws-json ( value-json ws-json ( "," ws-json value-json ws-json )* )? "]"
+date-json ::= [0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )
+time-json ::= ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" ( [0-5] [0-9] | "60" ) ( "." [0-9]{1,9} )? ( [zZ] | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] )
+date-time-json ::= date-json [tT] time-json
+uuid-json ::= [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12}
+email-json ::= [a-zA-Z0-9._%+-]{1,64} "@" [a-zA-Z0-9-]{1,63} ( "." [a-zA-Z0-9-]{1,63} ){0,8} "." [a-zA-Z]{2,24}
+)";
+
+class JsonSchemaToGbnf {
+ public:
+  using Json = nlohmann::ordered_json;
+
+  explicit JsonSchemaToGbnf(const Json& root) : root_(root) {}
+
+  std::string convert() {
+    const std::string top = visit(root_, "root", "#");
+    std::string out = "root ::= " + top + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    out += kJsonPrimitives;
+    return out;
+  }
+
+ private:
+  static constexpr std::uint64_t kMaxCount = 2000;  // GBNF's largest repetition
+
+  [[noreturn]] static void refuse(const std::string& path, const std::string& what) {
+    fail("JSON schema: ", what, " (at ", path, ")");
+  }
+
+  // A rule for `body`, named after `hint`; the same body gets the same rule.
+  std::string add_rule(const std::string& hint, const std::string& body) {
+    if (const auto it = by_body_.find(body); it != by_body_.end()) return it->second;
+    const std::string name = fresh_name(hint);
+    rules_[name] = body;
+    by_body_[body] = name;
+    return name;
+  }
+
+  std::string fresh_name(const std::string& hint) {
+    std::string base;
+    for (const char c : hint) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+      base += ok ? c : '-';
+    }
+    if (base.empty() || base == "root") base = "root-value";
+    if (base.ends_with("-json")) base += "-x";
+    std::string name = base;
+    for (int n = 2; rules_.contains(name) || reserved_.contains(name); ++n) {
+      name = base + "-" + std::to_string(n);
+    }
+    reserved_.insert(name);
+    return name;
+  }
+
+  static bool is_annotation(const std::string& key) {
+    static const std::set<std::string> kAnnotations = {
+        "title",    "description", "default",  "examples",  "$schema", "$id",
+        "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
+    return kAnnotations.contains(key);
+  }
+
+  static std::uint64_t count(const Json& schema, const char* key, const std::string& path,
+                             std::uint64_t fallback) {
+    if (!schema.contains(key)) return fallback;
+    const Json& v = schema[key];
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
+      refuse(path, cat("\"", key, "\" must be a non-negative integer"));
+    }
+    const auto n = v.get<std::uint64_t>();
+    if (n > kMaxCount) refuse(path, cat("\"", key, "\" above ", kMaxCount, " is not supported"));
+    return n;
+  }
+
+  static std::string repetition(const std::string& item, std::uint64_t min,
+                                std::optional<std::uint64_t> max) {
+    if (max && *max == 0) return "";
+    if (!max) return min == 0 ? item + "*" : min == 1 ? item + "+" : cat(item, "{", min, ",}");
+    if (min == *max) return cat(item, "{", min, "}");
+    return cat(item, "{", min, ",", *max, "}");
+  }
+
+  // The GBNF expression (a rule name, mostly) for values valid under `schema`.
+  std::string visit(const Json& schema, const std::string& name, const std::string& path) {
+    if (schema.is_boolean()) {
+      if (schema.get<bool>()) return "value-json";
+      refuse(path, "the schema false accepts nothing");
+    }
+    if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
+    static const std::set<std::string> kKnown = {
+        "type",      "properties", "required", "additionalProperties",
+        "items",     "minItems",   "maxItems", "enum",
+        "const",     "anyOf",      "oneOf",    "$ref",
+        "minLength", "maxLength",  "format",   "pattern"};
+    for (const auto& [key, value] : schema.items()) {
+      if (!is_annotation(key) && !kKnown.contains(key)) {
+        refuse(path, cat("the keyword \"", key, "\" is not supported"));
+      }
+    }
+    const auto only = [&](const char* keyword) {
+      for (const auto& [key, value] : schema.items()) {
+        if (key != keyword && !is_annotation(key)) {
+          refuse(path, cat("\"", keyword, "\" together with \"", key, "\" is not supported"));
+        }
+      }
+    };
+    if (schema.contains("$ref")) {
+      only("$ref");
+      return reference(schema["$ref"], path);
+    }
+    if (schema.contains("const") || schema.contains("enum")) {
+      const bool is_const = schema.contains("const");
+      for (const auto& [key, value] : schema.items()) {
+        if (key != "const" && key != "enum" && key != "type" && !is_annotation(key)) {
+          refuse(path, cat("\"", is_const ? "const" : "enum", "\" together with \"", key,
+                           "\" is not supported"));
+        }
+      }
+      if (schema.contains("const") && schema.contains("enum")) {
+        refuse(path, "\"const\" together with \"enum\" is not supported");
+      }
+      const Json values = is_const ? Json::array({schema["const"]}) : schema["enum"];
+      if (!values.is_array() || values.empty()) refuse(path, "\"enum\" must be a non-empty array");
+      std::string body;
+      for (const Json& v : values) {
+        if (schema.contains("type") && !has_type(v, schema["type"])) continue;
+        body += (body.empty() ? "" : " | ") + gbnf_text::literal(v.dump());
+      }
+      if (body.empty()) refuse(path, "no value of \"enum\" or \"const\" has the schema's type");
+      return add_rule(name, body);
+    }
+    for (const char* combinator : {"anyOf", "oneOf"}) {
+      if (!schema.contains(combinator)) continue;
+      only(combinator);
+      const Json& options = schema[combinator];
+      if (!options.is_array() || options.empty()) {
+        refuse(path, cat("\"", combinator, "\" must be a non-empty array"));
+      }
+      std::string body;
+      for (std::size_t i = 0; i < options.size(); ++i) {
+        body += (i ? " | " : "") +
+                visit(options[i], cat(name, "-", i), cat(path, "/", combinator, "/", i));
+      }
+      return add_rule(name, body);
+    }
+    if (schema.contains("type")) {
+      const Json& type = schema["type"];
+      if (type.is_string()) return visit_type(type.get<std::string>(), schema, name, path);
+      if (!type.is_array() || type.empty()) refuse(path, "\"type\" must be a string or an array");
+      std::string body;
+      for (const Json& t : type) {
+        if (!t.is_string()) refuse(path, "\"type\" must hold strings");
+        const auto s = t.get<std::string>();
+        body += (body.empty() ? "" : " | ") + visit_type(s, schema, cat(name, "-", s), path);
+      }
+      return add_rule(name, body);
+    }
+    if (schema.contains("properties") || schema.contains("additionalProperties") ||
+        schema.contains("required")) {
+      return visit_type("object", schema, name, path);
+    }
+    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+      return visit_type("array", schema, name, path);
+    }
+    if (schema.contains("minLength") || schema.contains("maxLength") ||
+        schema.contains("pattern") || schema.contains("format")) {
+      return visit_type("string", schema, name, path);
+    }
+    return "value-json";
+  }
+
+  // Whether `value` is of (one of) the JSON Schema type(s) `type`.
+  static bool has_type(const Json& value, const Json& type) {
+    if (type.is_array()) {
+      return std::any_of(type.begin(), type.end(),
+                         [&](const Json& t) { return has_type(value, t); });
+    }
+    if (!type.is_string()) return false;
+    const auto t = type.get<std::string>();
+    if (t == "string") return value.is_string();
+    if (t == "number") return value.is_number();
+    if (t == "integer") {
+      return value.is_number_integer() ||
+             (value.is_number_float() &&
+              value.get<double>() ==
+                  static_cast<double>(static_cast<std::int64_t>(value.get<double>())));
+    }
+    if (t == "boolean") return value.is_boolean();
+    if (t == "null") return value.is_null();
+    if (t == "object") return value.is_object();
+    if (t == "array") return value.is_array();
+    return false;
+  }
+
+  std::string reference(const Json& ref, const std::string& path) {
+    if (!ref.is_string()) refuse(path, "\"$ref\" must be a string");
+    const auto target = ref.get<std::string>();
+    if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
+    if (target != "#" && !target.starts_with("#/")) {
+      refuse(path, cat("\"$ref\": \"", target, "\" is not a local reference (#/...)"));
+    }
+    const Json* node = &root_;
+    if (target != "#") {
+      try {
+        node = &root_.at(Json::json_pointer(target.substr(1)));
+      } catch (const nlohmann::json::exception&) {
+        refuse(path, cat("\"$ref\": \"", target, "\" points at nothing"));
+      }
+    }
+    // Named before it is visited, so that a recursive reference finds it.
+    const std::string hint = target == "#" ? "root-ref" : target.substr(target.rfind('/') + 1);
+    const std::string name = fresh_name(hint);
+    refs_[target] = name;
+    const std::string body = visit(*node, name + "-body", target);
+    rules_[name] = body;
+    return name;
+  }
+
+  std::string visit_type(const std::string& type, const Json& schema, const std::string& name,
+                         const std::string& path) {
+    if (type == "string") return string_rule(schema, name, path);
+    if (type == "number") return "number-json";
+    if (type == "integer") return "integer-json";
+    if (type == "boolean") return "boolean-json";
+    if (type == "null") return "null-json";
+    if (type == "object") return object_rule(schema, name, path);
+    if (type == "array") return array_rule(schema, name, path);
+    refuse(path, cat("the type \"", type, "\" is not a JSON Schema type"));
+  }
+
+  std::string string_rule(const Json& schema, const std::string& name, const std::string& path) {
+    const bool lengths = schema.contains("minLength") || schema.contains("maxLength");
+    const bool pattern = schema.contains("pattern");
+    const bool format = schema.contains("format");
+    if (int(lengths) + int(pattern) + int(format) > 1) {
+      refuse(path, "combining minLength/maxLength, pattern and format is not supported");
+    }
+    if (format) {
+      if (!schema["format"].is_string()) refuse(path, "\"format\" must be a string");
+      const auto f = schema["format"].get<std::string>();
+      static const std::set<std::string> kFormats = {"date", "time", "date-time", "uuid", "email"};
+      if (!kFormats.contains(f)) {
+        refuse(path,
+               cat("the format \"", f, "\" is not supported (date, time, date-time, uuid, email)"));
+      }
+      return add_rule(name, cat("\"\\\"\" ", f, "-json \"\\\"\""));
+    }
+    if (pattern) {
+      if (!schema["pattern"].is_string()) refuse(path, "\"pattern\" must be a string");
+      return add_rule(name, "\"\\\"\" " +
+                                pattern_to_gbnf(schema["pattern"].get<std::string>(), "char-json") +
+                                " \"\\\"\"");
+    }
+    if (lengths) {
+      const std::uint64_t min = count(schema, "minLength", path, 0);
+      std::optional<std::uint64_t> max;
+      if (schema.contains("maxLength")) max = count(schema, "maxLength", path, 0);
+      if (max && *max < min) refuse(path, "maxLength is below minLength");
+      return add_rule(name, "\"\\\"\" " + repetition("char-json", min, max) + " \"\\\"\"");
+    }
+    return "string-json";
+  }
+
+  std::string array_rule(const Json& schema, const std::string& name, const std::string& path) {
+    const std::string item = schema.contains("items")
+                                 ? visit(schema["items"], name + "-item", path + "/items")
+                                 : std::string("value-json");
+    const std::uint64_t min = count(schema, "minItems", path, 0);
+    std::optional<std::uint64_t> max;
+    if (schema.contains("maxItems")) max = count(schema, "maxItems", path, 0);
+    if (max && *max < min) refuse(path, "maxItems is below minItems");
+    if (max && *max == 0) return add_rule(name, "\"[\" ws-json \"]\"");
+    const std::string element = item + " ws-json";
+    const std::string more = repetition("( \",\" ws-json " + element + " )", min == 0 ? 0 : min - 1,
+                                        max ? std::optional(*max - 1) : std::nullopt);
+    std::string items = element + (more.empty() ? "" : " " + more);
+    if (min == 0) items = "( " + items + " )?";
+    return add_rule(name, "\"[\" ws-json " + items + " \"]\"");
+  }
+
+  // A JSON string that is none of `names` as written: a trie of the names, leaving it at
+  // any character that no name continues with.
+  std::string other_key(const std::vector<std::string>& names, const std::string& name) {
+    struct Node {
+      std::map<std::uint32_t, std::size_t> children;
+      bool is_name = false;
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& key : names) {
+      // A name JSON must escape cannot be written as it is: no key written plainly
+      // equals it, so it needs no branch.
+      if (std::any_of(key.begin(), key.end(), [](char c) {
+            return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+          })) {
+        continue;
+      }
+      std::size_t at = 0;
+      for (std::size_t pos = 0; pos < key.size();) {
+        const unicode::DecodedCodepoint d = unicode::decode_utf8(key, pos);
+        pos += d.length;
+        const auto cp = static_cast<std::uint32_t>(d.codepoint);
+        auto it = trie[at].children.find(cp);
+        if (it == trie[at].children.end()) {
+          trie.emplace_back();
+          it = trie[at].children.emplace(cp, trie.size() - 1).first;
+        }
+        at = it->second;
+      }
+      trie[at].is_name = true;
+    }
+    const std::string prefix = name + "-key";
+    std::vector<std::string> node_names(trie.size());
+    for (std::size_t i = 0; i < trie.size(); ++i) node_names[i] = fresh_name(cat(prefix, "-", i));
+    for (std::size_t i = 0; i < trie.size(); ++i) {
+      std::vector<std::string> options;
+      if (!trie[i].is_name) options.push_back("\"\\\"\"");  // the key ends here
+      CharClass others;
+      others.add(0x20, 0x21);
+      others.add(0x23, 0x5B);
+      others.add(0x5D, 0x7E);
+      others.add(0x80, kMaxCodePoint);
+      CharClass taken;
+      for (const auto& [cp, child] : trie[i].children) {
+        options.push_back(gbnf_text::literal(unicode::to_utf8(cp)) + " " + node_names[child]);
+        taken.add(cp, cp);
+      }
+      CharClass leave;  // others minus taken
+      const CharClass untaken = taken.complement();
+      for (const auto& r : others.ranges()) {
+        for (const auto& t : untaken.ranges()) {
+          const std::uint32_t lo = std::max(r.first, t.first), hi = std::min(r.last, t.last);
+          if (lo <= hi) leave.add(lo, hi);
+        }
+      }
+      const std::string escape = "\"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})";
+      options.push_back("( " + gbnf_text::char_class(leave) + " | " + escape +
+                        " ) char-json* \"\\\"\"");
+      std::string body;
+      for (const std::string& o : options) body += (body.empty() ? "" : " | ") + o;
+      rules_[node_names[i]] = body;
+    }
+    return "\"\\\"\" " + node_names[0];
+  }
+
+  std::string object_rule(const Json& schema, const std::string& name, const std::string& path) {
+    std::vector<std::string> keys;
+    std::vector<std::string> members;  // "key" ws : ws value ws
+    std::vector<bool> required;
+    if (schema.contains("properties")) {
+      const Json& properties = schema["properties"];
+      if (!properties.is_object()) refuse(path, "\"properties\" must be an object");
+      for (const auto& [key, sub] : properties.items()) {
+        keys.push_back(key);
+        const std::string value = visit(sub, cat(name, "-", key), cat(path, "/properties/", key));
+        members.push_back(gbnf_text::literal(Json(key).dump()) + " ws-json \":\" ws-json " + value +
+                          " ws-json");
+      }
+    }
+    required.assign(keys.size(), false);
+    if (schema.contains("required")) {
+      const Json& list = schema["required"];
+      if (!list.is_array()) refuse(path, "\"required\" must be an array");
+      for (const Json& r : list) {
+        if (!r.is_string()) refuse(path, "\"required\" must hold strings");
+        const auto it = std::find(keys.begin(), keys.end(), r.get<std::string>());
+        if (it == keys.end()) {
+          refuse(path, cat("the required property \"", r.get<std::string>(),
+                           "\" is not in \"properties\""));
+        }
+        required[static_cast<std::size_t>(it - keys.begin())] = true;
+      }
+    }
+    // Extra members: absent means none when properties are listed, any otherwise.
+    std::optional<std::string> extra_value;
+    if (schema.contains("additionalProperties")) {
+      const Json& extra = schema["additionalProperties"];
+      if (!(extra.is_boolean() && !extra.get<bool>())) {
+        extra_value = visit(extra, name + "-extra", path + "/additionalProperties");
+      }
+    } else if (keys.empty()) {
+      extra_value = "value-json";
+    }
+    std::string extras_after;  // more extra members after at least one member
+    std::string extra_member;
+    if (extra_value) {
+      const std::string key = keys.empty() ? std::string("string-json") : other_key(keys, name);
+      extra_member =
+          add_rule(name + "-extra-kv", key + " ws-json \":\" ws-json " + *extra_value + " ws-json");
+      extras_after = "( \",\" ws-json " + extra_member + " )*";
+    }
+    // after(i): members i.. when one was written already, each with a leading comma.
+    const auto after = [&](std::size_t from) {
+      std::string out;
+      for (std::size_t j = from; j < keys.size(); ++j) {
+        const std::string m = "\",\" ws-json " + members[j];
+        out += (out.empty() ? "" : " ") + (required[j] ? m : "( " + m + " )?");
+      }
+      if (!extras_after.empty()) out += (out.empty() ? "" : " ") + extras_after;
+      return out;
+    };
+    // first(i): members i.. when none was written yet.
+    std::string first = extra_value ? "( " + extra_member + " " + extras_after + " )?" : "";
+    for (std::size_t i = keys.size(); i-- > 0;) {
+      const std::string take = members[i] + (after(i + 1).empty() ? "" : " " + after(i + 1));
+      first = required[i] ? take : "( " + take + " | " + (first.empty() ? "\"\"" : first) + " )";
+    }
+    return add_rule(name, "\"{\" ws-json " + (first.empty() ? "" : first + " ") + "\"}\"");
+  }
+
+  const Json& root_;
+  std::map<std::string, std::string> rules_;
+  std::map<std::string, std::string> by_body_;
+  std::map<std::string, std::string> refs_;
+  std::set<std::string> reserved_;
+};
+
+}  // namespace detail
+
+// GBNF text for a parsed `schema`; throws smol::Error naming an unsupported keyword and
+// where. (Not an overload of the text version: a string converts to a json implicitly.)
+inline std::string json_schema_value_to_gbnf(const nlohmann::ordered_json& schema) {
+  return detail::JsonSchemaToGbnf(schema).convert();
+}
+
+// From schema text; invalid JSON is a smol::Error too.
+inline std::string json_schema_to_gbnf(std::string_view schema_text) {
+  nlohmann::ordered_json schema;
+  try {
+    schema = nlohmann::ordered_json::parse(schema_text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("JSON schema: not valid JSON: ", e.what());
+  }
+  return json_schema_value_to_gbnf(schema);
+}
+
+inline std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema_text) {
+  return parse_gbnf(json_schema_to_gbnf(schema_text));
+}
+
+// Any JSON object (response_format {"type": "json_object"}).
+inline std::string json_object_gbnf() {
+  return "root ::= object-json\n" + std::string(detail::kJsonPrimitives);
+}
+
+}  // namespace smol
