@@ -1,7 +1,11 @@
-// Two smol-server replicas behind nginx, the way people scale it out: round robin
-// over an upstream, streaming passed through unbuffered, and a replica that goes
-// away skipped by nginx's passive health checks (max_fails / fail_timeout and
-// proxy_next_upstream; open-source nginx has no active ones).
+// Two smol-server replicas behind nginx, the way people scale it out: requests that
+// name a conversation (the X-Conversation-Id header, which the chat page sends) are
+// routed by nginx's consistent hash on it, so every turn of a conversation reaches the
+// replica holding its cached prefix; requests without one go round robin (nginx's hash
+// falls back to it for an empty key); streaming passes through unbuffered, and a
+// replica that goes away is skipped by nginx's passive health checks (max_fails /
+// fail_timeout and proxy_next_upstream; open-source nginx has no active ones), its
+// conversations moving to the other.
 //
 //   node nginx.test.mjs SERVER_BINARY MODEL_GGUF NGINX_BINARY
 //
@@ -90,6 +94,7 @@ http {
   access_log ${p('access.log')} upstreams;
 
   upstream smol {
+    hash $http_x_conversation_id consistent;
 ${upstreamPorts.map((port) => `    server 127.0.0.1:${port} max_fails=1 fail_timeout=10s;`).join('\n')}
   }
   server {
@@ -261,6 +266,47 @@ test('(b) requests through nginx are spread over both replicas', async () => {
   assert.equal(a1 - a0 + (b1 - b0), N, 'each request was served once');
 });
 
+// One turn of conversation `id` through nginx, greedy; returns the reply's text and usage.
+async function turn(id, messages) {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-Conversation-Id': id },
+    body: JSON.stringify({ messages, max_tokens: 8, temperature: 0 }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await res.text();
+  assert.equal(res.status, 200, `conversation ${id}: HTTP ${res.status}: ${text}`);
+  const body = JSON.parse(text);
+  return { content: body.choices[0].message.content, usage: body.usage };
+}
+
+const conversations = Array.from({ length: 16 }, (_, i) => ({
+  id: `conversation-${i}`,
+  messages: [{ role: 'user', content: `This is conversation ${i}. Tell me about the sea.` }],
+}));
+
+test('(b2) every follow-up turn of a conversation lands on the replica that cached it', async () => {
+  const [a0, b0] = await Promise.all([requestsTotal(replicaA), requestsTotal(replicaB)]);
+  for (const c of conversations) {
+    const first = await turn(c.id, c.messages);
+    c.messages.push({ role: 'assistant', content: first.content },
+                    { role: 'user', content: 'And then?' });
+  }
+  const [a1, b1] = await Promise.all([requestsTotal(replicaA), requestsTotal(replicaB)]);
+  // Sixteen ids over two replicas: the hash spreads them (consistent hashing is not
+  // balanced exactly, and the replicas' ports, which it hashes, change from run to run,
+  // but all sixteen on one replica would happen about once in 10^4 runs).
+  console.log(`nginx: ${conversations.length} conversations, ${a1 - a0} on replica A, ${b1 - b0} on replica B`);
+  assert.ok(a1 - a0 >= 1 && b1 - b0 >= 1, 'the conversations are spread over both replicas');
+  for (const c of conversations) {
+    const second = await turn(c.id, c.messages);
+    const cached = second.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached > 0, `${c.id}'s second turn reused its cached prefix (${cached} cached tokens)`);
+    c.messages.push({ role: 'assistant', content: second.content },
+                    { role: 'user', content: 'Thanks!' });
+  }
+});
+
 test('(c) with one replica stopped, nginx sends everything to the other', async () => {
   const deadPort = portOf(replicaA.url);
   const code = await replicaA.stop();
@@ -275,6 +321,11 @@ test('(c) with one replica stopped, nginx sends everything to the other', async 
   // And they did not all just happen to go there: nginx tried the dead one and moved on.
   assert.match(readLog('error.log'), new RegExp(`connect\\(\\) failed .*127\\.0\\.0\\.1:${deadPort}`),
                "nginx's error.log shows the failed connection to the stopped replica");
+  // The conversations that lived on the stopped replica move to the other and go on.
+  const before = await requestsTotal(replicaB);
+  for (const c of conversations) await turn(c.id, c.messages);
+  assert.equal(await requestsTotal(replicaB) - before, conversations.length,
+               'every conversation, wherever it lived, is served by the remaining replica');
 });
 
 test('nginx and the remaining replica stop cleanly', async () => {
