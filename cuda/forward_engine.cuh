@@ -181,6 +181,13 @@ class ForwardEngine {
     DeviceMatrix attn_q, attn_k, attn_v, attn_output;
     const float* ffn_norm;
     DeviceMatrix ffn_gate, ffn_up, ffn_down;
+    // The optional mechanisms' vectors (config.attention_biases, config.qk_norm);
+    // null when off.
+    const float* attn_q_bias;
+    const float* attn_k_bias;
+    const float* attn_v_bias;
+    const float* attn_q_norm;
+    const float* attn_k_norm;
   };
 
   // ---- weights: uploaded once, straight from the memory map ----------------------
@@ -214,6 +221,11 @@ class ForwardEngine {
     const auto place_norm = [&](const std::vector<float>& v) {
       return place(v.data(), v.size() * sizeof(float));
     };
+    // An optional vector (a bias, a head norm): kNone when the file has none.
+    constexpr std::size_t kNone = ~std::size_t{0};
+    const auto place_optional = [&](const std::vector<float>& v) {
+      return v.empty() ? kNone : place_norm(v);
+    };
 
     // Offsets first, pointers once the buffer exists.
     const auto embd = place_matrix(w.token_embd);
@@ -223,12 +235,16 @@ class ForwardEngine {
     struct LayerPlan {
       std::size_t attn_norm, ffn_norm;
       std::pair<std::size_t, WeightMatrix> q, k, v, o, gate, up, down;
+      std::size_t q_bias, k_bias, v_bias, q_norm, k_norm;
     };
     std::vector<LayerPlan> plans;
     for (const LayerWeights& l : w.layers) {
       plans.push_back({place_norm(l.attn_norm), place_norm(l.ffn_norm), place_matrix(l.attn_q),
                        place_matrix(l.attn_k), place_matrix(l.attn_v), place_matrix(l.attn_output),
-                       place_matrix(l.ffn_gate), place_matrix(l.ffn_up), place_matrix(l.ffn_down)});
+                       place_matrix(l.ffn_gate), place_matrix(l.ffn_up), place_matrix(l.ffn_down),
+                       place_optional(l.attn_q_bias), place_optional(l.attn_k_bias),
+                       place_optional(l.attn_v_bias), place_optional(l.attn_q_norm),
+                       place_optional(l.attn_k_norm)});
     }
 
     weights_ = Array<std::uint8_t>(end);
@@ -240,14 +256,16 @@ class ForwardEngine {
       return DeviceMatrix{m.type, weights_.data() + placed.first, m.rows, m.cols, m.row_bytes};
     };
     const auto floats = [&](std::size_t offset) {
-      return reinterpret_cast<const float*>(weights_.data() + offset);
+      return offset == kNone ? nullptr : reinterpret_cast<const float*>(weights_.data() + offset);
     };
     token_embd_ = matrix(embd);
     output_ = matrix(output);
     output_norm_ = floats(output_norm);
     for (const LayerPlan& p : plans) {
       layers_.push_back({floats(p.attn_norm), matrix(p.q), matrix(p.k), matrix(p.v), matrix(p.o),
-                         floats(p.ffn_norm), matrix(p.gate), matrix(p.up), matrix(p.down)});
+                         floats(p.ffn_norm), matrix(p.gate), matrix(p.up), matrix(p.down),
+                         floats(p.q_bias), floats(p.k_bias), floats(p.v_bias), floats(p.q_norm),
+                         floats(p.k_norm)});
     }
   }
 
@@ -338,6 +356,18 @@ class ForwardEngine {
       project(layer.attn_q, normed_.data(), n, q_.data());
       project(layer.attn_k, normed_.data(), n, k_.data());
       project(layer.attn_v, normed_.data(), n, v_.data());
+      // The family's optional mechanisms, before RoPE, as LayerPass applies them.
+      if (c.attention_biases) {
+        each(n * c.q_dim(), AddBiasBody{q_.data(), layer.attn_q_bias, c.q_dim()});
+        each(n * c.kv_dim(), AddBiasBody{k_.data(), layer.attn_k_bias, c.kv_dim()});
+        each(n * c.kv_dim(), AddBiasBody{v_.data(), layer.attn_v_bias, c.kv_dim()});
+      }
+      if (c.qk_norm) {  // every head a row of its own; the norm may work in place
+        backend_.rmsnorm(q_.data(), layer.attn_q_norm, q_.data(), n * c.n_head, c.head_dim,
+                         c.rms_eps);
+        backend_.rmsnorm(k_.data(), layer.attn_k_norm, k_.data(), n * c.n_head_kv, c.head_dim,
+                         c.rms_eps);
+      }
       if (c.uses_rope(il)) {  // NoPE blocks of SmolLM3 skip it
         const std::size_t pairs = c.n_rot / 2;
         const bool adjacent = c.rope_layout == RopeLayout::adjacent_pairs;

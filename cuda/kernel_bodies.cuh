@@ -149,6 +149,16 @@ struct AddBody {
   SMOL_HD void operator()(std::size_t i) const { x[i] += delta[i]; }
 };
 
+// x[i] += bias[i % width]: one bias row added to each of the rows of x (Qwen2's QKV
+// biases, added to every token's projection).
+struct AddBiasBody {
+  float* x;
+  const float* bias;
+  std::size_t width;
+
+  SMOL_HD void operator()(std::size_t i) const { x[i] += bias[i % width]; }
+};
+
 // ---- RMSNorm: the sum of squares in double, as ops/rmsnorm.hpp -----------------
 
 SMOL_HD double square_as_double(float x) {

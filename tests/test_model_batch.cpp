@@ -16,6 +16,7 @@
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/testing/synthetic.hpp"
 #include "test_tokens.hpp"
 
 namespace {
@@ -183,6 +184,65 @@ TEST_CASE("a sequence's logits are the same bits whatever shares its batch (int8
       CHECK(std::memcmp(alone_steps[step].data(), with_one[step].data(), kVocab * sizeof(float)) ==
             0);
     }
+  }
+}
+
+// The same invariance on the Qwen families' extra mechanisms (biases, per-head Q/K
+// norms, rotate-half RoPE, heads wider than n_embd / n_head): each is per token, so a
+// token's logits stay the same bits beside other sequences and alone; and a batch
+// gives each sequence what a Transformer gives it alone (f32 mode).
+TEST_CASE("Qwen2 and Qwen3: batches give each sequence its own logits, the same bits") {
+  for (const char* preset : {"qwen2-tiny", "qwen3-tiny"}) {
+    CAPTURE(preset);
+    smol::SyntheticSpec spec = smol::synthetic_preset(preset);
+    spec.layers = 4;
+    spec.vocab = kVocab;
+    auto file = smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(),
+                                                 std::string(preset) + ".gguf");
+    auto config = smol::ModelConfig::from_gguf(file);
+    const smol::Model qwen(std::move(file), std::move(config));
+    smol::Context ctx(2);
+    const auto target = some_tokens(24, 31);
+    // The target's logits per step (prefill 20, then 4 decode steps) beside `others`.
+    const auto run = [&](std::size_t others) {
+      smol::BatchTransformer engine(qwen, ctx, {.total_positions = 1024});
+      const smol::SequenceId me = engine.pool().add();
+      std::vector<smol::SequenceId> crowd;
+      for (std::size_t o = 0; o < others; ++o) crowd.push_back(engine.pool().add());
+      const auto crowd_tokens = some_tokens(40, 41);
+      std::vector<std::vector<float>> mine;
+      for (std::size_t step = 0; step < 5; ++step) {
+        std::vector<smol::BatchEntry> batch;
+        for (std::size_t o = 0; o < others; ++o) {
+          add_run(batch, crowd[o], crowd_tokens, step == 0 ? 0 : 11 + o + step,
+                  step == 0 ? 12 + o : 1);
+        }
+        add_run(batch, me, target, step == 0 ? 0 : 19 + step, step == 0 ? 20 : 1);
+        mine.push_back(row(engine.forward(batch), others));
+      }
+      return mine;
+    };
+    const auto alone_steps = run(0);
+    const auto crowded = run(3);
+    for (std::size_t step = 0; step < alone_steps.size(); ++step) {
+      CAPTURE(step);
+      CHECK(std::memcmp(alone_steps[step].data(), crowded[step].data(), kVocab * sizeof(float)) ==
+            0);
+    }
+
+    smol::Context exact(2);
+    exact.activation_precision = smol::ActivationPrecision::f32;
+    smol::Transformer session(qwen, exact, {.context = 64, .kv_type = smol::KvType::f32});
+    const auto want = session.forward(target, 0, smol::LogitsFor::last);
+    smol::BatchTransformer engine(qwen, exact,
+                                  {.total_positions = 1024, .kv_type = smol::KvType::f32});
+    const smol::SequenceId other = engine.pool().add();
+    const smol::SequenceId me = engine.pool().add();
+    std::vector<smol::BatchEntry> batch;
+    add_run(batch, other, some_tokens(9, 5), 0, 9);
+    add_run(batch, me, target, 0, target.size());
+    CHECK(max_delta(row(engine.forward(batch), 1), std::vector<float>(want.begin(), want.end())) <=
+          1e-4);
   }
 }
 

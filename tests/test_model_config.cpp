@@ -13,6 +13,7 @@
 #include "smol/model/architecture.hpp"
 #include "smol/model/config.hpp"
 #include "smol/model/model.hpp"
+#include "smol/testing/synthetic.hpp"
 
 namespace {
 
@@ -120,7 +121,7 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
       original, [](const auto&, auto&) { return false; },
       [](auto& writer) { writer.set("general.architecture", "gpt2"); });
   CHECK(wrong_arch.find("gpt2") != std::string::npos);
-  CHECK(wrong_arch.find("llama, smollm3") != std::string::npos);
+  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3") != std::string::npos);
 
   const std::string no_blocks = load_error(
       original, [](const auto&, auto&) { return false; },
@@ -150,13 +151,40 @@ TEST_CASE("each architecture is one table entry: keys, NoPE rule, RoPE style, op
   CHECK(smol::rope_layout_of(smol::RopeStyle::normal) == smol::RopeLayout::adjacent_pairs);
   CHECK(smol::rope_layout_of(smol::RopeStyle::neox) == smol::RopeLayout::rotate_half);
 
-  CHECK(smol::known_architectures() == "llama, smollm3");
+  // Qwen2 and Qwen3: llama.cpp's key suffixes and tensor names under their own prefix,
+  // rotate-half RoPE, no NoPE blocks; biases for Qwen2, per-head Q/K norms for Qwen3.
+  const smol::Architecture& qwen2 = smol::find_architecture("qwen2");
+  CHECK(qwen2.key(qwen2.keys.block_count) == "qwen2.block_count");
+  CHECK(qwen2.key(qwen2.rope.freq_base_key) == "qwen2.rope.freq_base");
+  CHECK(qwen2.rope.style == smol::RopeStyle::neox);
+  CHECK(qwen2.nope.interval == 0);
+  CHECK(qwen2.optional.qkv_bias);
+  CHECK_FALSE(qwen2.optional.qk_norm);
+  CHECK(qwen2.optional.tied_output);
+  const smol::Architecture& qwen3 = smol::find_architecture("qwen3");
+  CHECK(qwen3.key(qwen3.keys.key_length) == "qwen3.attention.key_length");
+  CHECK(qwen3.rope.style == smol::RopeStyle::neox);
+  CHECK(qwen3.optional.qk_norm);
+  CHECK_FALSE(qwen3.optional.qkv_bias);
+  CHECK(smol::TensorNames::block(2, qwen3.tensors.attn_k_norm) == "blk.2.attn_k_norm.weight");
+  // What smol applies covers what every family declares: no file of a known family is
+  // refused for an optional tensor any more.
+  for (const smol::Architecture& architecture : smol::kArchitectures) {
+    const smol::OptionalTensors& may = architecture.optional;
+    const smol::OptionalTensors& applied = smol::kAppliedOptionalTensors;
+    CHECK((!may.qkv_bias || applied.qkv_bias));
+    CHECK((!may.qk_norm || applied.qk_norm));
+    CHECK((!may.rope_freqs || applied.rope_freqs));
+  }
+
+  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3");
   try {
-    smol::find_architecture("qwen3", "model.gguf");
+    smol::find_architecture("gemma", "model.gguf");
     FAIL("an unknown architecture must be refused");
   } catch (const smol::Error& error) {
     CHECK(std::string(error.what()) ==
-          "model.gguf: architecture \"qwen3\" is not supported (smol runs llama, smollm3)");
+          "model.gguf: architecture \"gemma\" is not supported (smol runs llama, smollm3, qwen2, "
+          "qwen3)");
   }
 }
 
@@ -175,8 +203,9 @@ TEST_CASE("a tensor the forward pass would leave out is refused at load, named")
   CHECK(unknown.find("blk.0.attn_q.bias") != std::string::npos);
   CHECK(unknown.find("not part of a smollm3 model") != std::string::npos);
 
-  // Declared by the family (llama's optional QKV biases), but not applied by the
-  // forward pass yet: the message says which kind. rope_freqs is applied, so it loads.
+  // Declared by the family (llama's optional QKV biases): one bias turns the mechanism
+  // on for the whole model, and then every block must have all three, so a partial set
+  // is named as missing. rope_freqs is applied, so it loads.
   const auto as_llama = [](smol::gguf::GgufWriter& writer, const smol::gguf::GgufFile& file) {
     writer.set("general.architecture", "llama");
     for (const auto& entry : file.metadata()) {
@@ -196,9 +225,23 @@ TEST_CASE("a tensor the forward pass would leave out is refused at load, named")
         return true;
       },
       [&](auto& writer) { as_llama(writer, original); });
-  CHECK(bias.find("blk.3.attn_k.bias") != std::string::npos);
-  CHECK(bias.find("QKV biases") != std::string::npos);
-  CHECK(bias.find("does not apply") != std::string::npos);
+  CHECK(bias.find("blk.0.attn_q.bias is missing") != std::string::npos);
+
+  // All of them: a llama file with QKV biases loads.
+  const std::string biases = load_error(
+      original,
+      [&](const auto& info, auto& writer) {
+        if (!info.name.ends_with("attn_k.weight")) return false;
+        writer.add_tensor(std::string(info.name), info.type, smol::gguf::Shape(info.shape()),
+                          info.span());
+        const std::string block(info.name.substr(0, info.name.size() - 13));  // "blk.N."
+        writer.add_tensor_copy(block + "attn_q.bias", smol::GgmlType::F32, {256}, f32_vector(256));
+        writer.add_tensor_copy(block + "attn_k.bias", smol::GgmlType::F32, {64}, f32_vector(64));
+        writer.add_tensor_copy(block + "attn_v.bias", smol::GgmlType::F32, {64}, f32_vector(64));
+        return true;
+      },
+      [&](auto& writer) { as_llama(writer, original); });
+  CHECK(biases.empty());
 
   const std::string rope_freqs = load_error(
       original,
@@ -310,4 +353,77 @@ TEST_CASE("rope_freqs divisors and linear scaling turn the RoPE table the same w
   // The fastest pairs keep their frequency (extrapolation), the slowest are divided.
   CHECK(yarn.frequency(0) == plain.frequency(0));
   CHECK(yarn.frequency(kDims / 2 - 1) == doctest::Approx(plain.frequency(kDims / 2 - 1) / 4));
+}
+
+namespace {
+
+// A synthetic file of `preset`, with `edit` applied to its tensors as load_error does.
+std::string synthetic_load_error(const char* preset, const TensorEdit& edit) {
+  smol::SyntheticSpec spec = smol::synthetic_preset(preset);
+  spec.layers = 2;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::q8_0;
+  const auto file = smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(),
+                                                     std::string(preset) + ".gguf");
+  return load_error(file, edit);
+}
+
+}  // namespace
+
+TEST_CASE("Qwen2 and Qwen3 files: their mechanisms on, their tensors required and shaped") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("qwen3-tiny");
+  spec.layers = 2;
+  spec.vocab = 512;
+  auto file =
+      smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(), "qwen3.gguf");
+  CHECK(file.get<std::string>("tokenizer.ggml.pre") == "qwen2");
+  auto config = smol::ModelConfig::from_gguf(file);
+  CHECK(config.architecture == "qwen3");
+  CHECK(config.head_dim == 128);  // attention.key_length, wider than 256 / 4
+  CHECK(config.q_dim() == 512);
+  CHECK(config.n_rot == 128);
+  CHECK(config.rope_layout == smol::RopeLayout::rotate_half);
+  CHECK(config.qk_norm);
+  CHECK_FALSE(config.attention_biases);
+  const smol::Model qwen3(std::move(file), std::move(config));
+  CHECK(qwen3.weights().layers[1].attn_k_norm.size() == 128);
+  CHECK(qwen3.weights().layers[1].attn_q_bias.empty());
+
+  spec = smol::synthetic_preset("qwen2-tiny");
+  spec.layers = 2;
+  spec.vocab = 512;
+  file =
+      smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(), "qwen2.gguf");
+  config = smol::ModelConfig::from_gguf(file);
+  CHECK(config.attention_biases);
+  CHECK_FALSE(config.qk_norm);
+  CHECK(config.head_dim == 64);
+  const smol::Model qwen2(std::move(file), std::move(config));
+  CHECK(qwen2.weights().layers[0].attn_q_bias.size() == 256);
+  CHECK(qwen2.weights().layers[0].attn_v_bias.size() == 128);  // 2 KV heads of 64
+
+  // A block without its K norm, a bias of the wrong length: refused, named.
+  const std::string no_norm = synthetic_load_error("qwen3-tiny", [](const auto& info, auto&) {
+    return info.name == "blk.1.attn_k_norm.weight";
+  });
+  CHECK(no_norm.find("blk.1.attn_k_norm.weight is missing") != std::string::npos);
+  const std::string short_bias =
+      synthetic_load_error("qwen2-tiny", [](const auto& info, auto& writer) {
+        if (info.name != "blk.0.attn_k.bias") return false;
+        writer.add_tensor_copy("blk.0.attn_k.bias", smol::GgmlType::F32, {64},
+                               std::vector<std::byte>(64 * sizeof(float)));
+        return true;
+      });
+  CHECK(short_bias.find("blk.0.attn_k.bias has shape [64], expected [128]") != std::string::npos);
+  // Qwen3 declares no biases: one is not part of the model.
+  const std::string foreign =
+      synthetic_load_error("qwen3-tiny", [](const auto& info, auto& writer) {
+        if (info.name != "blk.0.attn_v.weight") return false;
+        writer.add_tensor(std::string(info.name), info.type, smol::gguf::Shape(info.shape()),
+                          info.span());
+        writer.add_tensor_copy("blk.0.attn_v.bias", smol::GgmlType::F32, {256},
+                               std::vector<std::byte>(256 * sizeof(float)));
+        return true;
+      });
+  CHECK(foreign.find("blk.0.attn_v.bias is not part of a qwen3 model") != std::string::npos);
 }

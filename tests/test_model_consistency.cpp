@@ -1,7 +1,8 @@
 // The Transformer against itself and against the Eigen reference forward:
 // prefill == step-by-step decode, chunked prefill == one block, rewinding, session
 // errors, lazily committed KV memory, and the quantized path vs the f32 reference on
-// synthetic models of several shapes with the real SmolLM3 Q4_K_M type mix.
+// synthetic models of several shapes and families (SmolLM3, Llama, Qwen2's biases,
+// Qwen3's Q/K norms) with the real Q4_K_M type mix.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -268,11 +269,15 @@ TEST_CASE("quantized path vs the f32 reference forward on synthetic Q4_K_M model
       {"smollm3", 256, 4, 4, 128, true},  // head_dim 128 with q_dim 512 != hidden
       {"llama", 512, 4, 2, 128, true},    // RoPE in every block
       {"smollm3", 512, 4, 1, 128, true},  // GQA 4 at head_dim 128
+      {"qwen2", 256, 4, 2, 64, true},     // QKV biases, rotate-half RoPE
+      {"qwen2", 512, 8, 2, 64, false},    // GQA 4, separate output.weight
+      {"qwen3", 256, 4, 2, 128, true},    // per-head Q/K norms, heads wider than 256 / 4
+      {"qwen3", 512, 8, 4, 64, true},     // per-head Q/K norms at head_dim 64
   };
   const std::vector<std::int32_t> tokens = some_tokens(48, 512, 11);
   for (const Shape& s : shapes) {
     smol::SyntheticSpec spec;
-    spec.arch = s.arch;
+    smol::set_synthetic_family(spec, s.arch);  // its biases or Q/K norms
     spec.layers = 8;
     spec.hidden = s.hidden;
     spec.ffn = 512;

@@ -1,8 +1,10 @@
-// smol-make-model: writes a synthetic SmolLM3 or Llama GGUF file with random weights.
+// smol-make-model: writes a synthetic SmolLM3, Llama, Qwen2 or Qwen3 GGUF file with random
+// weights.
 //
 //   smol-make-model --preset tiny -o tiny.gguf
 //   smol-make-model --preset smollm3-3b -o smollm3-3b-synthetic.gguf   (about 1.9 GB)
 //   smol-make-model --arch llama --layers 4 --hidden 512 --type q8_0 -o llama.gguf
+//   smol-make-model --preset qwen3-tiny --type f32 -o qwen3.gguf
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -59,16 +61,24 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
 
   app.add_option("-o,--output", options.output, "where to write the model (required)")
       ->type_name("FILE");
-  CLI::Option* preset = smol::cli::add_choice(
-      app, "--preset", options.preset,
-      {{"tiny", std::string("tiny")}, {"smollm3-3b", std::string("smollm3-3b")}},
-      "tiny (8 layers, 256 hidden, like the test fixture) or\n"
-      "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast)");
+  CLI::Option* preset =
+      smol::cli::add_choice(app, "--preset", options.preset,
+                            {{"tiny", std::string("tiny")},
+                             {"smollm3-3b", std::string("smollm3-3b")},
+                             {"qwen2-tiny", std::string("qwen2-tiny")},
+                             {"qwen3-tiny", std::string("qwen3-tiny")}},
+                            "tiny (8 layers, 256 hidden, like the test fixture),\n"
+                            "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast),\n"
+                            "qwen2-tiny or qwen3-tiny (the tiny shape in that family's layout)");
   preset->type_name("NAME");
   std::string arch;
-  CLI::Option* arch_option = smol::cli::add_choice(
-      app, "--arch", arch, {{"smollm3", std::string("smollm3")}, {"llama", std::string("llama")}},
-      "smollm3 (default) or llama");
+  CLI::Option* arch_option =
+      smol::cli::add_choice(app, "--arch", arch,
+                            {{"smollm3", std::string("smollm3")},
+                             {"llama", std::string("llama")},
+                             {"qwen2", std::string("qwen2")},
+                             {"qwen3", std::string("qwen3")}},
+                            "smollm3 (default), llama, qwen2 (QKV biases) or qwen3 (Q/K norms)");
   arch_option->type_name("NAME");
   app.add_option_function<std::string>("--name", edit(&Spec::name), "general.name")
       ->type_name("TEXT");
@@ -98,7 +108,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
   type->type_name("T");
   bool tied = true, fast = false;
   CLI::Option* tied_option = app.add_flag(
-      "--tied,!--no-tied", tied, "share token_embd as the LM head (default: tied for smollm3)");
+      "--tied,!--no-tied", tied, "share token_embd as the LM head (default: the family's habit)");
   CLI::Option* fast_option =
       app.add_flag("--fast,!--no-fast", fast,
                    "fill quantized tensors with random valid blocks instead of\n"
@@ -108,11 +118,12 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
     if (options.output.empty()) smol::cli::usage_error("no output file given: use -o FILE");
     smol::SyntheticSpec spec = smol::synthetic_preset(options.preset);
     if (preset->count() == 0) spec.name = "smol-synthetic";
-    if (arch_option->count() > 0) spec.arch = arch;
+    // The family's optional tensors, pre-tokenizer and LM head (SmolLM3 and Qwen tie
+    // it to the embeddings; Llama models usually do not).
+    smol::set_synthetic_family(spec, arch_option->count() > 0 ? arch : spec.arch);
     for (const auto& apply : options.edits) apply(spec);
     if (type->count() > 0) spec.weights = weights;
-    // SmolLM3 ties the LM head to the embeddings; Llama models usually do not.
-    spec.tied = tied_option->count() > 0 ? tied : spec.arch == "smollm3";
+    if (tied_option->count() > 0) spec.tied = tied;
     if (fast_option->count() > 0) spec.fast = fast;
     try {
       spec.validate();

@@ -84,7 +84,7 @@ TEST_CASE("GPU: the Q4_K_M fixture reproduces the F32 goldens and the CPU path")
   }
 }
 
-TEST_CASE("GPU: F32 weights, an f16 KV cache, F16 / Q8_0 / untied llama models") {
+TEST_CASE("GPU: F32 weights, an f16 KV cache, F16 / Q8_0 / untied llama / Qwen models") {
   const Golden p1 = load_golden("f32", "P1");
   const smol::Model f32_model = smol::Model::open(kF32Model);
   const Agreement f32_weights =
@@ -107,9 +107,14 @@ TEST_CASE("GPU: F32 weights, an f16 KV cache, F16 / Q8_0 / untied llama models")
   llama.arch = "llama";
   llama.tied = false;
   llama.kv_heads = 2;
+  // Qwen2's QKV biases and Qwen3's per-head Q/K norms (heads of 128 over 256 / 4),
+  // both with rotate-half RoPE.
+  const smol::SyntheticSpec qwen2 = smol::synthetic_preset("qwen2-tiny");
+  const smol::SyntheticSpec qwen3 = smol::synthetic_preset("qwen3-tiny");
   const Golden p2 = load_golden("f32", "P2");
   for (const auto& [name, spec] :
-       {std::pair{"f16", f16}, std::pair{"q8_0", q8}, std::pair{"llama-q4_k_m", llama}}) {
+       {std::pair{"f16", f16}, std::pair{"q8_0", q8}, std::pair{"llama-q4_k_m", llama},
+        std::pair{"qwen2-q4_k_m", qwen2}, std::pair{"qwen3-q4_k_m", qwen3}}) {
     const std::string label = name;
     CAPTURE(label);
     const smol::Model model = smol::Model::open(synthetic_model(label, spec));

@@ -312,7 +312,7 @@ TEST_CASE("GPU pass on the host: the F32 fixture model (F32 kernels) and an f16 
   CHECK(half_kv.top1 >= 0.99);
 }
 
-TEST_CASE("GPU pass on the host: F16, Q8_0 and llama models with an untied output.weight") {
+TEST_CASE("GPU pass on the host: F16, Q8_0, llama (untied output.weight), Qwen2 and Qwen3") {
   const Golden p2 = load_golden("f32", "P2");  // ids < 1024: any synthetic tiny vocabulary
   smol::SyntheticSpec f16 = smol::synthetic_preset("tiny");
   f16.weights = smol::SyntheticWeights::f16;
@@ -322,8 +322,13 @@ TEST_CASE("GPU pass on the host: F16, Q8_0 and llama models with an untied outpu
   llama.arch = "llama";
   llama.tied = false;
   llama.kv_heads = 2;
+  // Qwen2's QKV biases and Qwen3's per-head Q/K norms (heads of 128 over 256 / 4),
+  // both with rotate-half RoPE.
+  const smol::SyntheticSpec qwen2 = smol::synthetic_preset("qwen2-tiny");
+  const smol::SyntheticSpec qwen3 = smol::synthetic_preset("qwen3-tiny");
   for (const auto& [name, spec] :
-       {std::pair{"f16", f16}, std::pair{"q8_0", q8}, std::pair{"llama-q4_k_m", llama}}) {
+       {std::pair{"f16", f16}, std::pair{"q8_0", q8}, std::pair{"llama-q4_k_m", llama},
+        std::pair{"qwen2-q4_k_m", qwen2}, std::pair{"qwen3-q4_k_m", qwen3}}) {
     const std::string label = name;
     CAPTURE(label);
     const smol::Model model = smol::Model::open(synthetic_model(label, spec));

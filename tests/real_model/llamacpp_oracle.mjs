@@ -3,17 +3,27 @@
 // what it computes as JSON, for real_model_check.py to compare with smol's answers.
 //
 //   node llamacpp_oracle.mjs tokenize   MODEL CORPUS.json        ids of each text
-//   node llamacpp_oracle.mjs greedy     MODEL PROMPTS.json N     N greedy tokens per prompt
+//   node llamacpp_oracle.mjs greedy     MODEL PROMPTS.json N [K] N greedy tokens per prompt,
+//                                                                the top K logits (5) of each
 //   node llamacpp_oracle.mjs perplexity MODEL TEXT CTX           llama-perplexity's protocol
 //
 // CORPUS.json and PROMPTS.json are lists of strings. Prompts are tokenized with
 // special tokens parsed (a chat prompt's <|im_start|> is one token), corpus texts
 // without, as smol-tokenize does by default. One thread and mmap off keep the runs
 // repeatable; the model's own bos rule applies (SmolLM2: no bos).
+//
+// --exact (anywhere on the line): an F32 K/V cache and no flash attention instead of
+// llama.cpp's defaults (F16 cache, flash attention where it pays), whose f16 rounding
+// of Q, K and V moves logits by about 3e-3: with an F32 file, what is left is the
+// order of float sums, the yardstick of smol's --f32-activations --kv-type f32.
 import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
-const [command, modelPath, ...rest] = process.argv.slice(2);
+const exact = process.argv.includes("--exact");
+const [command, modelPath, ...rest] = process.argv.slice(2).filter((arg) => arg !== "--exact");
+const exactCache = exact
+  ? { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" }
+  : {};
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 1 });
 const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap: false });
 
@@ -30,7 +40,9 @@ function topOf(output, k) {
 }
 
 async function withSequence(contextSize, body) {
-  const context = await model.createContext({ contextSize, batchSize: Math.min(contextSize, 512), threads: 1 });
+  const context = await model.createContext({
+    contextSize, batchSize: Math.min(contextSize, 512), threads: 1, ...exactCache,
+  });
   try {
     return await body(context.getSequence());
   } finally {
@@ -44,6 +56,7 @@ if (command === "tokenize") {
 } else if (command === "greedy") {
   const prompts = JSON.parse(readFileSync(rest[0], "utf8"));
   const steps = Number(rest[1]);
+  const k = rest[2] === undefined ? 5 : Number(rest[2]);
   const runs = [];
   for (const text of prompts) {
     const prompt = model.tokenize(text, true);
@@ -51,14 +64,14 @@ if (command === "tokenize") {
       const generated = [];
       const top = [];
       // The prompt in one batch, logits on its last token; then one token per step.
-      let input = [...prompt.slice(0, -1), scoreRequest(prompt[prompt.length - 1], undefined, 5)];
+      let input = [...prompt.slice(0, -1), scoreRequest(prompt[prompt.length - 1], undefined, k)];
       for (let step = 0; step < steps; ++step) {
         const outputs = await sequence.controlledEvaluate(input);
         const output = outputs[input.length - 1];
-        const best = topOf(output, 5);
+        const best = topOf(output, k);
         generated.push(best[0][0]);
         top.push(best);
-        input = [scoreRequest(best[0][0], undefined, 5)];
+        input = [scoreRequest(best[0][0], undefined, k)];
       }
       return { text, prompt, generated, top };
     }));

@@ -143,9 +143,26 @@ inline constexpr std::array kArchitectures{
         .rope = {.style = RopeStyle::normal},
         .nope = {.interval = 4},
     },
+    // Qwen2 / Qwen2.5: the Llama block with biases on the Q, K and V projections, and
+    // Hugging Face's rotate-half RoPE kept as is by the converter (ggml's "neox").
+    Architecture{
+        .name = "qwen2",
+        .key_prefix = "qwen2",
+        .optional = {.qkv_bias = true, .tied_output = true},
+        .rope = {.style = RopeStyle::neox},
+    },
+    // Qwen3: no biases; each head of Q and K is RMS-normalised (one weight vector for
+    // all heads) before RoPE, and heads may be wider than n_embd / n_head
+    // (attention.key_length: Qwen3-0.6B has 16 heads of 128 over 1024).
+    Architecture{
+        .name = "qwen3",
+        .key_prefix = "qwen3",
+        .optional = {.qk_norm = true, .tied_output = true},
+        .rope = {.style = RopeStyle::neox},
+    },
 };
 
-// "llama, smollm3": for messages.
+// "llama, smollm3, qwen2, qwen3": for messages.
 inline std::string known_architectures() {
   std::string names;
   for (const Architecture& architecture : kArchitectures) {

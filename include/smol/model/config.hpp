@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,12 @@ struct ModelConfig {
   // smollm3), rotate_half for "neox"; a test also forces rotate_half to show that the
   // goldens reject it.
   RopeLayout rope_layout = RopeLayout::adjacent_pairs;
+
+  // The optional mechanisms of the attention block, on when the file carries their
+  // tensors (a kind its family declares, OptionalTensors): then every block has them
+  // and the forward passes apply them, after the Q/K/V projections and before RoPE.
+  bool attention_biases = false;  // blk.N.attn_{q,k,v}.bias added to the projections
+  bool qk_norm = false;           // blk.N.attn_{q,k}_norm: RMSNorm of each Q and K head
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
   // The longest context the model runs: the trained one, or with RoPE scaling the
@@ -113,6 +120,19 @@ inline RopeScaling read_rope_scaling(const gguf::GgufFile& file, const Architect
   return scaling;
 }
 
+// Whether any block of the file holds one of `names` (with `kind`): an optional
+// mechanism is on for the whole model when the file has any of its tensors, and the
+// loader then requires all of them, so a partial set is named as missing.
+inline bool has_block_tensor(const gguf::GgufFile& file, std::size_t n_layer,
+                             std::initializer_list<std::string_view> names, std::string_view kind) {
+  for (std::size_t il = 0; il < n_layer; ++il) {
+    for (const std::string_view name : names) {
+      if (file.find_tensor(TensorNames::block(il, name, kind)) != nullptr) return true;
+    }
+  }
+  return false;
+}
+
 inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   ModelConfig config;
   config.architecture = file.get<std::string>("general.architecture");
@@ -176,6 +196,13 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   config.rope_scaling = read_rope_scaling(file, arch, config.n_ctx_train);
   config.rope_layers = arch.nope.rope_layers(config.n_layer);
   config.rope_layout = rope_layout_of(arch.rope.style);
+  config.attention_biases =
+      arch.optional.qkv_bias &&
+      has_block_tensor(file, config.n_layer,
+                       {arch.tensors.attn_q, arch.tensors.attn_k, arch.tensors.attn_v}, "bias");
+  config.qk_norm = arch.optional.qk_norm &&
+                   has_block_tensor(file, config.n_layer,
+                                    {arch.tensors.attn_q_norm, arch.tensors.attn_k_norm}, "weight");
   return config;
 }
 

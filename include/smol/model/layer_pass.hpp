@@ -70,17 +70,29 @@ class LayerPass {
       project(layer.attn_q, normed_.data(), n, q_.data());
       project(layer.attn_k, normed_.data(), n, k_.data());
       project(layer.attn_v, normed_.data(), n, v_.data());
-      // A family's QKV biases and per-head Q/K norms would apply here, before RoPE; none
-      // is applied yet, so the loader refuses files that carry them (weights.hpp). The
-      // NoPE rule and the RoPE style come from the architecture's entry via the config.
+      // The family's optional mechanisms (QKV biases, per-head Q/K norms), then RoPE;
+      // the config says which apply, the NoPE rule and the RoPE style come from the
+      // architecture's entry through it.
       const bool rotate = c.uses_rope(il);
       for_each_token(n, [&](std::size_t t) {
+        float* q = q_.data() + t * c.q_dim();
+        float* k = k_.data() + t * c.kv_dim();
+        float* v = v_.data() + t * c.kv_dim();
+        if (c.attention_biases) {
+          add_in_place(q, layer.attn_q_bias.data(), c.q_dim());
+          add_in_place(k, layer.attn_k_bias.data(), c.kv_dim());
+          add_in_place(v, layer.attn_v_bias.data(), c.kv_dim());
+        }
+        if (c.qk_norm) {  // every head on its own, with the one weight vector
+          rmsnorm_rows(q, layer.attn_q_norm.data(), q, c.n_head, c.head_dim, c.rms_eps);
+          rmsnorm_rows(k, layer.attn_k_norm.data(), k, c.n_head_kv, c.head_dim, c.rms_eps);
+        }
         if (rotate) {
           const std::size_t pos = kv.position(t);
-          apply_rope(q_.data() + t * c.q_dim(), c.n_head, c.head_dim, rope, pos, c.rope_layout);
-          apply_rope(k_.data() + t * c.kv_dim(), c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
+          apply_rope(q, c.n_head, c.head_dim, rope, pos, c.rope_layout);
+          apply_rope(k, c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
         }
-        kv.store(il, t, k_.data() + t * c.kv_dim(), v_.data() + t * c.kv_dim());
+        kv.store(il, t, k, v);
       });
       const auto attention_started = std::chrono::steady_clock::now();
       kv.attend(il, q_.data(), n, attended_.data());

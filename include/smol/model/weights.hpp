@@ -34,7 +34,8 @@ namespace smol {
 // LayerPass, the f32 reference and the CUDA unit. A family that brings another one
 // gets it applied in all three, then set here; until then a file that carries it is
 // refused at load.
-inline constexpr OptionalTensors kAppliedOptionalTensors{.rope_freqs = true, .tied_output = true};
+inline constexpr OptionalTensors kAppliedOptionalTensors{
+    .qkv_bias = true, .qk_norm = true, .rope_freqs = true, .tied_output = true};
 
 struct LayerWeights {
   std::vector<float> attn_norm;
@@ -42,14 +43,13 @@ struct LayerWeights {
   std::vector<float> ffn_norm;
   WeightMatrix ffn_gate, ffn_up, ffn_down;
 
-  // The optional tensors of the architecture's entry, as the file has them (shape
-  // checked); null where the file or the family has none. Only ever non-null for a
-  // kind in kAppliedOptionalTensors, none of these yet.
-  const gguf::TensorInfo* attn_q_bias = nullptr;  // [q_dim]   (qkv_bias)
-  const gguf::TensorInfo* attn_k_bias = nullptr;  // [kv_dim]
-  const gguf::TensorInfo* attn_v_bias = nullptr;  // [kv_dim]
-  const gguf::TensorInfo* attn_q_norm = nullptr;  // [head_dim], one for all heads (qk_norm)
-  const gguf::TensorInfo* attn_k_norm = nullptr;  // [head_dim]
+  // The optional tensors of the architecture's entry, widened to f32 like the norms;
+  // empty unless the config's mechanism is on (then every block has them).
+  std::vector<float> attn_q_bias;  // [q_dim]   (config.attention_biases)
+  std::vector<float> attn_k_bias;  // [kv_dim]
+  std::vector<float> attn_v_bias;  // [kv_dim]
+  std::vector<float> attn_q_norm;  // [head_dim], one for all heads (config.qk_norm)
+  std::vector<float> attn_k_norm;  // [head_dim]
 };
 
 struct ModelWeights {
@@ -171,6 +171,20 @@ class TensorClaims {
     return &info;
   }
 
+  // The vectors of an optional per-block kind that the config found in the file
+  // (`present`): required then, widened like a norm; refused when the forward pass
+  // does not apply the kind (`applied`). Empty when the kind is off.
+  std::vector<float> optional_vector(const std::string& name, std::size_t n, bool present,
+                                     bool applied, std::string_view meaning) {
+    if (!present) return {};
+    if (!applied) {
+      fail(file_->name(), ": tensor ", name, " (", meaning, ") is in this ", architecture_->name,
+           " file, but smol does not apply ", meaning,
+           " yet; it will not run the model without it");
+    }
+    return norm(name, n);
+  }
+
   // Refuses the file if it holds a tensor nobody claimed.
   void check_all_claimed() const {
     for (const gguf::TensorInfo& info : file_->tensors()) {
@@ -218,12 +232,12 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
       return claims.norm(TensorNames::block(il, name), n_embd);
     };
     const auto bias = [&](std::string_view name, std::size_t n) {
-      return claims.optional(TensorNames::block(il, name, "bias"), n, may.qkv_bias,
-                             applied.qkv_bias, "QKV biases");
+      return claims.optional_vector(TensorNames::block(il, name, "bias"), n,
+                                    config.attention_biases, applied.qkv_bias, "QKV biases");
     };
     const auto head_norm = [&](std::string_view name) {
-      return claims.optional(TensorNames::block(il, name), config.head_dim, may.qk_norm,
-                             applied.qk_norm, "per-head Q/K norms");
+      return claims.optional_vector(TensorNames::block(il, name), config.head_dim, config.qk_norm,
+                                    applied.qk_norm, "per-head Q/K norms");
     };
     LayerWeights& layer = weights.layers[il];
     layer.attn_norm = norm(names.attn_norm);

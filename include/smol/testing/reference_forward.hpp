@@ -46,7 +46,10 @@ class ReferenceForward {
     for (const LayerWeights& layer : w.layers) {
       layers_.push_back({row_vector(layer.attn_norm), dense(layer.attn_q), dense(layer.attn_k),
                          dense(layer.attn_v), dense(layer.attn_output), row_vector(layer.ffn_norm),
-                         dense(layer.ffn_gate), dense(layer.ffn_up), dense(layer.ffn_down)});
+                         dense(layer.ffn_gate), dense(layer.ffn_up), dense(layer.ffn_down),
+                         row_vector(layer.attn_q_bias), row_vector(layer.attn_k_bias),
+                         row_vector(layer.attn_v_bias), row_vector(layer.attn_q_norm),
+                         row_vector(layer.attn_k_norm)});
     }
   }
 
@@ -63,7 +66,16 @@ class ReferenceForward {
       Matrix normed = rmsnorm(x, layer.attn_norm);
       Matrix q = product(normed, layer.attn_q);
       Matrix k = product(normed, layer.attn_k);
-      const Matrix v = product(normed, layer.attn_v);
+      Matrix v = product(normed, layer.attn_v);
+      if (c.attention_biases) {  // the same bias row added to every position
+        q.rowwise() += layer.attn_q_bias;
+        k.rowwise() += layer.attn_k_bias;
+        v.rowwise() += layer.attn_v_bias;
+      }
+      if (c.qk_norm) {
+        head_rmsnorm(q, layer.attn_q_norm, c.n_head);
+        head_rmsnorm(k, layer.attn_k_norm, c.n_head_kv);
+      }
       if (c.uses_rope(il)) {
         rope(q, c.n_head);
         rope(k, c.n_head_kv);
@@ -90,6 +102,8 @@ class ReferenceForward {
     Dense attn_q, attn_k, attn_v, attn_output;
     Vector ffn_norm;
     Dense ffn_gate, ffn_up, ffn_down;
+    Vector attn_q_bias, attn_k_bias, attn_v_bias;  // empty without config.attention_biases
+    Vector attn_q_norm, attn_k_norm;               // empty without config.qk_norm
   };
 
   static Dense dense(const WeightMatrix& w) {
@@ -152,6 +166,16 @@ class ReferenceForward {
       out.row(t) = out.row(t).cwiseProduct(weight);
     }
     return out;
+  }
+
+  // Each head_dim-wide head of every row normalised on its own, with one weight for
+  // all heads (Qwen3's Q/K norms).
+  void head_rmsnorm(Matrix& x, const Vector& weight, std::size_t n_heads) const {
+    const auto d = static_cast<Eigen::Index>(config_.head_dim);
+    for (std::size_t h = 0; h < n_heads; ++h) {
+      const Eigen::Index first = static_cast<Eigen::Index>(h) * d;
+      x.middleCols(first, d) = rmsnorm(x.middleCols(first, d), weight);
+    }
   }
 
   // Row t is at position t. Each head's pair i turns by t * frequency(i): base^(-2i /

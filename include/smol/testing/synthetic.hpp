@@ -1,4 +1,5 @@
-// Synthetic SmolLM3 / Llama GGUF models: random weights with a real file layout.
+// Synthetic SmolLM3 / Llama / Qwen2 / Qwen3 GGUF models: random weights with a real
+// file layout.
 //
 // Tests and benchmarks need models of any shape with the exact tensor names, type
 // mix and metadata of a real SmolLM3 Q4_K_M file, without shipping gigabytes. Weights
@@ -10,7 +11,9 @@
 //
 // Every tensor draws its values from its own stream, seeded by (seed, tensor name),
 // so the F32 and Q4_K_M files made with one seed hold the same weights up to
-// quantization. With `fast`, quantized tensors are instead filled with random valid
+// quantization. A family's optional tensors follow its real files (SyntheticFamily):
+// Qwen2's QKV biases are N(0, 0.1^2), Qwen3's per-head Q/K norms are drawn like the
+// other norms. With `fast`, quantized tensors are instead filled with random valid
 // blocks of the same scale: no quantizer search, for multi-gigabyte benchmark files.
 #pragma once
 
@@ -62,6 +65,11 @@ struct SyntheticSpec {
   SyntheticWeights weights = SyntheticWeights::q4_k_m;
   bool tied = true;   // no output.weight: the LM head is token_embd
   bool fast = false;  // random valid quantized blocks instead of quantized Gaussians
+  // The family's optional tensors and tokenizer.ggml.pre (synthetic_family sets them
+  // as the family's real files have them).
+  bool attention_biases = false;  // blk.N.attn_{q,k,v}.bias
+  bool qk_norm = false;           // blk.N.attn_{q,k}_norm.weight
+  std::string pre_tokenizer = "llama-bpe";
 
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
 
@@ -79,19 +87,67 @@ struct SyntheticSpec {
     if (effective_head_dim() % 2 != 0) {
       fail("synthetic model: head_dim ", effective_head_dim(), " must be even for RoPE");
     }
+    const Architecture& family = find_architecture(arch);
+    if ((attention_biases && !family.optional.qkv_bias) || (qk_norm && !family.optional.qk_norm)) {
+      fail("synthetic model: a ", arch, " file carries no ",
+           attention_biases ? "QKV biases" : "per-head Q/K norms");
+    }
     if (vocab < 256 + std::size(kSmolLM3ControlTokens)) {
       fail("synthetic model: vocab must be at least ", 256 + std::size(kSmolLM3ControlTokens));
     }
   }
 };
 
+// What a family's real files carry beyond the Llama block, for the generator to
+// write: the optional tensors every file of the family has, its pre-tokenizer, and
+// whether its small models tie the LM head to the embeddings.
+struct SyntheticFamily {
+  std::string_view arch;
+  bool attention_biases = false;
+  bool qk_norm = false;
+  std::string_view pre_tokenizer = "llama-bpe";
+  bool tied = false;
+};
+
+inline constexpr SyntheticFamily kSyntheticFamilies[] = {
+    {.arch = "llama"},
+    {.arch = "smollm3", .tied = true},
+    {.arch = "qwen2", .attention_biases = true, .pre_tokenizer = "qwen2", .tied = true},
+    {.arch = "qwen3", .qk_norm = true, .pre_tokenizer = "qwen2", .tied = true},
+};
+
+// Makes `spec` a file of family `arch`: its optional tensors, pre-tokenizer and LM head.
+inline void set_synthetic_family(SyntheticSpec& spec, std::string_view arch) {
+  for (const SyntheticFamily& family : kSyntheticFamilies) {
+    if (family.arch != arch) continue;
+    spec.arch = std::string(arch);
+    spec.attention_biases = family.attention_biases;
+    spec.qk_norm = family.qk_norm;
+    spec.pre_tokenizer = std::string(family.pre_tokenizer);
+    spec.tied = family.tied;
+    return;
+  }
+  fail("synthetic model: no family \"", arch, "\"");
+}
+
 // Named shapes: "tiny" (like the fixture: 8 layers, 256 hidden, 4/1 heads, 768 FFN,
-// 1024 vocab) and "smollm3-3b" (the real SmolLM3-3B shape, Q4_K_M, fast blocks).
+// 1024 vocab), "smollm3-3b" (the real SmolLM3-3B shape, Q4_K_M, fast blocks), and
+// "qwen2-tiny" / "qwen3-tiny": the tiny shape in those families' layouts (4/2 heads;
+// Qwen3's heads of 128, wider than 256 / 4, as Qwen3-0.6B's are).
 inline SyntheticSpec synthetic_preset(std::string_view name) {
   SyntheticSpec spec;
   if (name == "tiny") {
     spec.name = "smol-synthetic-tiny";
     return spec;  // the defaults are the tiny shape
+  }
+  if (name == "qwen2-tiny" || name == "qwen3-tiny") {
+    const bool qwen3 = name == "qwen3-tiny";
+    set_synthetic_family(spec, qwen3 ? "qwen3" : "qwen2");
+    spec.name = "smol-synthetic-" + std::string(name);
+    spec.kv_heads = 2;
+    spec.head_dim = qwen3 ? 128 : 0;
+    spec.rope_base = 1e6f;
+    return spec;
   }
   if (name == "smollm3-3b") {
     spec.name = "smol-synthetic-smollm3-3b";
@@ -109,7 +165,8 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     spec.fast = true;
     return spec;
   }
-  fail("unknown synthetic model preset \"", name, "\" (known: tiny, smollm3-3b)");
+  fail("unknown synthetic model preset \"", name,
+       "\" (known: tiny, smollm3-3b, qwen2-tiny, qwen3-tiny)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -183,22 +240,36 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
         role == "token_embd" || role == "output" ? 0.02f : gain / std::sqrt(static_cast<float>(in));
     tensors.push_back({std::move(name), type, {in, out}, SyntheticTensor::Init::gaussian, stddev});
   };
-  const auto norm = [&](std::string name, float centre) {
+  const auto norm = [&](std::string name, float centre, std::uint64_t size) {
     tensors.push_back(
-        {std::move(name), GgmlType::F32, {hidden}, SyntheticTensor::Init::norm, centre});
+        {std::move(name), GgmlType::F32, {size}, SyntheticTensor::Init::norm, centre});
+  };
+  // Biases stay F32, as llama-quantize leaves every 1-D tensor.
+  const auto bias = [&](std::string name, std::uint64_t size) {
+    tensors.push_back(
+        {std::move(name), GgmlType::F32, {size}, SyntheticTensor::Init::gaussian, 0.1f});
   };
 
   matrix("token_embd.weight", "token_embd", 0, hidden, spec.vocab, 1);
-  norm("output_norm.weight", output_norm_centre);
+  norm("output_norm.weight", output_norm_centre, hidden);
   if (!spec.tied) matrix("output.weight", "output", 0, hidden, spec.vocab, 1);
   for (std::size_t il = 0; il < spec.layers; ++il) {
     const std::string prefix = "blk." + std::to_string(il) + ".";
-    norm(prefix + "attn_norm.weight", 1);
+    norm(prefix + "attn_norm.weight", 1, hidden);
     matrix(prefix + "attn_q.weight", "attn_q", il, hidden, q_dim, 1.5f);
     matrix(prefix + "attn_k.weight", "attn_k", il, hidden, kv_dim, 1.5f);
     matrix(prefix + "attn_v.weight", "attn_v", il, hidden, kv_dim, 1);
+    if (spec.attention_biases) {
+      bias(prefix + "attn_q.bias", q_dim);
+      bias(prefix + "attn_k.bias", kv_dim);
+      bias(prefix + "attn_v.bias", kv_dim);
+    }
+    if (spec.qk_norm) {
+      norm(prefix + "attn_q_norm.weight", 1, spec.effective_head_dim());
+      norm(prefix + "attn_k_norm.weight", 1, spec.effective_head_dim());
+    }
     matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 2);
-    norm(prefix + "ffn_norm.weight", 1);
+    norm(prefix + "ffn_norm.weight", 1, hidden);
     matrix(prefix + "ffn_gate.weight", "ffn_gate", il, hidden, ffn, 1);
     matrix(prefix + "ffn_up.weight", "ffn_up", il, hidden, ffn, 1);
     matrix(prefix + "ffn_down.weight", "ffn_down", il, ffn, hidden, 2);
@@ -366,7 +437,7 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set(arch + ".vocab_size", u32(spec.vocab));
 
   writer.set("tokenizer.ggml.model", vocab.model);
-  writer.set("tokenizer.ggml.pre", vocab.pre_tokenizer);
+  writer.set("tokenizer.ggml.pre", spec.pre_tokenizer);
   writer.set("tokenizer.ggml.tokens", gguf::Value::strings(vocab.tokens));
   std::vector<std::int32_t> token_types;
   for (const TokenType type : vocab.token_types) {
