@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
+#include "smol/grammar/token_mask_table.hpp"
 
 namespace smol {
 
@@ -30,6 +32,10 @@ struct GenerationRequest {
   std::size_t max_tokens = 0;  // 0: until the model ends its turn or the context is full
   std::vector<std::string> stop_strings = {};
   bool ignore_eos = false;  // never pick an end-of-generation token (benchmarks)
+  // Constrained decoding: only tokens the grammar allows are sampled, and the reply
+  // ends (end_of_generation) only where the grammar may end. The table is per grammar
+  // and vocabulary and may be shared by many requests; null: unconstrained.
+  std::shared_ptr<TokenMaskTable> grammar = {};
   // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
   // also when cancelled).
   PieceCallback on_piece = {};

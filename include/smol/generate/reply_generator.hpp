@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
+#include "smol/generate/token_constraints.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -38,6 +40,9 @@ struct ReplyOptions {
   // Never pick an end-of-generation token (llama.cpp's --ignore-eos): for benchmarks
   // and tests that need a reply of a given length.
   bool ignore_eos = false;
+  // Constrained decoding (grammar/): only tokens the grammar allows, ending only where
+  // it may end. Null: unconstrained.
+  std::shared_ptr<TokenMaskTable> grammar = {};
   PieceCallback on_piece = {};
   // Called with the whole prompt as tokens, before it is evaluated (smol-chat
   // --verbose shows it, so a user can see which text became control tokens).
@@ -73,12 +78,18 @@ class ReplyGenerator {
     ReplyStream streamer(*tokenizer_, think, options.stop_strings, options.on_piece, first_kind);
     GenerationStats& stats = reply.stats;
     Clock::time_point first_token_at{};
+    TokenConstraints constraints(options.ignore_eos, options.grammar);
     for (;;) {
       if (options.cancel.requested()) {
         reply.stop = StopReason::cancelled;
         break;
       }
-      const TokenId token = sample(logits, options.ignore_eos);
+      const std::optional<TokenId> sampled = sample(logits, constraints);
+      if (!sampled) {  // the grammar is complete and ignore_eos forbids ending
+        reply.stop = StopReason::end_of_generation;
+        break;
+      }
+      const TokenId token = *sampled;
       if (++stats.generated_tokens == 1) {
         first_token_at = Clock::now();
         stats.time_to_first_token = seconds_since(started);
@@ -115,20 +126,16 @@ class ReplyGenerator {
     return std::nullopt;
   }
 
-  TokenId sample(std::span<const float> logits, bool ignore_eos) {
+  // Nullopt when no token may follow (see TokenConstraints::mask) or the grammar
+  // refuses the sampler's fallback choice.
+  std::optional<TokenId> sample(std::span<const float> logits, TokenConstraints& constraints) {
     // A model may have more output rows than the tokenizer has tokens (padding).
-    std::span<const float> row = logits.first(std::min(logits.size(), tokenizer_->size()));
-    if (ignore_eos) {
-      masked_.assign(row.begin(), row.end());
-      for (const TokenId id : tokenizer_->end_of_generation_ids()) {
-        if (static_cast<std::size_t>(id) < masked_.size()) {
-          masked_[static_cast<std::size_t>(id)] = -std::numeric_limits<float>::infinity();
-        }
-      }
-      row = masked_;
-    }
-    const TokenId token = sampler_->sample(row);
+    const std::optional<std::span<const float>> row =
+        constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
+    if (!row) return std::nullopt;
+    const TokenId token = sampler_->sample(*row);
     sampler_->accept(token);
+    if (!constraints.accept(token)) return std::nullopt;
     return token;
   }
 
@@ -136,7 +143,6 @@ class ReplyGenerator {
   PromptCache* cache_;
   Sampler* sampler_;
   const Tokenizer* tokenizer_;
-  std::vector<float> masked_;  // logits with end-of-generation ruled out (ignore_eos)
 };
 
 }  // namespace smol

@@ -46,6 +46,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
+#include "smol/generate/token_constraints.hpp"
 #include "smol/model/batch_transformer.hpp"
 #include "smol/text/tokenizer.hpp"
 
@@ -149,13 +150,18 @@ class Scheduler {
   // generated token; the pool holds the K/V of the first `evaluated` of them.
   struct Active {
     Active(RequestId id_, GenerationRequest r)
-        : id(id_), request(std::move(r)), tokens(request.prompt), sampler(request.sampling) {}
+        : id(id_),
+          request(std::move(r)),
+          tokens(request.prompt),
+          sampler(request.sampling),
+          constraints(request.ignore_eos, request.grammar) {}
     RequestId id;
     GenerationRequest request;
     std::vector<TokenId> tokens;
     std::size_t evaluated = 0;
     std::optional<SequenceId> sequence;
     Sampler sampler;
+    TokenConstraints constraints;  // ignore_eos and the grammar: its own matcher
     std::optional<ReplyStream> stream;
     GenerationResult result;
     bool prompt_accepted = false;  // the prompt is in the sampler's penalty history
@@ -345,18 +351,13 @@ class Scheduler {
           *tokenizer_, think_, a.request.stop_strings, a.request.on_piece,
           think_.open_at_end(a.request.prompt) ? PieceKind::thinking : PieceKind::answer);
     }
-    std::span<const float> row = logits.first(std::min(logits.size(), tokenizer_->size()));
-    if (a.request.ignore_eos) {
-      masked_.assign(row.begin(), row.end());
-      for (const TokenId id : tokenizer_->end_of_generation_ids()) {
-        if (static_cast<std::size_t>(id) < masked_.size()) {
-          masked_[static_cast<std::size_t>(id)] = -std::numeric_limits<float>::infinity();
-        }
-      }
-      row = masked_;
-    }
-    const TokenId token = a.sampler.sample(row);
+    const std::optional<std::span<const float>> row =
+        a.constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
+    // The grammar is complete and ignore_eos forbids ending: nothing may follow.
+    if (!row) return StopReason::end_of_generation;
+    const TokenId token = a.sampler.sample(*row);
     a.sampler.accept(token);
+    if (!a.constraints.accept(token)) return StopReason::end_of_generation;
     a.result.tokens.push_back(token);
     GenerationStats& stats = a.result.stats;
     if (++stats.generated_tokens == 1) {
@@ -430,7 +431,6 @@ class Scheduler {
   std::deque<std::unique_ptr<Active>> waiting_;
   std::vector<std::unique_ptr<Active>> running_;
   std::deque<Cached> cache_;
-  std::vector<float> masked_;
 };
 
 }  // namespace smol

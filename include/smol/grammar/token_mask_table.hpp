@@ -53,7 +53,10 @@ class TokenMaskTable {
 
   TokenMaskTable(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                  std::size_t mask_memory_limit = kDefaultMaskMemoryLimit)
-      : recognizer_(std::move(grammar)), trie_(std::move(trie)), mask_limit_(mask_memory_limit) {
+      : grammar_(grammar),
+        recognizer_(std::move(grammar)),
+        trie_(std::move(trie)),
+        mask_limit_(mask_memory_limit) {
     if (!trie_) fail("grammar: no vocabulary");
     initial_ = intern(recognizer_.initial());
     depth_states_.resize(trie_->max_depth() + 1);
@@ -98,7 +101,7 @@ class TokenMaskTable {
   }
 
   const TokenTrie& vocabulary() const { return *trie_; }
-  const Grammar& grammar() const { return recognizer_.grammar(); }
+  const std::shared_ptr<const Grammar>& grammar() const { return grammar_; }
 
   struct Stats {
     std::size_t states = 0, cached_masks = 0, mask_bytes = 0, stack_nodes = 0;
@@ -177,6 +180,7 @@ class TokenMaskTable {
   }
 
   mutable std::mutex mutex_;
+  std::shared_ptr<const Grammar> grammar_;
   GrammarRecognizer recognizer_;
   std::shared_ptr<const TokenTrie> trie_;
   std::size_t mask_limit_;

@@ -1,0 +1,133 @@
+// Constrained decoding through generation: the Scheduler's requests (each with its own
+// grammar state over a shared table) and a chat reply (ReplyGenerator through
+// ChatSession) write only what their grammar allows and end only where it may end.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "smol/generate/chat_session.hpp"
+#include "smol/generate/scheduler.hpp"
+#include "smol/grammar/gbnf.hpp"
+#include "smol/grammar/recognizer.hpp"
+#include "smol/grammar/token_mask_table.hpp"
+#include "smol/grammar/token_trie.hpp"
+#include "smol/model/batch_transformer.hpp"
+#include "smol/model/model.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+
+namespace {
+
+const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
+
+struct Fixture {
+  smol::Model model = smol::Model::open(kFixture);
+  smol::Tokenizer tokenizer{smol::load_vocabulary(model.file())};
+  std::shared_ptr<const smol::TokenTrie> trie = std::make_shared<smol::TokenTrie>(tokenizer);
+};
+
+Fixture& fixture() {
+  static Fixture instance;
+  return instance;
+}
+
+std::shared_ptr<smol::TokenMaskTable> table_for(std::string_view gbnf) {
+  return std::make_shared<smol::TokenMaskTable>(smol::parse_gbnf(gbnf), fixture().trie);
+}
+
+// Whether `text` is a sentence of the grammar (`whole`) or the start of one.
+bool grammar_takes(const smol::TokenMaskTable& table, const std::string& text, bool whole) {
+  smol::GrammarRecognizer recognizer(table.grammar());
+  smol::GrammarState state = recognizer.initial();
+  if (!recognizer.advance(state, text)) return false;
+  return !whole || smol::GrammarRecognizer::can_end(state);
+}
+
+constexpr std::string_view kAnswer = R"(root ::= ("yes" | "no" | "maybe") "." )";
+constexpr std::string_view kList = R"(root ::= "[" [0-9]{1,3} ("," " "? [0-9]{1,3}){0,4} "]")";
+
+// Answers with a one-hot row on the end-of-generation token: a model that wants to stop
+// at once.
+class EagerToStop final : public smol::LogitsSource {
+ public:
+  explicit EagerToStop(smol::TokenId eos) : eos_(eos), logits_(fixture().tokenizer.size()) {}
+  std::span<const float> evaluate(std::span<const smol::TokenId>, std::size_t,
+                                  const smol::CancelCheck& = {}) override {
+    std::fill(logits_.begin(), logits_.end(), 0.0f);
+    logits_[static_cast<std::size_t>(eos_)] = 10.0f;
+    return logits_;
+  }
+  std::size_t context_length() const override { return 4096; }
+
+ private:
+  smol::TokenId eos_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+TEST_CASE("scheduler: every request writes only what its grammar allows") {
+  Fixture& f = fixture();
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(f.model, ctx, {.total_positions = 4096});
+  smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 4, .step_tokens = 64});
+  const auto answer = table_for(kAnswer);
+  const auto list = table_for(kList);
+  struct Case {
+    std::shared_ptr<smol::TokenMaskTable> table;
+    bool ignore_eos;
+    smol::GenerationResult result;
+  };
+  // Two requests per table (a shared table, separate states), sampled, with and without
+  // ignore_eos, plus one unconstrained request beside them.
+  std::vector<Case> cases = {{answer, false, {}},
+                             {answer, true, {}},
+                             {list, false, {}},
+                             {list, true, {}},
+                             {nullptr, false, {}}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    smol::GenerationRequest request;
+    request.prompt = f.tokenizer.encode("Answer:", {.add_bos = false});
+    request.sampling.temperature = 1.0f;
+    request.sampling.seed = 7 + i;
+    request.max_tokens = 40;
+    request.ignore_eos = cases[i].ignore_eos;
+    request.grammar = cases[i].table;
+    request.on_done = [&cases, i](const smol::GenerationResult& r) { cases[i].result = r; };
+    scheduler.submit(std::move(request));
+  }
+  scheduler.run_until_idle();
+  for (const Case& c : cases) {
+    if (!c.table) continue;
+    CAPTURE(c.result.text);
+    CAPTURE(c.ignore_eos);
+    // These grammars always finish within 40 tokens; with ignore_eos the reply ends
+    // when the grammar is complete and nothing may follow.
+    CHECK(c.result.stop == smol::StopReason::end_of_generation);
+    CHECK(grammar_takes(*c.table, c.result.text, true));
+  }
+}
+
+TEST_CASE("chat reply: a model that wants to stop at once must first complete the grammar") {
+  Fixture& f = fixture();
+  REQUIRE(f.tokenizer.vocabulary().eos_id);
+  EagerToStop source(*f.tokenizer.vocabulary().eos_id);
+  smol::ChatSettings settings;
+  settings.sampling = smol::SamplerSettings::greedy();
+  settings.raw = true;
+  smol::ChatSession session(source, f.tokenizer, smol::ChatTemplate{}, settings);
+  // Unconstrained, it ends at once.
+  const smol::Reply free = session.ask("Question?");
+  CHECK(free.stats.generated_tokens == 1);
+  CHECK(free.text.empty());
+  // Constrained: it writes a sentence of the grammar, then ends as soon as it may.
+  smol::ReplyOptions options;
+  options.grammar = table_for(kList);
+  const smol::Reply constrained = session.ask("Question?", options);
+  CAPTURE(constrained.text);
+  CHECK(constrained.stop == smol::StopReason::end_of_generation);
+  CHECK(grammar_takes(*options.grammar, constrained.text, true));
+  CHECK(constrained.text.front() == '[');
+  CHECK(constrained.text.back() == ']');
+}
