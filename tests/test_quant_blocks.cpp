@@ -3,8 +3,10 @@
 // packing helpers, so a layout mistake cannot cancel itself out.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/quantize.hpp"
 
 namespace {
@@ -57,6 +60,110 @@ TEST_CASE("Q4_0: value = d * (q - 8); low nibbles first, then high nibbles") {
   for (int j = 0; j < 16; ++j) {
     CHECK(out[j] == 0.5f * static_cast<float>(j - 8));
     CHECK(out[j + 16] == 0.5f * static_cast<float>(7 - j));
+  }
+}
+
+namespace {
+
+constexpr smol::f16_bits kHalfMinusOne = 0xBC00;  // -1.0
+
+// Qh bytes with bits 0, 15 and 24-31 set; read byte by byte, not as a word.
+constexpr std::uint8_t kQh[4] = {0x01, 0x80, 0x00, 0xFF};
+int fifth_bit(int j) {
+  return (kQh[j / 8] >> (j % 8)) & 1;
+}
+
+}  // namespace
+
+TEST_CASE("Q4_1: value = d * q + m; low nibbles first, then high nibbles") {
+  smol::BlockQ4_1 block{};
+  block.d = kHalfHalf;
+  block.m = kHalfMinusOne;
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(out[j] == 0.5f * static_cast<float>(j) - 1.0f);
+    CHECK(out[j + 16] == 0.5f * static_cast<float>(15 - j) - 1.0f);
+  }
+}
+
+TEST_CASE("Q5_0: bit j of qh lifts value j by 16; value = d * (q - 16)") {
+  smol::BlockQ5_0 block{};
+  block.d = kHalfQuarter;
+  std::memcpy(block.qh, kQh, 4);
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 32; ++j) {
+    CAPTURE(j);
+    const int low4 = j < 16 ? j : 15 - (j - 16);
+    CHECK(out[j] == 0.25f * static_cast<float>(low4 + 16 * fifth_bit(j) - 16));
+  }
+}
+
+TEST_CASE("Q5_1: bit j of qh lifts value j by 16; value = d * q + m") {
+  smol::BlockQ5_1 block{};
+  block.d = kHalfHalf;
+  block.m = kHalfMinusOne;
+  std::memcpy(block.qh, kQh, 4);
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 32; ++j) {
+    CAPTURE(j);
+    const int low4 = j < 16 ? j : 15 - (j - 16);
+    CHECK(out[j] == 0.5f * static_cast<float>(low4 + 16 * fifth_bit(j)) - 1.0f);
+  }
+}
+
+TEST_CASE("Q4_1, Q5_0, Q5_1 quantizers: levels, scales and bits where they belong") {
+  // A ramp from -1 to 2.1 in steps of 0.1: min -1 and max 2.1 give Q4_1 d = 3.1 / 15,
+  // Q5_1 d = 0.1; value j is then level j for Q5_1 (and its fifth bit is set from 16).
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = -1.0f + 0.1f * static_cast<float>(j);
+  smol::BlockQ5_1 q51;
+  smol::quantize_block(x, q51);
+  CHECK(smol::f16_to_f32(q51.d) == doctest::Approx(0.1).epsilon(1e-3));
+  CHECK(q51.m == kHalfMinusOne);
+  for (int j = 0; j < 32; ++j) CHECK(smol::legacy_q5_quant(q51, j) == j);
+  const std::uint8_t fifth_bits[4] = {0, 0, 0xFF, 0xFF};
+  CHECK(std::memcmp(q51.qh, fifth_bits, 4) == 0);
+
+  smol::BlockQ4_1 q41;
+  smol::quantize_block(x, q41);
+  CHECK(q41.m == kHalfMinusOne);
+  CHECK(smol::legacy_low4(q41, 0) == 0);
+  CHECK(smol::legacy_low4(q41, 31) == 15);
+
+  // Q5_0: the largest magnitude, 2.1, gets level 0 (d = -2.1 / 16 < 0); -1 rounds to
+  // trunc(-1 / d + 16.5) = 24.
+  smol::BlockQ5_0 q50;
+  smol::quantize_block(x, q50);
+  CHECK(smol::f16_to_f32(q50.d) < 0);
+  CHECK(smol::legacy_q5_quant(q50, 31) == 0);
+  CHECK(smol::legacy_q5_quant(q50, 0) == 24);
+}
+
+TEST_CASE("Q8_1 activations: Q8_0's quants and scale, and s = d * sum(q) in f16") {
+  std::vector<float> x(64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i)) * 3;
+  x[40] = -7.5f;  // the second block's largest magnitude is negative
+  smol::BlockQ8_1 q81[2];
+  smol::quantize_row_q8_1(x.data(), q81, x.size());
+  std::array<std::byte, 2 * sizeof(smol::BlockQ8_0)> q80_bytes;
+  smol::quantize_row(smol::GgmlType::Q8_0, x.data(), q80_bytes.data(), x.size());
+  for (std::size_t b = 0; b < 2; ++b) {
+    CAPTURE(b);
+    smol::BlockQ8_0 q80;
+    std::memcpy(&q80, q80_bytes.data() + b * sizeof(q80), sizeof(q80));
+    CHECK(q81[b].d == q80.d);
+    CHECK(std::memcmp(q81[b].qs, q80.qs, 32) == 0);
+    float amax = 0;
+    int sum = 0;
+    for (std::size_t j = 0; j < 32; ++j) {
+      amax = std::max(amax, std::abs(x[32 * b + j]));
+      sum += q80.qs[j];
+    }
+    // ggml multiplies by d before its rounding to f16.
+    CHECK(q81[b].s == smol::f32_to_f16(static_cast<float>(sum) * (amax / 127)));
   }
 }
 
@@ -255,5 +362,8 @@ TEST_CASE("dequantize_row rejects unsupported types and partial blocks") {
   CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::Q2_K, out.data(), bytes.data(), 256),
                        doctest::Contains("Q2_K"), smol::Error);
   CHECK(smol::is_weight_type(smol::GgmlType::Q5_K));
+  for (auto type : {smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1}) {
+    CHECK(smol::is_weight_type(type));
+  }
   CHECK_FALSE(smol::is_weight_type(smol::GgmlType::Q2_K));
 }

@@ -14,6 +14,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize_q8k.hpp"
 #include "smol/quant/rows8.hpp"
@@ -103,6 +104,44 @@ inline std::vector<BlockQ4_0> q4_0_blocks(std::size_t n, Pattern p, std::mt19937
   return v;
 }
 
+// Q4_1, Q5_0, Q5_1: random quants and fifth bits; the min of Q4_1/Q5_1 takes either
+// sign (a block's minimum is usually negative), at the pattern's extreme magnitude.
+inline f16_bits signed_scale_for(Pattern p, std::mt19937& rng, float typical) {
+  const f16_bits magnitude = scale_for(p, rng, typical);
+  return (rng() & 1) ? static_cast<f16_bits>(magnitude | 0x8000) : magnitude;
+}
+
+inline std::vector<BlockQ4_1> q4_1_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ4_1> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.01f);
+    b.m = signed_scale_for(p, rng, 0.08f);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+  }
+  return v;
+}
+
+inline std::vector<BlockQ5_0> q5_0_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ5_0> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.005f);
+    fill_bytes(b.qh, sizeof(b.qh), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+  }
+  return v;
+}
+
+inline std::vector<BlockQ5_1> q5_1_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ5_1> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.005f);
+    b.m = signed_scale_for(p, rng, 0.08f);
+    fill_bytes(b.qh, sizeof(b.qh), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+  }
+  return v;
+}
+
 inline std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> g(0.0f, scale);
   std::vector<float> v(n);
@@ -127,6 +166,12 @@ std::vector<typename W::Block> weight_blocks(std::size_t n_blocks, Pattern p, st
     return q8_0_blocks(n_blocks, p, rng);
   } else if constexpr (W::type == GgmlType::Q4_0) {
     return q4_0_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q4_1) {
+    return q4_1_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q5_0) {
+    return q5_0_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q5_1) {
+    return q5_1_blocks(n_blocks, p, rng);
   } else {
     static_assert(kNoGenerator<W>, "tests/test_simd_data.hpp has no generator for this type");
   }
@@ -190,13 +235,27 @@ inline std::vector<float> dequantized_q8_0(const std::vector<BlockQ8_0>& blocks)
   return out;
 }
 
-// Activations of `n_values` for a quantized weight type W (Q8_K or Q8_0 blocks); all_max
-// gives every quant +-127.
+// Q8_1 activations, quantized from random floats as ggml does (so s matches the quants);
+// all_max gives every quant +-127.
+inline std::vector<BlockQ8_1> q8_1_activations(std::size_t n_values, Pattern p, std::mt19937& rng) {
+  std::vector<float> x = random_floats(n_values, rng);
+  if (p == Pattern::all_max) {
+    for (std::size_t i = 0; i < n_values; ++i) x[i] = (rng() & 1) ? 1.0f : -1.0f;
+  }
+  std::vector<BlockQ8_1> v(n_values / 32);
+  quantize_row_q8_1(x.data(), v.data(), n_values);
+  return v;
+}
+
+// Activations of `n_values` for a quantized weight type W (Q8_K, Q8_0 or Q8_1 blocks);
+// all_max gives every quant +-127.
 template <class W>
 std::vector<typename W::Activation> weight_activations(std::size_t n_values, Pattern p,
                                                        std::mt19937& rng) {
   if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
     return q8k_activations(n_values, p, rng);
+  } else if constexpr (std::is_same_v<typename W::Activation, BlockQ8_1>) {
+    return q8_1_activations(n_values, p, rng);
   } else {
     return q8_0_blocks(n_values / 32, p, rng);
   }
@@ -207,6 +266,15 @@ inline std::vector<float> dequantized(const std::vector<BlockQ8K>& act) {
 }
 inline std::vector<float> dequantized(const std::vector<BlockQ8_0>& act) {
   return dequantized_q8_0(act);
+}
+// d * q; s, which the kernels read for the min term, is d * sum(q) only up to its f16
+// rounding.
+inline std::vector<float> dequantized(const std::vector<BlockQ8_1>& act) {
+  std::vector<float> out;
+  for (const auto& b : act) {
+    for (auto q : b.qs) out.push_back(f16_to_f32(b.d) * q);
+  }
+  return out;
 }
 
 // Weight bytes for a rows x cols matrix of `type` (random valid blocks).
@@ -244,14 +312,18 @@ inline std::vector<float> expected_q8(const WeightMatrix& w, const float* x) {
   std::vector<float> y(w.rows);
   std::vector<BlockQ8K> q8k(w.cols / QK_K);
   std::vector<BlockQ8_0> q80(w.cols / 32);
+  std::vector<BlockQ8_1> q81(w.cols / 32);
   if (w.cols % QK_K == 0) k.quantize_row_q8k(x, q8k.data(), w.cols);
   k.quantize_row_q8_0(x, q80.data(), w.cols);
+  k.quantize_row_q8_1(x, q81.data(), w.cols);
   visit_weight_type(w.type, [&]<class W>(W tag) {
     const auto* act = [&] {
       if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
         return q8k.data();
       } else if constexpr (std::is_same_v<typename W::Activation, BlockQ8_0>) {
         return q80.data();
+      } else if constexpr (std::is_same_v<typename W::Activation, BlockQ8_1>) {
+        return q81.data();
       } else {
         return x;
       }

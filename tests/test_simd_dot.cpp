@@ -93,8 +93,11 @@ TEST_CASE("scalar reference kernels match a double-precision computation, for ev
         const auto act = weight_activations<W>(n, Pattern::random, rng);
         const auto w = weight_blocks<W>(n / W::values_per_block, Pattern::random, rng);
         const auto r = reference_dot(dequantized(W::type, w, n), dequantized(act));
+        // Q8_1's s is d * sum(q) rounded to f16, as ggml stores it, so the min term of
+        // Q4_1 and Q5_1 carries that rounding (2^-11) where the double sum does not.
+        const bool min_term_in_f16 = std::is_same_v<typename W::Activation, BlockQ8_1>;
         check_close(scalar_kernels().of(tag).dot(w.data(), act.data(), w.size()), r.value,
-                    r.magnitude, 1e-5);
+                    r.magnitude, min_term_in_f16 ? 5e-4 : 1e-5);
       }
     }
   });
@@ -159,6 +162,44 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
             ref.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q6_K>().dot(w6.data(), act.data(), 1) ==
             ref.of<GgmlType::Q6_K>().dot(w6.data(), act.data(), 1));
+    }
+  }
+}
+
+TEST_CASE("Q4_1, Q5_0, Q5_1: unit scales give identical floats, min term included") {
+  // d = 1, m = +-1 and an activation scale of 1 leave the integer sums (sum q*y, and
+  // s = sum y for the min), so every ISA must return exactly the scalar value; all-max
+  // blocks and activations give the largest sums.
+  std::mt19937 rng(6);
+  const f16_bits one = f32_to_f16(1.0f);
+  for (Isa isa : available_isas()) {
+    const Kernels& k = kernels_for_isa(isa);
+    const Kernels& ref = scalar_kernels();
+    for (int trial = 0; trial < 50; ++trial) {
+      const Pattern p = trial % 5 == 0 ? Pattern::all_max : Pattern::random;
+      // Q8_0 activations for Q5_0, Q8_1 for the others (s = the integer sum, exact).
+      auto act = q8_0_blocks(4, p, rng);
+      std::vector<BlockQ8_1> act1(4);
+      for (std::size_t b = 0; b < 4; ++b) {
+        act[b].d = act1[b].d = one;
+        int sum = 0;
+        for (std::size_t j = 0; j < 32; ++j) sum += act1[b].qs[j] = act[b].qs[j];
+        act1[b].s = f32_to_f16(static_cast<float>(sum));
+      }
+      auto w41 = q4_1_blocks(4, p, rng);
+      auto w50 = q5_0_blocks(4, p, rng);
+      auto w51 = q5_1_blocks(4, p, rng);
+      for (auto& b : w41) b.d = one, b.m = static_cast<f16_bits>(one | (trial % 2 ? 0x8000 : 0));
+      for (auto& b : w50) b.d = one;
+      for (auto& b : w51) b.d = one, b.m = static_cast<f16_bits>(one | (trial % 2 ? 0 : 0x8000));
+      CAPTURE(isa_name(isa));
+      CAPTURE(trial);
+      CHECK(k.of<GgmlType::Q4_1>().dot(w41.data(), act1.data(), 4) ==
+            ref.of<GgmlType::Q4_1>().dot(w41.data(), act1.data(), 4));
+      CHECK(k.of<GgmlType::Q5_0>().dot(w50.data(), act.data(), 4) ==
+            ref.of<GgmlType::Q5_0>().dot(w50.data(), act.data(), 4));
+      CHECK(k.of<GgmlType::Q5_1>().dot(w51.data(), act1.data(), 4) ==
+            ref.of<GgmlType::Q5_1>().dot(w51.data(), act1.data(), 4));
     }
   }
 }

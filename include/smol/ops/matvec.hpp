@@ -171,7 +171,7 @@ void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, 
 }
 
 // The activations in the form W's kernels take: `n_tokens` rows of `cols` floats
-// quantized to Q8_K or Q8_0 blocks in the context's scratch, or `x` itself for float
+// quantized to Q8_K, Q8_0 or Q8_1 blocks in the context's scratch, or `x` itself for float
 // weights.
 template <class W>
 const typename W::Activation* activations_for(Context& ctx, const float* x, std::size_t cols,
@@ -187,6 +187,8 @@ const typename W::Activation* activations_for(Context& ctx, const float* x, std:
     auto quantize_token = [&](std::size_t t) {
       if constexpr (std::is_same_v<Act, BlockQ8K>) {
         k.quantize_row_q8k(x + t * cols, xq + t * nblocks, cols);
+      } else if constexpr (std::is_same_v<Act, BlockQ8_1>) {
+        k.quantize_row_q8_1(x + t * cols, xq + t * nblocks, cols);
       } else {
         static_assert(std::is_same_v<Act, BlockQ8_0>);
         k.quantize_row_q8_0(x + t * cols, xq + t * nblocks, cols);

@@ -12,6 +12,7 @@
 #include "smol/core/ggml_type.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/q5_k.hpp"
 
 namespace smol {
@@ -39,7 +40,9 @@ struct TypeList {};
 using WeightTypes = TypeList<WeightType<GgmlType::F32, float, float>,         //
                              WeightType<GgmlType::F16, f16_bits, float>,      //
                              WeightType<GgmlType::BF16, bf16_bits, float>,    //
-                             BlockWeight<BlockQ4_0>, BlockWeight<BlockQ8_0>,  //
+                             BlockWeight<BlockQ4_0>, BlockWeight<BlockQ4_1>,  //
+                             BlockWeight<BlockQ5_0>, BlockWeight<BlockQ5_1>,  //
+                             BlockWeight<BlockQ8_0>,                          //
                              BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>, BlockWeight<BlockQ6K>>;
 
 // Calls f(W{}) for every W in WeightTypes.

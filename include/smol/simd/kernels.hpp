@@ -103,6 +103,7 @@ struct Kernels {
   // Activation quantizers; `n` is a multiple of the block size. Bit-exact with ggml's.
   void (*quantize_row_q8k)(const float*, BlockQ8K*, std::size_t n) = nullptr;
   void (*quantize_row_q8_0)(const float*, BlockQ8_0*, std::size_t n) = nullptr;
+  void (*quantize_row_q8_1)(const float*, BlockQ8_1*, std::size_t n) = nullptr;
   // Attention over one block of cached positions for one KV head's query heads, any
   // key and value types (see simd/attention_kernels.hpp).
   void (*attend_block)(const AttendBlock&) = nullptr;

@@ -18,6 +18,7 @@
 #include "smol/simd/scalar_kernels.hpp"
 // One kernel unit per weight type (quant/weight_types.hpp lists them).
 #include "smol/simd/kernels_float.hpp"
+#include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/kernels_q4_k.hpp"
 #include "smol/simd/kernels_q5_k.hpp"
 #include "smol/simd/kernels_q6_k.hpp"
@@ -39,11 +40,13 @@ Kernels make_isa_kernels() noexcept {
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
     k.quantize_row_q8k = scalar::quantize_row_q8k;
     k.quantize_row_q8_0 = scalar::quantize_row_q8_0;
+    k.quantize_row_q8_1 = quantize_row_q8_1;  // quant/legacy_blocks.hpp
     k.swiglu = scalar::swiglu;
     k.attend_block = simd::attend_block_reference;
   } else {
-    // Vector sets keep the scalar Q8_0 quantizer (filled in below): only the Q4_0 and
-    // Q8_0 weights use it, and not on a hot path.
+    // Vector sets keep the scalar Q8_0 and Q8_1 quantizers (filled in below): only the
+    // 32-value weight types use them, once per matvec, which is small beside streaming
+    // the matrix.
     k.quantize_row_q8k = simd::quantize_row_q8k<Arch>;
     k.swiglu = simd::swiglu<Arch>;
     k.attend_block = simd::attend_block<Arch>;
@@ -79,6 +82,7 @@ inline Kernels with_scalar_fallbacks(Kernels k) noexcept {
   });
   if (!k.quantize_row_q8k) k.quantize_row_q8k = s.quantize_row_q8k;
   if (!k.quantize_row_q8_0) k.quantize_row_q8_0 = s.quantize_row_q8_0;
+  if (!k.quantize_row_q8_1) k.quantize_row_q8_1 = s.quantize_row_q8_1;
   if (!k.swiglu) k.swiglu = s.swiglu;
   if (!k.attend_block) k.attend_block = s.attend_block;
   return k;

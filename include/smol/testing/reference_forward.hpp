@@ -6,9 +6,9 @@
 // and it is the yardstick the Transformer's quantized path is measured against.
 //
 // With `round_activations`, each matrix product first rounds its input the way ggml
-// does before a quantized dot product (Q8_K for k-quant weights, Q8_0 for Q4_0/Q8_0,
-// f16/bf16 for those weights): the products then equal the integer dot products of
-// the fast path, up to the order of float sums. Without it, the yardstick is the
+// does before a quantized dot product (Q8_K for k-quant weights, Q8_0's rounding for the
+// 32-value block types, f16/bf16 for those weights): the products then equal the integer
+// dot products of the fast path, up to the order of float sums. Without it, the yardstick is the
 // exact-activation answer that llama.cpp's F32 goldens represent.
 #pragma once
 
@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "smol/model/model.hpp"
@@ -122,29 +123,26 @@ class ReferenceForward {
     return rounded * w.values.transpose();
   }
 
+  // The activation type of w's kernels (quant/weight_types.hpp) decides, so a new
+  // weight type needs nothing here: Q8_K, Q8_0 or Q8_1 blocks for quantized weights, the
+  // row's own type for f16/bf16 weights, nothing for f32.
   static void round_like_ggml(float* row, const Dense& w) {
     const auto n = static_cast<std::size_t>(w.values.cols());
-    switch (w.stored_as) {
-      case GgmlType::Q4_K:
-      case GgmlType::Q6_K: {
+    visit_weight_type(w.stored_as, [&]<class W>(W) {
+      using Activation = typename W::Activation;
+      if constexpr (std::is_same_v<Activation, BlockQ8K>) {
         BlockQ8K block;
         for (std::size_t b = 0; b < n / QK_K; ++b) {
           quantize_block_q8k(row + b * QK_K, block);
           for (std::size_t j = 0; j < QK_K; ++j) row[b * QK_K + j] = block.d * block.qs[j];
         }
-        return;
+      } else if constexpr (std::is_same_v<Activation, BlockQ8_0> ||
+                           std::is_same_v<Activation, BlockQ8_1>) {
+        round_trip(GgmlType::Q8_0, row, n);  // Q8_1's quants and scale are Q8_0's
+      } else if constexpr (W::type != GgmlType::F32) {
+        round_trip(W::type, row, n);
       }
-      case GgmlType::Q4_0:
-      case GgmlType::Q8_0:
-        round_trip(GgmlType::Q8_0, row, n);
-        return;
-      case GgmlType::F16:
-      case GgmlType::BF16:
-        round_trip(w.stored_as, row, n);
-        return;
-      default:
-        return;
-    }
+    });
   }
 
   static void round_trip(GgmlType type, float* row, std::size_t n) {
