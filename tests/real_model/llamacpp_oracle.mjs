@@ -5,8 +5,14 @@
 //   node llamacpp_oracle.mjs tokenize   MODEL CORPUS.json        ids of each text
 //   node llamacpp_oracle.mjs greedy     MODEL PROMPTS.json N [K] N greedy tokens per prompt,
 //                                                                the top K logits (5) of each
+//   node llamacpp_oracle.mjs score      MODEL RUNS.json          greedy's tokens fed back: the
+//                                                                logits of greedy's ids per step
 //   node llamacpp_oracle.mjs perplexity MODEL TEXT CTX           llama-perplexity's protocol
 //
+// RUNS.json is greedy's output; `score --flash on` after `greedy --flash off` runs the
+// same tokens through llama.cpp's other attention path, a second valid way to compute
+// the model, and so measures how far llama.cpp moves from itself (real_model_check.py
+// holds smol to that).
 // CORPUS.json and PROMPTS.json are lists of strings. Prompts are tokenized with
 // special tokens parsed (a chat prompt's <|im_start|> is one token), corpus texts
 // without, as smol-tokenize does by default. One thread and mmap off keep the runs
@@ -19,19 +25,26 @@
 import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
-const exact = process.argv.includes("--exact");
-const [command, modelPath, ...rest] = process.argv.slice(2).filter((arg) => arg !== "--exact");
+// --flash on|off (anywhere on the line): llama.cpp's flash attention, instead of
+// node-llama-cpp's default.
+const argv = process.argv.slice(2);
+const flashAt = argv.indexOf("--flash");
+const flash = flashAt >= 0 ? { flashAttention: argv.splice(flashAt, 2)[1] === "on" } : {};
+const exact = argv.includes("--exact");
+const [command, modelPath, ...rest] = argv.filter((arg) => arg !== "--exact");
 const exactCache = exact
   ? { flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" }
-  : {};
+  : flash;
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: 1 });
 const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap: false });
 
-// The top `k` raw logits after `token` is fed, with the log-probability of `next`
-// (from the logits of every token: log p = logit - max - log sum exp(logit - max)).
+// After `token` is fed: the top max(k, 1) raw logits, the logit of `next`, and the sum
+// of exp(logit - max) over the vocabulary, so that log p(next) = logit - max - log sum.
+// (includeTop, not includeMax: node-llama-cpp 3.22.1 adds the maximum only when the
+// filter already holds it.)
 function scoreRequest(token, next, k) {
   return [token, { generateNext: {
-    logits: { filter: { tokens: next === undefined ? [] : [next], includeTop: k, includeMax: true } },
+    logits: { filter: { tokens: next === undefined ? [] : [next], includeTop: Math.max(k, 1) } },
     totalLogitWeight: true,
   } }];
 }
@@ -77,6 +90,20 @@ if (command === "tokenize") {
     }));
   }
   console.log(JSON.stringify(runs));
+} else if (command === "score") {
+  const runs = JSON.parse(readFileSync(rest[0], "utf8"));
+  const scored = [];
+  for (const run of runs) {
+    scored.push(await withSequence(1024, async (sequence) => {
+      const tokens = [...run.prompt, ...run.generated];
+      const first = run.prompt.length - 1;
+      const input = tokens.slice(0, -1).map((token, i) => i < first ? token : [token, { generateNext: {
+        logits: { filter: { tokens: run.top[i - first].map(([id]) => id) } } } }]);
+      const outputs = await sequence.controlledEvaluate(input);
+      return run.top.map((top, step) => top.map(([id]) => [id, outputs[first + step].next.logits.get(id)]));
+    }));
+  }
+  console.log(JSON.stringify(scored));
 } else if (command === "perplexity") {
   // As llama-perplexity (and smol-perplexity): chunks of CTX tokens, each from an empty
   // cache, the second half of each scored.
