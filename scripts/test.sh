@@ -8,8 +8,9 @@
 #             ThreadSanitizer
 #   fuzz      libFuzzer on the GGUF reader, bounded
 #   aarch64   the NEON kernel suites cross-compiled and run under qemu-user
-#   cuda      where nvcc is installed: the CUDA unit and its tests (those that need a
-#             GPU report "skipped: no CUDA device" without one)
+#   cuda      the CUDA unit and its tests (those that need a GPU report "skipped: no
+#             CUDA device" without one), with the system's nvcc or else NVIDIA's
+#             compiler wheels from PyPI installed into the build tree
 # Every stage runs even when an earlier one failed, so one failure hides nothing; the
 # summary at the end names the stages that failed, and the exit status is 1 if any did.
 #   ./scripts/test.sh                 (BUILD_ROOT=build by default)
@@ -70,6 +71,11 @@ stage_aarch64() {
     -R "^($(IFS='|'; echo "${aarch64_suites[*]}"))(@scalar)?\$"
 }
 
+# The CUDA unit compiles wherever nvcc does: a system toolkit when there is one, else
+# NVIDIA's compiler wheels from PyPI, pinned, installed once into the build tree
+# (scripts/cuda-toolkit-from-pypi.sh). Only sm_90 by default (CUDA_ARCHS): a compile
+# check needs one architecture, and each costs a full device pass over the unit.
+# Without any nvcc (no pip, no network) the stage says why and is skipped.
 stage_cuda() {
   # nvcc is not on PATH in a default CUDA install; CMake is told where it is.
   local nvcc=""
@@ -77,14 +83,18 @@ stage_cuda() {
     nvcc=/usr/local/cuda/bin/nvcc
   elif command -v nvcc >/dev/null 2>&1; then
     nvcc=$(command -v nvcc)
+  else
+    echo "no system nvcc: NVIDIA's CUDA compiler from PyPI into $root/cuda-toolkit"
+    if ! nvcc=$(./scripts/cuda-toolkit-from-pypi.sh "$root/cuda-toolkit"); then
+      echo "skipped: no nvcc (not at /usr/local/cuda/bin/nvcc, not on PATH) and the PyPI" \
+           "packages could not be installed (see above)"
+      return 0
+    fi
   fi
-  if [ -z "$nvcc" ]; then
-    echo "skipped: no nvcc (not at /usr/local/cuda/bin/nvcc, not on PATH)"
-    return 0
-  fi
-  echo "nvcc: $nvcc"
+  echo "nvcc: $nvcc ($("$nvcc" --version | grep -o 'release [0-9.]*, V[0-9.]*'))"
   cmake -S . -B "$root/cuda" -DSMOL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DSMOL_WERROR=ON \
-    -DCMAKE_BUILD_TYPE=Release -DSMOL_BUILD_BENCH=OFF &&
+    -DCMAKE_BUILD_TYPE=Release -DSMOL_BUILD_BENCH=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" &&
   # The CPU suites ran in the Release stage; CUDA changes nothing in them.
   cmake --build "$root/cuda" -j "$jobs" --target smol_cuda smol_cuda_tests smol-chat &&
   ctest --test-dir "$root/cuda" --output-on-failure -j "$jobs" -L cuda
