@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,6 +24,7 @@
 #include "smol/generate/reply_generator.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/speculative_decoder.hpp"
 #include "smol/generate/stop.hpp"
 #include "smol/text/chat_prompt.hpp"
 #include "smol/text/chat_template.hpp"
@@ -94,6 +96,13 @@ class ChatSession {
     history_lacks_cache_ = true;
   }
 
+  // Replies from now on draft with `drafter` and verify its guesses several per pass
+  // (speculative_decoder.hpp). For output equal to plain decoding, the source must run
+  // one token on the batch-invariant kernels (TransformerOptions::one_token).
+  void enable_speculation(std::unique_ptr<Drafter> drafter, DraftLengthSettings settings = {}) {
+    speculation_.emplace(std::move(drafter), settings);
+  }
+
   void set_thinking(bool thinking) { settings_.thinking = thinking; }
   bool thinking() const { return settings_.thinking; }
   const std::vector<ChatMessage>& messages() const { return conversation_.messages(); }
@@ -126,7 +135,7 @@ class ChatSession {
 
     const PieceKind first_kind =
         think_.open_at_end(prompt) ? PieceKind::thinking : PieceKind::answer;
-    ReplyGenerator(*source_, cache_, sampler_, *tokenizer_)
+    ReplyGenerator(*source_, cache_, sampler_, *tokenizer_, speculation_ ? &*speculation_ : nullptr)
         .run(*logits, think_, first_kind, options, started, reply);
     conversation_.add("assistant", reply.text);
     return reply;
@@ -149,6 +158,7 @@ class ChatSession {
   ChatPromptEncoder prompt_encoder_;
   Conversation conversation_;
   PromptCache cache_;
+  std::optional<SpeculativeDecoder> speculation_;
   bool history_lacks_cache_ = false;  // see restore_cached_tokens
 };
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "smol/core/cancel.hpp"
 #include "smol/model/transformer.hpp"
@@ -28,6 +29,21 @@ class LogitsSource {
                                           const CancelCheck& cancel = {}) = 0;
   // How many positions the source can hold.
   virtual std::size_t context_length() const = 0;
+
+  // As evaluate(), but the logits of every token, one n_vocab row each in order (a
+  // speculative verification pass needs the row after each drafted token). A source that
+  // cannot run several tokens at once answers token by token.
+  virtual std::span<const float> evaluate_all(std::span<const TokenId> tokens, std::size_t n_past) {
+    all_rows_.clear();
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const std::span<const float> row = evaluate(tokens.subspan(i, 1), n_past + i);
+      all_rows_.insert(all_rows_.end(), row.begin(), row.end());
+    }
+    return all_rows_;
+  }
+
+ private:
+  std::vector<float> all_rows_;  // evaluate_all's rows, token by token
 };
 
 // Any session with the Transformer's forward() and context_length(), seen as a
@@ -49,6 +65,11 @@ class ForwardSource final : public LogitsSource {
     }
   }
   std::size_t context_length() const override { return session_->context_length(); }
+
+  std::span<const float> evaluate_all(std::span<const TokenId> tokens,
+                                      std::size_t n_past) override {
+    return session_->forward(tokens, n_past, LogitsFor::all);
+  }
 
  private:
   Session* session_;

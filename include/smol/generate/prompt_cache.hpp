@@ -80,6 +80,7 @@ class PromptCache {
     stats.reused_tokens = reused;
     tokens_.resize(reused);
     tail_.reset();
+    ahead_.clear();
 
     const auto started = std::chrono::steady_clock::now();
     const auto seconds = [&] {
@@ -110,7 +111,33 @@ class PromptCache {
     const TokenId next[] = {token};
     std::span<const float> logits = source.evaluate(next, tokens_.size());
     tokens_.push_back(token);
+    ahead_.clear();
     return logits;
+  }
+
+  // The tokens whose keys and values the source holds, in order.
+  std::span<const TokenId> tokens() const noexcept { return tokens_; }
+
+  // Speculative decoding's verification (generate/speculative_decoder.hpp): evaluates
+  // `tokens` after the cached ones in one pass and returns every one's logits row. Only
+  // the first (the sampled token) joins the cache; the others (a draft) join one by one
+  // through confirm() as they are accepted. The source holds the rest until the next
+  // evaluation from an earlier position overwrites them: a rejected draft needs no undo.
+  std::span<const float> extend_ahead(LogitsSource& source, std::span<const TokenId> tokens) {
+    std::span<const float> rows = source.evaluate_all(tokens, tokens_.size());
+    tokens_.push_back(tokens.front());
+    ahead_.assign(tokens.begin() + 1, tokens.end());
+    confirmed_ = 0;
+    return rows;
+  }
+
+  // The next token evaluated ahead by extend_ahead() is accepted: it joins the cache.
+  void confirm(TokenId token) {
+    if (confirmed_ >= ahead_.size() || ahead_[confirmed_] != token) {
+      fail("prompt cache: ", token, " was not evaluated ahead at position ", tokens_.size());
+    }
+    ++confirmed_;
+    tokens_.push_back(token);
   }
 
   // Declares that the source already holds `tokens` at positions [0, tokens.size())
@@ -119,11 +146,13 @@ class PromptCache {
   void assume_evaluated(std::vector<TokenId> tokens) {
     tokens_ = std::move(tokens);
     tail_.reset();
+    ahead_.clear();
   }
 
   // The reply's last sampled token, never evaluated: it waits for the next turn,
   // whose prompt starts with it (tokenize() counts it as known).
   void set_tail(TokenId token) { tail_ = token; }
+  std::optional<TokenId> tail() const noexcept { return tail_; }
 
  private:
   static std::size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
@@ -133,6 +162,10 @@ class PromptCache {
 
   std::vector<TokenId> tokens_;  // the tokens whose K/V the source holds, in order
   std::optional<TokenId> tail_;  // the last sampled token, never evaluated
+  // extend_ahead()'s draft tokens, the source holds them after tokens_; confirm() takes
+  // them in order.
+  std::vector<TokenId> ahead_;
+  std::size_t confirmed_ = 0;
 };
 
 }  // namespace smol

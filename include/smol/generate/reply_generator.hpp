@@ -23,6 +23,7 @@
 #include "smol/generate/prompt_cache.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/speculative_decoder.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
 #include "smol/generate/token_constraints.hpp"
@@ -64,10 +65,16 @@ class ReplyGenerator {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Borrows what the reply is made with for as long as it is generated.
+  // Borrows what the reply is made with for as long as it is generated. With
+  // `speculation`, tokens are drafted and verified several per pass (see
+  // speculative_decoder.hpp); without, each is evaluated alone.
   ReplyGenerator(LogitsSource& source, PromptCache& cache, Sampler& sampler,
-                 const Tokenizer& tokenizer)
-      : source_(&source), cache_(&cache), sampler_(&sampler), tokenizer_(&tokenizer) {}
+                 const Tokenizer& tokenizer, SpeculativeDecoder* speculation = nullptr)
+      : source_(&source),
+        cache_(&cache),
+        sampler_(&sampler),
+        tokenizer_(&tokenizer),
+        speculation_(speculation) {}
 
   // Samples, streams and evaluates reply tokens from the prompt's `logits` until one of
   // the stop rules fires, filling `reply`'s text, stop reason and decode stats
@@ -79,6 +86,7 @@ class ReplyGenerator {
     GenerationStats& stats = reply.stats;
     Clock::time_point first_token_at{};
     TokenConstraints constraints(options.ignore_eos, options.grammar);
+    if (speculation_) speculation_->begin_reply();
     for (;;) {
       if (options.cancel.requested()) {
         reply.stop = StopReason::cancelled;
@@ -99,7 +107,15 @@ class ReplyGenerator {
         reply.stop = *stop;
         break;
       }
-      logits = cache_->extend(*source_, token);
+      if (speculation_) {
+        // stop_rule ended the reply at max_tokens, so some budget is left here.
+        const std::size_t budget = options.max_tokens == 0
+                                       ? std::numeric_limits<std::size_t>::max()
+                                       : options.max_tokens - stats.generated_tokens;
+        logits = speculation_->advance(*source_, *cache_, token, budget, stats);
+      } else {
+        logits = cache_->extend(*source_, token);
+      }
     }
     streamer.finish();
     reply.text = streamer.text();
@@ -133,7 +149,8 @@ class ReplyGenerator {
     const std::optional<std::span<const float>> row =
         constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
     if (!row) return std::nullopt;
-    const TokenId token = sampler_->sample(*row);
+    const TokenId token =
+        speculation_ ? speculation_->choose(*sampler_, *row) : sampler_->sample(*row);
     sampler_->accept(token);
     if (!constraints.accept(token)) return std::nullopt;
     return token;
@@ -143,6 +160,7 @@ class ReplyGenerator {
   PromptCache* cache_;
   Sampler* sampler_;
   const Tokenizer* tokenizer_;
+  SpeculativeDecoder* speculation_;
 };
 
 }  // namespace smol

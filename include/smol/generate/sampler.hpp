@@ -67,25 +67,57 @@ class Sampler {
 
   // Chooses a token; call accept() with the token that is actually used.
   TokenId sample(std::span<const float> logits) {
-    if (logits.empty()) fail("sampler: empty logits");
-    candidates_.resize(logits.size());
-    for (std::size_t i = 0; i < logits.size(); ++i) {
-      // A NaN would break the sort's ordering; it can only mean "never this one".
-      const float logit = std::isnan(logits[i]) ? -kInfinity : logits[i];
-      candidates_[i] = {static_cast<TokenId>(i), logit};
-    }
-    apply_penalties();
-    if (settings_.temperature <= 0.0f) return argmax();
-
-    const bool top_p = settings_.top_p<1.0f, min_p = settings_.min_p> 0.0f;
-    if (settings_.top_k > 0 || top_p || min_p) {
-      sort_by_logit(settings_.top_k > 0 ? static_cast<std::size_t>(settings_.top_k)
-                                        : candidates_.size());
-    }
-    if (top_p) keep_top_p();
-    if (min_p) keep_min_p();
-    for (auto& candidate : candidates_) candidate.logit /= settings_.temperature;
+    if (!keep_candidates(logits)) return argmax();
     return draw();
+  }
+
+  // A token and the probability that sample() would choose it.
+  struct TokenChance {
+    TokenId id;
+    double probability;
+  };
+
+  // The distribution sample() draws from for these logits, the same steps applied (the
+  // penalties see the same history): the surviving tokens, most likely first, with their
+  // probabilities. Greedy: the highest logit with probability 1. Speculative sampling
+  // (generate/draft_verification.hpp) weighs a drafted token against it. Valid until the
+  // next call; draws nothing, so the random sequence is untouched.
+  std::span<const TokenChance> distribution(std::span<const float> logits) {
+    chances_.clear();
+    if (!keep_candidates(logits)) {
+      chances_.push_back({argmax(), 1.0});
+      return chances_;
+    }
+    const std::vector<double> probs = probabilities();
+    for (std::size_t i = 0; i < probs.size(); ++i) {
+      if (probs[i] > 0.0) chances_.push_back({candidates_[i].id, probs[i]});
+    }
+    return chances_;
+  }
+
+  // A double in [0, 1) from the sampler's generator (its seed makes it reproducible).
+  double uniform() {
+    // The top 53 bits: std::uniform_real_distribution's algorithm is left to each
+    // standard library, and a seed should pick the same tokens with every compiler.
+    return static_cast<double>(random_() >> 11) * 0x1.0p-53;
+  }
+
+  // Draws from `chances` (a distribution() result) with `excluded` taken out and the rest
+  // renormalised; `excluded` itself only when nothing else has a chance.
+  TokenId draw_excluding(std::span<const TokenChance> chances, TokenId excluded) {
+    double total = 0.0;
+    for (const TokenChance& c : chances) total += c.id == excluded ? 0.0 : c.probability;
+    if (total <= 0.0) return excluded;
+    const double target = uniform() * total;
+    double cumulative = 0.0;
+    std::optional<TokenId> last;
+    for (const TokenChance& c : chances) {
+      if (c.id == excluded) continue;
+      cumulative += c.probability;
+      last = c.id;
+      if (target < cumulative) return c.id;
+    }
+    return *last;  // rounding left the sum a hair below the total
   }
 
   // Records a token (generated or from the prompt) for the penalties.
@@ -113,6 +145,30 @@ class Sampler {
     TokenId id;
     float logit;
   };
+
+  // Steps 1 and 3-6 of the list above into candidates_. False: greedy (the temperature
+  // is 0), the penalised logits are left indexed by id for argmax().
+  bool keep_candidates(std::span<const float> logits) {
+    if (logits.empty()) fail("sampler: empty logits");
+    candidates_.resize(logits.size());
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+      // A NaN would break the sort's ordering; it can only mean "never this one".
+      const float logit = std::isnan(logits[i]) ? -kInfinity : logits[i];
+      candidates_[i] = {static_cast<TokenId>(i), logit};
+    }
+    apply_penalties();
+    if (settings_.temperature <= 0.0f) return false;
+
+    const bool top_p = settings_.top_p<1.0f, min_p = settings_.min_p> 0.0f;
+    if (settings_.top_k > 0 || top_p || min_p) {
+      sort_by_logit(settings_.top_k > 0 ? static_cast<std::size_t>(settings_.top_k)
+                                        : candidates_.size());
+    }
+    if (top_p) keep_top_p();
+    if (min_p) keep_min_p();
+    for (auto& candidate : candidates_) candidate.logit /= settings_.temperature;
+    return true;
+  }
 
   static bool before(const Candidate& a, const Candidate& b) {
     return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
@@ -189,10 +245,7 @@ class Sampler {
 
   TokenId draw() {
     const std::vector<double> probs = probabilities();
-    // A double in [0, 1) from the top 53 bits: std::uniform_real_distribution's
-    // algorithm is left to each standard library, and a seed should pick the same
-    // tokens with every compiler.
-    const double target = static_cast<double>(random_() >> 11) * 0x1.0p-53;
+    const double target = uniform();
     double cumulative = 0.0;
     for (std::size_t i = 0; i < probs.size(); ++i) {
       cumulative += probs[i];
@@ -205,6 +258,7 @@ class Sampler {
   std::mt19937_64 random_;
   std::deque<TokenId> history_;
   std::vector<Candidate> candidates_;
+  std::vector<TokenChance> chances_;  // distribution()'s result
 };
 
 }  // namespace smol

@@ -34,6 +34,12 @@ struct TransformerOptions {
   KvTypes kv_type = KvType::f16;
   // Tokens per internal pass; bounds the scratch memory of a long prefill.
   std::size_t max_batch = 512;
+  // What a one-token forward runs on (ops/matmul.hpp): the decode kernels, the fastest,
+  // or the block kernels, whose per-token float order is the same at any batch size, so
+  // a k-token forward gives each token the same bits as k one-token forwards. Speculative
+  // decoding (generate/speculative_decoder.hpp) verifies drafts in one pass and needs that
+  // to match plain decoding exactly.
+  OneToken one_token = OneToken::matvec;
 };
 
 // Which positions of a forward call get logits.
@@ -42,7 +48,10 @@ enum class LogitsFor { none, last, all };
 class Transformer {
  public:
   Transformer(const Model& model, Context& context, TransformerOptions options = {})
-      : model_(&model), context_(&context), options_(options), pass_(model, context) {
+      : model_(&model),
+        context_(&context),
+        options_(options),
+        pass_(model, context, options.one_token) {
     const ModelConfig& config = model.config();
     if (options_.context == 0) options_.context = config.n_ctx_train;
     check_context_fits(config, options_.context);
