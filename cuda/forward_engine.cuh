@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -109,6 +110,7 @@ class ForwardEngine {
       fail("smol cuda: heads of ", c.head_dim, " values; the GPU kernels take at most ",
            kMaxHeadDim);
     }
+    refuse_unimplemented_mechanisms(c);
     upload_weights();
     const std::size_t pairs = c.n_rot / 2;
     // The CPU's frequencies (linear scaling and rope_freqs included), so the angles are
@@ -176,6 +178,23 @@ class ForwardEngine {
   }
 
  private:
+  // The block mechanisms the GPU pass does not apply yet (Gemma 3's): a model that
+  // needs one is refused, never run without it.
+  static void refuse_unimplemented_mechanisms(const ModelConfig& c) {
+    std::string missing;
+    const auto need = [&](bool needed, const char* what) {
+      if (needed) missing += (missing.empty() ? "" : ", ") + std::string(what);
+    };
+    need(c.embedding_scale != 1.0f, "scaled embeddings");
+    need(c.post_norms, "post-attention and post-FFN norms");
+    need(c.ffn_activation != FfnActivation::silu, "a GELU feed-forward");
+    need(c.sliding_window != 0, "sliding-window attention");
+    if (!missing.empty()) {
+      fail("smol cuda: this ", c.architecture, " model needs ", missing,
+           ", which the GPU pass does not implement yet; run it on the CPU");
+    }
+  }
+
   struct Layer {
     const float* attn_norm;
     DeviceMatrix attn_q, attn_k, attn_v, attn_output;

@@ -187,12 +187,14 @@ TEST_CASE("a sequence's logits are the same bits whatever shares its batch (int8
   }
 }
 
-// The same invariance on the Qwen families' extra mechanisms (biases, per-head Q/K
-// norms, rotate-half RoPE, heads wider than n_embd / n_head): each is per token, so a
-// token's logits stay the same bits beside other sequences and alone; and a batch
-// gives each sequence what a Transformer gives it alone (f32 mode).
-TEST_CASE("Qwen2 and Qwen3: batches give each sequence its own logits, the same bits") {
-  for (const char* preset : {"qwen2-tiny", "qwen3-tiny"}) {
+// The same invariance on the newer families' mechanisms (biases, per-head Q/K norms,
+// rotate-half RoPE, heads wider than n_embd / n_head, post norms, GeGLU, a sliding
+// window over the pool's pages): a token's logits stay the same bits beside other
+// sequences and alone; and a batch gives each sequence what a Transformer gives it
+// alone (f32 mode).
+TEST_CASE("Qwen2, Qwen3, Gemma 3: batches give each sequence its own logits, the same bits") {
+  // Gemma 3's window of 16 positions: the target's 24 tokens move past it.
+  for (const char* preset : {"qwen2-tiny", "qwen3-tiny", "gemma3-tiny"}) {
     CAPTURE(preset);
     smol::SyntheticSpec spec = smol::synthetic_preset(preset);
     spec.layers = 4;

@@ -121,7 +121,7 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
       original, [](const auto&, auto&) { return false; },
       [](auto& writer) { writer.set("general.architecture", "gpt2"); });
   CHECK(wrong_arch.find("gpt2") != std::string::npos);
-  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3") != std::string::npos);
+  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, gemma3") != std::string::npos);
 
   const std::string no_blocks = load_error(
       original, [](const auto&, auto&) { return false; },
@@ -177,14 +177,33 @@ TEST_CASE("each architecture is one table entry: keys, NoPE rule, RoPE style, op
     CHECK((!may.rope_freqs || applied.rope_freqs));
   }
 
-  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3");
+  // Gemma 3: its block's mechanisms and its sliding window, as data.
+  const smol::Architecture& gemma3 = smol::find_architecture("gemma3");
+  CHECK(gemma3.block.scale_embeddings);
+  CHECK(gemma3.block.post_norms);
+  CHECK(gemma3.block.activation == smol::FfnActivation::gelu_tanh);
+  CHECK(gemma3.optional.qk_norm);
+  CHECK(gemma3.rope.style == smol::RopeStyle::neox);
+  CHECK(gemma3.key(gemma3.sliding_window.window_key) == "gemma3.attention.sliding_window");
+  CHECK(gemma3.sliding_window.local_freq_base == 10000.0f);
+  CHECK(smol::TensorNames::block(0, gemma3.tensors.ffn_post_norm) == "blk.0.post_ffw_norm.weight");
+  const std::vector<bool> local = gemma3.sliding_window.local_layers(13);
+  std::vector<std::size_t> global;
+  for (std::size_t il = 0; il < local.size(); ++il) {
+    if (!local[il]) global.push_back(il);
+  }
+  CHECK(global == std::vector<std::size_t>{5, 11});  // llama.cpp: every sixth block
+  CHECK_FALSE(llama.block.post_norms);
+  CHECK(llama.sliding_window.pattern == 0);
+
+  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3, gemma3");
   try {
-    smol::find_architecture("gemma", "model.gguf");
+    smol::find_architecture("gemma2", "model.gguf");
     FAIL("an unknown architecture must be refused");
   } catch (const smol::Error& error) {
     CHECK(std::string(error.what()) ==
-          "model.gguf: architecture \"gemma\" is not supported (smol runs llama, smollm3, qwen2, "
-          "qwen3)");
+          "model.gguf: architecture \"gemma2\" is not supported (smol runs llama, smollm3, qwen2, "
+          "qwen3, gemma3)");
   }
 }
 
@@ -426,4 +445,40 @@ TEST_CASE("Qwen2 and Qwen3 files: their mechanisms on, their tensors required an
         return true;
       });
   CHECK(foreign.find("blk.0.attn_v.bias is not part of a qwen3 model") != std::string::npos);
+}
+
+TEST_CASE("a Gemma 3 file: scaled embeddings, post norms, GeGLU, a sliding window") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("gemma3-tiny");
+  spec.layers = 7;
+  spec.vocab = 512;
+  auto file =
+      smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(), "gemma3.gguf");
+  auto config = smol::ModelConfig::from_gguf(file);
+  CHECK(config.embedding_scale == std::sqrt(256.0f));
+  CHECK(config.post_norms);
+  CHECK(config.ffn_activation == smol::FfnActivation::gelu_tanh);
+  CHECK(config.qk_norm);
+  CHECK(config.sliding_window == 16);  // the file's gemma3.attention.sliding_window
+  CHECK(config.local_layers == std::vector<bool>{true, true, true, true, true, false, true});
+  CHECK(config.attention_window(0) == 16);
+  CHECK(config.attention_window(5) == 0);  // global
+  CHECK(config.local_rope_frequencies().base == 10000.0f);
+  CHECK(config.rope_base == 1e6f);
+  const smol::Model model(std::move(file), std::move(config));
+  CHECK(model.weights().layers[6].attn_post_norm.size() == 256);
+  CHECK(model.weights().layers[6].ffn_post_norm.size() == 256);
+
+  // Without the window key every block is global; a missing post norm is named.
+  const auto plain = smol::gguf::GgufFile::from_bytes(
+      [&] {
+        smol::SyntheticSpec unwindowed = spec;
+        unwindowed.sliding_window = 0;
+        return smol::make_synthetic_writer(unwindowed).to_bytes();
+      }(),
+      "gemma3-global.gguf");
+  CHECK(smol::ModelConfig::from_gguf(plain).attention_window(0) == 0);
+  const std::string no_post_norm = synthetic_load_error("gemma3-tiny", [](const auto& info, auto&) {
+    return info.name == "blk.1.post_ffw_norm.weight";
+  });
+  CHECK(no_post_norm.find("blk.1.post_ffw_norm.weight is missing") != std::string::npos);
 }

@@ -1,7 +1,7 @@
 // Attention against a plain double-precision implementation of what the cache holds:
 // GQA groupings, the head sizes with specialisations and one without, every K/V type,
 // prefill blocks that start mid-context, and contexts long enough to split the softmax
-// into blocks.
+// into blocks, and sliding windows that start before, inside and at a block's edge.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -21,9 +21,11 @@ namespace {
 
 struct Case {
   std::size_t n_head, n_head_kv, head_dim, context, n_tokens;
+  std::size_t window = 0;  // sliding window: the last `window` positions; 0: all
 };
 
-// out[t][h] = softmax_p(q.k_p / sqrt(d)) . v_p over p <= first + t.
+// out[t][h] = softmax_p(q.k_p / sqrt(d)) . v_p over p <= first + t (and, with a window,
+// p > first + t - window).
 std::vector<double> naive_attention(const Case& c, const std::vector<float>& q,
                                     const std::vector<float>& keys,
                                     const std::vector<float>& values, std::size_t first) {
@@ -33,9 +35,10 @@ std::vector<double> naive_attention(const Case& c, const std::vector<float>& q,
     for (std::size_t h = 0; h < c.n_head; ++h) {
       const std::size_t g = h / (c.n_head / c.n_head_kv);
       const std::size_t visible = first + t + 1;
-      std::vector<double> scores(visible);
+      const std::size_t start = c.window != 0 && visible > c.window ? visible - c.window : 0;
+      std::vector<double> scores(visible, -1e300);
       double max = -1e300;
-      for (std::size_t p = 0; p < visible; ++p) {
+      for (std::size_t p = start; p < visible; ++p) {
         double s = 0;
         for (std::size_t i = 0; i < d; ++i) {
           s += double{q[(t * c.n_head + h) * d + i]} * keys[(g * c.context + p) * d + i];
@@ -45,7 +48,7 @@ std::vector<double> naive_attention(const Case& c, const std::vector<float>& q,
       }
       double total = 0;
       for (double& s : scores) total += (s = std::exp(s - max));
-      for (std::size_t p = 0; p < visible; ++p) {
+      for (std::size_t p = start; p < visible; ++p) {
         for (std::size_t i = 0; i < d; ++i) {
           out[(t * c.n_head + h) * d + i] +=
               scores[p] / total * values[(g * c.context + p) * d + i];
@@ -123,7 +126,7 @@ double max_error(const Case& c, smol::Context& ctx, smol::KvTypes types) {
                          .value_head_stride = value_stride};
   std::vector<float> out(q.size());
   smol::attention(ctx, {c.n_head, c.n_head_kv, c.head_dim}, q.data(), c.n_tokens, first, kv,
-                  out.data());
+                  out.data(), c.window);
   const std::vector<double> expected = naive_attention(c, q, keys, values, first);
   double worst = 0;
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -145,6 +148,13 @@ TEST_CASE("attention matches a naive double implementation on every ISA") {
       {16, 1, 64, 270, 2},   // a group too large for the stack scores
       {4, 1, 64, 700, 40},   // prefill at depth: tiles of 16, 16 and 8 tokens sharing blocks
       {8, 2, 128, 530, 20},  // a tile that reaches into the next block
+      // Sliding windows (Gemma 3's local blocks):
+      {4, 1, 64, 40, 40, 16},    // prefill from 0: windows that start moving mid-tile
+      {4, 1, 64, 700, 40, 512},  // prefill at depth, windows starting inside block 0 / 1
+      {8, 2, 128, 530, 20, 16},  // a window inside one block
+      {2, 1, 32, 1030, 1, 300},  // decode: blocks before the window skipped
+      {4, 2, 64, 514, 3, 256},   // token 0's window starts on a block's edge
+      {4, 1, 256, 520, 2, 512},  // Gemma 3 270M's heads and window
   };
   for (const smol::Isa isa : smol::available_isas()) {
     smol::Context ctx(2, isa);
@@ -154,6 +164,7 @@ TEST_CASE("attention matches a naive double implementation on every ISA") {
       CAPTURE(c.n_head_kv);
       CAPTURE(c.head_dim);
       CAPTURE(c.context);
+      CAPTURE(c.window);
       for (const smol::KvType type : {smol::KvType::f32, smol::KvType::f16, smol::KvType::bf16}) {
         CAPTURE(smol::kv_type_name(type));
         CHECK(max_error(c, ctx, type) < 2e-5);

@@ -1,5 +1,5 @@
-// smol-make-model: writes a synthetic SmolLM3, Llama, Qwen2 or Qwen3 GGUF file with random
-// weights.
+// smol-make-model: writes a synthetic SmolLM3, Llama, Qwen2, Qwen3 or Gemma 3 GGUF file with
+// random weights.
 //
 //   smol-make-model --preset tiny -o tiny.gguf
 //   smol-make-model --preset smollm3-3b -o smollm3-3b-synthetic.gguf   (about 1.9 GB)
@@ -66,10 +66,12 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                             {{"tiny", std::string("tiny")},
                              {"smollm3-3b", std::string("smollm3-3b")},
                              {"qwen2-tiny", std::string("qwen2-tiny")},
-                             {"qwen3-tiny", std::string("qwen3-tiny")}},
+                             {"qwen3-tiny", std::string("qwen3-tiny")},
+                             {"gemma3-tiny", std::string("gemma3-tiny")}},
                             "tiny (8 layers, 256 hidden, like the test fixture),\n"
                             "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast),\n"
-                            "qwen2-tiny or qwen3-tiny (the tiny shape in that family's layout)");
+                            "qwen2-tiny, qwen3-tiny or gemma3-tiny (the tiny shape in that\n"
+                            "family's layout)");
   preset->type_name("NAME");
   std::string arch;
   CLI::Option* arch_option =
@@ -77,8 +79,10 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                             {{"smollm3", std::string("smollm3")},
                              {"llama", std::string("llama")},
                              {"qwen2", std::string("qwen2")},
-                             {"qwen3", std::string("qwen3")}},
-                            "smollm3 (default), llama, qwen2 (QKV biases) or qwen3 (Q/K norms)");
+                             {"qwen3", std::string("qwen3")},
+                             {"gemma3", std::string("gemma3")}},
+                            "smollm3 (default), llama, qwen2 (QKV biases), qwen3 (Q/K norms)\n"
+                            "or gemma3 (post norms, GeGLU, a sliding window of 16)");
   arch_option->type_name("NAME");
   app.add_option_function<std::string>("--name", edit(&Spec::name), "general.name")
       ->type_name("TEXT");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/ops/activation.hpp"  // FfnActivation
 
 namespace smol {
 
@@ -62,6 +63,9 @@ struct TensorNames {
   std::string_view ffn_gate = "ffn_gate";
   std::string_view ffn_up = "ffn_up";
   std::string_view ffn_down = "ffn_down";
+  // The norms after the attention and after the feed-forward (BlockRule::post_norms).
+  std::string_view attn_post_norm = "post_attention_norm";
+  std::string_view ffn_post_norm = "post_ffw_norm";
 
   static std::string block(std::size_t il, std::string_view name,
                            std::string_view kind = "weight") {
@@ -110,6 +114,37 @@ struct NopeRule {
   }
 };
 
+// How a family's block departs from the Llama block, beyond its optional tensors. Each
+// field is one mechanism the forward passes apply when the config says so.
+struct BlockRule {
+  // The embeddings are multiplied by sqrt(n_embd) before the first block (Gemma).
+  bool scale_embeddings = false;
+  // RMSNorm of the attention's and of the feed-forward's output before each is added
+  // to the residual stream (Gemma 2/3: blk.N.post_attention_norm, post_ffw_norm).
+  bool post_norms = false;
+  FfnActivation activation = FfnActivation::silu;
+};
+
+// Sliding-window attention (Gemma 3): "local" blocks attend to the last `window`
+// positions only (the window is the file's <prefix>.attention.sliding_window) and
+// rotate with their own RoPE base, unscaled; every `pattern`-th block (il % pattern ==
+// pattern - 1) is global. llama.cpp fixes the pattern and the local base per family,
+// as smol does here; a file without the window key has no local blocks.
+struct SlidingWindowRule {
+  std::size_t pattern = 0;  // 0: no sliding window
+  std::string_view window_key = "attention.sliding_window";
+  float local_freq_base = 10000.0f;
+
+  // local_layers[il]: whether block il attends through the window.
+  std::vector<bool> local_layers(std::size_t n_layer) const {
+    std::vector<bool> local(n_layer, false);
+    for (std::size_t il = 0; il < n_layer && pattern != 0; ++il) {
+      local[il] = il % pattern != pattern - 1;
+    }
+    return local;
+  }
+};
+
 struct Architecture {
   std::string_view name;        // general.architecture
   std::string_view key_prefix;  // of the hyperparameter keys; the name in every family so far
@@ -118,6 +153,8 @@ struct Architecture {
   OptionalTensors optional = {};
   RopeRule rope = {};
   NopeRule nope = {};
+  BlockRule block = {};
+  SlidingWindowRule sliding_window = {};
 
   // The full metadata key, e.g. "smollm3.block_count".
   std::string key(std::string_view suffix) const {
@@ -160,9 +197,23 @@ inline constexpr std::array kArchitectures{
         .optional = {.qk_norm = true, .tied_output = true},
         .rope = {.style = RopeStyle::neox},
     },
+    // Gemma 3: embeddings scaled by sqrt(n_embd), per-head Q/K norms, RMSNorm after the
+    // attention and after the feed-forward as well as before, a GELU-gated feed-forward,
+    // and five sliding-window blocks (RoPE base 10000) for every global one. The
+    // converter stores the norm weights as 1 + w, so they are plain RMSNorm weights.
+    Architecture{
+        .name = "gemma3",
+        .key_prefix = "gemma3",
+        .optional = {.qk_norm = true, .tied_output = true},
+        .rope = {.style = RopeStyle::neox},
+        .block = {.scale_embeddings = true,
+                  .post_norms = true,
+                  .activation = FfnActivation::gelu_tanh},
+        .sliding_window = {.pattern = 6, .local_freq_base = 10000.0f},
+    },
 };
 
-// "llama, smollm3, qwen2, qwen3": for messages.
+// "llama, smollm3, qwen2, qwen3, gemma3": for messages.
 inline std::string known_architectures() {
   std::string names;
   for (const Architecture& architecture : kArchitectures) {

@@ -65,7 +65,7 @@ class BatchTransformer {
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
     pool_ =
         KvPool({c.n_layer, c.n_head_kv, c.head_dim}, options_.total_positions, options_.kv_type);
-    rope_ = RopeTable(c.n_rot, rope_frequencies(model));
+    rope_ = BlockRopes(model);
   }
 
   const Model& model() const noexcept { return *model_; }
@@ -204,7 +204,7 @@ class BatchTransformer {
       views.reserve(spans.size());
       for (const Span& s : spans) views.push_back(self->pool_.view(s.sequence, layer));
       const Rows rows{entries, self->slot_, views};
-      detail::attention_rows(*self->context_, shape, q, n, rows, out);
+      detail::attention_rows(*self->context_, shape, q, n, rows, out, c.attention_window(layer));
     }
   };
 
@@ -221,7 +221,7 @@ class BatchTransformer {
   BatchOptions options_;
   LayerPass pass_;
   KvPool pool_;
-  RopeTable rope_;
+  BlockRopes rope_;
   std::vector<std::int32_t> tokens_;
   std::vector<std::size_t> slot_, rows_;
   std::vector<float> logits_;

@@ -52,7 +52,22 @@ struct ModelConfig {
   bool attention_biases = false;  // blk.N.attn_{q,k,v}.bias added to the projections
   bool qk_norm = false;           // blk.N.attn_{q,k}_norm: RMSNorm of each Q and K head
 
+  // The block's mechanisms from the architecture's BlockRule (architecture.hpp).
+  float embedding_scale = 1.0f;  // sqrt(n_embd) with BlockRule::scale_embeddings
+  bool post_norms = false;       // RMSNorm of the attention's and the FFN's outputs
+  FfnActivation ffn_activation = FfnActivation::silu;
+
+  // Sliding-window attention (SlidingWindowRule): local_layers[il] attend to the last
+  // sliding_window positions only and turn by the RoPE base rope_base_local, unscaled.
+  // sliding_window 0 (and local_layers empty): every block is global.
+  std::size_t sliding_window = 0;
+  std::vector<bool> local_layers;
+  float rope_base_local = 10000.0f;
+
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
+  bool is_local(std::size_t il) const { return sliding_window != 0 && local_layers.at(il); }
+  // Positions a query of block il sees back from itself, itself included; 0: all.
+  std::size_t attention_window(std::size_t il) const { return is_local(il) ? sliding_window : 0; }
   // The longest context the model runs: the trained one, or with RoPE scaling the
   // original context times the factor (SmolLM3-3B: 65536 x 2 with YaRN).
   std::size_t max_context() const noexcept {
@@ -64,6 +79,8 @@ struct ModelConfig {
     return std::max(n_ctx_train, scaled);
   }
   RopeFrequencies rope_frequencies() const { return {rope_base, rope_scaling, {}}; }
+  // The local blocks' RoPE: their own base, without the file's scaling (llama.cpp).
+  RopeFrequencies local_rope_frequencies() const { return {rope_base_local, {}, {}}; }
   std::size_t q_dim() const noexcept { return n_head * head_dim; }
   std::size_t kv_dim() const noexcept { return n_head_kv * head_dim; }
 
@@ -200,6 +217,16 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
       arch.optional.qkv_bias &&
       has_block_tensor(file, config.n_layer,
                        {arch.tensors.attn_q, arch.tensors.attn_k, arch.tensors.attn_v}, "bias");
+  config.embedding_scale =
+      arch.block.scale_embeddings ? std::sqrt(static_cast<float>(config.n_embd)) : 1.0f;
+  config.post_norms = arch.block.post_norms;
+  config.ffn_activation = arch.block.activation;
+  if (arch.sliding_window.pattern != 0) {
+    config.sliding_window = static_cast<std::size_t>(
+        file.get_optional<std::uint64_t>(key(arch.sliding_window.window_key)).value_or(0));
+    config.local_layers = arch.sliding_window.local_layers(config.n_layer);
+    config.rope_base_local = arch.sliding_window.local_freq_base;
+  }
   config.qk_norm = arch.optional.qk_norm &&
                    has_block_tensor(file, config.n_layer,
                                     {arch.tensors.attn_q_norm, arch.tensors.attn_k_norm}, "weight");

@@ -45,20 +45,27 @@ class LayerPass {
       : model_(&model), context_(&context), one_token_(one_token) {}
 
   // Runs the tokens through every block, leaving their final hidden states inside.
-  // RoPE turns the queries and keys of token t by kv.position(t); `rope` must cover
-  // every position. `cancel` is polled four times per block (before it, after the
-  // attention, after the feed-forward's gate and up projections: each of the three
-  // feed-forward matrices is about 30 % of a block's work), so a cancel stops the pass
-  // within about a third of a block, however long the batch. It then throws Cancelled;
-  // the K/V stored for the batch's positions so far is partial (the caller forgets it).
+  // RoPE turns the queries and keys of token t by kv.position(t), each block by its
+  // table of `ropes`, which must cover every position. `cancel` is polled four times
+  // per block (before it, after the attention, after the feed-forward's gate and up
+  // projections: each of the three feed-forward matrices is about 30 % of a block's
+  // work), so a cancel stops the pass within about a third of a block, however long
+  // the batch. It then throws Cancelled; the K/V stored for the batch's positions so
+  // far is partial (the caller forgets it).
   template <KvAccess Kv>
-  void run(std::span<const std::int32_t> tokens, const RopeTable& rope, Kv& kv,
+  void run(std::span<const std::int32_t> tokens, const BlockRopes& ropes, Kv& kv,
            const CancelCheck& cancel) {
     const ModelConfig& c = model_->config();
     const ModelWeights& w = model_->weights();
     const std::size_t n = tokens.size();
     reserve(n);
-    for (std::size_t t = 0; t < n; ++t) w.embed(tokens[t], x_.data() + t * c.n_embd);
+    for (std::size_t t = 0; t < n; ++t) {
+      float* row = x_.data() + t * c.n_embd;
+      w.embed(tokens[t], row);
+      if (c.embedding_scale != 1.0f) {  // Gemma: sqrt(n_embd)
+        for (std::size_t i = 0; i < c.n_embd; ++i) row[i] *= c.embedding_scale;
+      }
+    }
 
     for (std::size_t il = 0; il < c.n_layer; ++il) {
       cancel.throw_if_requested();
@@ -74,6 +81,7 @@ class LayerPass {
       // the config says which apply, the NoPE rule and the RoPE style come from the
       // architecture's entry through it.
       const bool rotate = c.uses_rope(il);
+      const RopeTable& rope = ropes.of_block(c, il);
       for_each_token(n, [&](std::size_t t) {
         float* q = q_.data() + t * c.q_dim();
         float* k = k_.data() + t * c.kv_dim();
@@ -100,6 +108,7 @@ class LayerPass {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_started)
               .count();
       project(layer.attn_output, attended_.data(), n, projected_.data());
+      if (c.post_norms) post_norm(layer.attn_post_norm, n);
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
       cancel.throw_if_requested();
 
@@ -112,10 +121,11 @@ class LayerPass {
       project(layer.ffn_up, normed_.data(), n, up_.data());
       cancel.throw_if_requested();
       for_each_token(n, [&](std::size_t t) {
-        swiglu(*context_, gate_.data() + t * c.n_ff, up_.data() + t * c.n_ff,
-               gate_.data() + t * c.n_ff, c.n_ff);
+        gated_activation(*context_, c.ffn_activation, gate_.data() + t * c.n_ff,
+                         up_.data() + t * c.n_ff, gate_.data() + t * c.n_ff, c.n_ff);
       });
       project(layer.ffn_down, gate_.data(), n, projected_.data());
+      if (c.post_norms) post_norm(layer.ffn_post_norm, n);
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
     }
   }
@@ -151,6 +161,16 @@ class LayerPass {
     grow(projected_, c.n_embd);
     grow(gate_, c.n_ff);
     grow(up_, c.n_ff);
+  }
+
+  // RMSNorm of the n rows of projected_ (an attention's or FFN's output) before they
+  // join the residual stream (config.post_norms).
+  void post_norm(const std::vector<float>& weight, std::size_t n) {
+    const ModelConfig& c = model_->config();
+    for_each_token(n, [&](std::size_t t) {
+      float* row = projected_.data() + t * c.n_embd;
+      rmsnorm(row, weight.data(), row, c.n_embd, c.rms_eps);
+    });
   }
 
   // y = W x for n rows of x (a matvec for one token, unless told otherwise).

@@ -121,4 +121,29 @@ inline RopeFrequencies rope_frequencies(const Model& model) {
   return rope;
 }
 
+// The RoPE tables a model's blocks turn by: the model's, and for its sliding-window
+// blocks their own (ModelConfig::local_rope_frequencies) when it has any.
+class BlockRopes {
+ public:
+  BlockRopes() = default;
+  explicit BlockRopes(const Model& model)
+      : global_(model.config().n_rot, rope_frequencies(model)),
+        local_(model.config().sliding_window != 0
+                   ? RopeTable(model.config().n_rot, model.config().local_rope_frequencies())
+                   : RopeTable()) {}
+
+  // Makes every table cover positions [0, end).
+  void ensure(std::size_t end) {
+    global_.ensure(end);
+    local_.ensure(end);
+  }
+  const RopeTable& of_block(const ModelConfig& config, std::size_t il) const {
+    return config.is_local(il) ? local_ : global_;
+  }
+  const RopeTable& global() const noexcept { return global_; }
+
+ private:
+  RopeTable global_, local_;
+};
+
 }  // namespace smol

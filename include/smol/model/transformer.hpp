@@ -58,7 +58,7 @@ class Transformer {
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
     kv_ = KvCache(config.n_layer, config.n_head_kv, config.head_dim, options_.context,
                   options_.kv_type);
-    rope_ = RopeTable(config.n_rot, rope_frequencies(model));
+    rope_ = BlockRopes(model);
   }
 
   const Model& model() const noexcept { return *model_; }
@@ -146,7 +146,8 @@ class Transformer {
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
       const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
-      attention(*self->context_, shape, q, n, first_position, self->kv_.layer(layer), out);
+      attention(*self->context_, shape, q, n, first_position, self->kv_.layer(layer), out,
+                c.attention_window(layer));
     }
   };
 
@@ -155,7 +156,7 @@ class Transformer {
   TransformerOptions options_;
   LayerPass pass_;
   KvCache kv_;
-  RopeTable rope_;
+  BlockRopes rope_;
   std::size_t n_filled_ = 0;
   std::vector<float> logits_;
 };

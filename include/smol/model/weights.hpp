@@ -50,6 +50,9 @@ struct LayerWeights {
   std::vector<float> attn_v_bias;  // [kv_dim]
   std::vector<float> attn_q_norm;  // [head_dim], one for all heads (config.qk_norm)
   std::vector<float> attn_k_norm;  // [head_dim]
+  // The norms of the attention's and the FFN's outputs (config.post_norms), [n_embd];
+  // empty without.
+  std::vector<float> attn_post_norm, ffn_post_norm;
 };
 
 struct ModelWeights {
@@ -254,6 +257,10 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
     layer.attn_v_bias = bias(names.attn_v, config.kv_dim());
     layer.attn_q_norm = head_norm(names.attn_q_norm);
     layer.attn_k_norm = head_norm(names.attn_k_norm);
+    if (config.post_norms) {
+      layer.attn_post_norm = norm(names.attn_post_norm);
+      layer.ffn_post_norm = norm(names.ffn_post_norm);
+    }
   }
   claims.check_all_claimed();
   return weights;

@@ -89,6 +89,8 @@ inline constexpr std::size_t kQueryTile = 16;
 // Attention for n_tokens query rows, each with its own K/V: token t attends to
 // positions [0, rows.visible(t)) of rows.kv(t), a view with types(), keys(g, block) and
 // values(g, block) pointing at one block of kAttentionBlock positions of KV head g.
+// With a `window` (sliding-window attention; 0: none), only the last `window` of them:
+// blocks wholly before it are skipped, and the block it starts in masks what precedes.
 // A token's result depends only on its query, its view and its visible count (the
 // blocks, their counts and their merge order follow from those; the block kernel
 // computes each query row on its own, whatever rows share the call), never on the
@@ -96,7 +98,7 @@ inline constexpr std::size_t kQueryTile = 16;
 // batch.
 template <class Rows>
 void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, std::size_t n_tokens,
-                    const Rows& rows, float* out) {
+                    const Rows& rows, float* out, std::size_t window = 0) {
   static_assert(kAttentionBlock % kKeyTile == 0, "blocks must start on a key tile");
   if (n_tokens == 0) return;
   const std::size_t dim = shape.head_dim;
@@ -108,6 +110,11 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
   const std::size_t value_rotation_block = value_rotation(rows.kv(0).types().value, dim);
   const auto blocks_of = [](std::size_t visible) {
     return (visible + kAttentionBlock - 1) / kAttentionBlock;
+  };
+  // The first position token t sees, and the block it lies in.
+  const auto window_start = [&](std::size_t t) {
+    const std::size_t visible = rows.visible(t);
+    return window != 0 && visible > window ? visible - window : 0;
   };
 
   // Tiles: runs of up to kQueryTile tokens with the same view and consecutive positions.
@@ -128,8 +135,14 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
       const std::size_t g = task % shape.n_head_kv;
       const auto& kv = rows.kv(t0);
       // Blocks [0, shared) are whole for every token of the tile: one call each, with
-      // the tile's n * group query rows. The rest are each token's own.
-      const std::size_t shared = n > 1 ? rows.visible(t0) / kAttentionBlock : 0;
+      // the tile's n * group query rows. The rest are each token's own: from the block
+      // its window starts in (first_block) or from `shared`. A tile shares blocks only
+      // while no window has moved off position 0 (its last token's is the latest).
+      const bool windowed = window_start(t0 + n - 1) != 0;
+      const std::size_t shared = n > 1 && !windowed ? rows.visible(t0) / kAttentionBlock : 0;
+      const auto first_block = [&](std::size_t i) {
+        return std::max(shared, window_start(t0 + i) / kAttentionBlock);
+      };
       std::vector<float> tile_queries(n > 1 ? n * group * dim : 0);
       for (std::size_t i = 0; i < n && n > 1; ++i) {
         const float* from = q + (t0 + i) * row_stride + g * group * dim;
@@ -147,12 +160,12 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
       std::vector<float> shared_partials(shared * n * partial_size);
       std::vector<std::size_t> own_start(n + 1, 0);  // token i's own blocks, in order
       for (std::size_t i = 0; i < n; ++i) {
-        own_start[i + 1] = own_start[i] + blocks_of(rows.visible(t0 + i)) - shared;
+        own_start[i + 1] = own_start[i] + blocks_of(rows.visible(t0 + i)) - first_block(i);
       }
       std::vector<float> own_partials(own_start[n] * partial_size);
 
       const auto run = [&](const float* queries, std::size_t first_row, std::size_t n_rows,
-                           std::size_t b, std::size_t count, float* partial) {
+                           std::size_t b, std::size_t first, std::size_t count, float* partial) {
         alignas(64) float scores[kAttentionBlock * kMaxGroupOnStack];
         std::vector<float> heap(n_rows > kMaxGroupOnStack ? n_rows * kAttentionBlock : 0);
         attend({.queries = queries,
@@ -162,6 +175,7 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
                 .keys = kv.keys(g, b),
                 .values = kv.values(g, b),
                 .count = count,
+                .first = first,
                 .scale = scale,
                 .scores = heap.empty() ? scores : heap.data(),
                 .out = partial,
@@ -171,17 +185,19 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
       // Job j < shared: shared block j; then each token's own blocks.
       const auto job = [&](std::size_t j) {
         if (j < shared) {
-          return run(tile_queries.data(), 0, n * group, j, kAttentionBlock,
+          return run(tile_queries.data(), 0, n * group, j, 0, kAttentionBlock,
                      shared_partials.data() + j * n * partial_size);
         }
         const std::size_t own = j - shared;
         const std::size_t i = static_cast<std::size_t>(
             std::upper_bound(own_start.begin(), own_start.end(), own) - own_start.begin() - 1);
-        const std::size_t b = shared + own - own_start[i];
+        const std::size_t b = first_block(i) + own - own_start[i];
         const std::size_t visible = rows.visible(t0 + i);
         const std::size_t count =
             std::min(visible, (b + 1) * kAttentionBlock) - b * kAttentionBlock;
-        run(q + (t0 + i) * row_stride + g * group * dim, i * group, group, b, count,
+        const std::size_t start = window_start(t0 + i);
+        const std::size_t first = start > b * kAttentionBlock ? start - b * kAttentionBlock : 0;
+        run(q + (t0 + i) * row_stride + g * group * dim, i * group, group, b, first, count,
             own_partials.data() + own * partial_size);
       };
       const std::size_t n_jobs = shared + own_start[n];
@@ -195,6 +211,8 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
       // (maxima, sums, weighted values); an own record group rows.
       for (std::size_t i = 0; i < n; ++i) {
         const std::size_t n_blocks = blocks_of(rows.visible(t0 + i));
+        // Its blocks: the shared ones, else from where its window starts, then its own.
+        const std::size_t from = shared > 0 ? 0 : first_block(i);
         // (max, sum, weighted values) of query head j in block b.
         const auto partial_of = [&](std::size_t b, std::size_t j) {
           struct Part {
@@ -206,18 +224,19 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
             const std::size_t r = i * group + j, rows_in = n * group;
             return Part{record[r], record[rows_in + r], record + 2 * rows_in + r * dim};
           }
-          const float* record = own_partials.data() + (own_start[i] + b - shared) * partial_size;
+          const float* record =
+              own_partials.data() + (own_start[i] + b - first_block(i)) * partial_size;
           return Part{record[j], record[group + j], record + 2 * group + j * dim};
         };
         for (std::size_t j = 0; j < group; ++j) {
           float global_max = -std::numeric_limits<float>::infinity();
-          for (std::size_t b = 0; b < n_blocks; ++b) {
+          for (std::size_t b = from; b < n_blocks; ++b) {
             global_max = std::max(global_max, partial_of(b, j).max);
           }
           float* result = out + (t0 + i) * row_stride + (g * group + j) * dim;
           std::fill(result, result + dim, 0.0f);
           double total = 0.0;
-          for (std::size_t b = 0; b < n_blocks; ++b) {
+          for (std::size_t b = from; b < n_blocks; ++b) {
             const auto part = partial_of(b, j);
             const float rescale = std::exp(part.max - global_max);
             total += static_cast<double>(part.sum) * rescale;
@@ -245,14 +264,15 @@ struct ConsecutiveRows {
 }  // namespace detail
 
 // Attention for `n_tokens` consecutive query tokens; token t sits at position
-// first_position + t and attends to positions [0, first_position + t], whose K/V rows
-// must already be in `kv`. Scale 1/sqrt(head_dim). `q` and `out` are n_tokens rows
-// of n_head * head_dim floats. n_head must be a multiple of n_head_kv.
+// first_position + t and attends to positions [0, first_position + t] (with a
+// `window`, the last `window` of them), whose K/V rows must already be in `kv`. Scale
+// 1/sqrt(head_dim). `q` and `out` are n_tokens rows of n_head * head_dim floats.
+// n_head must be a multiple of n_head_kv.
 inline void attention(Context& ctx, const AttentionShape& shape, const float* q,
                       std::size_t n_tokens, std::size_t first_position, const KvHeads& kv,
-                      float* out) {
+                      float* out, std::size_t window = 0) {
   const detail::ConsecutiveRows rows{detail::ContiguousKv(kv, shape.head_dim), first_position};
-  detail::attention_rows(ctx, shape, q, n_tokens, rows, out);
+  detail::attention_rows(ctx, shape, q, n_tokens, rows, out, window);
 }
 
 }  // namespace smol

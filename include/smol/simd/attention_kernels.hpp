@@ -51,8 +51,10 @@
 namespace smol {
 
 // Arguments of one block. `keys` and `values` point at the region row of the block's
-// first position (a multiple of kKeyTile) in their types' layouts; `count` positions
-// are visible. `scores` is scratch of group * round_up(count, kKeyTile) floats.
+// first position (a multiple of kKeyTile) in their types' layouts; positions [first,
+// count) are visible (first > 0 where a sliding window starts inside the block: the
+// positions before it get no weight). `scores` is scratch of group *
+// round_up(count, kKeyTile) floats.
 struct AttendBlock {
   const float* queries = nullptr;  // group rows of head_dim
   std::size_t group = 0;
@@ -61,6 +63,7 @@ struct AttendBlock {
   const std::byte* keys = nullptr;
   const std::byte* values = nullptr;
   std::size_t count = 0;
+  std::size_t first = 0;  // < count
   float scale = 1.0f;
   float* scores = nullptr;
   float* out = nullptr;  // group maxima, group sums, group * head_dim weighted values
@@ -150,7 +153,7 @@ void attend_block_reference_as(const AttendBlock& a) noexcept {
           dot += kv_value<K>(keys + key_offset(p, d, dim), 0) * q[d];
         }
       }
-      s[p] = dot * a.scale;
+      s[p] = p < a.first ? -std::numeric_limits<float>::infinity() : dot * a.scale;
       m = std::max(m, s[p]);
     }
     float total = 0.0f;
@@ -425,6 +428,11 @@ void attend_heads(const AttendBlock& a, std::size_t j0) noexcept {
   visit_kv_type(a.types.key, [&](auto k) {
     block_scores<Arch, NH, decltype(k)::value>(a, q, query_blocks, scores);
   });
+  // Outside the window: a score of -inf, whose exp below is exactly 0.
+  for (std::size_t j = 0; j < NH; ++j) {
+    std::fill(scores + j * stride, scores + j * stride + a.first,
+              -std::numeric_limits<float>::infinity());
+  }
 
   // Softmax numerators. The tail lanes of the last tile (positions past `count`, whose
   // key slots may hold anything) are left out of the max and the sum and zeroed.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "smol/model/model.hpp"
+#include "smol/ops/activation.hpp"
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/quant/quantize_q8k.hpp"
@@ -39,7 +41,8 @@ class ReferenceForward {
   explicit ReferenceForward(const Model& model, ReferenceOptions options = {})
       : config_(model.config()),
         options_(options),
-        rope_table_(model.config().n_rot, rope_frequencies(model)) {
+        rope_table_(model.config().n_rot, rope_frequencies(model)),
+        local_rope_table_(model.config().n_rot, model.config().local_rope_frequencies()) {
     const ModelWeights& w = model.weights();
     token_embd_ = dense(w.token_embd);
     output_ = w.tied_embeddings ? dense(w.token_embd) : dense(w.output);
@@ -50,7 +53,8 @@ class ReferenceForward {
                          dense(layer.ffn_gate), dense(layer.ffn_up), dense(layer.ffn_down),
                          row_vector(layer.attn_q_bias), row_vector(layer.attn_k_bias),
                          row_vector(layer.attn_v_bias), row_vector(layer.attn_q_norm),
-                         row_vector(layer.attn_k_norm)});
+                         row_vector(layer.attn_k_norm), row_vector(layer.attn_post_norm),
+                         row_vector(layer.ffn_post_norm)});
     }
   }
 
@@ -60,7 +64,9 @@ class ReferenceForward {
     const ModelConfig& c = config_;
     const auto n = static_cast<Eigen::Index>(tokens.size());
     Matrix x(n, static_cast<Eigen::Index>(c.n_embd));
-    for (Eigen::Index t = 0; t < n; ++t) x.row(t) = token_embd_.values.row(tokens[t]);
+    for (Eigen::Index t = 0; t < n; ++t) {
+      x.row(t) = token_embd_.values.row(tokens[t]) * c.embedding_scale;
+    }
 
     for (std::size_t il = 0; il < c.n_layer; ++il) {
       const Layer& layer = layers_[il];
@@ -78,17 +84,21 @@ class ReferenceForward {
         head_rmsnorm(k, layer.attn_k_norm, c.n_head_kv);
       }
       if (c.uses_rope(il)) {
-        rope(q, c.n_head);
-        rope(k, c.n_head_kv);
+        const RopeTable& table = c.is_local(il) ? local_rope_table_ : rope_table_;
+        rope(q, c.n_head, table);
+        rope(k, c.n_head_kv, table);
       }
-      x += product(attention(q, k, v), layer.attn_output);
+      Matrix attended = product(attention(q, k, v, c.attention_window(il)), layer.attn_output);
+      if (c.post_norms) attended = rmsnorm(attended, layer.attn_post_norm);
+      x += attended;
 
       normed = rmsnorm(x, layer.ffn_norm);
       const Matrix gate = product(normed, layer.ffn_gate);
       const Matrix up = product(normed, layer.ffn_up);
-      const Matrix hidden =
-          gate.unaryExpr([](float g) { return g / (1.0f + std::exp(-g)); }).cwiseProduct(up);
-      x += product(hidden, layer.ffn_down);
+      const Matrix hidden = gate.unaryExpr([&](float g) { return activation(g); }).cwiseProduct(up);
+      Matrix down = product(hidden, layer.ffn_down);
+      if (c.post_norms) down = rmsnorm(down, layer.ffn_post_norm);
+      x += down;
     }
     return product(rmsnorm(x, output_norm_), output_);
   }
@@ -105,7 +115,14 @@ class ReferenceForward {
     Dense ffn_gate, ffn_up, ffn_down;
     Vector attn_q_bias, attn_k_bias, attn_v_bias;  // empty without config.attention_biases
     Vector attn_q_norm, attn_k_norm;               // empty without config.qk_norm
+    Vector attn_post_norm, ffn_post_norm;          // empty without config.post_norms
   };
+
+  // The feed-forward's gate function: SiLU, or GELU as ggml computes it (activation.hpp).
+  float activation(float g) const {
+    if (config_.ffn_activation == FfnActivation::gelu_tanh) return gelu_tanh_like_ggml(g);
+    return g / (1.0f + std::exp(-g));
+  }
 
   static Dense dense(const WeightMatrix& w) {
     Matrix m(static_cast<Eigen::Index>(w.rows), static_cast<Eigen::Index>(w.cols));
@@ -179,15 +196,15 @@ class ReferenceForward {
   // Row t is at position t. Each head's pair i turns by t * frequency(i): base^(-2i /
   // n_rot) as scaled by the model's RoPE scaling and rope_freqs (the same RopeTable
   // definition as the engine; the yarn goldens check it against llama.cpp).
-  void rope(Matrix& x, std::size_t n_heads) const {
+  void rope(Matrix& x, std::size_t n_heads, const RopeTable& table) const {
     const ModelConfig& c = config_;
     const std::size_t pairs = c.n_rot / 2;
-    const float magnitude = rope_table_.magnitude();
+    const float magnitude = table.magnitude();
     for (Eigen::Index t = 0; t < x.rows(); ++t) {
       for (std::size_t h = 0; h < n_heads; ++h) {
         float* head = x.row(t).data() + h * c.head_dim;
         for (std::size_t i = 0; i < pairs; ++i) {
-          const double angle = static_cast<double>(t) * rope_table_.frequency(i);
+          const double angle = static_cast<double>(t) * table.frequency(i);
           const bool adjacent = c.rope_layout == RopeLayout::adjacent_pairs;
           float& a = head[adjacent ? 2 * i : i];
           float& b = head[adjacent ? 2 * i + 1 : i + pairs];
@@ -202,8 +219,8 @@ class ReferenceForward {
   }
 
   // Causal softmax(Q K^T / sqrt(d)) V per query head, with query head h reading KV
-  // head h / (n_head / n_head_kv).
-  Matrix attention(const Matrix& q, const Matrix& k, const Matrix& v) const {
+  // head h / (n_head / n_head_kv); with a `window`, row i sees only rows (i - window, i].
+  Matrix attention(const Matrix& q, const Matrix& k, const Matrix& v, std::size_t window) const {
     const ModelConfig& c = config_;
     const auto d = static_cast<Eigen::Index>(c.head_dim);
     const Eigen::Index n = q.rows();
@@ -217,9 +234,14 @@ class ReferenceForward {
       Matrix scores = (qh * kh.transpose()) / std::sqrt(static_cast<float>(d));
       for (Eigen::Index i = 0; i < n; ++i) {
         const Eigen::Index visible = i + 1;
-        const float max = scores.row(i).head(visible).maxCoeff();
-        scores.row(i).head(visible) = (scores.row(i).head(visible).array() - max).exp().matrix();
-        scores.row(i).head(visible) /= scores.row(i).head(visible).sum();
+        const auto seen =
+            window == 0 ? visible : std::min(visible, static_cast<Eigen::Index>(window));
+        const Eigen::Index from = visible - seen;
+        auto row = scores.row(i).segment(from, seen);
+        const float max = row.maxCoeff();
+        row = (row.array() - max).exp().matrix();
+        row /= row.sum();
+        scores.row(i).head(from).setZero();
         scores.row(i).tail(n - visible).setZero();
       }
       out.middleCols(static_cast<Eigen::Index>(h) * d, d) = scores * vh;
@@ -229,7 +251,8 @@ class ReferenceForward {
 
   ModelConfig config_;
   ReferenceOptions options_;
-  RopeTable rope_table_;  // only its frequencies and magnitude are read
+  RopeTable rope_table_;        // only its frequencies and magnitude are read
+  RopeTable local_rope_table_;  // the sliding-window blocks' (config.is_local)
   Dense token_embd_;
   Dense output_;
   Vector output_norm_;

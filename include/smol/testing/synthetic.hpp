@@ -67,8 +67,10 @@ struct SyntheticSpec {
   bool fast = false;  // random valid quantized blocks instead of quantized Gaussians
   // The family's optional tensors and tokenizer.ggml.pre (synthetic_family sets them
   // as the family's real files have them).
-  bool attention_biases = false;  // blk.N.attn_{q,k,v}.bias
-  bool qk_norm = false;           // blk.N.attn_{q,k}_norm.weight
+  bool attention_biases = false;   // blk.N.attn_{q,k,v}.bias
+  bool qk_norm = false;            // blk.N.attn_{q,k}_norm.weight
+  bool post_norms = false;         // blk.N.post_attention_norm, post_ffw_norm (Gemma 3)
+  std::size_t sliding_window = 0;  // <arch>.attention.sliding_window; 0: no key
   std::string pre_tokenizer = "llama-bpe";
 
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
@@ -88,9 +90,14 @@ struct SyntheticSpec {
       fail("synthetic model: head_dim ", effective_head_dim(), " must be even for RoPE");
     }
     const Architecture& family = find_architecture(arch);
-    if ((attention_biases && !family.optional.qkv_bias) || (qk_norm && !family.optional.qk_norm)) {
+    if ((attention_biases && !family.optional.qkv_bias) || (qk_norm && !family.optional.qk_norm) ||
+        (post_norms && !family.block.post_norms) ||
+        (sliding_window != 0 && family.sliding_window.pattern == 0)) {
       fail("synthetic model: a ", arch, " file carries no ",
-           attention_biases ? "QKV biases" : "per-head Q/K norms");
+           attention_biases ? "QKV biases"
+           : qk_norm        ? "per-head Q/K norms"
+           : post_norms     ? "post-attention norms"
+                            : "sliding window");
     }
     if (vocab < 256 + std::size(kSmolLM3ControlTokens)) {
       fail("synthetic model: vocab must be at least ", 256 + std::size(kSmolLM3ControlTokens));
@@ -105,6 +112,8 @@ struct SyntheticFamily {
   std::string_view arch;
   bool attention_biases = false;
   bool qk_norm = false;
+  bool post_norms = false;
+  std::size_t sliding_window = 0;
   std::string_view pre_tokenizer = "llama-bpe";
   bool tied = false;
 };
@@ -114,6 +123,8 @@ inline constexpr SyntheticFamily kSyntheticFamilies[] = {
     {.arch = "smollm3", .tied = true},
     {.arch = "qwen2", .attention_biases = true, .pre_tokenizer = "qwen2", .tied = true},
     {.arch = "qwen3", .qk_norm = true, .pre_tokenizer = "qwen2", .tied = true},
+    // A window far shorter than Gemma 3's 512, so short tests cross it.
+    {.arch = "gemma3", .qk_norm = true, .post_norms = true, .sliding_window = 16, .tied = true},
 };
 
 // Makes `spec` a file of family `arch`: its optional tensors, pre-tokenizer and LM head.
@@ -123,6 +134,8 @@ inline void set_synthetic_family(SyntheticSpec& spec, std::string_view arch) {
     spec.arch = std::string(arch);
     spec.attention_biases = family.attention_biases;
     spec.qk_norm = family.qk_norm;
+    spec.post_norms = family.post_norms;
+    spec.sliding_window = family.sliding_window;
     spec.pre_tokenizer = std::string(family.pre_tokenizer);
     spec.tied = family.tied;
     return;
@@ -132,20 +145,21 @@ inline void set_synthetic_family(SyntheticSpec& spec, std::string_view arch) {
 
 // Named shapes: "tiny" (like the fixture: 8 layers, 256 hidden, 4/1 heads, 768 FFN,
 // 1024 vocab), "smollm3-3b" (the real SmolLM3-3B shape, Q4_K_M, fast blocks), and
-// "qwen2-tiny" / "qwen3-tiny": the tiny shape in those families' layouts (4/2 heads;
-// Qwen3's heads of 128, wider than 256 / 4, as Qwen3-0.6B's are).
+// "qwen2-tiny" / "qwen3-tiny" / "gemma3-tiny": the tiny shape in those families'
+// layouts (4/2 heads; Qwen3's and Gemma 3's heads of 128, wider than 256 / 4, as
+// Qwen3-0.6B's and Gemma 3 270M's are; Gemma 3's window of 16 positions).
 inline SyntheticSpec synthetic_preset(std::string_view name) {
   SyntheticSpec spec;
   if (name == "tiny") {
     spec.name = "smol-synthetic-tiny";
     return spec;  // the defaults are the tiny shape
   }
-  if (name == "qwen2-tiny" || name == "qwen3-tiny") {
-    const bool qwen3 = name == "qwen3-tiny";
-    set_synthetic_family(spec, qwen3 ? "qwen3" : "qwen2");
+  if (name == "qwen2-tiny" || name == "qwen3-tiny" || name == "gemma3-tiny") {
+    const std::string_view family = name.substr(0, name.find('-'));
+    set_synthetic_family(spec, family);
     spec.name = "smol-synthetic-" + std::string(name);
     spec.kv_heads = 2;
-    spec.head_dim = qwen3 ? 128 : 0;
+    spec.head_dim = family == "qwen2" ? 0 : 128;
     spec.rope_base = 1e6f;
     return spec;
   }
@@ -166,7 +180,7 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     return spec;
   }
   fail("unknown synthetic model preset \"", name,
-       "\" (known: tiny, smollm3-3b, qwen2-tiny, qwen3-tiny)");
+       "\" (known: tiny, smollm3-3b, qwen2-tiny, qwen3-tiny, gemma3-tiny)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -269,10 +283,12 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
       norm(prefix + "attn_k_norm.weight", 1, spec.effective_head_dim());
     }
     matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 2);
+    if (spec.post_norms) norm(prefix + "post_attention_norm.weight", 1, hidden);
     norm(prefix + "ffn_norm.weight", 1, hidden);
     matrix(prefix + "ffn_gate.weight", "ffn_gate", il, hidden, ffn, 1);
     matrix(prefix + "ffn_up.weight", "ffn_up", il, hidden, ffn, 1);
     matrix(prefix + "ffn_down.weight", "ffn_down", il, ffn, hidden, 2);
+    if (spec.post_norms) norm(prefix + "post_ffw_norm.weight", 1, hidden);
   }
   return tensors;
 }
@@ -435,6 +451,9 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
     writer.set(arch + ".attention.value_length", u32(spec.head_dim));
   }
   writer.set(arch + ".vocab_size", u32(spec.vocab));
+  if (spec.sliding_window != 0) {
+    writer.set(arch + ".attention.sliding_window", u32(spec.sliding_window));
+  }
 
   writer.set("tokenizer.ggml.model", vocab.model);
   writer.set("tokenizer.ggml.pre", spec.pre_tokenizer);
