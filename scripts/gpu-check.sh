@@ -205,6 +205,7 @@ step configure "$(budget 120)" "$out/configure.log" \
   cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DSMOL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DSMOL_BUILD_BENCH=OFF \
+    -DSMOL_SERVER_E2E_TESTS=OFF -DSMOL_REAL_MODEL_TESTS=OFF \
     -DSMOL_FIXTURES_DIR="$devdeps/fixtures" \
     -DCMAKE_PREFIX_PATH="$prefix" \
     -DTBB_DIR="$libdir/cmake/TBB" -Dxsimd_DIR="$libdir/cmake/xsimd" \

