@@ -28,13 +28,16 @@
 #include "default_model.hpp"
 #include "options.hpp"
 #include "smol/generate/chat_session.hpp"
+#include "smol/grammar/json_schema.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/known_chat_templates.hpp"
+#include "speculation.hpp"
 #include "terminal.hpp"
+#include "text_file.hpp"
 
 #if SMOL_CUDA
 #include "smol/cuda/gpu_transformer.hpp"
@@ -130,9 +133,11 @@ struct Chat {
   std::unique_ptr<smol::cuda::GpuTransformer> gpu;
 #endif
   std::unique_ptr<smol::LogitsSource> source;
+  smol::cli::DraftEngine draft;  // -md: the draft model's session
   smol::ChatSession session;
   std::optional<smol::GenerationStats> last_stats;
   bool prompt_cache_saved = false;
+  std::shared_ptr<smol::TokenMaskTable> grammar;  // --grammar, --json-schema: every reply's
 
   Chat(chat::Options opts, smol::Model opened)
       : options(std::move(opts)),
@@ -140,9 +145,22 @@ struct Chat {
         tokenizer(smol::load_vocabulary(model.file())),
         context(options.threads),
         source(start_engine()),
+        draft(options.speculation, tokenizer, context, source->context_length(), options.kv_type,
+              options.repack),
         session(*source, tokenizer, chat_template(), settings()) {
+    if (std::unique_ptr<smol::Drafter> drafter = draft.drafter(options.speculation, tokenizer)) {
+      session.enable_speculation(std::move(drafter), options.speculation.length());
+    }
     if (!options.system.empty()) session.set_system_prompt(options.system);
     if (options.prompt_cache) restore_prompt_cache(*options.prompt_cache);
+  }
+
+  // Every reply from now on follows `parsed` (null: free text again). One table for the
+  // whole chat: the masks it computes for one reply serve the next ones too.
+  void constrain(std::shared_ptr<const smol::Grammar> parsed) {
+    grammar = parsed ? std::make_shared<smol::TokenMaskTable>(
+                           std::move(parsed), std::make_shared<const smol::TokenTrie>(tokenizer))
+                     : nullptr;
   }
 
   // --prompt-cache FILE, when FILE exists: its tokens and K/V go into the engine and
@@ -184,7 +202,9 @@ struct Chat {
       return std::make_unique<smol::ForwardSource<smol::cuda::GpuTransformer>>(*gpu);
     }
 #endif
-    cpu = std::make_unique<smol::Transformer>(model, context, run);
+    // Speculation verifies drafts in one pass, on kernels that give one-token steps' bits.
+    cpu = std::make_unique<smol::Transformer>(model, context,
+                                              smol::cli::target_options(run, options.speculation));
     return std::make_unique<smol::TransformerSource>(*cpu);
   }
 
@@ -246,6 +266,7 @@ struct Chat {
     reply_options.stop_strings = options.stop_strings;
     reply_options.cancel = &chat::interrupt_requested;
     reply_options.ignore_eos = options.ignore_eos;
+    reply_options.grammar = grammar;
     reply_options.on_piece = [&printer](const smol::TextPiece& piece) { printer(piece); };
     std::vector<smol::TokenId> prompt;
     reply_options.on_prompt = [this, &prompt](std::span<const smol::TokenId> p) {
@@ -303,6 +324,23 @@ struct Chat {
     } else {
       std::printf("no reply yet\n");
     }
+    print_speculation_stats();
+  }
+
+  // --spec-type: what was drafted for the last reply and how much of it was kept.
+  void print_speculation_stats() const {
+    const smol::cli::SpeculationFlags& flags = options.speculation;
+    if (!flags.enabled()) return;
+    std::printf("speculative decoding: %s%s%s, draft-max %zu, draft-min %zu\n",
+                smol::cli::spec_type_name(flags.chosen()), draft.model() ? " with " : "",
+                draft.model() ? draft.model()->file().name().c_str() : "", flags.draft_max,
+                flags.draft_min);
+    if (!last_stats) return;
+    std::printf(
+        "  drafted %zu, accepted %zu, acceptance %.1f %%, %.2f accepted per pass (%zu passes)\n",
+        last_stats->drafted_tokens, last_stats->accepted_draft_tokens,
+        100.0 * last_stats->acceptance_rate(), last_stats->mean_accepted_length(),
+        last_stats->verify_passes);
   }
 
   // Runs a /command; false means quit.
@@ -381,6 +419,36 @@ struct Chat {
   }
 };
 
+// The grammar of --grammar, --grammar-file, --json-schema or --json-schema-file, parsed
+// before the model loads, so that a mistake costs no wait; null when none is given.
+// Throws smol::Error naming the flag and the line and column (or the schema keyword).
+std::shared_ptr<const smol::Grammar> output_grammar(const chat::Options& options) {
+  const auto flagged = [](const char* flag, auto make) {
+    try {
+      return make();
+    } catch (const smol::Error& error) {
+      smol::fail(flag, ": ", error.what());
+    }
+  };
+  if (options.grammar) {
+    return flagged("--grammar", [&] { return smol::parse_gbnf(*options.grammar); });
+  }
+  if (options.grammar_file) {
+    return flagged("--grammar-file", [&] {
+      return smol::parse_gbnf(smol::cli::read_text_file(*options.grammar_file));
+    });
+  }
+  if (options.json_schema) {
+    return flagged("--json-schema", [&] { return smol::json_schema_grammar(*options.json_schema); });
+  }
+  if (options.json_schema_file) {
+    return flagged("--json-schema-file", [&] {
+      return smol::json_schema_grammar(smol::cli::read_text_file(*options.json_schema_file));
+    });
+  }
+  return nullptr;
+}
+
 // Opens a model the user named, with one clear line for each way that can go wrong.
 smol::Model open_model(const std::string& path, smol::ModelOptions model_options) {
   namespace fs = std::filesystem;
@@ -410,15 +478,24 @@ int main(int argc, char** argv) {
       std::fputs("smol-chat: --prompt-cache works with the CPU engine only, not --gpu\n", stderr);
       return 2;
     }
+    if (options.speculation.enabled()) {
+      std::fputs("smol-chat: speculative decoding works with the CPU engine only, not --gpu\n",
+                 stderr);
+      return 2;
+    }
   }
   chat::catch_interrupts();
   try {
+    std::shared_ptr<const smol::Grammar> grammar = output_grammar(options);
+    // A constrained reply cannot think: the grammar admits no <think> block.
+    if (grammar) options.thinking = false;
     const std::string path =
         options.model ? *options.model : chat::choose_default_model(options.yes).path;
     // The GPU uploads the file's blocks, so a CPU-side copy would only cost time.
     Chat chat(options,
               open_model(path, {.repack = options.gpu ? smol::Repack::never : options.repack,
                                 .rope = options.rope}));
+    chat.constrain(std::move(grammar));
     if (options.prompt) {
       switch (chat.answer(*options.prompt)) {
         case Chat::Outcome::done:

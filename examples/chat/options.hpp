@@ -9,6 +9,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
+#include "speculation.hpp"
 
 namespace chat {
 
@@ -43,6 +44,10 @@ struct Options {
   smol::Repack repack = smol::Repack::when_faster;
   smol::RopeOverrides rope;
   std::optional<std::string> prompt_cache;  // --prompt-cache FILE
+  smol::cli::SpeculationFlags speculation;
+  // Structured output, llama.cpp's flags: every reply follows a GBNF grammar or a JSON
+  // schema, given as text or as a file (read when the chat starts, see main.cpp).
+  std::optional<std::string> grammar, grammar_file, json_schema, json_schema_file;
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should
@@ -87,12 +92,44 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--ignore-eos", options.ignore_eos,
                "keep generating past the end of the turn (benchmarks)");
+  CLI::Option* grammar =
+      app.add_option_function<std::string>(
+             "--grammar", [&options](const std::string& text) { options.grammar = text; },
+             "every reply follows this GBNF grammar (llama.cpp's syntax)")
+          ->type_name("TEXT");
+  CLI::Option* grammar_file =
+      app.add_option_function<std::string>(
+             "--grammar-file",
+             [&options](const std::string& path) { options.grammar_file = path; },
+             "every reply follows the GBNF grammar in FILE")
+          ->type_name("FILE");
+  CLI::Option* schema =
+      app.add_option_function<std::string>(
+             "-j,--json-schema", [&options](const std::string& text) { options.json_schema = text; },
+             "every reply is JSON valid under this JSON schema (e.g.\n"
+             "'{}' for any JSON value); turns the reasoning off")
+          ->type_name("SCHEMA");
+  CLI::Option* schema_file =
+      app.add_option_function<std::string>(
+             "--json-schema-file",
+             [&options](const std::string& path) { options.json_schema_file = path; },
+             "every reply is JSON valid under the schema in FILE")
+          ->type_name("FILE");
+  // One constraint at a time: naming two is a mistake, not a combination.
+  for (CLI::Option* a : {grammar, grammar_file, schema, schema_file}) {
+    for (CLI::Option* b : {grammar, grammar_file, schema, schema_file}) {
+      if (a != b) a->excludes(b);
+    }
+  }
   app.add_flag("--think,!--no-think", options.thinking, "SmolLM3's reasoning mode (default: on)");
   app.add_flag("--hide-thinking", options.hide_thinking,
                "do not print the reasoning, only the answer");
   app.add_flag("-v,--verbose", options.verbose,
                "show the prompt as tokens (ids and pieces) before each\n"
                "reply, so you can see which text became control tokens");
+
+  program.group("speculative decoding");
+  smol::cli::add_speculation_flags(program, options.speculation);
 
   program.group("runtime");
   smol::cli::add_threads(program, options.threads);
