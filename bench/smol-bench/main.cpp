@@ -21,6 +21,7 @@
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "speculative.hpp"
 #include "test_result.hpp"
 #include "test_runner.hpp"
 
@@ -128,6 +129,7 @@ int run(const BenchOptions& options) {
   const Model model =
       Model::open(options.model_path, ModelOptions{.repack = repack, .rope = options.rope});
   if (!options.parallel_sequences.empty()) return run_parallel_tests(model, options);
+  if (options.speculation.enabled()) return run_speculative_tests(model, options);
   BenchReport report;
   report.model = summarize_model(model, options.model_path);
   report.kv_type = kv_types_text(options.kv_type);

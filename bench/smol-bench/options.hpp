@@ -15,6 +15,7 @@
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
 #include "smol/simd/isa.hpp"
+#include "speculation.hpp"
 
 namespace smol::bench {
 
@@ -52,6 +53,9 @@ struct BenchOptions {
   std::vector<std::size_t> parallel_prompt{128};
   std::vector<std::size_t> parallel_gen{128};
   std::vector<std::size_t> parallel_sequences;
+  // --spec-type (speculative.hpp): the cost of k-token passes, and greedy replies with and
+  // without drafts, instead of the pp/tg tests.
+  cli::SpeculationFlags speculation;
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should
@@ -131,6 +135,7 @@ inline std::optional<int> parse_options(int argc, char** argv, BenchOptions& opt
                "follow each decode run at a depth with one at depth 0\n"
                "(a second, empty cache) and report their ratio: the\n"
                "memory read of a shared machine moves from minute to minute");
+  cli::add_speculation_flags(program, options.speculation);
   // -t 4,1000 on four CPUs would run the same tests twice.
   program.check([&options] {
     std::vector<int> distinct;
