@@ -182,6 +182,8 @@ TEST_CASE("the n-gram drafter proposes what followed the longest repeated suffix
 TEST_CASE(
     "the draft length grows on acceptance, shrinks on rejection, pauses when it does not pay") {
   smol::DraftLength length({.max = 16, .window = 20, .min_acceptance = 0.3, .pause = 5});
+  CHECK(length.next() == 0);  // no step timed yet: the first one runs plain
+  length.record_step(1.0);
   CHECK(length.next() == 4);
   length.record(4, 4);  // all kept: twice as long
   CHECK(length.next() == 8);
@@ -197,6 +199,7 @@ TEST_CASE(
   // Rejections only: once the window holds 20 drafted tokens under 30 % kept, five steps
   // without drafting, then drafting again.
   smol::DraftLength poor({.max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5});
+  poor.record_step(1.0);
   for (int i = 0; i < 5; ++i) poor.record(4, 0);
   CHECK(poor.paused());
   for (int i = 0; i < 5; ++i) CHECK(poor.next() == 0);
@@ -209,8 +212,32 @@ TEST_CASE(
 
   // Enough accepted over the window: never paused.
   smol::DraftLength good({.max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5});
+  good.record_step(1.0);
   for (int i = 0; i < 50; ++i) {
     good.record(4, i % 2 == 0 ? 1 : 2);
+    CHECK_FALSE(good.paused());
+  }
+}
+
+TEST_CASE("with timed passes, drafting pauses when its passes are slower than plain steps") {
+  // Steps of 1 s. Passes of 4 guesses keeping 1 yield 2 tokens: worth 2 s of steps.
+  const smol::DraftLengthSettings settings{
+      .max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5};
+  smol::DraftLength cheap(settings);  // a pass costs 1.5 s: pays, at 25 % acceptance
+  cheap.record_step(1.0);
+  for (int i = 0; i < 20; ++i) {
+    cheap.record(4, 1, 1.5);
+    CHECK_FALSE(cheap.paused());
+  }
+  smol::DraftLength dear(settings);  // a pass costs 2.5 s: does not pay
+  dear.record_step(1.0);
+  for (int i = 0; i < 5; ++i) dear.record(4, 1, 2.5);
+  CHECK(dear.paused());
+  // At 75 % kept, 4 tokens per pass against 3.5 s: pays.
+  smol::DraftLength good(settings);
+  good.record_step(1.0);
+  for (int i = 0; i < 20; ++i) {
+    good.record(4, 3, 3.5);
     CHECK_FALSE(good.paused());
   }
 }

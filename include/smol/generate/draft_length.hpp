@@ -8,10 +8,14 @@
 //   - every guess accepted: the next draft may be twice as long (up to `max`);
 //   - a guess rejected: the next one is one longer than what was accepted, the length
 //     the model has just shown it follows;
-//   - over the last `window` drafted tokens, fewer than `min_acceptance` of them
-//     accepted: drafting stops for `pause` generated tokens, then tries again (a pause
-//     that is followed by another failure doubles, up to `max_pause`), so open-ended text
-//     that never repeats runs as plain decoding.
+//   - over the passes of the last `window` drafted tokens, drafting did not pay:
+//     drafting stops for `pause` generated tokens, then tries again (a pause that is
+//     followed by another failure doubles, up to `max_pause`), so open-ended text that
+//     never repeats runs as plain decoding.
+// Whether it paid is measured when the caller times its work (record's seconds): the
+// passes took longer than one-token steps would have for the tokens they yielded. What a
+// guess costs differs tenfold between machines, models and kernels, so a fixed acceptance
+// threshold cannot say it; `min_acceptance` is the rule only until a step is timed.
 #pragma once
 
 #include <algorithm>
@@ -40,9 +44,12 @@ class DraftLength {
 
   const DraftLengthSettings& settings() const noexcept { return settings_; }
 
-  // Tokens to ask the drafter for at this step; 0 while drafting is paused. Each call is
-  // one generated token's step, which is what a pause counts.
+  // Tokens to ask the drafter for at this step; 0 while drafting is paused, and before a
+  // one-token step has been timed (record_step). Each call is one generated token's
+  // step, which is what a pause counts.
   std::size_t next() {
+    // The first step runs plain, so that passes have a step's time to be held to.
+    if (step_seconds_ <= 0) return 0;
     if (paused_for_ > 0) {
       --paused_for_;
       return 0;
@@ -50,14 +57,24 @@ class DraftLength {
     return length_;
   }
 
-  // A verification ended: `accepted` of the `drafted` guesses were kept.
-  void record(std::size_t drafted, std::size_t accepted) {
+  // A one-token step (no draft) took `seconds`: the yardstick a pass is held to.
+  void record_step(double seconds) {
+    step_seconds_ = step_seconds_ > 0 ? 0.75 * step_seconds_ + 0.25 * seconds : seconds;
+  }
+
+  // A verification ended: `accepted` of the `drafted` guesses were kept, and the pass took
+  // `seconds` (0: not timed).
+  void record(std::size_t drafted, std::size_t accepted, double seconds = 0) {
     if (drafted == 0) return;
     // A draft shorter than asked for (the drafter had no more) says nothing against the
     // length asked for.
     length_ = accepted == drafted ? std::min(settings_.max, std::max(length_, 2 * drafted))
                                   : std::min(settings_.max, accepted + 1);
-    outcomes_.push_back({drafted, accepted});
+    // What plain steps would have taken for the pass's tokens: the kept guesses and the
+    // token of its own.
+    const double plain_seconds =
+        seconds > 0 && step_seconds_ > 0 ? static_cast<double>(accepted + 1) * step_seconds_ : 0;
+    outcomes_.push_back({drafted, accepted, seconds, plain_seconds});
     in_window_ += drafted;
     accepted_in_window_ += accepted;
     while (!outcomes_.empty() && in_window_ - outcomes_.front().drafted >= settings_.window) {
@@ -66,8 +83,7 @@ class DraftLength {
       outcomes_.pop_front();
     }
     if (in_window_ < settings_.window) return;  // not enough evidence yet
-    if (static_cast<double>(accepted_in_window_) <
-        settings_.min_acceptance * static_cast<double>(in_window_)) {
+    if (!pays()) {
       paused_for_ = pause_;
       pause_ = std::min(settings_.max_pause, 2 * pause_);
       forget_window();
@@ -81,7 +97,23 @@ class DraftLength {
  private:
   struct Outcome {
     std::size_t drafted, accepted;
+    double seconds, plain_seconds;  // the pass's time, and plain steps' for its tokens
   };
+
+  // Whether the window's passes beat plain steps: by their times when every pass in it
+  // was timed against a known step, else by the acceptance rate.
+  bool pays() const {
+    double pass = 0, plain = 0;
+    for (const Outcome& o : outcomes_) {
+      if (o.seconds <= 0 || o.plain_seconds <= 0) {
+        return static_cast<double>(accepted_in_window_) >=
+               settings_.min_acceptance * static_cast<double>(in_window_);
+      }
+      pass += o.seconds;
+      plain += o.plain_seconds;
+    }
+    return pass <= plain;
+  }
 
   void forget_window() {
     outcomes_.clear();
@@ -95,6 +127,7 @@ class DraftLength {
   std::size_t paused_for_ = 0;
   std::deque<Outcome> outcomes_;
   std::size_t in_window_ = 0, accepted_in_window_ = 0;
+  double step_seconds_ = 0;  // a one-token step, smoothed; 0 until one is timed
 };
 
 }  // namespace smol

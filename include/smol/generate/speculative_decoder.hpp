@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <limits>
 #include <memory>
@@ -87,6 +88,9 @@ class SpeculativeDecoder {
       ++stats.accepted_draft_tokens;
       return row(++row_);
     }
+    // A step's time includes the drafting (a draft model's steps, an n-gram lookup's
+    // microseconds): what the pause rule weighs is the whole cost of speculating.
+    const auto started = Clock::now();
     draft_.clear();
     row_ = 0;
     in_pass_ = false;
@@ -101,11 +105,16 @@ class SpeculativeDecoder {
       if (draft_.size() > wanted) draft_.resize(wanted);
       if (draft_.size() < length_.settings().min) draft_.clear();
     }
-    if (draft_.empty()) return cache.extend(source, token);
+    if (draft_.empty()) {
+      const std::span<const float> logits = cache.extend(source, token);
+      length_.record_step(seconds_since(started));
+      return logits;
+    }
 
     pass_.assign(1, token);
     pass_.insert(pass_.end(), draft_.begin(), draft_.end());
     rows_ = cache.extend_ahead(source, pass_);
+    pass_seconds_ = seconds_since(started);
     row_width_ = rows_.size() / pass_.size();
     in_pass_ = true;
     stats.drafted_tokens += draft_.size();
@@ -118,9 +127,14 @@ class SpeculativeDecoder {
     return rows_.subspan(i * row_width_, row_width_);
   }
 
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  }
+
   // The pass is judged: `accepted` of its guesses kept.
   void end_pass(std::size_t accepted) {
-    length_.record(draft_.size(), accepted);
+    length_.record(draft_.size(), accepted, pass_seconds_);
     in_pass_ = false;
   }
 
@@ -131,9 +145,10 @@ class SpeculativeDecoder {
   std::vector<TokenId> history_;  // the drafter's view: the cache's tokens and t
   std::span<const float> rows_;   // the pass's logits, k + 1 rows; valid until the next pass
   std::size_t row_width_ = 0;
-  std::size_t row_ = 0;    // the row that chooses the next token
-  bool in_pass_ = false;   // a pass's guesses are being judged
-  bool accepted_ = false;  // choose() kept the guess for its row
+  double pass_seconds_ = 0;  // the current pass's forward time
+  std::size_t row_ = 0;      // the row that chooses the next token
+  bool in_pass_ = false;     // a pass's guesses are being judged
+  bool accepted_ = false;    // choose() kept the guess for its row
 };
 
 }  // namespace smol
