@@ -173,3 +173,21 @@ if(SMOL_PYTHON3 AND CURL_FOUND AND OpenSSL_FOUND)
             ${chat_dir}/download-e2e)
   set_tests_properties(chat_download_default_model PROPERTIES TIMEOUT 120 LABELS network)
 endif()
+
+# ---- structured output: -j / --json-schema and --grammar --------------------------
+# The reply to a schema is JSON that the schema accepts (checked by Python's json, as a
+# client would read it); a grammar with a mistake exits 1 naming its line and column,
+# before the model loads; two constraints at once are a bad command line (2).
+if(SMOL_PYTHON3)
+  set(check_json_reply "import json, subprocess, sys\nout = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True).stdout\nvalue = json.loads(out)\nassert isinstance(value, dict) and set(value) == {'a'}, out\nassert isinstance(value['a'], int) and not isinstance(value['a'], bool), out\nprint(out)")
+  add_test(NAME chat_json_schema
+           COMMAND ${SMOL_PYTHON3} -c "${check_json_reply}" ${chat} -m ${fixture} -p Hello -n 200
+                   --temp 0 -t 2 -j "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}")
+  set_tests_properties(chat_json_schema PROPERTIES TIMEOUT 120)
+endif()
+smol_expect(chat_bad_grammar 1 "--grammar: grammar: line 2, column [0-9]+: " 1
+  ${chat} -m ${fixture} -p Hello --grammar "root ::= \"a\"\nb ::= [")
+smol_expect(chat_bad_json_schema 1 "--json-schema: JSON schema: .*patternProperties" 1
+  ${chat} -m ${fixture} -p Hello -j "{\"type\":\"object\",\"patternProperties\":{}}")
+smol_expect(chat_two_constraints 2 "excludes" 0
+  ${chat} -m ${fixture} -p Hello -j "{}" --grammar "root ::= \"a\"")

@@ -16,7 +16,7 @@ endif()
 
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
-             load.test.mjs nginx.test.mjs real_model.test.mjs)
+             load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -24,7 +24,7 @@ add_custom_command(
   COMMAND ${SMOL_NPM} ci --no-audit --no-fund --loglevel=error
   WORKING_DIRECTORY "${e2e_dir}"
   DEPENDS "${e2e_dir}/package-lock.json"
-  COMMENT "Installing the openai and puppeteer-core npm packages for the server tests")
+  COMMENT "Installing the openai, puppeteer-core and ajv npm packages for the server tests")
 add_custom_target(smol_server_npm ALL DEPENDS "${e2e_dir}/node_modules/.package-lock.json")
 
 set(e2e_model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
@@ -34,7 +34,13 @@ add_test(NAME server_openai_client
 add_test(NAME server_browser
          COMMAND ${SMOL_NODE} "${e2e_dir}/browser.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
                  "${SMOL_CHROMIUM}")
-set_tests_properties(server_openai_client server_browser PROPERTIES LABELS "server" TIMEOUT 300)
+# Structured output: replies to json_schema requests validated by ajv (pinned in
+# package.json), over a table of schemas and seeds.
+add_test(NAME server_structured_output
+         COMMAND ${SMOL_NODE} "${e2e_dir}/structured_output.test.mjs" $<TARGET_FILE:smol-server>
+                 "${e2e_model}")
+set_tests_properties(server_openai_client server_browser server_structured_output
+                     PROPERTIES LABELS "server" TIMEOUT 300)
 # The browser test clicks while a reply streams: it runs alone, not beside the load test.
 set_tests_properties(server_browser PROPERTIES RUN_SERIAL TRUE)
 

@@ -164,10 +164,35 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("logprobs": 3)"), "logprobs", "not supported"},
       {R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})",
        "messages[0].content[0]", "text only"},
-      {body(R"("response_format": {"type": 5})"), "response_format", "only"},
+      {body(R"("response_format": {"type": 5})"), "response_format", "must be"},
+      {body(R"("response_format": {"type": "xml"})"), "response_format", "json_schema"},
+      {body(R"("response_format": {"type": "json_schema"})"), "response_format.json_schema",
+       "must be an object"},
+      {body(R"("response_format": {"type": "json_schema", "json_schema": {"name": 5}})"),
+       "response_format.json_schema.name", "string"},
+      {body(R"("response_format": {"type": "json_schema", "json_schema": {"strict": "yes"}})"),
+       "response_format.json_schema.strict", "true or false"},
+      // The schema keyword at fault and where it is.
+      {body(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x",
+           "schema": {"type": "object",
+                      "properties": {"a": {"type": "string", "contentMediaType": "x"}}}}})"),
+       "response_format.json_schema.schema", "contentMediaType"},
+      {body(R"("response_format": {"type": "json_schema", "json_schema": {"schema": 5}})"),
+       "response_format.json_schema.schema", "must be a JSON schema"},
+      {body(R"("response_format": {"type": "json_object", "schema": {"type": "tuple"}})"),
+       "response_format.schema", "tuple"},
+      {body(R"("json_schema": {"type": "object", "minProperties": 2})"), "json_schema",
+       "minProperties"},
+      {body(R"("json_schema": "{}")"), "json_schema", "must be a JSON schema"},
+      // A grammar's mistake with its line and column.
+      {body(R"("grammar": "root ::= \"a\"\nb ::= [a-")"), "grammar", "line 2, column"},
+      {body(R"("grammar": "root ::= undefined-rule")"), "grammar", "undefined-rule"},
+      {body(R"("grammar": 5)"), "grammar", "GBNF text"},
+      {body(R"("grammar": "root ::= \"a\"", "json_schema": {})"), "grammar", "give one"},
+      {body(R"("response_format": {"type": "json_object"}, "json_schema": {})"), "json_schema",
+       "both constrain"},
       {body(R"("repeat_last_n": -2)"), "repeat_last_n", "between -1 and"},
       {body(R"("tools": [])"), "tools", "not supported"},
-      {body(R"("response_format": {"type": "json_object"})"), "response_format", "only"},
       {body(R"("reasoning_format": "xml")"), "reasoning_format", "deepseek"},
       {body(R"("chat_template_kwargs": [])"), "chat_template_kwargs", "object"},
       {body(R"("chat_template_kwargs": {"enable_thinking": "no"})"), "enable_thinking",
@@ -185,6 +210,49 @@ TEST_CASE("bad requests get a 400 that names the field") {
     CHECK(shown["error"]["code"] == 400);
     CHECK(shown["error"]["param"] == (c.param.empty() ? Json(nullptr) : Json(c.param)));
   }
+}
+
+TEST_CASE("structured output: response_format, json_schema and grammar become one grammar") {
+  CHECK_FALSE(parse_chat_request(body("")).params.output.has_value());
+  CHECK_FALSE(parse_chat_request(body(R"("response_format": {"type": "text"})")).params.output);
+  CHECK_FALSE(parse_chat_request(body(R"("grammar": "")")).params.output);  // llama-server's none
+
+  const auto object = parse_chat_request(body(R"("response_format": {"type": "json_object"})"));
+  REQUIRE(object.params.output.has_value());
+  CHECK(object.params.output->gbnf == smol::json_object_gbnf());
+  CHECK(object.params.output->param == "response_format");
+  CHECK(object.params.output->grammar != nullptr);
+  // A constrained reply cannot think: the grammar has no room for a <think> block.
+  CHECK_FALSE(object.enable_thinking);
+
+  // The schema's properties keep the client's order ("z" before "a"), which a std::map
+  // json would have sorted: the model writes them in this order.
+  const std::string schema =
+      R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}},
+          "required": ["z", "a"], "additionalProperties": false})";
+  const auto strict = parse_chat_request(body(R"("response_format": {"type": "json_schema",
+      "json_schema": {"name": "pair", "strict": true, "schema": )" + schema + "}}"));
+  REQUIRE(strict.params.output.has_value());
+  CHECK(strict.params.output->gbnf == smol::json_schema_to_gbnf(schema));
+  CHECK(strict.params.output->param == "response_format.json_schema.schema");
+  const std::string& gbnf = strict.params.output->gbnf;
+  REQUIRE(gbnf.find(R"("\x22a\x22")") != std::string::npos);
+  CHECK(gbnf.find(R"("\x22z\x22")") < gbnf.find(R"("\x22a\x22")"));
+
+  // llama-server's own fields; the completions endpoint reads them too.
+  const auto plain = parse_chat_request(body(R"("json_schema": )" + schema));
+  REQUIRE(plain.params.output.has_value());
+  CHECK(plain.params.output->gbnf == strict.params.output->gbnf);
+  CHECK(plain.params.output->param == "json_schema");
+  const auto gbnf_request = smol::serve::parse_completion_request(
+      R"({"prompt": "x", "grammar": "root ::= \"yes\" | \"no\""})");
+  REQUIRE(gbnf_request.params.output.has_value());
+  CHECK(gbnf_request.params.output->gbnf == "root ::= \"yes\" | \"no\"");
+  CHECK(gbnf_request.params.output->param == "grammar");
+  // No schema in json_schema: any JSON value.
+  CHECK(parse_chat_request(
+            body(R"("response_format": {"type": "json_schema", "json_schema": {"name": "any"}})"))
+            .params.output.has_value());
 }
 
 TEST_CASE("completion requests take a prompt string") {

@@ -29,6 +29,8 @@
 #include "options.hpp"
 #include "smol/generate/chat_session.hpp"
 #include "smol/grammar/json_schema.hpp"
+#include "smol/grammar/token_mask_table.hpp"
+#include "smol/grammar/token_trie.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
@@ -439,7 +441,8 @@ std::shared_ptr<const smol::Grammar> output_grammar(const chat::Options& options
     });
   }
   if (options.json_schema) {
-    return flagged("--json-schema", [&] { return smol::json_schema_grammar(*options.json_schema); });
+    return flagged("--json-schema",
+                   [&] { return smol::json_schema_grammar(*options.json_schema); });
   }
   if (options.json_schema_file) {
     return flagged("--json-schema-file", [&] {

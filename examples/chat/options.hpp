@@ -105,7 +105,8 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
           ->type_name("FILE");
   CLI::Option* schema =
       app.add_option_function<std::string>(
-             "-j,--json-schema", [&options](const std::string& text) { options.json_schema = text; },
+             "-j,--json-schema",
+             [&options](const std::string& text) { options.json_schema = text; },
              "every reply is JSON valid under this JSON schema (e.g.\n"
              "'{}' for any JSON value); turns the reasoning off")
           ->type_name("SCHEMA");

@@ -38,6 +38,7 @@
 #include "smol/serve/metrics.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/reply_channel.hpp"
+#include "smol/serve/token_mask_cache.hpp"
 #include "smol/smol.hpp"
 #include "smol/text/chat_prompt.hpp"
 #include "smol/text/known_chat_templates.hpp"
@@ -61,6 +62,7 @@ struct Service {
       : options(o),
         model(std::move(opened)),
         tokenizer(smol::load_vocabulary(model.file())),
+        masks(tokenizer),
         context(o.threads),
         engine(model, context,
                {.total_positions = o.slots * sequence_length(o, model),
@@ -91,6 +93,7 @@ struct Service {
   server::Options options;
   smol::Model model;
   smol::Tokenizer tokenizer;
+  smol::serve::TokenMaskCache masks;  // structured output's grammars over this vocabulary
   smol::Context context;
   smol::BatchTransformer engine;
   smol::Scheduler scheduler;
@@ -189,7 +192,7 @@ std::string next_reply_id(std::string_view prefix) {
 }
 
 // What a completion request becomes: the prompt and the scheduler's settings.
-smol::GenerationRequest generation_request(const Service& service,
+smol::GenerationRequest generation_request(Service& service,
                                            const smol::serve::CompletionParams& params,
                                            std::vector<smol::TokenId> prompt) {
   smol::GenerationRequest request;
@@ -202,6 +205,7 @@ smol::GenerationRequest generation_request(const Service& service,
   request.max_tokens = params.max_tokens;
   request.stop_strings = params.stop;
   request.ignore_eos = params.ignore_eos;
+  if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }
 

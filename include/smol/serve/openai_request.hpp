@@ -16,6 +16,7 @@
 
 #include "smol/generate/sampler.hpp"
 #include "smol/serve/api_error.hpp"
+#include "smol/serve/structured_output.hpp"
 #include "smol/text/chat_template.hpp"
 
 namespace smol::serve {
@@ -49,6 +50,9 @@ struct CompletionParams {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // llama-server's extension: generate past the end of turn
   ReasoningFormat reasoning = ReasoningFormat::separate;
+  // Structured output (response_format, json_schema, grammar): the grammar every reply
+  // token must continue; nullopt: free text.
+  std::optional<OutputGrammar> output;
 };
 
 struct ChatCompletionRequest {
@@ -141,8 +145,10 @@ inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest cont
 inline constexpr std::size_t kMaxStopStrings = 16;
 
 // The fields both endpoints read; unknown fields are ignored, as OpenAI's API does for
-// the many extras clients send (user, metadata, ...).
-inline CompletionParams parse_params(const Json& body, const RequestDefaults& defaults) {
+// the many extras clients send (user, metadata, ...). `body_text` is the text `body` was
+// parsed from (a schema's property order is read from it).
+inline CompletionParams parse_params(const Json& body, std::string_view body_text,
+                                     const RequestDefaults& defaults) {
   CompletionParams p;
   p.sampling = defaults.sampling;
   p.reasoning = defaults.reasoning;
@@ -219,12 +225,7 @@ inline CompletionParams parse_params(const Json& body, const RequestDefaults& de
   if (field(body, "tools") != nullptr || field(body, "functions") != nullptr) {
     throw invalid_request("tools are not supported yet", "tools");
   }
-  if (const Json* format = field(body, "response_format")) {
-    if (!has_type(*format, "text")) {
-      throw invalid_request("only response_format {\"type\": \"text\"} is supported",
-                            "response_format");
-    }
-  }
+  p.output = parse_output_grammar(body, body_text);
   return p;
 }
 
@@ -260,9 +261,10 @@ auto reading_json(Parse parse) -> decltype(parse()) {
   }
 }
 
-inline ChatCompletionRequest parse_chat(const Json& json, const RequestDefaults& defaults) {
+inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
+                                        const RequestDefaults& defaults) {
   ChatCompletionRequest request;
-  request.params = detail::parse_params(json, defaults);
+  request.params = detail::parse_params(json, text, defaults);
 
   const Json* messages = detail::field(json, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
@@ -312,12 +314,16 @@ inline ChatCompletionRequest parse_chat(const Json& json, const RequestDefaults&
     }
     request.enable_thinking = detail::boolean(*kwargs, "enable_thinking", request.enable_thinking);
   }
+  // A constrained reply cannot think: the grammar admits no <think> block, and the
+  // reasoning would otherwise swallow the whole reply. The answer is the grammar's text.
+  if (request.params.output) request.enable_thinking = false;
   return request;
 }
 
-inline TextCompletionRequest parse_completion(const Json& json, const RequestDefaults& defaults) {
+inline TextCompletionRequest parse_completion(const Json& json, std::string_view text,
+                                              const RequestDefaults& defaults) {
   TextCompletionRequest request;
-  request.params = detail::parse_params(json, defaults);
+  request.params = detail::parse_params(json, text, defaults);
   const Json* prompt = detail::field(json, "prompt");
   if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
     prompt = &(*prompt)[0];  // a list of one prompt, as some clients send it
@@ -335,14 +341,14 @@ inline TextCompletionRequest parse_completion(const Json& json, const RequestDef
 inline ChatCompletionRequest parse_chat_request(std::string_view body,
                                                 const RequestDefaults& defaults = {}) {
   return detail::reading_json(
-      [&] { return detail::parse_chat(detail::parse_body(body), defaults); });
+      [&] { return detail::parse_chat(detail::parse_body(body), body, defaults); });
 }
 
 // POST /v1/completions: raw text continued, no template.
 inline TextCompletionRequest parse_completion_request(std::string_view body,
                                                       const RequestDefaults& defaults = {}) {
   return detail::reading_json(
-      [&] { return detail::parse_completion(detail::parse_body(body), defaults); });
+      [&] { return detail::parse_completion(detail::parse_body(body), body, defaults); });
 }
 
 }  // namespace smol::serve
