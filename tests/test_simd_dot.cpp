@@ -2,6 +2,7 @@
 // reference against an independent double-precision computation.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -240,5 +241,68 @@ TEST_CASE("float dots: every ISA equals the scalar reference") {
       check_close(k.of<GgmlType::BF16>().dot(bh.data(), y.data(), n), static_cast<float>(rb.value),
                   rb.magnitude, 1e-6);
     }
+  }
+}
+
+TEST_CASE("Q8_0 / Q8_1 quantizers: every ISA equals the scalar ones bit for bit") {
+  std::mt19937 rng(11);
+  std::vector<float> x = random_floats(4096, rng);
+  for (std::size_t i = 0; i < 32; ++i) x[i] = 0.0f;                                 // zero block
+  for (std::size_t i = 32; i < 64; ++i) x[i] = static_cast<float>(i % 9) - 4.0f;    // exact .5s
+  for (std::size_t i = 64; i < 96; ++i) x[i] = 127.0f * (static_cast<float>(i % 5) - 2.0f) / 4.0f;
+  for (std::size_t i = 96; i < 128; ++i) x[i] = i % 2 ? 1e-30f : -3e30f;            // extremes
+  for (std::size_t i = 128; i < 160; ++i) x[i] = -1.0f;                              // all equal
+  std::vector<BlockQ8_0> want0(x.size() / 32), got0(want0.size());
+  std::vector<BlockQ8_1> want1(x.size() / 32), got1(want1.size());
+  scalar_kernels().quantize_row_q8_0(x.data(), want0.data(), x.size());
+  scalar_kernels().quantize_row_q8_1(x.data(), want1.data(), x.size());
+  for (Isa isa : available_isas()) {
+    CAPTURE(isa_name(isa));
+    std::memset(got0.data(), 0x5a, got0.size() * sizeof(BlockQ8_0));
+    std::memset(got1.data(), 0x5a, got1.size() * sizeof(BlockQ8_1));
+    kernels_for_isa(isa).quantize_row_q8_0(x.data(), got0.data(), x.size());
+    kernels_for_isa(isa).quantize_row_q8_1(x.data(), got1.data(), x.size());
+    CHECK(std::memcmp(got0.data(), want0.data(), got0.size() * sizeof(BlockQ8_0)) == 0);
+    CHECK(std::memcmp(got1.data(), want1.data(), got1.size() * sizeof(BlockQ8_1)) == 0);
+  }
+}
+
+TEST_CASE("tile_dots: every ISA's tiles equal the scalar dot, and a token's bits do not "
+          "depend on the tile") {
+  std::mt19937 rng(12);
+  const Kernels& ref = scalar_kernels();
+  for (Isa isa : available_isas()) {
+    const Kernels& k = kernels_for_isa(isa);
+    for_each_weight_type([&]<class W>(W tag) {
+      if constexpr (is_quantized_v<W> && W::values_per_block == 32) {
+        const auto tile = k.of(tag).tile_dots;
+        if (tile == nullptr) return;
+        for (std::size_t nblocks : {1, 3, 18, 33, 48, 72}) {
+          for (Pattern p : kPatterns) {
+            const std::size_t rows = 5, n_tokens = 19, n = nblocks * 32;
+            const auto w = weight_blocks<W>(rows * nblocks, p, rng);
+            const auto act = weight_activations<W>(n_tokens * n,
+                                                   p == Pattern::all_max ? p : Pattern::random, rng);
+            std::vector<float> y(n_tokens * rows, -1.0f), one(rows);
+            tile(reinterpret_cast<const std::byte*>(w.data()), nblocks * sizeof(w[0]), rows,
+                 act.data(), nblocks, nblocks, n_tokens, y.data(), rows);
+            CAPTURE(label(isa, ggml_type_name(W::type), n, p));
+            for (std::size_t t = 0; t < n_tokens; ++t) {
+              tile(reinterpret_cast<const std::byte*>(w.data()), nblocks * sizeof(w[0]), rows,
+                   act.data() + t * nblocks, nblocks, nblocks, 1, one.data(), 1);
+              for (std::size_t r = 0; r < rows; ++r) {
+                const auto* wr = w.data() + r * nblocks;
+                const auto* ar = act.data() + t * nblocks;
+                const auto m = reference_dot(dequantized(W::type, std::vector(wr, wr + nblocks), n),
+                                             dequantized(std::vector(ar, ar + nblocks)));
+                check_close(y[t * rows + r], ref.of(tag).dot(wr, ar, nblocks), m.magnitude);
+                CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
+                      std::bit_cast<std::uint32_t>(one[r]));
+              }
+            }
+          }
+        }
+      }
+    });
   }
 }

@@ -1,7 +1,7 @@
 // matmul: Y = X W^T for a block of tokens (prefill). Compute-bound, so each weight
 // block is loaded once and used for a tile of tokens: where a type's kernel unit has
-// them, the interleaved-rows, matrix-unit or tile kernels (simd/q8k_lanes.hpp);
-// otherwise its dot kernel looped over cache-sized blocks of rows and tokens.
+// them, the interleaved-rows, matrix-unit or tile kernels (simd/q8k_lanes.hpp, or the
+// type's own activation blocks for the 32-value types); otherwise its dot kernel looped over cache-sized blocks of rows and tokens.
 #pragma once
 
 #include <algorithm>
@@ -131,6 +131,23 @@ void matmul_by_dots(Context& ctx, const WeightMatrix& w, const Act* xs, std::siz
   });
 }
 
+// A type's tiles on its own activation blocks (WeightKernels::tile_dots): threads take
+// chunks of rows (a few KB of weights, which stay in L1/L2 while every token tile
+// passes); small chunks, since these matrices are small and compute-bound.
+template <class W>
+void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
+                      std::size_t n_tokens, float* y, decltype(WeightKernels<W>::tile_dots) tile) {
+  const std::size_t count = w.cols / ggml_type_info(w.type).block_values;
+  const std::size_t threads = static_cast<std::size_t>(ctx.threads());
+  const std::size_t chunk_rows = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 64);
+  parallel_chunks(ctx, w.rows, chunk_rows, [&](std::size_t first, std::size_t last) {
+    for (std::size_t r0 = first; r0 < last; r0 += chunk_rows) {
+      const std::size_t nr = std::min(chunk_rows, last - r0);
+      tile(w.row(r0), w.row_bytes, nr, xs, count, count, n_tokens, y + r0, w.rows);
+    }
+  });
+}
+
 // Prefill for weights of type W, on the fastest path the set and the model offer: the
 // interleaved copy, the matrix unit, the tiles, else the dot kernel.
 template <class W>
@@ -146,6 +163,10 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   }
   if (k.matrix != nullptr) return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix);
   if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
+  if (k.tile_dots != nullptr) {
+    return matmul_tile_dots<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,
+                               k.tile_dots);
+  }
   matmul_by_dots(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y, k.dot);
 }
 

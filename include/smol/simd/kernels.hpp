@@ -67,6 +67,13 @@ struct WeightKernels {
   Rows8Fn<std::conditional_t<std::is_void_v<Rows8>, std::byte, Rows8>> rows8 = nullptr;
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
+  // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value
+  // types): y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
+  // `n_tokens` activation rows `x_stride` blocks apart, each weight block unpacked once
+  // for a tile of tokens. A token's float order depends on neither count.
+  void (*tile_dots)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                    const Activation* x, std::size_t x_stride, std::size_t nblocks,
+                    std::size_t n_tokens, float* y, std::size_t y_stride) = nullptr;
 };
 
 namespace detail {

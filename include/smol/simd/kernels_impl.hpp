@@ -44,9 +44,9 @@ Kernels make_isa_kernels() noexcept {
     k.swiglu = scalar::swiglu;
     k.attend_block = simd::attend_block_reference;
   } else {
-    // Vector sets keep the scalar Q8_0 and Q8_1 quantizers (filled in below): only the
-    // 32-value weight types use them, once per matvec, which is small beside streaming
-    // the matrix.
+    // The Q8_0 and Q8_1 quantizers: 256-bit on x86 (bit for bit the scalar ones, which
+    // cost a third of a small Q4_1 prefill matmul); NEON keeps the scalar ones (filled in
+    // below).
     k.quantize_row_q8k = simd::quantize_row_q8k<Arch>;
     k.swiglu = simd::swiglu<Arch>;
     k.attend_block = simd::attend_block<Arch>;
@@ -56,6 +56,8 @@ Kernels make_isa_kernels() noexcept {
     // (bench/README.md). The AMX set keeps the file's rows, which its matrix-unit
     // prefill reads (unmeasured on the copies: no AMX machine since).
     k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;
+    k.quantize_row_q8_0 = simd::x86::quantize_row_q8_0<Arch>;
+    k.quantize_row_q8_1 = simd::x86::quantize_row_q8_1<Arch>;
 #endif
   }
   return k;

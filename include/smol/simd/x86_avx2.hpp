@@ -14,7 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/legacy_blocks.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/float_kernels.hpp"
 #include "smol/simd/kernels.hpp"
@@ -256,6 +258,67 @@ float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks)
                           _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
   }
   return hsum<Arch>(acc);
+}
+
+// Q8_0 / Q8_1 activation quantizers, bit for bit the scalar ones (scalar::quantize_row_q8_0,
+// quant/legacy_blocks.hpp's quantize_row_q8_1): the same max |x|, d = amax / 127 and
+// id = 1 / d in scalar floats, q = x * id rounded half away from zero (trunc, then one
+// more step where the exact fraction is at least 0.5), s = f16(d * sum q).
+template <class Arch>
+inline __m256i quantize_block_q8(const float* x, float& d_out) noexcept {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float d = _mm_cvtss_f32(m4) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  d_out = d;
+  const __m256 idv = _mm256_set1_ps(id), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 p = _mm256_mul_ps(v[i], idv);
+    const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(p, t));
+    const __m256 step = _mm256_or_ps(_mm256_and_ps(sign, p), one);  // +-1 with p's sign
+    const __m256 r =
+        _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
+    q[i] = _mm256_cvtps_epi32(r);
+  }
+  const __m256i lo = _mm256_packs_epi32(q[0], q[1]), hi = _mm256_packs_epi32(q[2], q[3]);
+  const __m256i bytes = _mm256_packs_epi16(lo, hi);
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+template <class Arch>
+void quantize_row_q8_0(const float* x, BlockQ8_0* out, std::size_t n) noexcept {
+  for (std::size_t b = 0; b < n / 32; ++b) {
+    float d;
+    const __m256i q = quantize_block_q8<Arch>(x + 32 * b, d);
+    out[b].d = f32_to_f16(d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), q);
+  }
+}
+
+template <class Arch>
+void quantize_row_q8_1(const float* x, BlockQ8_1* out, std::size_t n) noexcept {
+  for (std::size_t b = 0; b < n / 32; ++b) {
+    float d;
+    const __m256i q = quantize_block_q8<Arch>(x + 32 * b, d);
+    out[b].d = f32_to_f16(d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), q);
+    const __m256i sums = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+    out[b].s = f32_to_f16(static_cast<float>(_mm_cvtsi128_si32(s4)) * d);
+  }
 }
 
 }  // namespace x86
