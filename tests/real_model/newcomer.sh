@@ -11,7 +11,7 @@ mkdir -p "$work/cache" "$work/bad-wheels" "$work/bad-cache"
 export SMOL_PYTHON="$python" PIP_NO_INDEX=1 SMOL_DOWNLOAD=
 export PIP_FIND_LINKS="$wheels" SMOL_MODELS="$work/cache"
 
-"$chat" -p "What is the capital of France?" -n 24 --temp 0 -t 2 >"$work/good.out" 2>"$work/good.err"
+"$chat" -p "Name the capital city of France." -n 24 --temp 0 -t 2 >"$work/good.out" 2>"$work/good.err"
 cat "$work/good.err" "$work/good.out"
 grep -q "fetching SmolLM2-135M-Instruct" "$work/good.err"
 grep -q "sha256 b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53, verified" "$work/good.err"

@@ -141,6 +141,7 @@ def check_greedy(args):
     smol_flags = (["--kv-type", "f32"] if args.exact else []) + \
         (["--f32-activations"] if args.f32_activations else [])
     ok = True
+    rows = []  # (run, its smol rows, llama.cpp's other path) for the noise rule
     for n, r in enumerate(runs):
         tokens = r["prompt"] + r["generated"]
         out = os.path.join(args.work, "logits%d.bin" % n)
@@ -149,12 +150,20 @@ def check_greedy(args):
         data = open(out, "rb").read()
         n_vocab = len(data) // 4 // (len(tokens) - 1)
         first = len(r["prompt"]) - 1
-        row_of = lambda step: struct.unpack_from("<%df" % n_vocab, data,
-                                                 (first + step) * n_vocab * 4)
+        # Bound now: the rows are read after the loop, when these names have moved on.
+        row_of = lambda step, data=data, n_vocab=n_vocab, first=first: struct.unpack_from(
+            "<%df" % n_vocab, data, (first + step) * n_vocab * 4)
         if args.tolerance or args.exact:
             ok = within_tolerance(args, r, row_of) and ok
         else:
-            ok = within_own_noise(r, row_of, other[n]) and ok
+            rows.append((r, row_of, other[n]))
+    if rows:
+        # llama.cpp's largest move over every prompt: one prompt's maximum is too few
+        # samples to bound smol's (0.56-1.41 from prompt to prompt on SmolLM2).
+        largest = max(abs(a - l) for r, _, again in rows for step, top in enumerate(r["top"])
+                      for (_, l), (_, a) in zip(top, again[step]))
+        for r, row_of, again in rows:
+            ok = within_own_noise(r, row_of, again, largest) and ok
     return ok
 
 
@@ -193,10 +202,11 @@ def within_tolerance(args, r, row_of):
     return ok
 
 
-def within_own_noise(r, row_of, again):
+def within_own_noise(r, row_of, again, largest):
     """smol's greedy tokens equal llama.cpp's until a near-tie, where a near-tie is two
     logits closer than llama.cpp's own largest move (`again`: the same ids' logits from
-    its other attention path); smol's distance within twice llama.cpp's own."""
+    its other attention path); smol's mean distance within twice llama.cpp's own on this
+    prompt, its largest within twice `largest`, llama.cpp's largest over every prompt."""
     smol_d, self_d = [], []
     diverged = None  # (step, margin): where smol's own greedy run would part
     for step in range(len(r["generated"])):
@@ -222,7 +232,7 @@ def within_own_noise(r, row_of, again):
         else:
             ok = False
             line += ": NOT a near-tie"
-    if mean(smol_d) > 2 * mean(self_d) + 0.05 or max(smol_d) > 2 * max(self_d) + 0.1:
+    if mean(smol_d) > 2 * mean(self_d) + 0.05 or max(smol_d) > 2 * largest:
         ok = False
         line += "; smol's distance exceeds twice llama.cpp's own"
     print(line + "; " + repr(r["text"][-50:]))
