@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,19 @@ using namespace smol::testing;
 namespace {
 
 constexpr std::size_t kLengths[] = {256, 768, 2048, 11008};
+// The 32-value block types also take rows that are not whole groups of eight blocks
+// (the AVX-512 dots gather eight blocks' scales at a time): 1, 3, 18 (SmolLM2's 576
+// columns), 47 blocks, with the lengths above.
+constexpr std::size_t kBlock32Lengths[] = {32, 96, 576, 1504, 256, 768, 2048, 11008};
+
+template <class W>
+constexpr std::span<const std::size_t> lengths_for() {
+  if constexpr (W::values_per_block == 32) {
+    return kBlock32Lengths;
+  } else {
+    return kLengths;
+  }
+}
 
 const Kernels& scalar_kernels() {
   return kernels_for_isa(Isa::scalar);
@@ -111,7 +125,7 @@ TEST_CASE("quantized dots: every ISA equals the scalar reference, for every type
     const Kernels& k = kernels_for_isa(isa);
     for_each_weight_type([&]<class W>(W tag) {
       if constexpr (is_quantized_v<W>) {
-        for (std::size_t n : kLengths) {
+        for (std::size_t n : lengths_for<W>()) {
           for (Pattern p : kPatterns) {
             const auto act =
                 weight_activations<W>(n, p == Pattern::all_max ? p : Pattern::random, rng);
@@ -247,11 +261,11 @@ TEST_CASE("float dots: every ISA equals the scalar reference") {
 TEST_CASE("Q8_0 / Q8_1 quantizers: every ISA equals the scalar ones bit for bit") {
   std::mt19937 rng(11);
   std::vector<float> x = random_floats(4096, rng);
-  for (std::size_t i = 0; i < 32; ++i) x[i] = 0.0f;                                 // zero block
-  for (std::size_t i = 32; i < 64; ++i) x[i] = static_cast<float>(i % 9) - 4.0f;    // exact .5s
+  for (std::size_t i = 0; i < 32; ++i) x[i] = 0.0f;                               // zero block
+  for (std::size_t i = 32; i < 64; ++i) x[i] = static_cast<float>(i % 9) - 4.0f;  // exact .5s
   for (std::size_t i = 64; i < 96; ++i) x[i] = 127.0f * (static_cast<float>(i % 5) - 2.0f) / 4.0f;
-  for (std::size_t i = 96; i < 128; ++i) x[i] = i % 2 ? 1e-30f : -3e30f;            // extremes
-  for (std::size_t i = 128; i < 160; ++i) x[i] = -1.0f;                              // all equal
+  for (std::size_t i = 96; i < 128; ++i) x[i] = i % 2 ? 1e-30f : -3e30f;  // extremes
+  for (std::size_t i = 128; i < 160; ++i) x[i] = -1.0f;                   // all equal
   std::vector<BlockQ8_0> want0(x.size() / 32), got0(want0.size());
   std::vector<BlockQ8_1> want1(x.size() / 32), got1(want1.size());
   scalar_kernels().quantize_row_q8_0(x.data(), want0.data(), x.size());
@@ -267,8 +281,9 @@ TEST_CASE("Q8_0 / Q8_1 quantizers: every ISA equals the scalar ones bit for bit"
   }
 }
 
-TEST_CASE("tile_dots: every ISA's tiles equal the scalar dot, and a token's bits do not "
-          "depend on the tile") {
+TEST_CASE(
+    "tile_dots: every ISA's tiles equal the scalar dot, and a token's bits do not "
+    "depend on the tile") {
   std::mt19937 rng(12);
   const Kernels& ref = scalar_kernels();
   for (Isa isa : available_isas()) {
@@ -281,8 +296,8 @@ TEST_CASE("tile_dots: every ISA's tiles equal the scalar dot, and a token's bits
           for (Pattern p : kPatterns) {
             const std::size_t rows = 5, n_tokens = 19, n = nblocks * 32;
             const auto w = weight_blocks<W>(rows * nblocks, p, rng);
-            const auto act = weight_activations<W>(n_tokens * n,
-                                                   p == Pattern::all_max ? p : Pattern::random, rng);
+            const auto act = weight_activations<W>(
+                n_tokens * n, p == Pattern::all_max ? p : Pattern::random, rng);
             std::vector<float> y(n_tokens * rows, -1.0f), one(rows);
             tile(reinterpret_cast<const std::byte*>(w.data()), nblocks * sizeof(w[0]), rows,
                  act.data(), nblocks, nblocks, n_tokens, y.data(), rows);

@@ -21,6 +21,7 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_pairs.hpp"
 
 namespace smol {
 
@@ -348,7 +349,14 @@ struct LegacyKernelUnit {
       k.dot = scalar::dot_legacy<Block>;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_legacy<Arch, Block>;
+      if constexpr (is_avx512_v<Arch>) {
+        k.dot = [](const Block* x, const LegacyActivation<Block>* y, std::size_t n) noexcept {
+          return simd::x86::dot_pairs_512<Arch>(
+              x, y, n, [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
+        };
+      } else {
+        k.dot = simd::x86::dot_legacy<Arch, Block>;
+      }
       if constexpr (kHasMin<Block>) k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
 #endif
 #if defined(__aarch64__)

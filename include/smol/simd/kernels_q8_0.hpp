@@ -6,6 +6,7 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_key_scores.hpp"
 
 namespace smol {
@@ -23,7 +24,12 @@ constexpr auto q8_0_activation_dot() noexcept {
     else
       return scalar::dot_q8_0_q8_0;
 #if defined(SMOL_X86)
-  } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+  } else if constexpr (is_avx512_v<Arch>) {
+    return [](const Block* x, const BlockQ8_0* y, std::size_t n) noexcept {
+      return simd::x86::dot_pairs_512<Arch>(
+          x, y, n, [](const Block& b) { return simd::x86::block_quants<Arch>(b); });
+    };
+  } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
     if constexpr (q4)
       return simd::x86::dot_q4_0_q8_0<Arch>;
     else
