@@ -95,6 +95,71 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
   }
 }
 
+TEST_CASE("matvec_shared_input equals one matvec per matrix, bit for bit") {
+  // q, k, v-like shapes (uneven row counts, so chunks straddle the matrices) of every
+  // type; Q4_K and Q6_K also through interleaved copies; a mixed group (other types or
+  // widths) takes the separate matvecs.
+  std::mt19937 rng(14);
+  const auto check_group = [&](const std::vector<WeightMatrix>& ws, const std::vector<float>& x,
+                               const char* what) {
+    for (Isa isa : available_isas()) {
+      for (int threads : {1, 2, 3}) {
+        Context ctx(threads, isa);
+        std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+        std::vector<const WeightMatrix*> pointers;
+        std::vector<float*> outputs;
+        for (std::size_t j = 0; j < ws.size(); ++j) {
+          want[j].assign(ws[j].rows, -1.0f);
+          got[j].assign(ws[j].rows, -2.0f);
+          matvec(ctx, ws[j], x.data(), want[j].data());
+          pointers.push_back(&ws[j]);
+          outputs.push_back(got[j].data());
+        }
+        matvec_shared_input(ctx, pointers, x.data(), outputs);
+        CAPTURE(what);
+        CAPTURE(isa_name(isa));
+        CAPTURE(threads);
+        for (std::size_t j = 0; j < ws.size(); ++j) {
+          CHECK(std::memcmp(got[j].data(), want[j].data(), want[j].size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  };
+  for (GgmlType type : kTypes) {
+    const std::size_t cols = 768;
+    std::vector<std::vector<std::byte>> bytes;  // moving it keeps each matrix's bytes
+    std::vector<WeightMatrix> ws;
+    for (std::size_t rows : {296, 104, 104}) {
+      bytes.push_back(random_matrix(type, rows, cols, rng));
+      ws.push_back(view(type, bytes.back(), rows, cols));
+    }
+    check_group(ws, random_floats(cols, rng), ggml_type_name(type).data());
+    if (type == GgmlType::Q4_K || type == GgmlType::Q6_K) {
+      std::vector<AlignedBuffer<std::byte>> copies;
+      copies.reserve(ws.size());
+      for (WeightMatrix& w : ws) {
+        copies.push_back(rows8_copy(w));
+        w = with_rows8(w, copies.back());
+      }
+      check_group(ws, random_floats(cols, rng), "interleaved");
+    }
+  }
+  std::vector<std::vector<std::byte>> bytes;
+  bytes.push_back(random_matrix(GgmlType::Q4_K, 64, 512, rng));
+  bytes.push_back(random_matrix(GgmlType::Q6_K, 32, 512, rng));
+  bytes.push_back(random_matrix(GgmlType::Q8_0, 40, 512, rng));
+  check_group({view(GgmlType::Q4_K, bytes[0], 64, 512), view(GgmlType::Q6_K, bytes[1], 32, 512),
+               view(GgmlType::Q8_0, bytes[2], 40, 512)},
+              random_floats(512, rng), "mixed types");
+  Context ctx(1);
+  const WeightMatrix w = view(GgmlType::Q4_K, bytes[0], 64, 512);
+  std::vector<const WeightMatrix*> five(5, &w);
+  std::vector<float> y(64);
+  std::vector<float*> outputs(5, y.data());
+  const auto x = random_floats(512, rng);
+  CHECK_THROWS_AS(matvec_shared_input(ctx, five, x.data(), outputs), Error);
+}
+
 TEST_CASE("matvec: an interleaved copy on a matrix that cannot have one is an error") {
   std::mt19937 rng(13);
   const auto bytes = random_matrix(GgmlType::Q4_K, 16, 256, rng);

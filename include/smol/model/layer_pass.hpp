@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -74,9 +75,8 @@ class LayerPass {
         rmsnorm(x_.data() + t * c.n_embd, layer.attn_norm.data(), normed_.data() + t * c.n_embd,
                 c.n_embd, c.rms_eps);
       });
-      project(layer.attn_q, normed_.data(), n, q_.data());
-      project(layer.attn_k, normed_.data(), n, k_.data());
-      project(layer.attn_v, normed_.data(), n, v_.data());
+      project_shared_input({&layer.attn_q, &layer.attn_k, &layer.attn_v}, normed_.data(), n,
+                           {q_.data(), k_.data(), v_.data()}, CancelCheck{});
       // The family's optional mechanisms (QKV biases, per-head Q/K norms), then RoPE;
       // the config says which apply, the NoPE rule and the RoPE style come from the
       // architecture's entry through it.
@@ -116,9 +116,8 @@ class LayerPass {
         rmsnorm(x_.data() + t * c.n_embd, layer.ffn_norm.data(), normed_.data() + t * c.n_embd,
                 c.n_embd, c.rms_eps);
       });
-      project(layer.ffn_gate, normed_.data(), n, gate_.data());
-      cancel.throw_if_requested();
-      project(layer.ffn_up, normed_.data(), n, up_.data());
+      project_shared_input({&layer.ffn_gate, &layer.ffn_up}, normed_.data(), n,
+                           {gate_.data(), up_.data()}, cancel);
       cancel.throw_if_requested();
       for_each_token(n, [&](std::size_t t) {
         gated_activation(*context_, c.ffn_activation, gate_.data() + t * c.n_ff,
@@ -176,6 +175,23 @@ class LayerPass {
   // y = W x for n rows of x (a matvec for one token, unless told otherwise).
   void project(const WeightMatrix& w, const float* x, std::size_t n, float* y) {
     matmul(*context_, w, x, n, y, one_token_);
+  }
+
+  // project() for matrices that read the same input: one pass over the threads for all
+  // of them when the batch is one token decoded with the matvec kernels (microseconds,
+  // nothing to cancel in between); else one project() each, `cancel` polled after each.
+  void project_shared_input(std::initializer_list<const WeightMatrix*> ws, const float* x,
+                            std::size_t n, std::initializer_list<float*> ys,
+                            const CancelCheck& cancel) {
+    if (n == 1 && one_token_ == OneToken::matvec) {
+      matvec_shared_input(*context_, std::span(ws.begin(), ws.size()), x,
+                          std::span(ys.begin(), ys.size()));
+      return;
+    }
+    for (std::size_t j = 0; j < ws.size(); ++j) {
+      project(*ws.begin()[j], x, n, ys.begin()[j]);
+      cancel.throw_if_requested();
+    }
   }
 
   // Runs f(t) for t in [0, n), in parallel when the block is large enough to pay.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <span>
 #include <type_traits>
 
 #include "smol/core/error.hpp"
@@ -23,6 +24,10 @@
 #include "smol/simd/q8k_lanes.hpp"
 
 namespace smol {
+
+// The most matrices one matvec_shared_input call takes (q, k and v).
+inline constexpr std::size_t kMaxSharedInput = 4;
+
 namespace detail {
 
 inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
@@ -230,6 +235,66 @@ inline std::size_t thread_slot(Context& ctx) noexcept {
                                            : static_cast<std::size_t>(ctx.threads());
 }
 
+// matvec_of for several matrices of type W and one width sharing the input x: x is
+// quantized once, and the rows of all of them (or their groups of eight, where every
+// one has an interleaved copy) are streamed in one pass over the threads. Each row gets
+// the kernel call that matvec_of makes for it, so every value is the same.
+template <class W>
+void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> ws, const float* x,
+                            std::span<float* const> ys) {
+  const WeightKernels<W>& k = ctx.kernels().of(W{});
+  const WeightMatrix& first = *ws[0];
+  const auto* xq = activations_for<W>(ctx, x, first.cols, 1);
+  // Items are rows, or groups of eight rows; job j owns items [starts[j], starts[j + 1]).
+  std::size_t starts[kMaxSharedInput + 1] = {0};
+  const auto each_item = [&](std::size_t items_per_matrix_row, std::size_t item_bytes,
+                             auto run_items) {
+    for (std::size_t j = 0; j < ws.size(); ++j) {
+      starts[j + 1] = starts[j] + ws[j]->rows / items_per_matrix_row;
+    }
+    for_each_streamed_chunk(ctx, starts[ws.size()], item_bytes,
+                            [&](std::size_t begin, std::size_t end) {
+                              for (std::size_t j = 0; j < ws.size(); ++j) {
+                                const std::size_t lo = std::max(begin, starts[j]);
+                                const std::size_t hi = std::min(end, starts[j + 1]);
+                                if (lo < hi) run_items(j, lo - starts[j], hi - starts[j]);
+                              }
+                            });
+  };
+  using Rows8 = typename WeightKernels<W>::Rows8;
+  if constexpr (!std::is_void_v<Rows8>) {
+    if (std::all_of(ws.begin(), ws.end(), [](const WeightMatrix* w) { return w->rows8; })) {
+      const std::size_t nblocks = first.cols / QK_K;
+      return each_item(kRowsPerGroup, nblocks * sizeof(Rows8),
+                       [&](std::size_t j, std::size_t g0, std::size_t g1) {
+                         const auto* groups = reinterpret_cast<const Rows8*>(ws[j]->rows8);
+                         for (std::size_t g = g0; g < g1; ++g) {
+                           k.rows8(groups + g * nblocks, nblocks, xq, nblocks, 1,
+                                   ys[j] + g * kRowsPerGroup, 0, WeightsFrom::memory);
+                         }
+                       });
+    }
+  }
+  const std::size_t nblocks = first.cols / W::values_per_block;
+  const auto rows = [&](const auto* act, auto dot) {
+    each_item(1, first.row_bytes, [&](std::size_t j, std::size_t r0, std::size_t r1) {
+      const WeightMatrix& w = *ws[j];
+      for (std::size_t r = r0; r < r1; ++r) {
+        prefetch_ahead(w, r);
+        ys[j][r] = dot(reinterpret_cast<const typename W::Block*>(w.row(r)), act, nblocks);
+      }
+    });
+  };
+  if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
+    if (k.dot_lanes != nullptr) {
+      auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
+      pack_q8k_lanes(k.lanes, xq, lanes, nblocks);
+      return rows(lanes, k.dot_lanes);
+    }
+  }
+  rows(xq, k.dot);
+}
+
 // Reference mode: dequantize each row, then an f32 dot.
 inline void matvec_f32_reference(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
   const std::size_t slots = static_cast<std::size_t>(ctx.threads()) + 1;
@@ -254,6 +319,31 @@ inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y
     return;
   }
   visit_weight_type(w.type, [&]<class W>(W) { detail::matvec_of<W>(ctx, w, x, y); });
+}
+
+// ys[j][ws[j]->rows] = W_j x for matrices that read the same input (a block's q, k and v
+// projections; its feed-forward's gate and up): the same values as one matvec per
+// matrix. When they share a type and width, x is quantized once and all their rows go
+// through one pass over the threads: on a small model, whose matrices take microseconds,
+// the hand-off to the threads is a large part of each matvec.
+inline void matvec_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws,
+                                const float* x, std::span<float* const> ys) {
+  if (ws.size() != ys.size() || ws.size() > kMaxSharedInput) {
+    fail("matvec_shared_input: ", ws.size(), " matrices and ", ys.size(), " outputs (at most ",
+         kMaxSharedInput, ")");
+  }
+  const bool fused = !ws.empty() && ctx.activation_precision != ActivationPrecision::f32 &&
+                     std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
+                       return w->type == ws[0]->type && w->cols == ws[0]->cols &&
+                              (w->rows8 == nullptr) == (ws[0]->rows8 == nullptr);
+                     });
+  if (!fused) {
+    for (std::size_t j = 0; j < ws.size(); ++j) matvec(ctx, *ws[j], x, ys[j]);
+    return;
+  }
+  for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matvec");
+  visit_weight_type(ws[0]->type,
+                    [&]<class W>(W) { detail::matvec_shared_input_of<W>(ctx, ws, x, ys); });
 }
 
 }  // namespace smol
