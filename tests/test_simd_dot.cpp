@@ -294,7 +294,8 @@ TEST_CASE(
         if (tile == nullptr) return;
         for (std::size_t nblocks : {1, 3, 18, 33, 48, 72}) {
           for (Pattern p : kPatterns) {
-            const std::size_t rows = 5, n_tokens = 19, n = nblocks * 32;
+            // 5 rows: part of one group of 16 (the AMX tiles' rows); 37: two and a part.
+            const std::size_t rows = nblocks % 2 ? 5 : 37, n_tokens = 19, n = nblocks * 32;
             const auto w = weight_blocks<W>(rows * nblocks, p, rng);
             const auto act = weight_activations<W>(
                 n_tokens * n, p == Pattern::all_max ? p : Pattern::random, rng);

@@ -21,6 +21,7 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 
 namespace smol {
@@ -357,7 +358,18 @@ struct LegacyKernelUnit {
       } else {
         k.dot = simd::x86::dot_legacy<Arch, Block>;
       }
-      if constexpr (kHasMin<Block>) k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                         const LegacyActivation<Block>* x, std::size_t x_stride,
+                         std::size_t nblocks, std::size_t n_tokens, float* y,
+                         std::size_t y_stride) {
+          simd::x86::amx_tile_dots_blocks32<Arch, Block>(
+              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+              [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
+        };
+      } else if constexpr (kHasMin<Block>) {
+        k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
+      }
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

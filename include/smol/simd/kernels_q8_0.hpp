@@ -6,6 +6,7 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_key_scores.hpp"
 
@@ -85,24 +86,32 @@ void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* quer
   }
 }
 
-template <>
-struct KernelUnit<BlockWeight<BlockQ4_0>> {
+// Q4_0 and Q8_0: the dot in every set, and prefill tiles on AMX
+// (simd/x86_amx_blocks32.hpp).
+template <class Block>
+struct Q8_0ActivationKernelUnit {
   template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ4_0>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ4_0>> k;
-    k.dot = q8_0_activation_dot<Arch, BlockQ4_0>();
+  static WeightKernels<BlockWeight<Block>> make() noexcept {
+    WeightKernels<BlockWeight<Block>> k;
+    k.dot = q8_0_activation_dot<Arch, Block>();
+#if defined(SMOL_X86)
+    if constexpr (std::is_same_v<Arch, amx_arch>) {
+      k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                       const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
+                       std::size_t n_tokens, float* y, std::size_t y_stride) {
+        simd::x86::amx_tile_dots_blocks32<Arch, Block>(
+            w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+            [](const Block& b) { return simd::x86::block_quants<Arch>(b); });
+      };
+    }
+#endif
     return k;
   }
 };
 
 template <>
-struct KernelUnit<BlockWeight<BlockQ8_0>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ8_0>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ8_0>> k;
-    k.dot = q8_0_activation_dot<Arch, BlockQ8_0>();
-    return k;
-  }
-};
+struct KernelUnit<BlockWeight<BlockQ4_0>> : Q8_0ActivationKernelUnit<BlockQ4_0> {};
+template <>
+struct KernelUnit<BlockWeight<BlockQ8_0>> : Q8_0ActivationKernelUnit<BlockQ8_0> {};
 
 }  // namespace smol

@@ -1,0 +1,217 @@
+// AMX-INT8 prefill tiles for the 32-value block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1):
+// per weight block, one tile multiply of 16 tokens x 32 values x 16 rows.
+//
+// Each of these blocks has its own float scale, so the products are summed per block and
+// the floats applied after each multiply (the K-quants instead fold their integer
+// sub-block scales into the weights and multiply 64 values at a time: x86_amx.hpp).
+// The roles are the transpose of the K-quants' kernel: the activations are the A operand,
+// read straight from their Q8_0 / Q8_1 blocks (one token's 32 quants per tile row, the
+// tokens x_stride blocks apart; TDPBSUD / TDPBSSD take A signed); the weights are the B
+// operand, expanded once per call into AMX's order (for each 4 consecutive values, the
+// 4 bytes of 16 rows side by side) with their scales as floats. A result tile row then
+// holds one token's 16 rows, scaled by a vector of the rows' d (and min) and a broadcast
+// of the token's d (and s), and leaves as one 64-byte store.
+//
+// A token's float order depends on neither the number of tokens nor of rows (every
+// token's sums are its own), as WeightKernels::tile_dots requires. Hand-written because
+// xsimd has no tile instructions.
+#pragma once
+
+#include "smol/simd/cpu_features.hpp"
+
+#if defined(SMOL_X86)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
+#include "smol/quant/legacy_blocks.hpp"
+#include "smol/simd/arch.hpp"
+#include "smol/simd/x86_amx.hpp"
+
+namespace smol::simd::x86 {
+
+// Tile registers (literals below), two blocks at a time: 0 and 3 their sums, 1 and 4 the
+// tokens' quants (16 rows x 32 bytes), 2 and 5 the weights (8 rows x 64 bytes).
+template <class Arch>
+inline void configure_amx_block32_tiles() noexcept {
+  struct alignas(64) Config {
+    std::uint8_t palette = 1, start_row = 0;
+    std::uint8_t reserved[14] = {};
+    std::uint16_t bytes_per_row[16] = {};
+    std::uint8_t rows[16] = {};
+  } config;
+  for (int t : {0, 3}) config.bytes_per_row[t] = 64, config.rows[t] = 16;
+  for (int t : {1, 4}) config.bytes_per_row[t] = 32, config.rows[t] = 16;
+  for (int t : {2, 5}) config.bytes_per_row[t] = 64, config.rows[t] = 8;
+  _tile_loadconfig(&config);
+}
+
+// Tile loads and stores are asm that names no memory: these tell the compiler that the
+// tiles read `object` (finish storing it first) or wrote it (read it again), without
+// the full barrier's cost of reloading everything else, the accumulators included.
+template <class Arch, class T>
+inline void read_by_tiles(const T& object) noexcept {
+  __asm__ volatile("" ::"m"(object));
+}
+template <class Arch, class T>
+inline void written_by_tiles(T& object) noexcept {
+  __asm__ volatile("" : "+m"(object));
+}
+
+// A thread's working memory for one call: the expanded weights of its rows and their
+// scales, and a token tile's activation scales. Kept between calls (prefill calls this
+// for every chunk of rows of every matrix).
+struct Block32Scratch {
+  std::vector<std::uint8_t> planes;  // [16-row group][block][8 quads][16 rows][4]
+  std::vector<float> wd, wm;         // [16-row group][block][16 rows]
+  std::vector<float> yd, ys;         // [block][16 tokens]
+};
+
+inline Block32Scratch& block32_scratch() noexcept {
+  thread_local Block32Scratch scratch;
+  return scratch;
+}
+
+// y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
+// `n_tokens` activation rows `x_stride` blocks apart. `levels(block)` gives a block's 32
+// integer levels as bytes in value order: unsigned for the types with a min (dotted with
+// Q8_1 blocks, whose s carries the min term), signed otherwise.
+template <class Arch, class Block, class Activation, class Levels>
+void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                            const Activation* x, std::size_t x_stride, std::size_t nblocks,
+                            std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels) {
+  constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  Block32Scratch& s = block32_scratch();
+  s.planes.resize(groups * nblocks * 512);
+  s.wd.resize(groups * nblocks * kTokenTile);
+  s.wm.resize(groups * nblocks * kTokenTile);
+  s.yd.resize(nblocks * kTokenTile);
+  s.ys.resize(nblocks * kTokenTile);
+
+  // The weights, once: quad q of row r's block b goes to bytes 64 q + 4 r of the block's
+  // 512; rows past n_rows are zeros, their results dropped.
+  const __m256i quad_offsets = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
+  for (std::size_t g = 0; g < groups; ++g) {
+    for (std::size_t r = 0; r < kTokenTile; ++r) {
+      const std::size_t row = g * kTokenTile + r;
+      const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::uint8_t* plane = s.planes.data() + (g * nblocks + b) * 512 + 4 * r;
+        const std::size_t at = (g * nblocks + b) * kTokenTile + r;
+        if (row < n_rows) {
+          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b]), 1);
+          s.wd[at] = f16_to_f32(blocks[b].d);
+          if constexpr (kMin) s.wm[at] = f16_to_f32(blocks[b].m);
+        } else {
+          _mm256_i32scatter_epi32(plane, quad_offsets, _mm256_setzero_si256(), 1);
+          s.wd[at] = s.wm[at] = 0.0f;
+        }
+      }
+    }
+  }
+
+  memory_barrier<Arch>();  // the planes are stored before the tile loads read them
+
+  // results[slot][i]: the sums of the i-th block of a pair; two slots, so that a pair's
+  // sums are read back while the next pair multiplies.
+  alignas(64) std::int32_t results[2][2][256];
+  alignas(64) std::int8_t partial[2][kTokenTile * 32];  // a last tile's tokens, zero-padded
+  const long act_stride = static_cast<long>(x_stride * sizeof(Activation));
+  configure_amx_block32_tiles<Arch>();
+  for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+    const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      for (std::size_t t = 0; t < kTokenTile; ++t) {
+        const Activation* a = t < nt ? x + (t0 + t) * x_stride + b : nullptr;
+        s.yd[b * kTokenTile + t] = a ? f16_to_f32(a->d) : 0.0f;
+        if constexpr (kMin) s.ys[b * kTokenTile + t] = a ? f16_to_f32(a->s) : 0.0f;
+      }
+    }
+    if (nt < kTokenTile) std::memset(partial, 0, sizeof(partial));
+    // The tokens' quants of block b as tile 1 (i = 0) or 4 (i = 1).
+    const auto load_tokens = [&](std::size_t b, int i) {
+      const std::int8_t* from = x[t0 * x_stride + b].qs;
+      long stride = act_stride;
+      if (nt < kTokenTile) {
+        for (std::size_t t = 0; t < nt; ++t) {
+          std::memcpy(partial[i] + 32 * t, x[(t0 + t) * x_stride + b].qs, 32);
+        }
+        read_by_tiles<Arch>(partial[i]);
+        from = partial[i];
+        stride = 32;
+      }
+      if (i == 0) {
+        _tile_loadd(1, from, stride);
+      } else {
+        _tile_loadd(4, from, stride);
+      }
+    };
+    for (std::size_t g = 0; g < groups; ++g) {
+      const std::uint8_t* planes = s.planes.data() + g * nblocks * 512;
+      // Blocks b and b + 1 (when `two`) multiplied into results[slot].
+      const auto multiply = [&](std::size_t b, bool two, std::size_t slot) {
+        load_tokens(b, 0);
+        _tile_loadd(2, planes + b * 512, 64);
+        _tile_zero(0);
+        if (two) {
+          load_tokens(b + 1, 1);
+          _tile_loadd(5, planes + (b + 1) * 512, 64);
+          _tile_zero(3);
+        }
+        if constexpr (kMin) {  // signed tokens x unsigned weights
+          _tile_dpbsud(0, 1, 2);
+          if (two) _tile_dpbsud(3, 4, 5);
+        } else {
+          _tile_dpbssd(0, 1, 2);
+          if (two) _tile_dpbssd(3, 4, 5);
+        }
+        _tile_stored(0, results[slot][0], 64);
+        if (two) _tile_stored(3, results[slot][1], 64);
+        written_by_tiles<Arch>(results[slot]);
+      };
+      __m512 acc[kTokenTile];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      const auto finish_block = [&](std::size_t b, const std::int32_t* sums) {
+        const std::size_t at = (g * nblocks + b) * kTokenTile;
+        const __m512 wd = _mm512_loadu_ps(s.wd.data() + at);
+        [[maybe_unused]] const __m512 wm = _mm512_loadu_ps(s.wm.data() + at);
+#pragma GCC unroll 16
+        for (std::size_t t = 0; t < kTokenTile; ++t) {
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * t)), wd);
+          acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(s.yd[b * kTokenTile + t]), acc[t]);
+          if constexpr (kMin) {
+            acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(s.ys[b * kTokenTile + t]), acc[t]);
+          }
+        }
+      };
+      const auto finish_pair = [&](std::size_t b, std::size_t slot) {
+        finish_block(b, results[slot][0]);
+        if (b + 1 < nblocks) finish_block(b + 1, results[slot][1]);
+      };
+      for (std::size_t b = 0; b < nblocks; b += 2) {
+        multiply(b, b + 1 < nblocks, (b / 2) % 2);
+        if (b > 0) finish_pair(b - 2, (b / 2 - 1) % 2);
+      }
+      const std::size_t last = (nblocks - 1) / 2 * 2;
+      finish_pair(last, (last / 2) % 2);
+      const std::size_t nr = std::min(kTokenTile, n_rows - g * kTokenTile);
+      const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
+      for (std::size_t t = 0; t < nt; ++t) {
+        _mm512_mask_storeu_ps(y + (t0 + t) * y_stride + g * kTokenTile, rows, acc[t]);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace smol::simd::x86
+
+#endif  // SMOL_X86
