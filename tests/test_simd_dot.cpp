@@ -205,6 +205,30 @@ TEST_CASE("Q4_1, Q5_0, Q5_1: unit scales give identical floats, min term include
   }
 }
 
+TEST_CASE("IQ4_NL: unit scales give identical floats, the table lookup included") {
+  // d = 1 and an activation scale of 1 leave the integer sum of level * y, so every ISA
+  // (one shuffle per 16 indices) must return exactly the scalar value; all-max blocks
+  // (level -127 everywhere) and activations give the largest sums.
+  std::mt19937 rng(7);
+  const f16_bits one = f32_to_f16(1.0f);
+  for (Isa isa : available_isas()) {
+    const Kernels& k = kernels_for_isa(isa);
+    const Kernels& ref = scalar_kernels();
+    for (int trial = 0; trial < 50; ++trial) {
+      const Pattern p = trial % 5 == 0 ? Pattern::all_max : Pattern::random;
+      auto act = q8_0_blocks(4, p, rng);
+      auto w = iq4nl_blocks(4, p, rng);
+      for (auto& b : act) b.d = one;
+      for (auto& b : w) b.d = trial % 2 ? one : static_cast<f16_bits>(one | 0x8000);
+      CAPTURE(isa_name(isa));
+      CAPTURE(trial);
+      const float want = ref.of<GgmlType::IQ4_NL>().dot(w.data(), act.data(), 4);
+      CHECK(k.of<GgmlType::IQ4_NL>().dot(w.data(), act.data(), 4) == want);
+      if (p == Pattern::all_max) CHECK(want == (trial % 2 ? -1.0f : 1.0f) * 4 * 32 * 127 * 127);
+    }
+  }
+}
+
 TEST_CASE("every ISA has a dot for every weight type") {
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
