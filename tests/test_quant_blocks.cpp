@@ -212,6 +212,56 @@ TEST_CASE("IQ4_NL quantizer: the nearest level, the searched scale, and edge cas
   for (int j = 0; j < 32; ++j) CHECK(smol::iq4_index(block.qs, j) == 8);
 }
 
+TEST_CASE("IQ4_XS: value = d * (s - 32) * level; 6-bit scales split over scales_l/scales_h") {
+  // Stored scales 0, 1, 31, 32, 33, 47, 62, 63: low nibbles in scales_l (even sub-blocks
+  // low, odd high), the top two bits in scales_h, two bits per sub-block.
+  constexpr int kStored[8] = {0, 1, 31, 32, 33, 47, 62, 63};
+  smol::BlockIQ4XS block{};
+  block.d = kHalfHalf;
+  for (int j = 0; j < 8; ++j) {
+    block.scales_l[j / 2] =
+        static_cast<std::uint8_t>(block.scales_l[j / 2] | ((kStored[j] & 0xF) << (4 * (j % 2))));
+    block.scales_h = static_cast<std::uint16_t>(block.scales_h | ((kStored[j] >> 4) << (2 * j)));
+  }
+  CHECK(block.scales_l[0] == 0x10);
+  CHECK(block.scales_h == 0xFA90);  // high bits 0, 0, 1, 2, 2, 2, 3, 3
+  for (int j = 0; j < 128; ++j)
+    block.qs[j] = static_cast<std::uint8_t>((j % 16) | (15 - j % 16) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 8; ++j) {
+    CAPTURE(j);
+    CHECK(smol::iq4xs_scale(block, j) == kStored[j] - 32);
+    const float dl = 0.5f * static_cast<float>(kStored[j] - 32);
+    for (int l = 0; l < 16; ++l) {
+      CHECK(out[32 * j + l] == dl * static_cast<float>(kIq4Levels[l]));
+      CHECK(out[32 * j + 16 + l] == dl * static_cast<float>(kIq4Levels[15 - l]));
+    }
+  }
+}
+
+TEST_CASE("IQ4_XS quantizer: sub-block scales on d's grid, indices against d * s") {
+  // Sub-block j on the grid with scale (j - 4) * 0.25 (sub-block 4 all zero): the largest
+  // magnitude scale, -1, gives d = 1/32 and s_j - 32 = 8 * (j - 4); every index is found.
+  std::vector<float> x(256);
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      x[32 * j + l] =
+          0.25f * static_cast<float>(j - 4) * static_cast<float>(kIq4Levels[(3 * l + j) % 16]);
+    }
+  }
+  smol::BlockIQ4XS block;
+  smol::quantize_block(x.data(), block);
+  CHECK(smol::f16_to_f32(block.d) == 1.0f / 32);
+  for (int j = 0; j < 8; ++j) {
+    CAPTURE(j);
+    CHECK(smol::iq4xs_scale(block, j) == 8 * (j - 4));
+    if (j == 4) continue;  // scale 0: every index the one nearest 0
+    for (int l = 0; l < 32; ++l) CHECK(smol::iq4_index(block.qs + 16 * j, l) == (3 * l + j) % 16);
+  }
+  const auto restored = dequantize(block);
+  for (int i = 0; i < 256; ++i) CHECK(restored[i] == x[i]);
+}
+
 TEST_CASE("Q8_0: value = d * q") {
   smol::BlockQ8_0 block{};
   block.d = kHalfQuarter;

@@ -133,14 +133,16 @@ TEST_CASE("Quantizing the F32 fixture as Q4_1, Q5_0 and Q5_1 reproduces llama-qu
   }
 }
 
-TEST_CASE("Quantizing the F32 fixture as IQ4_NL reproduces llama-quantize's blocks") {
-  // llama-quantize's IQ4_NL file keeps 9 matrices at Q5_K and the tied embedding at Q6_K;
-  // its IQ4_NL blocks come from ggml's scale search without an importance matrix.
+TEST_CASE("Quantizing the F32 fixture as IQ4_NL and IQ4_XS reproduces llama-quantize's blocks") {
+  // llama-quantize's IQ4_NL and IQ4_XS files keep 9 matrices at Q5_K and the tied
+  // embedding at Q6_K; their IQ4 blocks come from ggml's scale search without an
+  // importance matrix.
   struct Case {
     const char* file;
     smol::GgmlType type;
   };
-  for (const Case c : {Case{"iq4_nl", smol::GgmlType::IQ4_NL}}) {
+  for (const Case c :
+       {Case{"iq4_nl", smol::GgmlType::IQ4_NL}, Case{"iq4_xs", smol::GgmlType::IQ4_XS}}) {
     CAPTURE(c.file);
     const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +
                                                  "/tiny-smollm3-a." + c.file + ".gguf");

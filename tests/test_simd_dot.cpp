@@ -205,10 +205,11 @@ TEST_CASE("Q4_1, Q5_0, Q5_1: unit scales give identical floats, min term include
   }
 }
 
-TEST_CASE("IQ4_NL: unit scales give identical floats, the table lookup included") {
-  // d = 1 and an activation scale of 1 leave the integer sum of level * y, so every ISA
-  // (one shuffle per 16 indices) must return exactly the scalar value; all-max blocks
-  // (level -127 everywhere) and activations give the largest sums.
+TEST_CASE("IQ4_NL, IQ4_XS: unit scales give identical floats, the table lookup included") {
+  // d = 1 and an activation scale of 1 leave the integer sums of level * y (times the
+  // sub-block scales for IQ4_XS), so every ISA (one shuffle per 16 indices) must return
+  // exactly the scalar value; all-max blocks (level -127 everywhere, IQ4_XS scales -32)
+  // and activations give the largest sums, which are exact in floats.
   std::mt19937 rng(7);
   const f16_bits one = f32_to_f16(1.0f);
   for (Isa isa : available_isas()) {
@@ -216,15 +217,28 @@ TEST_CASE("IQ4_NL: unit scales give identical floats, the table lookup included"
     const Kernels& ref = scalar_kernels();
     for (int trial = 0; trial < 50; ++trial) {
       const Pattern p = trial % 5 == 0 ? Pattern::all_max : Pattern::random;
+      const f16_bits d = trial % 2 ? one : static_cast<f16_bits>(one | 0x8000);
       auto act = q8_0_blocks(4, p, rng);
       auto w = iq4nl_blocks(4, p, rng);
       for (auto& b : act) b.d = one;
-      for (auto& b : w) b.d = trial % 2 ? one : static_cast<f16_bits>(one | 0x8000);
+      for (auto& b : w) b.d = d;
+      auto act_k = q8k_activations(QK_K, p, rng);
+      auto w_xs = iq4xs_blocks(1, p, rng);
+      act_k[0].d = 1.0f;
+      w_xs[0].d = d;
       CAPTURE(isa_name(isa));
       CAPTURE(trial);
       const float want = ref.of<GgmlType::IQ4_NL>().dot(w.data(), act.data(), 4);
       CHECK(k.of<GgmlType::IQ4_NL>().dot(w.data(), act.data(), 4) == want);
-      if (p == Pattern::all_max) CHECK(want == (trial % 2 ? -1.0f : 1.0f) * 4 * 32 * 127 * 127);
+      const float want_xs = ref.of<GgmlType::IQ4_XS>().dot(w_xs.data(), act_k.data(), 1);
+      CHECK(k.of<GgmlType::IQ4_XS>().dot(w_xs.data(), act_k.data(), 1) == want_xs);
+      if (p == Pattern::all_max) {
+        const float sign = trial % 2 ? -1.0f : 1.0f;
+        CHECK(want == sign * 4 * 32 * 127 * 127);
+        float sum_y = 0;
+        for (auto q : act_k[0].qs) sum_y += static_cast<float>(q);
+        CHECK(want_xs == -sign * 32 * 127 * sum_y);
+      }
     }
   }
 }

@@ -1,10 +1,11 @@
-// IQ4_NL, ggml's 4-bit non-linear block type: each 4-bit index picks one of 16 fixed
-// levels (kIq4nlValues, denser near zero than a uniform grid), times one f16 scale per 32
-// values. Everything the quant layer knows about it is here (the layout, the reference
-// dequantizer and quantizer); its dot kernels are in simd/kernels_iq4.hpp, and
-// quant/weight_types.hpp lists it.
+// IQ4_NL and IQ4_XS, ggml's 4-bit non-linear block types: each 4-bit index picks one of
+// 16 fixed levels (kIq4nlValues, denser near zero than a uniform grid), times a scale.
+// IQ4_NL has one f16 scale per 32 values; IQ4_XS has a super-block of 256 values with an
+// f16 scale and a 6-bit signed scale per 32 values. Everything the quant layer knows about
+// them is here (the layouts, the reference dequantizers and quantizers); their dot
+// kernels are in simd/kernels_iq4.hpp, and quant/weight_types.hpp lists them.
 //
-// As in ggml, IQ4_NL rows are dotted with Q8_0 activations.
+// As in ggml, IQ4_NL rows are dotted with Q8_0 activations, IQ4_XS rows with Q8_K ones.
 #pragma once
 
 #include <cmath>
@@ -29,7 +30,20 @@ struct BlockIQ4NL {
   std::uint8_t qs[16];
 };
 
+// IQ4_XS: 8 sub-blocks of 32 values; value l of sub-block j = d * (s_j - 32) *
+// kIq4nlValues[index], s_j a 6-bit scale whose low 4 bits are nibble j % 2 of
+// scales_l[j / 2] and whose high 2 bits are bits 2j, 2j + 1 of scales_h. Sub-block j's
+// indices are packed in qs[16 j .. 16 j + 15] as IQ4_NL's.
+struct BlockIQ4XS {
+  f16_bits d;
+  std::uint16_t scales_h;
+  std::uint8_t scales_l[QK_K / 64];
+  std::uint8_t qs[QK_K / 2];
+};
+
 static_assert(sizeof(BlockIQ4NL) == 18 && offsetof(BlockIQ4NL, qs) == 2);
+static_assert(sizeof(BlockIQ4XS) == 136 && offsetof(BlockIQ4XS, scales_h) == 2 &&
+              offsetof(BlockIQ4XS, scales_l) == 4 && offsetof(BlockIQ4XS, qs) == 8);
 
 template <>
 struct BlockTraits<BlockIQ4NL> {
@@ -37,11 +51,24 @@ struct BlockTraits<BlockIQ4NL> {
   static constexpr std::size_t values = 32;
   using Activation = BlockQ8_0;
 };
-static_assert(block_matches_ggml_table<BlockIQ4NL>());
+template <>
+struct BlockTraits<BlockIQ4XS> {
+  static constexpr GgmlType type = GgmlType::IQ4_XS;
+  static constexpr std::size_t values = QK_K;
+  using Activation = BlockQ8K;
+};
+static_assert(block_matches_ggml_table<BlockIQ4NL>() && block_matches_ggml_table<BlockIQ4XS>());
 
 // The 4-bit index of value j (0..31) of 16 packed bytes.
 inline int iq4_index(const std::uint8_t* qs, std::size_t j) noexcept {
   return j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+}
+
+// The signed scale s_j - 32 (-32..31) of IQ4_XS sub-block j (0..7).
+inline int iq4xs_scale(const BlockIQ4XS& block, std::size_t j) noexcept {
+  const int low = (block.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+  const int high = (block.scales_h >> (2 * j)) & 3;
+  return (low | (high << 4)) - 32;
 }
 
 // Bit-exact with ggml's dequantize_row_iq4_nl: d * level.
@@ -49,6 +76,18 @@ inline void dequantize_block(const BlockIQ4NL& block, float* out) noexcept {
   const float d = f16_to_f32(block.d);
   for (std::size_t j = 0; j < 32; ++j) {
     out[j] = d * static_cast<float>(kIq4nlValues[iq4_index(block.qs, j)]);
+  }
+}
+
+// Bit-exact with ggml's dequantize_row_iq4_xs: (d * (s - 32)) * level.
+inline void dequantize_block(const BlockIQ4XS& block, float* out) noexcept {
+  const float d = f16_to_f32(block.d);
+  for (std::size_t j = 0; j < 8; ++j) {
+    const float dl = d * static_cast<float>(iq4xs_scale(block, j));
+    const std::uint8_t* qs = block.qs + 16 * j;
+    for (std::size_t l = 0; l < 32; ++l) {
+      *out++ = dl * static_cast<float>(kIq4nlValues[iq4_index(qs, l)]);
+    }
   }
 }
 
@@ -125,6 +164,38 @@ inline void quantize_block(const float* x, BlockIQ4NL& out) noexcept {
   const float d = detail::iq4_search_scale(x);
   out.d = f32_to_f16(d);
   detail::pack_iq4_indices(x, d != 0 ? 1 / d : 0.0f, out.qs);
+}
+
+// llama-quantize's IQ4_XS (ggml's quantize_iq4_xs without an importance matrix): each
+// sub-block's scale searched as IQ4_NL's, then d = -m / 32 for the scale m of largest
+// magnitude, the sub-block scales rounded to d * (-32..31), and every index re-rounded
+// against d * s (d unrounded).
+inline void quantize_block(const float* x, BlockIQ4XS& out) noexcept {
+  float scales[8];
+  float max_scale = 0, amax_scale = 0;
+  for (std::size_t j = 0; j < 8; ++j) {
+    scales[j] = detail::iq4_search_scale(x + 32 * j);
+    if (std::fabs(scales[j]) > amax_scale) {
+      amax_scale = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  const float d = -max_scale / 32;
+  out.d = f32_to_f16(d);
+  out.scales_h = 0;
+  const float id = d != 0 ? 1 / d : 0.0f;
+  for (std::size_t j = 0; j < 8; ++j) {
+    const int l = detail::clamp_int(detail::nearest_int(id * scales[j]), -32, 31);
+    const float dl = d * static_cast<float>(l);
+    detail::pack_iq4_indices(x + 32 * j, dl != 0 ? 1 / dl : 0.0f, out.qs + 16 * j);
+    const int stored = l + 32;
+    if (j % 2 == 0) {
+      out.scales_l[j / 2] = static_cast<std::uint8_t>(stored & 0xF);
+    } else {
+      out.scales_l[j / 2] = static_cast<std::uint8_t>(out.scales_l[j / 2] | ((stored & 0xF) << 4));
+    }
+    out.scales_h = static_cast<std::uint16_t>(out.scales_h | ((stored >> 4) << (2 * j)));
+  }
 }
 
 }  // namespace smol

@@ -45,7 +45,7 @@ using WeightTypes = TypeList<WeightType<GgmlType::F32, float, float>,         //
                              BlockWeight<BlockQ5_0>, BlockWeight<BlockQ5_1>,  //
                              BlockWeight<BlockQ8_0>,                          //
                              BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>, BlockWeight<BlockQ6K>,
-                             BlockWeight<BlockIQ4NL>>;
+                             BlockWeight<BlockIQ4NL>, BlockWeight<BlockIQ4XS>>;
 
 // Calls f(W{}) for every W in WeightTypes.
 template <class F>

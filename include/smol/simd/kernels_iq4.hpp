@@ -1,10 +1,13 @@
-// The kernel unit of IQ4_NL (quant/iq4.hpp): its dot with Q8_0 activations in every
-// instruction set, and prefill tiles on x86. The 16 levels fit one 128-bit register, so
-// a block's 32 indices become its levels with one byte shuffle (vpshufb, tbl), and the
-// block is then a Q8_0-like block of signed bytes: per block, as in ggml,
-//   d_x d_y sum level * y
-// with the sum exact in integers and floats once per block.
-// Prefill: tiles of tokens on x86 (tile_dots_iq4nl below); NEON loops the dot.
+// The kernel units of IQ4_NL and IQ4_XS (quant/iq4.hpp): their dots with their
+// activations (Q8_0 for IQ4_NL, Q8_K for IQ4_XS) in every instruction set, and IQ4_NL's
+// prefill tiles on x86. The 16 levels fit one 128-bit register, so 32 indices become
+// their levels with one byte shuffle (vpshufb, tbl), and the block is then a Q8_0-like
+// block of signed bytes: as in ggml, per block or super-block
+//   IQ4_NL . Q8_0:  d_x d_y sum level * y
+//   IQ4_XS . Q8_K:  d_x d_y sum_j s_j sum level * y     (s_j the sub-block scale - 32)
+// with the sums exact in integers and floats once per block.
+// Prefill: tiles of tokens for IQ4_NL on x86 (tile_dots_iq4nl below); IQ4_XS and NEON
+// loop the dot.
 #pragma once
 
 #include <algorithm>
@@ -29,6 +32,24 @@ inline float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t
     std::int32_t sumi = 0;
     for (std::size_t j = 0; j < 32; ++j) sumi += kIq4nlValues[iq4_index(x[b].qs, j)] * y[b].qs[j];
     sum += f16_to_f32(x[b].d) * f16_to_f32(y[b].d) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// IQ4_XS: the integer sum over the super-block (|s_j level y| <= 32 * 127 * 127 < 2^19
+// per value, so < 2^27 per super-block), then one float product.
+inline float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      const std::uint8_t* qs = x[b].qs + 16 * j;
+      const std::int8_t* yq = y[b].qs + 32 * j;
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 32; ++l) s += kIq4nlValues[iq4_index(qs, l)] * yq[l];
+      sumi += iq4xs_scale(x[b], j) * s;
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi);
   }
   return sum;
 }
@@ -61,6 +82,32 @@ float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblock
     const __m256i sumi = dot_s8s8<Arch>(iq4nl_levels<Arch>(x[b], table), load256<Arch>(y[b].qs));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
                           _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
+  }
+  return hsum<Arch>(acc);
+}
+
+// IQ4_XS, 256-bit for every x86 set: per sub-block (one ymm) the levels' products in
+// int16 pairs (|level y| pairs < 2^15), then the sub-block's scale through vpmaddwd
+// (vpdpwssd on the VNNI sets) into one int32 sum per super-block.
+template <class Arch>
+float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  const __m256i table = iq4_table<Arch>();
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (std::size_t j = 0; j < 8; ++j) {
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs + 16 * j));
+      const __m256i index =
+          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble);
+      const __m256i lev = _mm256_shuffle_epi8(table, index);
+      const __m256i products = _mm256_maddubs_epi16(
+          _mm256_sign_epi8(lev, lev), _mm256_sign_epi8(load256<Arch>(y[b].qs + 32 * j), lev));
+      sumi = madd16_acc<Arch>(sumi, products,
+                              _mm256_set1_epi16(static_cast<short>(iq4xs_scale(x[b], j))));
+    }
+    acc =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d), acc);
   }
   return hsum<Arch>(acc);
 }
@@ -225,6 +272,24 @@ float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblock
   return sum;
 }
 
+template <class Arch>
+float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  const int8x16_t table = vld1q_s8(kIq4nlValues);
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      int8x16_t levels[2];
+      iq4_levels<Arch>(x[b].qs + 16 * j, table, levels);
+      const std::int8_t* yq = y[b].qs + 32 * j;
+      sumi += iq4xs_scale(x[b], j) *
+              (dot16<Arch>(levels[0], vld1q_s8(yq)) + dot16<Arch>(levels[1], vld1q_s8(yq + 16)));
+    }
+    sum += HalfLoads<Arch>::f16_one(x[b].d) * y[b].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 }  // namespace simd::neon
 #endif  // __aarch64__
 
@@ -243,6 +308,26 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {
       k.dot = simd::neon::dot_iq4nl_q8_0<Arch>;
+#endif
+    }
+    return k;
+  }
+};
+
+template <>
+struct KernelUnit<BlockWeight<BlockIQ4XS>> {
+  template <class Arch>
+  static WeightKernels<BlockWeight<BlockIQ4XS>> make() noexcept {
+    WeightKernels<BlockWeight<BlockIQ4XS>> k;
+    if constexpr (std::is_same_v<Arch, scalar_arch>) {
+      k.dot = scalar::dot_iq4xs_q8k;
+#if defined(SMOL_X86)
+    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+      k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
+#endif
+#if defined(__aarch64__)
+    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+      k.dot = simd::neon::dot_iq4xs_q8k<Arch>;
 #endif
     }
     return k;
