@@ -312,12 +312,12 @@ TEST_CASE("tile_dots: every ISA's tiles equal the scalar dot, and a token's bits
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
     for_each_weight_type([&]<class W>(W tag) {
-      if constexpr (is_quantized_v<W> && W::values_per_block == 32) {
+      if constexpr (is_quantized_v<W>) {
         const auto tile = k.of(tag).tile_dots;
         if (tile == nullptr) return;
         for (std::size_t nblocks : {1, 3, 18, 33, 48, 72}) {
           for (Pattern p : kPatterns) {
-            const std::size_t rows = 5, n_tokens = 19, n = nblocks * 32;
+            const std::size_t rows = 5, n_tokens = 19, n = nblocks * W::values_per_block;
             const auto w = weight_blocks<W>(rows * nblocks, p, rng);
             const auto act = weight_activations<W>(n_tokens * n,
                                                    p == Pattern::all_max ? p : Pattern::random, rng);

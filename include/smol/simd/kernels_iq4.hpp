@@ -6,8 +6,8 @@
 //   IQ4_NL . Q8_0:  d_x d_y sum level * y
 //   IQ4_XS . Q8_K:  d_x d_y sum_j s_j sum level * y     (s_j the sub-block scale - 32)
 // with the sums exact in integers and floats once per block.
-// Prefill: tiles of tokens for IQ4_NL on x86 (tile_dots_iq4nl below); IQ4_XS and NEON
-// loop the dot.
+// Prefill: tiles of tokens on x86 (tile_dots_iq4nl, tile_dots_iq4xs below); NEON loops
+// the dot.
 #pragma once
 
 #include <algorithm>
@@ -243,6 +243,133 @@ void tile_dots_iq4nl(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
   }
 }
 
+// IQ4_XS prefill tiles (WeightKernels::tile_dots) on Q8_K activations: each weight
+// super-block's levels, |levels|, signs and sub-block scales are made once for a tile of
+// tokens (AVX-512: two sub-blocks per zmm, 16 tokens; AVX2: one per ymm, 8 tokens).
+// Per token and super-block the integer sum is the dot kernel's (pairs of |level| and
+// the signed activation by vpmaddubsw, the scale by vpmaddwd / vpdpwssd), then one
+// float multiply-add by d_x d_y into the token's own accumulator, so a token's bits
+// depend on neither the tile size nor the row count. The activations are read in place.
+template <class Arch>
+inline void iq4xs_scale_words(const BlockIQ4XS& b, short* out) noexcept {
+  for (std::size_t j = 0; j < 8; ++j) out[j] = static_cast<short>(iq4xs_scale(b, j));
+}
+
+template <class Arch, std::size_t T>
+inline void iq4xs_row_tile(const BlockIQ4XS* row, std::size_t nb, const BlockQ8K* x,
+                           std::size_t x_stride, float* out) noexcept {
+  const __m256i table = iq4_table<Arch>();
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  alignas(64) float acc[T][16];
+  for (std::size_t t = 0; t < T; ++t) {
+    for (float& a : acc[t]) a = 0.0f;
+  }
+  for (std::size_t b = 0; b < nb; ++b) {
+    alignas(16) short scale[8];
+    iq4xs_scale_words<Arch>(row[b], scale);
+    const float dx = _cvtsh_ss(row[b].d);
+    __m256i lev[8];
+    for (std::size_t j = 0; j < 8; ++j) {
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs + 16 * j));
+      lev[j] = _mm256_shuffle_epi8(
+          table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble));
+    }
+    if constexpr (is_avx512_v<Arch>) {
+      __m512i sumi[T];
+#pragma GCC unroll 16
+      for (std::size_t t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+      for (std::size_t p = 0; p < 4; ++p) {
+        const __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(lev[2 * p]), lev[2 * p + 1], 1);
+        const __m512i magnitude = _mm512_abs_epi8(l);
+        const __mmask64 negative = _mm512_movepi8_mask(l);
+        const __m512i sc =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(scale[2 * p])),
+                               _mm256_set1_epi16(scale[2 * p + 1]), 1);
+#pragma GCC unroll 16
+        for (std::size_t t = 0; t < T; ++t) {
+          const __m512i act = _mm512_loadu_si512(x[t * x_stride + b].qs + 64 * p);
+          const __m512i products = _mm512_maddubs_epi16(
+              magnitude, _mm512_mask_sub_epi8(act, negative, _mm512_setzero_si512(), act));
+          if constexpr (has_vnni_v<Arch>) {
+            sumi[t] = _mm512_dpwssd_epi32(sumi[t], products, sc);
+          } else {
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_madd_epi16(products, sc));
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m512 d = _mm512_set1_ps(dx * x[t * x_stride + b].d);
+        _mm512_store_ps(acc[t],
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), d, _mm512_load_ps(acc[t])));
+      }
+    } else {
+      __m256i sumi[T];
+#pragma GCC unroll 8
+      for (std::size_t t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+      for (std::size_t j = 0; j < 8; ++j) {
+        const __m256i magnitude = _mm256_sign_epi8(lev[j], lev[j]);
+        const __m256i sc = _mm256_set1_epi16(scale[j]);
+#pragma GCC unroll 8
+        for (std::size_t t = 0; t < T; ++t) {
+          const __m256i act =
+              _mm256_sign_epi8(load256<Arch>(x[t * x_stride + b].qs + 32 * j), lev[j]);
+          sumi[t] = madd16_acc<Arch>(sumi[t], _mm256_maddubs_epi16(magnitude, act), sc);
+        }
+      }
+#pragma GCC unroll 8
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m256 d = _mm256_set1_ps(dx * x[t * x_stride + b].d);
+        _mm256_store_ps(acc[t],
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), d, _mm256_load_ps(acc[t])));
+      }
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    if constexpr (is_avx512_v<Arch>) {
+      out[t] = _mm512_reduce_add_ps(_mm512_load_ps(acc[t]));
+    } else {
+      out[t] = hsum<Arch>(_mm256_load_ps(acc[t]));
+    }
+  }
+}
+
+template <class Arch>
+void tile_dots_iq4xs(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                     const BlockQ8K* x, std::size_t x_stride, std::size_t nblocks,
+                     std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
+  constexpr std::size_t kTile = is_avx512_v<Arch> ? 16 : 8;
+  float out[kTile];
+  for (std::size_t t0 = 0; t0 < n_tokens;) {
+    const std::size_t left = n_tokens - t0;
+    std::size_t tn = 1;
+    while (tn < kTile && 2 * tn <= left) tn *= 2;
+    const BlockQ8K* xt = x + t0 * x_stride;
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      const auto* row = reinterpret_cast<const BlockIQ4XS*>(w + r * row_bytes);
+      switch (tn) {
+        case 16:
+          if constexpr (kTile >= 16) iq4xs_row_tile<Arch, 16>(row, nblocks, xt, x_stride, out);
+          break;
+        case 8:
+          iq4xs_row_tile<Arch, 8>(row, nblocks, xt, x_stride, out);
+          break;
+        case 4:
+          iq4xs_row_tile<Arch, 4>(row, nblocks, xt, x_stride, out);
+          break;
+        case 2:
+          iq4xs_row_tile<Arch, 2>(row, nblocks, xt, x_stride, out);
+          break;
+        default:
+          iq4xs_row_tile<Arch, 1>(row, nblocks, xt, x_stride, out);
+          break;
+      }
+      for (std::size_t t = 0; t < tn; ++t) y[(t0 + t) * y_stride + r] = out[t];
+    }
+    t0 += tn;
+  }
+}
+
 }  // namespace simd::x86
 #endif  // SMOL_X86
 
@@ -324,6 +451,7 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
+      k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {
