@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "smol/core/half.hpp"
@@ -86,25 +87,58 @@ float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblock
   return hsum<Arch>(acc);
 }
 
-// IQ4_XS, 256-bit for every x86 set: per sub-block (one ymm) the levels' products in
-// int16 pairs (|level y| pairs < 2^15), then the sub-block's scale through vpmaddwd
-// (vpdpwssd on the VNNI sets) into one int32 sum per super-block.
+// IQ4_XS's eight sub-block scales s_j - 32 as int16, in both 128-bit lanes: the low
+// nibbles of scales_l interleaved, the bit pairs of scales_h moved to the top of each
+// word by a multiply (word j times 2^(14 - 2j)) and shifted down.
+template <class Arch>
+inline __m256i iq4xs_scales16(const BlockIQ4XS& b) noexcept {
+  std::uint32_t low_bits;
+  std::memcpy(&low_bits, b.scales_l, sizeof(low_bits));
+  const __m128i packed = _mm_cvtsi32_si128(static_cast<int>(low_bits));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i low = _mm_unpacklo_epi8(_mm_and_si128(packed, nibble),
+                                        _mm_and_si128(_mm_srli_epi16(packed, 4), nibble));
+  const __m128i high = _mm_srli_epi16(
+      _mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(b.scales_h)),
+                      _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+      14);
+  const __m128i scales = _mm_sub_epi16(
+      _mm_or_si128(_mm_cvtepu8_epi16(low), _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
+  return _mm256_broadcastsi128_si256(scales);
+}
+
+// IQ4_XS, 256-bit for every x86 set. Two sub-blocks per pass: one 32-byte load holds
+// their indices, its low nibbles are values 0-15 of both (one per 128-bit lane), its
+// high nibbles values 16-31, and the activations are loaded to match. The levels'
+// products in int16 pairs (|level y| pairs < 2^15), then each lane's sub-block scale
+// through vpmaddwd (vpdpwssd on the VNNI sets) into one int32 sum per super-block.
 template <class Arch>
 float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   const __m256i table = iq4_table<Arch>();
   const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256i pick[4];
+  for (int p = 0; p < 4; ++p) pick[p] = pick_words<Arch>(2 * p, 2 * p + 1);
   __m256 acc = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m256i scales = iq4xs_scales16<Arch>(x[b]);
     __m256i sumi = _mm256_setzero_si256();
-    for (std::size_t j = 0; j < 8; ++j) {
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs + 16 * j));
-      const __m256i index =
-          _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble);
-      const __m256i lev = _mm256_shuffle_epi8(table, index);
-      const __m256i products = _mm256_maddubs_epi16(
-          _mm256_sign_epi8(lev, lev), _mm256_sign_epi8(load256<Arch>(y[b].qs + 32 * j), lev));
-      sumi = madd16_acc<Arch>(sumi, products,
-                              _mm256_set1_epi16(static_cast<short>(iq4xs_scale(x[b], j))));
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = load256<Arch>(x[b].qs + 32 * p);
+      const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, nibble));
+      const __m256i hi =
+          _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble));
+      const std::int8_t* yq = y[b].qs + 64 * p;
+      const __m256i y_lo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(yq + 32),
+                                               reinterpret_cast<const __m128i*>(yq));
+      const __m256i y_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(yq + 48),
+                                               reinterpret_cast<const __m128i*>(yq + 16));
+      const __m256i p_lo =
+          _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(y_lo, lo));
+      const __m256i p_hi =
+          _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(y_hi, hi));
+      const __m256i sc = _mm256_shuffle_epi8(scales, pick[p]);
+      sumi = madd16_acc<Arch>(sumi, p_lo, sc);
+      sumi = madd16_acc<Arch>(sumi, p_hi, sc);
     }
     acc =
         _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d), acc);
