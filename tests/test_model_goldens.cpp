@@ -328,6 +328,51 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 fixtures with Q8 activations: close to llama.cpp'
   }
 }
 
+// The fixture as llama-quantize's IQ4_NL file (47 IQ4_NL matrices, 9 Q5_K, the tied
+// embedding Q6_K) on its kernels with ggml's activations (Q8_0 for IQ4_NL, Q8_K for the
+// K types), against llama.cpp's goldens. llama.cpp's own noise on this file (fixture
+// README: its repacked IQ4_NL kernels against repacking off and 2 threads) is mean
+// 0.017-0.066, max 0.56, top-1 94 %. Measured on every x86 set (scalar, avx2, avx512,
+// avx512vnni, amx): mean |d| 0.026-0.070, max |d| 0.34-0.60, top-1 92.7-100 %. Bounds:
+// the README's, and tighter ones above those.
+TEST_CASE("IQ4_NL fixture with Q8 activations: close to llama.cpp's goldens") {
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::q8;
+  const smol::Model model = smol::Model::open(kFixtures + "/tiny-smollm3-a.iq4_nl.gguf");
+  for (const char* prompt : kPrompts) {
+    const Agreement a =
+        run_and_report(model, ctx, smol::KvType::f32, load_golden("iq4_nl", prompt), "q8 engine");
+    CHECK(a.mean <= 0.15);
+    CHECK(a.max <= 1.5);
+    CHECK(a.top1 >= 0.85);
+    CHECK(a.mean <= 0.1);
+    CHECK(a.max <= 0.9);
+    CHECK(a.top1 >= 0.88);
+  }
+}
+
+// The fixture as llama-quantize's IQ4_XS file (47 IQ4_XS matrices, 9 Q5_K, the tied
+// embedding Q6_K), every matrix on Q8_K activations as in ggml. llama.cpp's own noise on
+// this file is zero (fixture README), so only the order of float sums differs, as for
+// Q4_1/Q5_0/Q5_1. Measured on every x86 set (scalar, avx2, avx512, avx512vnni, amx): mean
+// |d| 0.008-0.078, max |d| 0.19-0.64, top-1 94.3-100 %. Bounds: the README's, and tighter
+// ones above those.
+TEST_CASE("IQ4_XS fixture with Q8_K activations: close to llama.cpp's goldens") {
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::q8;
+  const smol::Model model = smol::Model::open(kFixtures + "/tiny-smollm3-a.iq4_xs.gguf");
+  for (const char* prompt : kPrompts) {
+    const Agreement a =
+        run_and_report(model, ctx, smol::KvType::f32, load_golden("iq4_xs", prompt), "q8 engine");
+    CHECK(a.mean <= 0.15);
+    CHECK(a.max <= 1.5);
+    CHECK(a.top1 >= 0.85);
+    CHECK(a.mean <= 0.1);
+    CHECK(a.max <= 0.9);
+    CHECK(a.top1 >= 0.88);
+  }
+}
+
 // The fixture as a Q5_K_M file: every Q4_K tensor requantized to Q5_K from the F32
 // fixture's values (the Q6_K ones stay), run on the Q5_K kernels. llama.cpp made no Q5_K
 // goldens, and moving the weights to another grid moves this tiny random model's logits

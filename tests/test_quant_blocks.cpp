@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/quantize.hpp"
 
@@ -165,6 +166,100 @@ TEST_CASE("Q8_1 activations: Q8_0's quants and scale, and s = d * sum(q) in f16"
     // ggml multiplies by d before its rounding to f16.
     CHECK(q81[b].s == smol::f32_to_f16(static_cast<float>(sum) * (amax / 127)));
   }
+}
+
+// ggml's kvalues_iq4nl, written out here rather than taken from the header.
+constexpr int kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                1,    13,   25,  38,  53,  69,  89,  113};
+
+TEST_CASE("IQ4_NL: value = d * level[index]; low nibbles first, then high nibbles") {
+  smol::BlockIQ4NL block{};
+  block.d = kHalfQuarter;
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(out[j] == 0.25f * static_cast<float>(kIq4Levels[j]));
+    CHECK(out[j + 16] == 0.25f * static_cast<float>(kIq4Levels[15 - j]));
+  }
+}
+
+TEST_CASE("IQ4_NL quantizer: the nearest level, the searched scale, and edge cases") {
+  // Values already on the grid with d = 0.5 and every level used twice: the search
+  // finds d = 0.5 exactly (the least-squares scale of an exact fit) and every index.
+  float x[32];
+  for (int j = 0; j < 32; ++j) x[j] = 0.5f * static_cast<float>(kIq4Levels[(5 * j) % 16]);
+  smol::BlockIQ4NL block;
+  smol::quantize_block(x, block);
+  CHECK(block.d == kHalfHalf);
+  for (int j = 0; j < 32; ++j) CHECK(smol::iq4_index(block.qs, j) == (5 * j) % 16);
+  // Negated values: the scale takes the sign, the indices stay.
+  for (float& v : x) v = -v;
+  smol::quantize_block(x, block);
+  CHECK(smol::f16_to_f32(block.d) == -0.5f);
+  for (int j = 0; j < 32; ++j) CHECK(smol::iq4_index(block.qs, j) == (5 * j) % 16);
+  // The nearest level: midpoints go up, as in ggml (2x against the sum of neighbours).
+  CHECK(smol::detail::iq4_nearest_index(-200.0f) == 0);
+  CHECK(smol::detail::iq4_nearest_index(-115.5f) == 1);
+  CHECK(smol::detail::iq4_nearest_index(-115.6f) == 0);
+  CHECK(smol::detail::iq4_nearest_index(-4.5f) == 8);
+  CHECK(smol::detail::iq4_nearest_index(-4.51f) == 7);
+  CHECK(smol::detail::iq4_nearest_index(101.0f) == 15);
+  CHECK(smol::detail::iq4_nearest_index(1e9f) == 15);
+  // An all-zero block: d = 0 and every index the one nearest 0 (level 1), as ggml.
+  float zeros[32] = {};
+  smol::quantize_block(zeros, block);
+  CHECK(block.d == 0);
+  for (int j = 0; j < 32; ++j) CHECK(smol::iq4_index(block.qs, j) == 8);
+}
+
+TEST_CASE("IQ4_XS: value = d * (s - 32) * level; 6-bit scales split over scales_l/scales_h") {
+  // Stored scales 0, 1, 31, 32, 33, 47, 62, 63: low nibbles in scales_l (even sub-blocks
+  // low, odd high), the top two bits in scales_h, two bits per sub-block.
+  constexpr int kStored[8] = {0, 1, 31, 32, 33, 47, 62, 63};
+  smol::BlockIQ4XS block{};
+  block.d = kHalfHalf;
+  for (int j = 0; j < 8; ++j) {
+    block.scales_l[j / 2] =
+        static_cast<std::uint8_t>(block.scales_l[j / 2] | ((kStored[j] & 0xF) << (4 * (j % 2))));
+    block.scales_h = static_cast<std::uint16_t>(block.scales_h | ((kStored[j] >> 4) << (2 * j)));
+  }
+  CHECK(block.scales_l[0] == 0x10);
+  CHECK(block.scales_h == 0xFA90);  // high bits 0, 0, 1, 2, 2, 2, 3, 3
+  for (int j = 0; j < 128; ++j)
+    block.qs[j] = static_cast<std::uint8_t>((j % 16) | (15 - j % 16) << 4);
+  const auto out = dequantize(block);
+  for (int j = 0; j < 8; ++j) {
+    CAPTURE(j);
+    CHECK(smol::iq4xs_scale(block, j) == kStored[j] - 32);
+    const float dl = 0.5f * static_cast<float>(kStored[j] - 32);
+    for (int l = 0; l < 16; ++l) {
+      CHECK(out[32 * j + l] == dl * static_cast<float>(kIq4Levels[l]));
+      CHECK(out[32 * j + 16 + l] == dl * static_cast<float>(kIq4Levels[15 - l]));
+    }
+  }
+}
+
+TEST_CASE("IQ4_XS quantizer: sub-block scales on d's grid, indices against d * s") {
+  // Sub-block j on the grid with scale (j - 4) * 0.25 (sub-block 4 all zero): the largest
+  // magnitude scale, -1, gives d = 1/32 and s_j - 32 = 8 * (j - 4); every index is found.
+  std::vector<float> x(256);
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 32; ++l) {
+      x[32 * j + l] =
+          0.25f * static_cast<float>(j - 4) * static_cast<float>(kIq4Levels[(3 * l + j) % 16]);
+    }
+  }
+  smol::BlockIQ4XS block;
+  smol::quantize_block(x.data(), block);
+  CHECK(smol::f16_to_f32(block.d) == 1.0f / 32);
+  for (int j = 0; j < 8; ++j) {
+    CAPTURE(j);
+    CHECK(smol::iq4xs_scale(block, j) == 8 * (j - 4));
+    if (j == 4) continue;  // scale 0: every index the one nearest 0
+    for (int l = 0; l < 32; ++l) CHECK(smol::iq4_index(block.qs + 16 * j, l) == (3 * l + j) % 16);
+  }
+  const auto restored = dequantize(block);
+  for (int i = 0; i < 256; ++i) CHECK(restored[i] == x[i]);
 }
 
 TEST_CASE("Q8_0: value = d * q") {
@@ -362,7 +457,8 @@ TEST_CASE("dequantize_row rejects unsupported types and partial blocks") {
   CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::Q2_K, out.data(), bytes.data(), 256),
                        doctest::Contains("Q2_K"), smol::Error);
   CHECK(smol::is_weight_type(smol::GgmlType::Q5_K));
-  for (auto type : {smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1}) {
+  for (auto type :
+       {smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1, smol::GgmlType::IQ4_NL}) {
     CHECK(smol::is_weight_type(type));
   }
   CHECK_FALSE(smol::is_weight_type(smol::GgmlType::Q2_K));

@@ -132,3 +132,38 @@ TEST_CASE("Quantizing the F32 fixture as Q4_1, Q5_0 and Q5_1 reproduces llama-qu
     CHECK(identical_blocks == blocks);
   }
 }
+
+TEST_CASE("Quantizing the F32 fixture as IQ4_NL and IQ4_XS reproduces llama-quantize's blocks") {
+  // llama-quantize's IQ4_NL and IQ4_XS files keep 9 matrices at Q5_K and the tied
+  // embedding at Q6_K; their IQ4 blocks come from ggml's scale search without an
+  // importance matrix.
+  struct Case {
+    const char* file;
+    smol::GgmlType type;
+  };
+  for (const Case c :
+       {Case{"iq4_nl", smol::GgmlType::IQ4_NL}, Case{"iq4_xs", smol::GgmlType::IQ4_XS}}) {
+    CAPTURE(c.file);
+    const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +
+                                                 "/tiny-smollm3-a." + c.file + ".gguf");
+    std::size_t tensors = 0, blocks = 0, identical_blocks = 0;
+    for (const auto& tensor : file.tensors()) {
+      if (tensor.type != c.type) continue;
+      CAPTURE(tensor.name);
+      ++tensors;
+      const auto values = f32_values(f32_fixture().tensor(tensor.name));
+      std::vector<std::byte> bytes(tensor.bytes);
+      smol::quantize_row(tensor.type, values.data(), bytes.data(), values.size());
+      const std::size_t block_bytes = smol::ggml_type_info(tensor.type).block_bytes;
+      for (std::size_t b = 0; b < tensor.bytes / block_bytes; ++b) {
+        ++blocks;
+        identical_blocks += std::memcmp(bytes.data() + b * block_bytes,
+                                        tensor.data + b * block_bytes, block_bytes) == 0;
+      }
+    }
+    MESSAGE(std::string(c.file), ": ", identical_blocks, " of ", blocks, " blocks in ", tensors,
+            " tensors identical to llama-quantize's");
+    CHECK(tensors == 47);
+    CHECK(identical_blocks == blocks);
+  }
+}

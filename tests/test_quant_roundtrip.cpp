@@ -62,11 +62,12 @@ TEST_CASE("Relative RMSE on Gaussian data") {
   };
   // Bounds sit a little above what ggml's reference quantizers reach on N(0, 1)
   // (4.5, 5, 5.5, 6, 8.5, 4.5, 5.5 and 6.56 bits per value).
-  const Case cases[] = {{smol::GgmlType::Q4_0, 0.125}, {smol::GgmlType::Q4_1, 0.09},
-                        {smol::GgmlType::Q5_0, 0.05},  {smol::GgmlType::Q5_1, 0.045},
-                        {smol::GgmlType::Q8_0, 0.006}, {smol::GgmlType::Q4_K, 0.105},
-                        {smol::GgmlType::Q5_K, 0.055}, {smol::GgmlType::Q6_K, 0.025},
-                        {smol::GgmlType::F16, 0.0003}, {smol::GgmlType::BF16, 0.0025}};
+  const Case cases[] = {{smol::GgmlType::Q4_0, 0.125},  {smol::GgmlType::Q4_1, 0.09},
+                        {smol::GgmlType::Q5_0, 0.05},   {smol::GgmlType::Q5_1, 0.045},
+                        {smol::GgmlType::Q8_0, 0.006},  {smol::GgmlType::Q4_K, 0.105},
+                        {smol::GgmlType::Q5_K, 0.055},  {smol::GgmlType::Q6_K, 0.025},
+                        {smol::GgmlType::F16, 0.0003},  {smol::GgmlType::BF16, 0.0025},
+                        {smol::GgmlType::IQ4_NL, 0.11}, {smol::GgmlType::IQ4_XS, 0.11}};
   const auto values = gaussian(kValues, 1234, 0.02f);
   for (const auto& c : cases) {
     const auto restored = dequantize(c.type, quantize(c.type, values), values.size());
@@ -82,7 +83,8 @@ TEST_CASE("Quantization is deterministic") {
   const auto values = gaussian(4096, 99);
   for (auto type :
        {smol::GgmlType::Q4_0, smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1,
-        smol::GgmlType::Q8_0, smol::GgmlType::Q4_K, smol::GgmlType::Q5_K, smol::GgmlType::Q6_K}) {
+        smol::GgmlType::Q8_0, smol::GgmlType::Q4_K, smol::GgmlType::Q5_K, smol::GgmlType::Q6_K,
+        smol::GgmlType::IQ4_NL, smol::GgmlType::IQ4_XS}) {
     CAPTURE(smol::ggml_type_name(type));
     CHECK(quantize(type, values) == quantize(type, values));
   }
@@ -140,7 +142,8 @@ TEST_CASE("Degenerate blocks: zeros, constants, a single outlier") {
   inputs.push_back(tiny);
   for (auto type :
        {smol::GgmlType::Q4_0, smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1,
-        smol::GgmlType::Q8_0, smol::GgmlType::Q4_K, smol::GgmlType::Q5_K, smol::GgmlType::Q6_K}) {
+        smol::GgmlType::Q8_0, smol::GgmlType::Q4_K, smol::GgmlType::Q5_K, smol::GgmlType::Q6_K,
+        smol::GgmlType::IQ4_NL, smol::GgmlType::IQ4_XS}) {
     CAPTURE(smol::ggml_type_name(type));
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       CAPTURE(k);

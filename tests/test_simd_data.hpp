@@ -14,6 +14,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize_q8k.hpp"
@@ -142,6 +143,40 @@ inline std::vector<BlockQ5_1> q5_1_blocks(std::size_t n, Pattern p, std::mt19937
   return v;
 }
 
+// IQ4_NL: random indices; all_max gives every value index 0, level -127, the largest
+// magnitude.
+inline std::vector<BlockIQ4NL> iq4nl_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockIQ4NL> v(n);
+  for (auto& b : v) {
+    b.d = signed_scale_for(p, rng, 0.001f);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    if (p == Pattern::all_max) std::fill(std::begin(b.qs), std::end(b.qs), 0);
+  }
+  return v;
+}
+
+// IQ4_XS: random indices and sub-block scales; all_max gives every scale -32 and every
+// index 0 (level -127), zero_scales every sub-block scale 0 (stored 32) besides d = 0.
+inline std::vector<BlockIQ4XS> iq4xs_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockIQ4XS> v(n);
+  for (auto& b : v) {
+    b.d = signed_scale_for(p, rng, 0.0001f);
+    b.scales_h = static_cast<std::uint16_t>(rng());
+    fill_bytes(b.scales_l, sizeof(b.scales_l), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    if (p == Pattern::all_max) {
+      b.scales_h = 0;
+      std::fill(std::begin(b.scales_l), std::end(b.scales_l), 0);
+      std::fill(std::begin(b.qs), std::end(b.qs), 0);
+    }
+    if (p == Pattern::zero_scales) {
+      b.scales_h = 0xAAAA;
+      std::fill(std::begin(b.scales_l), std::end(b.scales_l), 0);
+    }
+  }
+  return v;
+}
+
 inline std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> g(0.0f, scale);
   std::vector<float> v(n);
@@ -172,6 +207,10 @@ std::vector<typename W::Block> weight_blocks(std::size_t n_blocks, Pattern p, st
     return q5_0_blocks(n_blocks, p, rng);
   } else if constexpr (W::type == GgmlType::Q5_1) {
     return q5_1_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::IQ4_NL) {
+    return iq4nl_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::IQ4_XS) {
+    return iq4xs_blocks(n_blocks, p, rng);
   } else {
     static_assert(kNoGenerator<W>, "tests/test_simd_data.hpp has no generator for this type");
   }

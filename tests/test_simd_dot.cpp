@@ -219,6 +219,44 @@ TEST_CASE("Q4_1, Q5_0, Q5_1: unit scales give identical floats, min term include
   }
 }
 
+TEST_CASE("IQ4_NL, IQ4_XS: unit scales give identical floats, the table lookup included") {
+  // d = 1 and an activation scale of 1 leave the integer sums of level * y (times the
+  // sub-block scales for IQ4_XS), so every ISA (one shuffle per 16 indices) must return
+  // exactly the scalar value; all-max blocks (level -127 everywhere, IQ4_XS scales -32)
+  // and activations give the largest sums, which are exact in floats.
+  std::mt19937 rng(7);
+  const f16_bits one = f32_to_f16(1.0f);
+  for (Isa isa : available_isas()) {
+    const Kernels& k = kernels_for_isa(isa);
+    const Kernels& ref = scalar_kernels();
+    for (int trial = 0; trial < 50; ++trial) {
+      const Pattern p = trial % 5 == 0 ? Pattern::all_max : Pattern::random;
+      const f16_bits d = trial % 2 ? one : static_cast<f16_bits>(one | 0x8000);
+      auto act = q8_0_blocks(4, p, rng);
+      auto w = iq4nl_blocks(4, p, rng);
+      for (auto& b : act) b.d = one;
+      for (auto& b : w) b.d = d;
+      auto act_k = q8k_activations(QK_K, p, rng);
+      auto w_xs = iq4xs_blocks(1, p, rng);
+      act_k[0].d = 1.0f;
+      w_xs[0].d = d;
+      CAPTURE(isa_name(isa));
+      CAPTURE(trial);
+      const float want = ref.of<GgmlType::IQ4_NL>().dot(w.data(), act.data(), 4);
+      CHECK(k.of<GgmlType::IQ4_NL>().dot(w.data(), act.data(), 4) == want);
+      const float want_xs = ref.of<GgmlType::IQ4_XS>().dot(w_xs.data(), act_k.data(), 1);
+      CHECK(k.of<GgmlType::IQ4_XS>().dot(w_xs.data(), act_k.data(), 1) == want_xs);
+      if (p == Pattern::all_max) {
+        const float sign = trial % 2 ? -1.0f : 1.0f;
+        CHECK(want == sign * 4 * 32 * 127 * 127);
+        float sum_y = 0;
+        for (auto q : act_k[0].qs) sum_y += static_cast<float>(q);
+        CHECK(want_xs == -sign * 32 * 127 * sum_y);
+      }
+    }
+  }
+}
+
 TEST_CASE("every ISA has a dot for every weight type") {
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
@@ -289,13 +327,14 @@ TEST_CASE(
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
     for_each_weight_type([&]<class W>(W tag) {
-      if constexpr (is_quantized_v<W> && W::values_per_block == 32) {
+      if constexpr (is_quantized_v<W>) {
         const auto tile = k.of(tag).tile_dots;
         if (tile == nullptr) return;
         for (std::size_t nblocks : {1, 3, 18, 33, 48, 72}) {
           for (Pattern p : kPatterns) {
             // 5 rows: part of one group of 16 (the AMX tiles' rows); 37: two and a part.
-            const std::size_t rows = nblocks % 2 ? 5 : 37, n_tokens = 19, n = nblocks * 32;
+            const std::size_t rows = nblocks % 2 ? 5 : 37, n_tokens = 19,
+                              n = nblocks * W::values_per_block;
             const auto w = weight_blocks<W>(rows * nblocks, p, rng);
             const auto act = weight_activations<W>(
                 n_tokens * n, p == Pattern::all_max ? p : Pattern::random, rng);

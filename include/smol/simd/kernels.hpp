@@ -68,7 +68,7 @@ struct WeightKernels {
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
   // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value
-  // types): y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
+  // types, IQ4_XS): y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
   // `n_tokens` activation rows `x_stride` blocks apart, each weight block unpacked once
   // for a tile of tokens. A token's float order depends on neither count.
   void (*tile_dots)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,

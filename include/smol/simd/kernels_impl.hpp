@@ -18,6 +18,7 @@
 #include "smol/simd/scalar_kernels.hpp"
 // One kernel unit per weight type (quant/weight_types.hpp lists them).
 #include "smol/simd/kernels_float.hpp"
+#include "smol/simd/kernels_iq4.hpp"
 #include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/kernels_q4_k.hpp"
 #include "smol/simd/kernels_q5_k.hpp"

@@ -1,0 +1,499 @@
+// The kernel units of IQ4_NL and IQ4_XS (quant/iq4.hpp): their dots with their
+// activations (Q8_0 for IQ4_NL, Q8_K for IQ4_XS) in every instruction set, and IQ4_NL's
+// prefill tiles on x86. The 16 levels fit one 128-bit register, so 32 indices become
+// their levels with one byte shuffle (vpshufb, tbl), and the block is then a Q8_0-like
+// block of signed bytes: as in ggml, per block or super-block
+//   IQ4_NL . Q8_0:  d_x d_y sum level * y
+//   IQ4_XS . Q8_K:  d_x d_y sum_j s_j sum level * y     (s_j the sub-block scale - 32)
+// with the sums exact in integers and floats once per block.
+// Prefill: tiles of tokens on x86 (tile_dots_iq4nl, tile_dots_iq4xs below); NEON loops
+// the dot.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "smol/core/half.hpp"
+#include "smol/quant/iq4.hpp"
+#include "smol/simd/kernels.hpp"
+#include "smol/simd/kernels_legacy.hpp"
+#include "smol/simd/neon.hpp"
+#include "smol/simd/x86_avx2.hpp"
+
+namespace smol {
+
+namespace scalar {
+
+inline float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 32; ++j) sumi += kIq4nlValues[iq4_index(x[b].qs, j)] * y[b].qs[j];
+    sum += f16_to_f32(x[b].d) * f16_to_f32(y[b].d) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// IQ4_XS: the integer sum over the super-block (|s_j level y| <= 32 * 127 * 127 < 2^19
+// per value, so < 2^27 per super-block), then one float product.
+inline float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      const std::uint8_t* qs = x[b].qs + 16 * j;
+      const std::int8_t* yq = y[b].qs + 32 * j;
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 32; ++l) s += kIq4nlValues[iq4_index(qs, l)] * yq[l];
+      sumi += iq4xs_scale(x[b], j) * s;
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+}  // namespace scalar
+
+#if defined(SMOL_X86)
+namespace simd::x86 {
+
+// The 16 levels in both 128-bit lanes (vpshufb looks up within each lane).
+template <class Arch>
+inline __m256i iq4_table() noexcept {
+  return _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+}
+
+// A block's 32 levels as signed bytes, in value order.
+template <class Arch>
+inline __m256i iq4nl_levels(const BlockIQ4NL& b, __m256i table) noexcept {
+  return _mm256_shuffle_epi8(table, low_nibbles<Arch>(b));
+}
+
+// 256-bit, for every x86 set (a block is one ymm; the VNNI sets use vpdpbusd). |level|
+// <= 127 and |y| <= 127, so vpmaddubsw's pairs stay below 2^15.
+template <class Arch>
+float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  const __m256i table = iq4_table<Arch>();
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m256i sumi = dot_s8s8<Arch>(iq4nl_levels<Arch>(x[b], table), load256<Arch>(y[b].qs));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
+                          _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
+  }
+  return hsum<Arch>(acc);
+}
+
+// IQ4_XS's eight sub-block scales s_j - 32 as int16, in both 128-bit lanes: the low
+// nibbles of scales_l interleaved, the bit pairs of scales_h moved to the top of each
+// word by a multiply (word j times 2^(14 - 2j)) and shifted down.
+template <class Arch>
+inline __m256i iq4xs_scales16(const BlockIQ4XS& b) noexcept {
+  std::uint32_t low_bits;
+  std::memcpy(&low_bits, b.scales_l, sizeof(low_bits));
+  const __m128i packed = _mm_cvtsi32_si128(static_cast<int>(low_bits));
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i low = _mm_unpacklo_epi8(_mm_and_si128(packed, nibble),
+                                        _mm_and_si128(_mm_srli_epi16(packed, 4), nibble));
+  const __m128i high = _mm_srli_epi16(
+      _mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(b.scales_h)),
+                      _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+      14);
+  const __m128i scales = _mm_sub_epi16(
+      _mm_or_si128(_mm_cvtepu8_epi16(low), _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
+  return _mm256_broadcastsi128_si256(scales);
+}
+
+// IQ4_XS, 256-bit for every x86 set. Two sub-blocks per pass: one 32-byte load holds
+// their indices, its low nibbles are values 0-15 of both (one per 128-bit lane), its
+// high nibbles values 16-31, and the activations are loaded to match. The levels'
+// products in int16 pairs (|level y| pairs < 2^15), then each lane's sub-block scale
+// through vpmaddwd (vpdpwssd on the VNNI sets) into one int32 sum per super-block.
+template <class Arch>
+float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  const __m256i table = iq4_table<Arch>();
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256i pick[4];
+  for (int p = 0; p < 4; ++p) pick[p] = pick_words<Arch>(2 * p, 2 * p + 1);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m256i scales = iq4xs_scales16<Arch>(x[b]);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = load256<Arch>(x[b].qs + 32 * p);
+      const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, nibble));
+      const __m256i hi =
+          _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble));
+      const std::int8_t* yq = y[b].qs + 64 * p;
+      const __m256i y_lo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(yq + 32),
+                                               reinterpret_cast<const __m128i*>(yq));
+      const __m256i y_hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(yq + 48),
+                                               reinterpret_cast<const __m128i*>(yq + 16));
+      const __m256i p_lo =
+          _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(y_lo, lo));
+      const __m256i p_hi =
+          _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(y_hi, hi));
+      const __m256i sc = _mm256_shuffle_epi8(scales, pick[p]);
+      sumi = madd16_acc<Arch>(sumi, p_lo, sc);
+      sumi = madd16_acc<Arch>(sumi, p_hi, sc);
+    }
+    acc =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(x[b].d) * y[b].d), acc);
+  }
+  return hsum<Arch>(acc);
+}
+
+// Prefill tiles (WeightKernels::tile_dots), as Q4_1's (kernels_legacy.hpp): the tile's
+// Q8_0 activations are copied per segment of kLegacySegment blocks into a plain layout
+// (quants side by side, each block's d eight times), each weight block's levels are
+// made once for the tile, and each token keeps its own float accumulator, so its bits
+// depend on neither the tile size nor the row count. The levels are signed: u8 x s8
+// multiplies take |level| and the activation with the level's sign (AVX2: vpsignb;
+// AVX-512: a masked negation, the mask made once per weight vector).
+template <std::size_t T>
+struct Iq4nlTileActs {
+  alignas(64) std::int8_t qs[T][kLegacySegment * 32];
+  alignas(64) float d[T][kLegacySegment * 8];
+};
+
+// Tokens [0, tn) of x, blocks [b0, b0 + nb) into `a`; an odd last block gets a zero
+// partner.
+template <class Arch, std::size_t T>
+inline void pack_iq4nl_tile(const BlockQ8_0* x, std::size_t x_stride, std::size_t b0,
+                            std::size_t nb, std::size_t tn, Iq4nlTileActs<T>& a) noexcept {
+  for (std::size_t t = 0; t < tn; ++t) {
+    const BlockQ8_0* row = x + t * x_stride + b0;
+    for (std::size_t b = 0; b < nb; ++b) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * b), load256<Arch>(row[b].qs));
+      _mm256_store_ps(a.d[t] + 8 * b, _mm256_set1_ps(_cvtsh_ss(row[b].d)));
+    }
+    if (nb % 2 != 0) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * nb), _mm256_setzero_si256());
+      _mm256_store_ps(a.d[t] + 8 * nb, _mm256_setzero_ps());
+    }
+  }
+}
+
+// One row (nb <= kLegacySegment blocks) times T tokens of `a`: out[t].
+template <class Arch, std::size_t T, std::size_t TA>
+inline void iq4nl_row_tile(const BlockIQ4NL* row, std::size_t nb, const Iq4nlTileActs<TA>& a,
+                           float* out) noexcept {
+  const __m256i table = iq4_table<Arch>();
+  if constexpr (is_avx512_v<Arch>) {
+    __m512 acc[T];
+#pragma GCC unroll 16
+    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (std::size_t b = 0; b < nb; b += 2) {
+      const __m256i lo = iq4nl_levels<Arch>(row[b], table);
+      const __m256i hi =
+          b + 1 < nb ? iq4nl_levels<Arch>(row[b + 1], table) : _mm256_setzero_si256();
+      const __m512i lev = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      const __m512i magnitude = _mm512_abs_epi8(lev);
+      const __mmask64 negative = _mm512_movepi8_mask(lev);
+      const float d1 = b + 1 < nb ? _cvtsh_ss(row[b + 1].d) : 0.0f;
+      const __m512 dxv = _mm512_insertf32x8(
+          _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(row[b].d))), _mm256_set1_ps(d1), 1);
+#pragma GCC unroll 16
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m512i act = _mm512_load_si512(a.qs[t] + 32 * b);
+        const __m512i signed_act = _mm512_mask_sub_epi8(act, negative, _mm512_setzero_si512(), act);
+        __m512i sumi;
+        if constexpr (has_vnni_v<Arch>) {
+          sumi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_act);
+        } else {
+          sumi =
+              _mm512_madd_epi16(_mm512_maddubs_epi16(magnitude, signed_act), _mm512_set1_epi16(1));
+        }
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
+                                 _mm512_mul_ps(dxv, _mm512_load_ps(a.d[t] + 8 * b)), acc[t]);
+      }
+    }
+#pragma GCC unroll 16
+    for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+  } else {
+    __m256 acc[T];
+#pragma GCC unroll 8
+    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (std::size_t b = 0; b < nb; ++b) {
+      const __m256i lev = iq4nl_levels<Arch>(row[b], table);
+      const __m256i magnitude = _mm256_sign_epi8(lev, lev);
+      const __m256 dxv = _mm256_set1_ps(_cvtsh_ss(row[b].d));
+#pragma GCC unroll 8
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m256i act = _mm256_sign_epi8(load256<Arch>(a.qs[t] + 32 * b), lev);
+        const __m256i sumi = dot_u8s8<Arch>(magnitude, act);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
+                                 _mm256_mul_ps(dxv, _mm256_load_ps(a.d[t] + 8 * b)), acc[t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]);
+  }
+}
+
+template <class Arch>
+void tile_dots_iq4nl(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                     const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
+                     std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
+  constexpr std::size_t kTile = is_avx512_v<Arch> ? 16 : 8;
+  Iq4nlTileActs<kTile> acts;
+  float out[kTile];
+  for (std::size_t t0 = 0; t0 < n_tokens;) {
+    const std::size_t left = n_tokens - t0;
+    std::size_t tn = 1;
+    while (tn < kTile && 2 * tn <= left) tn *= 2;
+    for (std::size_t b0 = 0; b0 < nblocks; b0 += kLegacySegment) {
+      const std::size_t nb = std::min(kLegacySegment, nblocks - b0);
+      pack_iq4nl_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
+      for (std::size_t r = 0; r < n_rows; ++r) {
+        const BlockIQ4NL* row = reinterpret_cast<const BlockIQ4NL*>(w + r * row_bytes) + b0;
+        switch (tn) {
+          case 16:
+            if constexpr (kTile >= 16) iq4nl_row_tile<Arch, 16>(row, nb, acts, out);
+            break;
+          case 8:
+            iq4nl_row_tile<Arch, 8>(row, nb, acts, out);
+            break;
+          case 4:
+            iq4nl_row_tile<Arch, 4>(row, nb, acts, out);
+            break;
+          case 2:
+            iq4nl_row_tile<Arch, 2>(row, nb, acts, out);
+            break;
+          default:
+            iq4nl_row_tile<Arch, 1>(row, nb, acts, out);
+            break;
+        }
+        for (std::size_t t = 0; t < tn; ++t) {
+          float& dst = y[(t0 + t) * y_stride + r];
+          dst = b0 == 0 ? out[t] : dst + out[t];
+        }
+      }
+    }
+    t0 += tn;
+  }
+}
+
+// IQ4_XS prefill tiles (WeightKernels::tile_dots) on Q8_K activations: each weight
+// super-block's levels, |levels|, signs and sub-block scales are made once for a tile of
+// tokens (AVX-512: two sub-blocks per zmm, 16 tokens; AVX2: one per ymm, 8 tokens).
+// Per token and super-block the integer sum is the dot kernel's (pairs of |level| and
+// the signed activation by vpmaddubsw, the scale by vpmaddwd / vpdpwssd), then one
+// float multiply-add by d_x d_y into the token's own accumulator, so a token's bits
+// depend on neither the tile size nor the row count. The activations are read in place.
+template <class Arch>
+inline void iq4xs_scale_words(const BlockIQ4XS& b, short* out) noexcept {
+  for (std::size_t j = 0; j < 8; ++j) out[j] = static_cast<short>(iq4xs_scale(b, j));
+}
+
+template <class Arch, std::size_t T>
+inline void iq4xs_row_tile(const BlockIQ4XS* row, std::size_t nb, const BlockQ8K* x,
+                           std::size_t x_stride, float* out) noexcept {
+  const __m256i table = iq4_table<Arch>();
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  alignas(64) float acc[T][16];
+  for (std::size_t t = 0; t < T; ++t) {
+    for (float& a : acc[t]) a = 0.0f;
+  }
+  for (std::size_t b = 0; b < nb; ++b) {
+    alignas(16) short scale[8];
+    iq4xs_scale_words<Arch>(row[b], scale);
+    const float dx = _cvtsh_ss(row[b].d);
+    __m256i lev[8];
+    for (std::size_t j = 0; j < 8; ++j) {
+      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs + 16 * j));
+      lev[j] = _mm256_shuffle_epi8(
+          table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble));
+    }
+    if constexpr (is_avx512_v<Arch>) {
+      __m512i sumi[T];
+#pragma GCC unroll 16
+      for (std::size_t t = 0; t < T; ++t) sumi[t] = _mm512_setzero_si512();
+      for (std::size_t p = 0; p < 4; ++p) {
+        const __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(lev[2 * p]), lev[2 * p + 1], 1);
+        const __m512i magnitude = _mm512_abs_epi8(l);
+        const __mmask64 negative = _mm512_movepi8_mask(l);
+        const __m512i sc =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(scale[2 * p])),
+                               _mm256_set1_epi16(scale[2 * p + 1]), 1);
+#pragma GCC unroll 16
+        for (std::size_t t = 0; t < T; ++t) {
+          const __m512i act = _mm512_loadu_si512(x[t * x_stride + b].qs + 64 * p);
+          const __m512i products = _mm512_maddubs_epi16(
+              magnitude, _mm512_mask_sub_epi8(act, negative, _mm512_setzero_si512(), act));
+          if constexpr (has_vnni_v<Arch>) {
+            sumi[t] = _mm512_dpwssd_epi32(sumi[t], products, sc);
+          } else {
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_madd_epi16(products, sc));
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m512 d = _mm512_set1_ps(dx * x[t * x_stride + b].d);
+        _mm512_store_ps(acc[t],
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[t]), d, _mm512_load_ps(acc[t])));
+      }
+    } else {
+      __m256i sumi[T];
+#pragma GCC unroll 8
+      for (std::size_t t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+      for (std::size_t j = 0; j < 8; ++j) {
+        const __m256i magnitude = _mm256_sign_epi8(lev[j], lev[j]);
+        const __m256i sc = _mm256_set1_epi16(scale[j]);
+#pragma GCC unroll 8
+        for (std::size_t t = 0; t < T; ++t) {
+          const __m256i act =
+              _mm256_sign_epi8(load256<Arch>(x[t * x_stride + b].qs + 32 * j), lev[j]);
+          sumi[t] = madd16_acc<Arch>(sumi[t], _mm256_maddubs_epi16(magnitude, act), sc);
+        }
+      }
+#pragma GCC unroll 8
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m256 d = _mm256_set1_ps(dx * x[t * x_stride + b].d);
+        _mm256_store_ps(acc[t],
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), d, _mm256_load_ps(acc[t])));
+      }
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    if constexpr (is_avx512_v<Arch>) {
+      out[t] = _mm512_reduce_add_ps(_mm512_load_ps(acc[t]));
+    } else {
+      out[t] = hsum<Arch>(_mm256_load_ps(acc[t]));
+    }
+  }
+}
+
+template <class Arch>
+void tile_dots_iq4xs(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                     const BlockQ8K* x, std::size_t x_stride, std::size_t nblocks,
+                     std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
+  constexpr std::size_t kTile = is_avx512_v<Arch> ? 16 : 8;
+  float out[kTile];
+  for (std::size_t t0 = 0; t0 < n_tokens;) {
+    const std::size_t left = n_tokens - t0;
+    std::size_t tn = 1;
+    while (tn < kTile && 2 * tn <= left) tn *= 2;
+    const BlockQ8K* xt = x + t0 * x_stride;
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      const auto* row = reinterpret_cast<const BlockIQ4XS*>(w + r * row_bytes);
+      switch (tn) {
+        case 16:
+          if constexpr (kTile >= 16) iq4xs_row_tile<Arch, 16>(row, nblocks, xt, x_stride, out);
+          break;
+        case 8:
+          iq4xs_row_tile<Arch, 8>(row, nblocks, xt, x_stride, out);
+          break;
+        case 4:
+          iq4xs_row_tile<Arch, 4>(row, nblocks, xt, x_stride, out);
+          break;
+        case 2:
+          iq4xs_row_tile<Arch, 2>(row, nblocks, xt, x_stride, out);
+          break;
+        default:
+          iq4xs_row_tile<Arch, 1>(row, nblocks, xt, x_stride, out);
+          break;
+      }
+      for (std::size_t t = 0; t < tn; ++t) y[(t0 + t) * y_stride + r] = out[t];
+    }
+    t0 += tn;
+  }
+}
+
+}  // namespace simd::x86
+#endif  // SMOL_X86
+
+#if defined(__aarch64__)
+namespace simd::neon {
+
+// A block's 32 levels as two vectors of signed bytes: one tbl per 16 indices.
+template <class Arch>
+inline void iq4_levels(const std::uint8_t qs[16], int8x16_t table, int8x16_t out[2]) noexcept {
+  const uint8x16_t raw = vld1q_u8(qs);
+  out[0] = vqtbl1q_s8(table, vandq_u8(raw, vdupq_n_u8(0x0F)));
+  out[1] = vqtbl1q_s8(table, vshrq_n_u8(raw, 4));
+}
+
+template <class Arch>
+float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  const int8x16_t table = vld1q_s8(kIq4nlValues);
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    int8x16_t levels[2];
+    iq4_levels<Arch>(x[b].qs, table, levels);
+    const std::int32_t sumi =
+        dot16<Arch>(levels[0], vld1q_s8(y[b].qs)) + dot16<Arch>(levels[1], vld1q_s8(y[b].qs + 16));
+    sum += HalfLoads<Arch>::f16_one(x[b].d) * HalfLoads<Arch>::f16_one(y[b].d) *
+           static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+template <class Arch>
+float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  const int8x16_t table = vld1q_s8(kIq4nlValues);
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      int8x16_t levels[2];
+      iq4_levels<Arch>(x[b].qs + 16 * j, table, levels);
+      const std::int8_t* yq = y[b].qs + 32 * j;
+      sumi += iq4xs_scale(x[b], j) *
+              (dot16<Arch>(levels[0], vld1q_s8(yq)) + dot16<Arch>(levels[1], vld1q_s8(yq + 16)));
+    }
+    sum += HalfLoads<Arch>::f16_one(x[b].d) * y[b].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+}  // namespace simd::neon
+#endif  // __aarch64__
+
+template <>
+struct KernelUnit<BlockWeight<BlockIQ4NL>> {
+  template <class Arch>
+  static WeightKernels<BlockWeight<BlockIQ4NL>> make() noexcept {
+    WeightKernels<BlockWeight<BlockIQ4NL>> k;
+    if constexpr (std::is_same_v<Arch, scalar_arch>) {
+      k.dot = scalar::dot_iq4nl_q8_0;
+#if defined(SMOL_X86)
+    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+      k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
+      k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
+#endif
+#if defined(__aarch64__)
+    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+      k.dot = simd::neon::dot_iq4nl_q8_0<Arch>;
+#endif
+    }
+    return k;
+  }
+};
+
+template <>
+struct KernelUnit<BlockWeight<BlockIQ4XS>> {
+  template <class Arch>
+  static WeightKernels<BlockWeight<BlockIQ4XS>> make() noexcept {
+    WeightKernels<BlockWeight<BlockIQ4XS>> k;
+    if constexpr (std::is_same_v<Arch, scalar_arch>) {
+      k.dot = scalar::dot_iq4xs_q8k;
+#if defined(SMOL_X86)
+    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+      k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
+      k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
+#endif
+#if defined(__aarch64__)
+    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+      k.dot = simd::neon::dot_iq4xs_q8k<Arch>;
+#endif
+    }
+    return k;
+  }
+};
+
+}  // namespace smol
