@@ -21,7 +21,9 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/neon.hpp"
+#include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_pairs.hpp"
 
 namespace smol {
 
@@ -463,8 +465,27 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
       k.dot = scalar::dot_iq4nl_q8_0;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
-      k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
+      constexpr auto levels = [](const BlockIQ4NL& b) {
+        return simd::x86::iq4nl_levels<Arch>(b, simd::x86::iq4_table<Arch>());
+      };
+      if constexpr (is_avx512_v<Arch>) {  // two blocks per vector (x86_avx512_pairs.hpp)
+        k.dot = [](const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t n) noexcept {
+          return simd::x86::dot_pairs_512<Arch>(x, y, n, decltype(levels){});
+        };
+      } else {
+        k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
+      }
+      if constexpr (std::is_same_v<Arch, amx_arch>) {  // x86_amx_blocks32.hpp
+        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                         const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
+                         std::size_t n_tokens, float* y, std::size_t y_stride) {
+          simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4NL>(w, row_bytes, n_rows, x, x_stride,
+                                                              nblocks, n_tokens, y, y_stride,
+                                                              decltype(levels){});
+        };
+      } else {
+        k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
+      }
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {
