@@ -132,3 +132,43 @@ TEST_CASE("Quantizing the F32 fixture as Q4_1, Q5_0 and Q5_1 reproduces llama-qu
     CHECK(identical_blocks == blocks);
   }
 }
+
+TEST_CASE("Quantizing the F32 fixture as the K-quant mixes reproduces llama-quantize's blocks") {
+  // llama-quantize ran the imatrix-free quantize_q3_K (and quantize_q4_K, ...), which is
+  // ggml's reference quantizer quantize_row_q3_K_ref, so every k-quant tensor of these
+  // files must come back byte for byte from the same floats.
+  struct Case {
+    const char* file;
+    smol::GgmlType type;
+    std::size_t tensors;
+  };
+  for (const Case c :
+       {Case{"q3_k_m", smol::GgmlType::Q3_K, 32}, Case{"q3_k_m", smol::GgmlType::Q4_K, 22},
+        Case{"q3_k_m", smol::GgmlType::Q5_K, 2}, Case{"q3_k_m", smol::GgmlType::Q6_K, 1},
+        Case{"q2_k", smol::GgmlType::Q3_K, 16}, Case{"q2_k", smol::GgmlType::Q4_K, 8},
+        Case{"q2_k", smol::GgmlType::Q6_K, 1}}) {
+    CAPTURE(c.file);
+    CAPTURE(smol::ggml_type_name(c.type));
+    const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +
+                                                 "/tiny-smollm3-a." + c.file + ".gguf");
+    std::size_t tensors = 0, blocks = 0, identical_blocks = 0;
+    for (const auto& tensor : file.tensors()) {
+      if (tensor.type != c.type) continue;
+      CAPTURE(tensor.name);
+      ++tensors;
+      const auto values = f32_values(f32_fixture().tensor(tensor.name));
+      std::vector<std::byte> bytes(tensor.bytes);
+      smol::quantize_row(tensor.type, values.data(), bytes.data(), values.size());
+      const std::size_t block_bytes = smol::ggml_type_info(tensor.type).block_bytes;
+      for (std::size_t b = 0; b < tensor.bytes / block_bytes; ++b) {
+        ++blocks;
+        identical_blocks += std::memcmp(bytes.data() + b * block_bytes,
+                                        tensor.data + b * block_bytes, block_bytes) == 0;
+      }
+    }
+    MESSAGE(std::string(c.file), " ", smol::ggml_type_name(c.type), ": ", identical_blocks, " of ",
+            blocks, " blocks in ", tensors, " tensors identical to llama-quantize's");
+    CHECK(tensors == c.tensors);
+    CHECK(identical_blocks == blocks);
+  }
+}
