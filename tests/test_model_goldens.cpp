@@ -338,27 +338,33 @@ TEST_CASE("Q4_1, Q5_0 and Q5_1 fixtures with Q8 activations: close to llama.cpp'
   }
 }
 
-// llama-quantize's Q3_K_M file of the fixture (32 Q3_K matrices beside Q4_K, Q5_K and the
-// Q6_K embedding) on the Q3_K kernels with Q8_K activations, against llama.cpp's goldens.
-// llama.cpp's own noise on this file (fixture README: the golden run against repacking
-// off and 2 threads) is mean |d| 0.046-0.065, max 0.52, top-1 96 %. Measured on every x86
-// set: mean |d| 0.037-0.097, max 0.36-1.07, top-1 90-98 %; the first 1-13 rows within
-// 1e-3 of the golden (P3: 13 on every set), so the Q3_K arithmetic is ggml's and the rest
-// is the activation-rounding flips the README describes, which P3's long prompt amplifies
-// as it does Q4_K_M's. Bounds: the README's, and the first row exact.
-TEST_CASE("Q3_K_M fixture with Q8_K activations: close to llama.cpp's goldens") {
+// llama-quantize's Q3_K_M and Q2_K files of the fixture (32 Q3_K matrices beside Q4_K,
+// Q5_K and the Q6_K embedding; 32 Q2_K beside Q3_K, Q4_K and Q6_K) on their kernels with
+// Q8_K activations, against llama.cpp's goldens. llama.cpp's own noise on these files
+// (fixture README: the golden run against repacking off and 2 threads) is mean |d|
+// 0.046-0.065, max 0.52, top-1 96 % for Q3_K_M and 0.061-0.087, 0.80, 95 % for Q2_K.
+// Measured on every x86 set (scalar to amx): Q3_K_M mean |d| 0.037-0.097, max 0.36-1.07,
+// top-1 90-98 %; Q2_K mean 0.037-0.095, max 0.33-0.86, top-1 93-98 %. In each file some
+// prompt agrees within 1e-3 for its first 12-19 rows on every set (the Q4_K_M fixture:
+// 9-53), so the arithmetic is ggml's and the rest is the activation-rounding flips the
+// README describes (on some sets P1 flips in its first row), which P3's long prompt
+// amplifies as it does Q4_K_M's. Bounds: the README's, and a leading run of 5 exact rows.
+TEST_CASE("Q3_K_M and Q2_K fixtures with Q8_K activations: close to llama.cpp's goldens") {
   smol::Context ctx;
   ctx.activation_precision = smol::ActivationPrecision::q8;
-  for (const char* kind : {"q3_k_m"}) {
+  for (const char* kind : {"q3_k_m", "q2_k"}) {
+    CAPTURE(kind);
     const smol::Model model = smol::Model::open(kFixtures + "/tiny-smollm3-a." + kind + ".gguf");
+    std::size_t longest_exact_run = 0;
     for (const char* prompt : kPrompts) {
       const Agreement a =
           run_and_report(model, ctx, smol::KvType::f32, load_golden(kind, prompt), "q8 engine");
       CHECK(a.mean <= 0.15);
       CHECK(a.max <= 1.5);
       CHECK(a.top1 >= 0.85);
-      CHECK(a.exact_rows >= 1);
+      longest_exact_run = std::max(longest_exact_run, a.exact_rows);
     }
+    CHECK(longest_exact_run >= 5);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/quantize.hpp"
 
@@ -316,6 +317,58 @@ TEST_CASE("Q3_K quantizer: values on a grid come back exactly, with the levels' 
   }
 }
 
+TEST_CASE("Q2_K: scale low nibble, min high nibble, 2-bit runs of 32 per 32 bytes") {
+  smol::BlockQ2K block{};
+  block.d = kHalfHalf;
+  block.dmin = kHalfQuarter;
+  // Scales and mins of every sub-block differ, and reach 0 and 15.
+  for (int j = 0; j < 16; ++j) block.scales[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  for (int k = 0; k < 64; ++k) block.qs[k] = static_cast<std::uint8_t>(37 * k + 11);
+  const auto out = dequantize(block);
+  // ggml's loop: two halves of 128 values, four shifts of the same 32 bytes in each.
+  int i = 0;
+  for (int half = 0; half < 2; ++half) {
+    for (int shift = 0; shift < 4; ++shift) {
+      for (int l = 0; l < 32; ++l, ++i) {
+        const int q = (block.qs[32 * half + l] >> (2 * shift)) & 3;
+        const int j = i / 16;
+        const float expected =
+            0.5f * static_cast<float>(j * q) - 0.25f * static_cast<float>(15 - j);
+        CHECK(out[i] == expected);
+        CHECK(smol::q2k_quant(block, i) == q);
+      }
+    }
+  }
+}
+
+TEST_CASE("Q2_K quantizer: values on a grid come back exactly") {
+  // Sub-block j holds s_j * u * L - m_j * v for L = l % 4 (every level present) with
+  // u = 1/32, v = 1/64, s_j and m_j in 1..15 and both 15 somewhere: the codes are s_j and
+  // m_j under d = u and dmin = v, and every level is exact.
+  constexpr int kScales2[16] = {15, 1, 7, 3, 12, 2, 9, 14, 4, 6, 11, 5, 8, 13, 10, 1};
+  constexpr int kMins2[16] = {1, 15, 3, 8, 2, 11, 6, 4, 13, 9, 7, 14, 5, 10, 12, 2};
+  float x[256];
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) {
+      x[16 * j + l] =
+          static_cast<float>(kScales2[j] * (l % 4)) / 32.0f - static_cast<float>(kMins2[j]) / 64.0f;
+    }
+  }
+  smol::BlockQ2K block;
+  smol::quantize_block(x, block);
+  CHECK(smol::f16_to_f32(block.d) == 1.0f / 32.0f);
+  CHECK(smol::f16_to_f32(block.dmin) == 1.0f / 64.0f);
+  for (int j = 0; j < 16; ++j) {
+    CHECK((block.scales[j] & 0xF) == kScales2[j]);
+    CHECK((block.scales[j] >> 4) == kMins2[j]);
+  }
+  const auto out = dequantize(block);
+  for (int i = 0; i < 256; ++i) {
+    CHECK(out[i] == x[i]);
+    CHECK(smol::q2k_quant(block, i) == (i % 16) % 4);
+  }
+}
+
 TEST_CASE("Q6_K: ql/qh interleaving, one bit field at a time") {
   // With every group scale 1 and d = 1, an all-zero block is -32 everywhere and a
   // bit field that is set shows up at exactly one value.
@@ -426,19 +479,20 @@ TEST_CASE("Rows of several blocks may start at any byte offset") {
 TEST_CASE("dequantize_row rejects unsupported types and partial blocks") {
   std::vector<std::byte> bytes(1024);
   std::vector<float> out(512);
-  CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::Q2_K, bytes.data(), out.data(), 256),
-                       doctest::Contains("Q2_K"), smol::Error);
+  CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::IQ2_XXS, bytes.data(), out.data(), 256),
+                       doctest::Contains("IQ2_XXS"), smol::Error);
   CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::Q4_K, bytes.data(), out.data(), 100),
                        doctest::Contains("Q4_K"), smol::Error);
   CHECK_THROWS_AS(
       smol::dequantize_row(static_cast<smol::GgmlType>(77), bytes.data(), out.data(), 1),
       smol::Error);
-  CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::Q2_K, out.data(), bytes.data(), 256),
-                       doctest::Contains("Q2_K"), smol::Error);
+  CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::IQ2_XXS, out.data(), bytes.data(), 256),
+                       doctest::Contains("IQ2_XXS"), smol::Error);
+  CHECK(smol::is_weight_type(smol::GgmlType::Q2_K));
   CHECK(smol::is_weight_type(smol::GgmlType::Q3_K));
   CHECK(smol::is_weight_type(smol::GgmlType::Q5_K));
   for (auto type : {smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1}) {
     CHECK(smol::is_weight_type(type));
   }
-  CHECK_FALSE(smol::is_weight_type(smol::GgmlType::Q2_K));
+  CHECK_FALSE(smol::is_weight_type(smol::GgmlType::IQ2_XXS));
 }

@@ -134,9 +134,9 @@ TEST_CASE("Quantizing the F32 fixture as Q4_1, Q5_0 and Q5_1 reproduces llama-qu
 }
 
 TEST_CASE("Quantizing the F32 fixture as the K-quant mixes reproduces llama-quantize's blocks") {
-  // llama-quantize ran the imatrix-free quantize_q3_K (and quantize_q4_K, ...), which is
-  // ggml's reference quantizer quantize_row_q3_K_ref, so every k-quant tensor of these
-  // files must come back byte for byte from the same floats.
+  // llama-quantize ran the imatrix-free quantize_q2_K, quantize_q3_K, quantize_q4_K, ...,
+  // which call ggml's reference quantizers (quantize_row_q2_K_ref, ...), so every k-quant
+  // tensor of these files must come back byte for byte from the same floats.
   struct Case {
     const char* file;
     smol::GgmlType type;
@@ -145,8 +145,8 @@ TEST_CASE("Quantizing the F32 fixture as the K-quant mixes reproduces llama-quan
   for (const Case c :
        {Case{"q3_k_m", smol::GgmlType::Q3_K, 32}, Case{"q3_k_m", smol::GgmlType::Q4_K, 22},
         Case{"q3_k_m", smol::GgmlType::Q5_K, 2}, Case{"q3_k_m", smol::GgmlType::Q6_K, 1},
-        Case{"q2_k", smol::GgmlType::Q3_K, 16}, Case{"q2_k", smol::GgmlType::Q4_K, 8},
-        Case{"q2_k", smol::GgmlType::Q6_K, 1}}) {
+        Case{"q2_k", smol::GgmlType::Q2_K, 32}, Case{"q2_k", smol::GgmlType::Q3_K, 16},
+        Case{"q2_k", smol::GgmlType::Q4_K, 8}, Case{"q2_k", smol::GgmlType::Q6_K, 1}}) {
     CAPTURE(c.file);
     CAPTURE(smol::ggml_type_name(c.type));
     const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +

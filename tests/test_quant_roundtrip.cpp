@@ -61,12 +61,12 @@ TEST_CASE("Relative RMSE on Gaussian data") {
     double bound;
   };
   // Bounds sit a little above what ggml's reference quantizers reach on N(0, 1)
-  // (4.5, 5, 5.5, 6, 8.5, 3.44, 4.5, 5.5 and 6.56 bits per value).
+  // (4.5, 5, 5.5, 6, 8.5, 2.63, 3.44, 4.5, 5.5 and 6.56 bits per value).
   const Case cases[] = {
       {smol::GgmlType::Q4_0, 0.125}, {smol::GgmlType::Q4_1, 0.09},  {smol::GgmlType::Q5_0, 0.05},
-      {smol::GgmlType::Q5_1, 0.045}, {smol::GgmlType::Q8_0, 0.006}, {smol::GgmlType::Q3_K, 0.16},
-      {smol::GgmlType::Q4_K, 0.105}, {smol::GgmlType::Q5_K, 0.055}, {smol::GgmlType::Q6_K, 0.025},
-      {smol::GgmlType::F16, 0.0003}, {smol::GgmlType::BF16, 0.0025}};
+      {smol::GgmlType::Q5_1, 0.045}, {smol::GgmlType::Q8_0, 0.006}, {smol::GgmlType::Q2_K, 0.31},
+      {smol::GgmlType::Q3_K, 0.16},  {smol::GgmlType::Q4_K, 0.105}, {smol::GgmlType::Q5_K, 0.055},
+      {smol::GgmlType::Q6_K, 0.025}, {smol::GgmlType::F16, 0.0003}, {smol::GgmlType::BF16, 0.0025}};
   const auto values = gaussian(kValues, 1234, 0.02f);
   for (const auto& c : cases) {
     const auto restored = dequantize(c.type, quantize(c.type, values), values.size());
@@ -80,9 +80,10 @@ TEST_CASE("Relative RMSE on Gaussian data") {
 
 TEST_CASE("Quantization is deterministic") {
   const auto values = gaussian(4096, 99);
-  for (auto type : {smol::GgmlType::Q4_0, smol::GgmlType::Q4_1, smol::GgmlType::Q5_0,
-                    smol::GgmlType::Q5_1, smol::GgmlType::Q8_0, smol::GgmlType::Q3_K,
-                    smol::GgmlType::Q4_K, smol::GgmlType::Q5_K, smol::GgmlType::Q6_K}) {
+  for (auto type :
+       {smol::GgmlType::Q4_0, smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1,
+        smol::GgmlType::Q8_0, smol::GgmlType::Q2_K, smol::GgmlType::Q3_K, smol::GgmlType::Q4_K,
+        smol::GgmlType::Q5_K, smol::GgmlType::Q6_K}) {
     CAPTURE(smol::ggml_type_name(type));
     CHECK(quantize(type, values) == quantize(type, values));
   }
@@ -90,14 +91,15 @@ TEST_CASE("Quantization is deterministic") {
 
 TEST_CASE("Re-quantizing dequantized values reproduces them") {
   // Values that are already on a grid should stay there. Q8_0 and the other 32-value
-  // types (Q4_0, Q4_1, Q5_0, Q5_1) are there after one round. For Q6_K, Q5_K and Q4_K the
+  // types (Q4_0, Q4_1, Q5_0, Q5_1) are there after one round. For Q6_K, Q5_K, Q4_K and Q2_K the
   // scale search of the second round can still move a few sub-blocks to a slightly better
   // grid (as llama-quantize does: the fixture needed two rounds); from then on the values
   // are a fixed point.
   const auto values = gaussian(kValues, 7, 0.05f);
-  for (auto type : {smol::GgmlType::Q8_0, smol::GgmlType::Q6_K, smol::GgmlType::Q5_K,
-                    smol::GgmlType::Q4_K, smol::GgmlType::Q3_K, smol::GgmlType::Q4_0,
-                    smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1}) {
+  for (auto type :
+       {smol::GgmlType::Q8_0, smol::GgmlType::Q6_K, smol::GgmlType::Q5_K, smol::GgmlType::Q4_K,
+        smol::GgmlType::Q3_K, smol::GgmlType::Q2_K, smol::GgmlType::Q4_0, smol::GgmlType::Q4_1,
+        smol::GgmlType::Q5_0, smol::GgmlType::Q5_1}) {
     CAPTURE(smol::ggml_type_name(type));
     const std::size_t block_values = smol::ggml_type_info(type).block_values;
     const std::size_t block_bytes = smol::ggml_type_info(type).block_bytes;
@@ -147,9 +149,10 @@ TEST_CASE("Degenerate blocks: zeros, constants, a single outlier") {
   inputs.push_back(outlier);
   auto tiny = gaussian(256, 3, 1e-30f);
   inputs.push_back(tiny);
-  for (auto type : {smol::GgmlType::Q4_0, smol::GgmlType::Q4_1, smol::GgmlType::Q5_0,
-                    smol::GgmlType::Q5_1, smol::GgmlType::Q8_0, smol::GgmlType::Q3_K,
-                    smol::GgmlType::Q4_K, smol::GgmlType::Q5_K, smol::GgmlType::Q6_K}) {
+  for (auto type :
+       {smol::GgmlType::Q4_0, smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1,
+        smol::GgmlType::Q8_0, smol::GgmlType::Q2_K, smol::GgmlType::Q3_K, smol::GgmlType::Q4_K,
+        smol::GgmlType::Q5_K, smol::GgmlType::Q6_K}) {
     CAPTURE(smol::ggml_type_name(type));
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       CAPTURE(k);
@@ -169,7 +172,7 @@ TEST_CASE("Degenerate blocks: zeros, constants, a single outlier") {
   // Q5_1: d = 0, m = the constant) or a symmetric grid whose end point is the constant.
   for (auto type :
        {smol::GgmlType::Q8_0, smol::GgmlType::Q6_K, smol::GgmlType::Q5_K, smol::GgmlType::Q4_K,
-        smol::GgmlType::Q3_K, smol::GgmlType::Q4_1, smol::GgmlType::Q5_1}) {
+        smol::GgmlType::Q3_K, smol::GgmlType::Q2_K, smol::GgmlType::Q4_1, smol::GgmlType::Q5_1}) {
     CAPTURE(smol::ggml_type_name(type));
     const auto restored = dequantize(type, quantize(type, inputs[2]), 256);
     for (float v : restored) CHECK(v == doctest::Approx(-0.75).epsilon(1e-3));

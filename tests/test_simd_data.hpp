@@ -15,6 +15,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize_q8k.hpp"
@@ -52,6 +53,19 @@ inline std::vector<BlockQ4K> q4k_blocks(std::size_t n, Pattern p, std::mt19937& 
   std::vector<BlockQ4K> v(n);
   for (auto& b : v) {
     b.d = scale_for(p, rng, 0.01f);
+    b.dmin = scale_for(p, rng, 0.005f);
+    fill_bytes(b.scales, sizeof(b.scales), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
+  }
+  return v;
+}
+
+// Q2_K: random quants, scales and mins (all_max: every one 15, with every quant 3).
+inline std::vector<BlockQ2K> q2k_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ2K> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.005f);
     b.dmin = scale_for(p, rng, 0.005f);
     fill_bytes(b.scales, sizeof(b.scales), p, rng);
     fill_bytes(b.qs, sizeof(b.qs), p, rng);
@@ -176,7 +190,9 @@ inline constexpr bool kNoGenerator = false;
 // new block type adds its generator here.
 template <class W>
 std::vector<typename W::Block> weight_blocks(std::size_t n_blocks, Pattern p, std::mt19937& rng) {
-  if constexpr (W::type == GgmlType::Q3_K) {
+  if constexpr (W::type == GgmlType::Q2_K) {
+    return q2k_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q3_K) {
     return q3k_blocks(n_blocks, p, rng);
   } else if constexpr (W::type == GgmlType::Q4_K) {
     return q4k_blocks(n_blocks, p, rng);

@@ -142,11 +142,13 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
     const Kernels& k = kernels_for_isa(isa);
     const Kernels& ref = scalar_kernels();
     for (int trial = 0; trial < 50; ++trial) {
+      auto w2 = q2k_blocks(1, Pattern::random, rng);
       auto w3 = q3k_blocks(1, Pattern::random, rng);
       auto w4 = q4k_blocks(1, Pattern::random, rng);
       auto w5 = q5k_blocks(1, Pattern::random, rng);
       auto w6 = q6k_blocks(1, Pattern::random, rng);
-      w3[0].d = w4[0].d = w4[0].dmin = w5[0].d = w5[0].dmin = w6[0].d = f32_to_f16(1.0f);
+      w2[0].d = w2[0].dmin = w3[0].d = w4[0].d = w4[0].dmin = w5[0].d = w5[0].dmin = w6[0].d =
+          f32_to_f16(1.0f);
       for (auto& s : w6[0].scales) s = static_cast<std::int8_t>(s / 4);
       for (auto& s : w4[0].scales) s = static_cast<std::uint8_t>(s & 0x33);
       for (auto& s : w5[0].scales) s = static_cast<std::uint8_t>(s & 0x13);
@@ -160,6 +162,8 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
         CHECK(q4.dot_lanes(w4.data(), lane_packed(act, q4.lanes).data(), 1) ==
               ref.of<GgmlType::Q4_K>().dot(w4.data(), act.data(), 1));
       }
+      CHECK(k.of<GgmlType::Q2_K>().dot(w2.data(), act.data(), 1) ==
+            ref.of<GgmlType::Q2_K>().dot(w2.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1) ==
             ref.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1) ==

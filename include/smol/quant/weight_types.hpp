@@ -13,6 +13,7 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 
@@ -44,8 +45,9 @@ using WeightTypes = TypeList<WeightType<GgmlType::F32, float, float>,         //
                              BlockWeight<BlockQ4_0>, BlockWeight<BlockQ4_1>,  //
                              BlockWeight<BlockQ5_0>, BlockWeight<BlockQ5_1>,  //
                              BlockWeight<BlockQ8_0>,                          //
-                             BlockWeight<BlockQ3K>, BlockWeight<BlockQ4K>,    //
-                             BlockWeight<BlockQ5K>, BlockWeight<BlockQ6K>>;
+                             BlockWeight<BlockQ2K>, BlockWeight<BlockQ3K>,    //
+                             BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>,    //
+                             BlockWeight<BlockQ6K>>;
 
 // Calls f(W{}) for every W in WeightTypes.
 template <class F>

@@ -19,6 +19,7 @@
 // One kernel unit per weight type (quant/weight_types.hpp lists them).
 #include "smol/simd/kernels_float.hpp"
 #include "smol/simd/kernels_legacy.hpp"
+#include "smol/simd/kernels_q2_k.hpp"
 #include "smol/simd/kernels_q3_k.hpp"
 #include "smol/simd/kernels_q4_k.hpp"
 #include "smol/simd/kernels_q5_k.hpp"
