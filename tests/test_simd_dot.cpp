@@ -278,15 +278,18 @@ TEST_CASE("tile_dots: every ISA's tiles equal the scalar dot, and a token's bits
           "depend on the tile") {
   std::mt19937 rng(12);
   const Kernels& ref = scalar_kernels();
+  const std::vector<std::size_t> block_counts_32 = {1, 3, 18, 33, 48, 72};
+  const std::vector<std::size_t> block_counts_256 = {1, 2, 5, 9};
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
     for_each_weight_type([&]<class W>(W tag) {
-      if constexpr (is_quantized_v<W> && W::values_per_block == 32) {
+      if constexpr (is_quantized_v<W>) {
         const auto tile = k.of(tag).tile_dots;
         if (tile == nullptr) return;
-        for (std::size_t nblocks : {1, 3, 18, 33, 48, 72}) {
+        constexpr bool k_quant = W::values_per_block == QK_K;
+        for (std::size_t nblocks : k_quant ? block_counts_256 : block_counts_32) {
           for (Pattern p : kPatterns) {
-            const std::size_t rows = 5, n_tokens = 19, n = nblocks * 32;
+            const std::size_t rows = 5, n_tokens = 19, n = nblocks * W::values_per_block;
             const auto w = weight_blocks<W>(rows * nblocks, p, rng);
             const auto act = weight_activations<W>(n_tokens * n,
                                                    p == Pattern::all_max ? p : Pattern::random, rng);
@@ -305,6 +308,12 @@ TEST_CASE("tile_dots: every ISA's tiles equal the scalar dot, and a token's bits
                 check_close(y[t * rows + r], ref.of(tag).dot(wr, ar, nblocks), m.magnitude);
                 CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                       std::bit_cast<std::uint32_t>(one[r]));
+                // The k-quant tiles (Q2_K, Q3_K) do the set's own dot, operation for
+                // operation: prefill and decode give a token the same bits.
+                if constexpr (k_quant) {
+                  CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
+                        std::bit_cast<std::uint32_t>(k.of(tag).dot(wr, ar, nblocks)));
+                }
               }
             }
           }
