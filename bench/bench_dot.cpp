@@ -1,4 +1,4 @@
-// Single-thread dot throughput per ISA, in GB/s of weights: Q4_K and Q6_K rows of 2048
+// Single-thread dot throughput per ISA, in GB/s of weights: Q2_K, Q3_K, Q4_K and Q6_K rows of 2048
 // against one Q8_K activation row, with the weights in L2 (256 KB) and beyond the LLC;
 // on the file's rows (dot_*) and on rows interleaved by eight (rows8_*, quant/rows8.hpp).
 #include <benchmark/benchmark.h>
@@ -78,6 +78,10 @@ const bool registered = [] {
     for (std::size_t bytes : {std::size_t{256} << 10, bench::kMemoryReadBytes}) {
       const std::string where = bytes < (1u << 20) ? "L2" : "memory";
       const std::string suffix = std::string(isa_name(isa)) + "/" + where;
+      benchmark::RegisterBenchmark(("dot_q2k/" + suffix).c_str(), BM_dot<BlockQ2K>, isa,
+                                   GgmlType::Q2_K, bytes);
+      benchmark::RegisterBenchmark(("dot_q3k/" + suffix).c_str(), BM_dot<BlockQ3K>, isa,
+                                   GgmlType::Q3_K, bytes);
       benchmark::RegisterBenchmark(("dot_q4k/" + suffix).c_str(), BM_dot<BlockQ4K>, isa,
                                    GgmlType::Q4_K, bytes);
       benchmark::RegisterBenchmark(("dot_q6k/" + suffix).c_str(), BM_dot<BlockQ6K>, isa,

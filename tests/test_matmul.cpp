@@ -132,6 +132,8 @@ TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
     CHECK((k.of<GgmlType::Q4_K>().dot_lanes != nullptr) == (isa == Isa::avx2));
     CHECK((k.of<GgmlType::Q4_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q6_K>().matrix != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q2_K>().tile_dots != nullptr) == x86);
+    CHECK((k.of<GgmlType::Q3_K>().tile_dots != nullptr) == x86);
   }
 }
 

@@ -201,13 +201,13 @@ TEST_CASE("matvec: unsupported types and bad shapes are errors naming the tensor
   std::vector<std::byte> bytes(176 * 4);
   Context ctx(1);
   std::vector<float> x(256), y(4);
-  const WeightMatrix q2k{GgmlType::Q2_K, bytes.data(), 4, 256, 84, "blk.0.ffn_up.weight"};
+  const WeightMatrix iq2{GgmlType::IQ2_XXS, bytes.data(), 4, 256, 66, "blk.0.ffn_up.weight"};
   try {
-    matvec(ctx, q2k, x.data(), y.data());
+    matvec(ctx, iq2, x.data(), y.data());
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("blk.0.ffn_up.weight") != std::string::npos);
-    CHECK(std::string(e.what()).find("Q2_K") != std::string::npos);
+    CHECK(std::string(e.what()).find("IQ2_XXS") != std::string::npos);
     CHECK(std::string(e.what()).find("supported: " + weight_type_names()) != std::string::npos);
   }
   const WeightMatrix ragged{GgmlType::Q4_K, bytes.data(), 1, 100, 144, "ragged"};

@@ -91,6 +91,10 @@ std::vector<float> teacher_forced(smol::Transformer& model, const Golden& golden
 
 struct Agreement {
   double mean = 0, max = 0, top1 = 0;  // mean/max |Δlogit|, share of rows with equal argmax
+  // Leading rows within 1e-3 of the golden: until ggml's activation rounding first lands
+  // on another 8-bit step (fixture README: after 6 to 11 rows), a kernel that does ggml's
+  // integer arithmetic agrees to about 1e-5.
+  std::size_t exact_rows = 0;
 };
 
 Agreement compare(const std::vector<float>& ours, const std::vector<float>& golden) {
@@ -99,12 +103,17 @@ Agreement compare(const std::vector<float>& ours, const std::vector<float>& gold
   const std::size_t rows = golden.size() / kVocab;
   double sum = 0;
   std::size_t same = 0;
+  bool exact_so_far = true;
   for (std::size_t r = 0; r < rows; ++r) {
+    double row_max = 0;
     for (std::size_t i = r * kVocab; i < (r + 1) * kVocab; ++i) {
       const double delta = std::abs(double{ours[i]} - golden[i]);
       sum += delta;
-      a.max = std::max(a.max, delta);
+      row_max = std::max(row_max, delta);
     }
+    a.max = std::max(a.max, row_max);
+    exact_so_far = exact_so_far && row_max <= 1e-3;
+    a.exact_rows += exact_so_far ? 1 : 0;
     same += argmax(&ours[r * kVocab]) == argmax(&golden[r * kVocab]) ? 1 : 0;
   }
   a.mean = sum / static_cast<double>(golden.size());
@@ -117,7 +126,8 @@ Agreement run_and_report(const smol::Model& model, smol::Context& ctx, smol::KvT
   smol::Transformer session(model, ctx, {.context = 512, .kv_type = kv_type});
   const Agreement a = compare(teacher_forced(session, golden), golden.logits);
   MESSAGE(std::string(what) << " vs " << golden.label << ": mean |d| " << a.mean << ", max |d| "
-                            << a.max << ", top-1 " << 100 * a.top1 << "%");
+                            << a.max << ", top-1 " << 100 * a.top1 << "%, first " << a.exact_rows
+                            << " rows within 1e-3");
   return a;
 }
 
@@ -370,6 +380,36 @@ TEST_CASE("IQ4_XS fixture with Q8_K activations: close to llama.cpp's goldens") 
     CHECK(a.mean <= 0.1);
     CHECK(a.max <= 0.9);
     CHECK(a.top1 >= 0.88);
+  }
+}
+
+// llama-quantize's Q3_K_M and Q2_K files of the fixture (32 Q3_K matrices beside Q4_K,
+// Q5_K and the Q6_K embedding; 32 Q2_K beside Q3_K, Q4_K and Q6_K) on their kernels with
+// Q8_K activations, against llama.cpp's goldens. llama.cpp's own noise on these files
+// (fixture README: the golden run against repacking off and 2 threads) is mean |d|
+// 0.046-0.065, max 0.52, top-1 96 % for Q3_K_M and 0.061-0.087, 0.80, 95 % for Q2_K.
+// Measured on every x86 set (scalar to amx): Q3_K_M mean |d| 0.037-0.097, max 0.36-1.07,
+// top-1 90-98 %; Q2_K mean 0.037-0.095, max 0.33-0.86, top-1 93-98 %. In each file some
+// prompt agrees within 1e-3 for its first 12-19 rows on every set (the Q4_K_M fixture:
+// 9-53), so the arithmetic is ggml's and the rest is the activation-rounding flips the
+// README describes (on some sets P1 flips in its first row), which P3's long prompt
+// amplifies as it does Q4_K_M's. Bounds: the README's, and a leading run of 5 exact rows.
+TEST_CASE("Q3_K_M and Q2_K fixtures with Q8_K activations: close to llama.cpp's goldens") {
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::q8;
+  for (const char* kind : {"q3_k_m", "q2_k"}) {
+    CAPTURE(kind);
+    const smol::Model model = smol::Model::open(kFixtures + "/tiny-smollm3-a." + kind + ".gguf");
+    std::size_t longest_exact_run = 0;
+    for (const char* prompt : kPrompts) {
+      const Agreement a =
+          run_and_report(model, ctx, smol::KvType::f32, load_golden(kind, prompt), "q8 engine");
+      CHECK(a.mean <= 0.15);
+      CHECK(a.max <= 1.5);
+      CHECK(a.top1 >= 0.85);
+      longest_exact_run = std::max(longest_exact_run, a.exact_rows);
+    }
+    CHECK(longest_exact_run >= 5);
   }
 }
 

@@ -16,6 +16,8 @@
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/quant/q3_k.hpp"
 #include "smol/quant/quantize.hpp"
 
 namespace {
@@ -337,6 +339,131 @@ TEST_CASE("Q5_K: qh bit 2c lifts value l of sub-block 2c by 16, bit 2c+1 sub-blo
   }
 }
 
+// Sixteen Q3_K scale codes (scale + 32) reaching both ends and every high-bit pair.
+constexpr std::uint8_t kQ3Codes[16] = {0, 63, 32, 31, 17, 48, 5, 60, 33, 1, 47, 16, 62, 2, 40, 23};
+
+TEST_CASE("Q3_K: scale packing, 2-bit runs of 32, hmask bit i / 32 of byte i % 32") {
+  // Packed by ggml's description: byte j < 8 holds code j's low nibble and code j + 8's
+  // in its high nibble; byte 8 + k holds the top two bits of codes k, k + 4, k + 8,
+  // k + 12 at bits 0, 2, 4, 6.
+  std::uint8_t packed[12] = {};
+  for (int j = 0; j < 8; ++j) {
+    packed[j] = static_cast<std::uint8_t>((kQ3Codes[j] & 0xF) | (kQ3Codes[j + 8] & 0xF) << 4);
+  }
+  for (int k = 0; k < 4; ++k) {
+    for (int t = 0; t < 4; ++t) {
+      packed[8 + k] =
+          static_cast<std::uint8_t>(packed[8 + k] | (kQ3Codes[k + 4 * t] >> 4) << 2 * t);
+    }
+  }
+  std::int8_t scales[16];
+  smol::unpack_q3k_scales(packed, scales);
+  for (int j = 0; j < 16; ++j) CHECK(scales[j] == kQ3Codes[j] - 32);
+  std::uint8_t repacked[12];
+  smol::pack_q3k_scales(kQ3Codes, repacked);
+  CHECK(std::memcmp(repacked, packed, 12) == 0);
+
+  smol::BlockQ3K block{};
+  block.d = kHalfHalf;
+  std::memcpy(block.scales, packed, 12);
+  for (int k = 0; k < 64; ++k) block.qs[k] = static_cast<std::uint8_t>(37 * k + 11);
+  for (int k = 0; k < 32; ++k) block.hmask[k] = static_cast<std::uint8_t>(53 * k + 7);
+  const auto out = dequantize(block);
+  // ggml's loop: two halves of 128 values; in each, four shifts of the same 32 bytes,
+  // the hmask bit moving on with the shift.
+  int i = 0;
+  for (int half = 0; half < 2; ++half) {
+    for (int shift = 0; shift < 4; ++shift) {
+      for (int l = 0; l < 32; ++l, ++i) {
+        const int low2 = (block.qs[32 * half + l] >> (2 * shift)) & 3;
+        const bool high = (block.hmask[l] >> (4 * half + shift)) & 1;
+        const int q = low2 - (high ? 0 : 4);
+        const float expected = 0.5f * static_cast<float>((kQ3Codes[i / 16] - 32) * q);
+        CHECK(out[i] == expected);
+        CHECK(smol::q3k_quant(block, i) == q);
+      }
+    }
+  }
+}
+
+TEST_CASE("Q3_K quantizer: values on a grid come back exactly, with the levels' bits in place") {
+  // Sub-block j holds k_j * u * (l % 8 - 4) with u = 1/64 and k_j up to 32: the largest
+  // scale becomes code 0 (scale -32) under d = -u, and every level is exact.
+  constexpr int kMultiples[16] = {32, 1, 7, 16, 31, 2, 3, 9, 12, 20, 5, 27, 8, 4, 11, 30};
+  float x[256];
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) {
+      x[16 * j + l] = static_cast<float>(kMultiples[j] * (l % 8 - 4)) / 64.0f;
+    }
+  }
+  smol::BlockQ3K block;
+  smol::quantize_block(x, block);
+  CHECK(smol::f16_to_f32(block.d) == -1.0f / 64.0f);
+  std::int8_t scales[16];
+  smol::unpack_q3k_scales(block.scales, scales);
+  for (int j = 0; j < 16; ++j) CHECK(scales[j] == -kMultiples[j]);
+  const auto out = dequantize(block);
+  for (int i = 0; i < 256; ++i) {
+    CHECK(out[i] == x[i]);
+    // Level q = l % 8 - 4 (d and the scales both negative), so the hmask bit (q >= 0)
+    // is set for l % 8 >= 4.
+    CHECK(smol::q3k_quant(block, i) == (i % 16) % 8 - 4);
+    CHECK(((block.hmask[i % 32] >> (i / 32)) & 1) == ((i % 16) % 8 >= 4 ? 1 : 0));
+  }
+}
+
+TEST_CASE("Q2_K: scale low nibble, min high nibble, 2-bit runs of 32 per 32 bytes") {
+  smol::BlockQ2K block{};
+  block.d = kHalfHalf;
+  block.dmin = kHalfQuarter;
+  // Scales and mins of every sub-block differ, and reach 0 and 15.
+  for (int j = 0; j < 16; ++j) block.scales[j] = static_cast<std::uint8_t>(j | (15 - j) << 4);
+  for (int k = 0; k < 64; ++k) block.qs[k] = static_cast<std::uint8_t>(37 * k + 11);
+  const auto out = dequantize(block);
+  // ggml's loop: two halves of 128 values, four shifts of the same 32 bytes in each.
+  int i = 0;
+  for (int half = 0; half < 2; ++half) {
+    for (int shift = 0; shift < 4; ++shift) {
+      for (int l = 0; l < 32; ++l, ++i) {
+        const int q = (block.qs[32 * half + l] >> (2 * shift)) & 3;
+        const int j = i / 16;
+        const float expected =
+            0.5f * static_cast<float>(j * q) - 0.25f * static_cast<float>(15 - j);
+        CHECK(out[i] == expected);
+        CHECK(smol::q2k_quant(block, i) == q);
+      }
+    }
+  }
+}
+
+TEST_CASE("Q2_K quantizer: values on a grid come back exactly") {
+  // Sub-block j holds s_j * u * L - m_j * v for L = l % 4 (every level present) with
+  // u = 1/32, v = 1/64, s_j and m_j in 1..15 and both 15 somewhere: the codes are s_j and
+  // m_j under d = u and dmin = v, and every level is exact.
+  constexpr int kScales2[16] = {15, 1, 7, 3, 12, 2, 9, 14, 4, 6, 11, 5, 8, 13, 10, 1};
+  constexpr int kMins2[16] = {1, 15, 3, 8, 2, 11, 6, 4, 13, 9, 7, 14, 5, 10, 12, 2};
+  float x[256];
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) {
+      x[16 * j + l] =
+          static_cast<float>(kScales2[j] * (l % 4)) / 32.0f - static_cast<float>(kMins2[j]) / 64.0f;
+    }
+  }
+  smol::BlockQ2K block;
+  smol::quantize_block(x, block);
+  CHECK(smol::f16_to_f32(block.d) == 1.0f / 32.0f);
+  CHECK(smol::f16_to_f32(block.dmin) == 1.0f / 64.0f);
+  for (int j = 0; j < 16; ++j) {
+    CHECK((block.scales[j] & 0xF) == kScales2[j]);
+    CHECK((block.scales[j] >> 4) == kMins2[j]);
+  }
+  const auto out = dequantize(block);
+  for (int i = 0; i < 256; ++i) {
+    CHECK(out[i] == x[i]);
+    CHECK(smol::q2k_quant(block, i) == (i % 16) % 4);
+  }
+}
+
 TEST_CASE("Q6_K: ql/qh interleaving, one bit field at a time") {
   // With every group scale 1 and d = 1, an all-zero block is -32 everywhere and a
   // bit field that is set shows up at exactly one value.
@@ -447,19 +574,21 @@ TEST_CASE("Rows of several blocks may start at any byte offset") {
 TEST_CASE("dequantize_row rejects unsupported types and partial blocks") {
   std::vector<std::byte> bytes(1024);
   std::vector<float> out(512);
-  CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::Q2_K, bytes.data(), out.data(), 256),
-                       doctest::Contains("Q2_K"), smol::Error);
+  CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::IQ2_XXS, bytes.data(), out.data(), 256),
+                       doctest::Contains("IQ2_XXS"), smol::Error);
   CHECK_THROWS_WITH_AS(smol::dequantize_row(smol::GgmlType::Q4_K, bytes.data(), out.data(), 100),
                        doctest::Contains("Q4_K"), smol::Error);
   CHECK_THROWS_AS(
       smol::dequantize_row(static_cast<smol::GgmlType>(77), bytes.data(), out.data(), 1),
       smol::Error);
-  CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::Q2_K, out.data(), bytes.data(), 256),
-                       doctest::Contains("Q2_K"), smol::Error);
+  CHECK_THROWS_WITH_AS(smol::quantize_row(smol::GgmlType::IQ2_XXS, out.data(), bytes.data(), 256),
+                       doctest::Contains("IQ2_XXS"), smol::Error);
+  CHECK(smol::is_weight_type(smol::GgmlType::Q2_K));
+  CHECK(smol::is_weight_type(smol::GgmlType::Q3_K));
   CHECK(smol::is_weight_type(smol::GgmlType::Q5_K));
   for (auto type :
        {smol::GgmlType::Q4_1, smol::GgmlType::Q5_0, smol::GgmlType::Q5_1, smol::GgmlType::IQ4_NL}) {
     CHECK(smol::is_weight_type(type));
   }
-  CHECK_FALSE(smol::is_weight_type(smol::GgmlType::Q2_K));
+  CHECK_FALSE(smol::is_weight_type(smol::GgmlType::IQ2_XXS));
 }

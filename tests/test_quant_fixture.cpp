@@ -133,17 +133,26 @@ TEST_CASE("Quantizing the F32 fixture as Q4_1, Q5_0 and Q5_1 reproduces llama-qu
   }
 }
 
-TEST_CASE("Quantizing the F32 fixture as IQ4_NL and IQ4_XS reproduces llama-quantize's blocks") {
-  // llama-quantize's IQ4_NL and IQ4_XS files keep 9 matrices at Q5_K and the tied
-  // embedding at Q6_K; their IQ4 blocks come from ggml's scale search without an
-  // importance matrix.
+TEST_CASE(
+    "Quantizing the F32 fixture as the K-quant and IQ4 mixes reproduces llama-quantize's blocks") {
+  // llama-quantize ran the imatrix-free quantize_q2_K, quantize_q3_K, quantize_q4_K, ...,
+  // which call ggml's reference quantizers (quantize_row_q2_K_ref, ...), and for IQ4_NL
+  // and IQ4_XS ggml's scale search without an importance matrix, so every such tensor of
+  // these files must come back byte for byte from the same floats.
   struct Case {
     const char* file;
     smol::GgmlType type;
+    std::size_t tensors;
   };
   for (const Case c :
-       {Case{"iq4_nl", smol::GgmlType::IQ4_NL}, Case{"iq4_xs", smol::GgmlType::IQ4_XS}}) {
+       {Case{"q3_k_m", smol::GgmlType::Q3_K, 32}, Case{"q3_k_m", smol::GgmlType::Q4_K, 22},
+        Case{"q3_k_m", smol::GgmlType::Q5_K, 2}, Case{"q3_k_m", smol::GgmlType::Q6_K, 1},
+        Case{"q2_k", smol::GgmlType::Q2_K, 32}, Case{"q2_k", smol::GgmlType::Q3_K, 16},
+        Case{"q2_k", smol::GgmlType::Q4_K, 8}, Case{"q2_k", smol::GgmlType::Q6_K, 1},
+        Case{"iq4_nl", smol::GgmlType::IQ4_NL, 47}, Case{"iq4_nl", smol::GgmlType::Q5_K, 9},
+        Case{"iq4_xs", smol::GgmlType::IQ4_XS, 47}, Case{"iq4_xs", smol::GgmlType::Q5_K, 9}}) {
     CAPTURE(c.file);
+    CAPTURE(smol::ggml_type_name(c.type));
     const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +
                                                  "/tiny-smollm3-a." + c.file + ".gguf");
     std::size_t tensors = 0, blocks = 0, identical_blocks = 0;
@@ -161,9 +170,9 @@ TEST_CASE("Quantizing the F32 fixture as IQ4_NL and IQ4_XS reproduces llama-quan
                                         tensor.data + b * block_bytes, block_bytes) == 0;
       }
     }
-    MESSAGE(std::string(c.file), ": ", identical_blocks, " of ", blocks, " blocks in ", tensors,
-            " tensors identical to llama-quantize's");
-    CHECK(tensors == 47);
+    MESSAGE(std::string(c.file), " ", smol::ggml_type_name(c.type), ": ", identical_blocks, " of ",
+            blocks, " blocks in ", tensors, " tensors identical to llama-quantize's");
+    CHECK(tensors == c.tensors);
     CHECK(identical_blocks == blocks);
   }
 }

@@ -16,6 +16,8 @@
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize_q8k.hpp"
 #include "smol/quant/rows8.hpp"
@@ -56,6 +58,38 @@ inline std::vector<BlockQ4K> q4k_blocks(std::size_t n, Pattern p, std::mt19937& 
     fill_bytes(b.scales, sizeof(b.scales), p, rng);
     fill_bytes(b.qs, sizeof(b.qs), p, rng);
     if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
+  }
+  return v;
+}
+
+// Q2_K: random quants, scales and mins (all_max: every one 15, with every quant 3).
+inline std::vector<BlockQ2K> q2k_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ2K> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.005f);
+    b.dmin = scale_for(p, rng, 0.005f);
+    fill_bytes(b.scales, sizeof(b.scales), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    if (p == Pattern::zero_scales) std::fill(std::begin(b.scales), std::end(b.scales), 0);
+  }
+  return v;
+}
+
+// Q3_K: random quants, hmask bits and scale codes; all_max sets every code to 63 (scale
+// +31) and every level to 3, zero_scales every code to 32 (scale 0). The scale codes of
+// random bytes reach both ends, -32 and +31.
+inline std::vector<BlockQ3K> q3k_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockQ3K> v(n);
+  for (auto& b : v) {
+    b.d = scale_for(p, rng, 0.002f);
+    fill_bytes(b.hmask, sizeof(b.hmask), p, rng);
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+    fill_bytes(b.scales, sizeof(b.scales), p, rng);
+    if (p == Pattern::zero_scales) {
+      std::uint8_t codes[16];
+      std::fill(std::begin(codes), std::end(codes), std::uint8_t{32});
+      pack_q3k_scales(codes, b.scales);
+    }
   }
   return v;
 }
@@ -191,7 +225,11 @@ inline constexpr bool kNoGenerator = false;
 // new block type adds its generator here.
 template <class W>
 std::vector<typename W::Block> weight_blocks(std::size_t n_blocks, Pattern p, std::mt19937& rng) {
-  if constexpr (W::type == GgmlType::Q4_K) {
+  if constexpr (W::type == GgmlType::Q2_K) {
+    return q2k_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q3_K) {
+    return q3k_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::Q4_K) {
     return q4k_blocks(n_blocks, p, rng);
   } else if constexpr (W::type == GgmlType::Q5_K) {
     return q5k_blocks(n_blocks, p, rng);

@@ -178,10 +178,13 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
     const Kernels& k = kernels_for_isa(isa);
     const Kernels& ref = scalar_kernels();
     for (int trial = 0; trial < 50; ++trial) {
+      auto w2 = q2k_blocks(1, Pattern::random, rng);
+      auto w3 = q3k_blocks(1, Pattern::random, rng);
       auto w4 = q4k_blocks(1, Pattern::random, rng);
       auto w5 = q5k_blocks(1, Pattern::random, rng);
       auto w6 = q6k_blocks(1, Pattern::random, rng);
-      w4[0].d = w4[0].dmin = w5[0].d = w5[0].dmin = w6[0].d = f32_to_f16(1.0f);
+      w2[0].d = w2[0].dmin = w3[0].d = w4[0].d = w4[0].dmin = w5[0].d = w5[0].dmin = w6[0].d =
+          f32_to_f16(1.0f);
       for (auto& s : w6[0].scales) s = static_cast<std::int8_t>(s / 4);
       for (auto& s : w4[0].scales) s = static_cast<std::uint8_t>(s & 0x33);
       for (auto& s : w5[0].scales) s = static_cast<std::uint8_t>(s & 0x13);
@@ -195,6 +198,10 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
         CHECK(q4.dot_lanes(w4.data(), lane_packed(act, q4.lanes).data(), 1) ==
               ref.of<GgmlType::Q4_K>().dot(w4.data(), act.data(), 1));
       }
+      CHECK(k.of<GgmlType::Q2_K>().dot(w2.data(), act.data(), 1) ==
+            ref.of<GgmlType::Q2_K>().dot(w2.data(), act.data(), 1));
+      CHECK(k.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1) ==
+            ref.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1) ==
             ref.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q6_K>().dot(w6.data(), act.data(), 1) ==
@@ -346,13 +353,16 @@ TEST_CASE(
     "depend on the tile") {
   std::mt19937 rng(12);
   const Kernels& ref = scalar_kernels();
+  const std::vector<std::size_t> block_counts_32 = {1, 3, 18, 33, 48, 72};
+  const std::vector<std::size_t> block_counts_256 = {1, 2, 5, 9};
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);
     for_each_weight_type([&]<class W>(W tag) {
       if constexpr (is_quantized_v<W>) {
         const auto tile = k.of(tag).tile_dots;
         if (tile == nullptr) return;
-        for (std::size_t nblocks : {1, 3, 18, 33, 48, 72}) {
+        constexpr bool k_quant = W::values_per_block == QK_K;
+        for (std::size_t nblocks : k_quant ? block_counts_256 : block_counts_32) {
           for (Pattern p : kPatterns) {
             // 5 rows: part of one group of 16 (the AMX tiles' rows); 37: two and a part.
             const std::size_t rows = nblocks % 2 ? 5 : 37, n_tokens = 19,
@@ -375,6 +385,12 @@ TEST_CASE(
                 check_close(y[t * rows + r], ref.of(tag).dot(wr, ar, nblocks), m);
                 CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                       std::bit_cast<std::uint32_t>(one[r]));
+                // The k-quant tiles (Q2_K, Q3_K) do the set's own dot, operation for
+                // operation: prefill and decode give a token the same bits.
+                if constexpr (k_quant) {
+                  CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
+                        std::bit_cast<std::uint32_t>(k.of(tag).dot(wr, ar, nblocks)));
+                }
               }
             }
           }

@@ -34,10 +34,12 @@ constexpr int clamp_int(int value, int low, int high) noexcept {
 // spans [min(x, 0), max(x)], then tries nstep + 1 slightly stretched grids
 // (nmax + rmin + rdelta * k steps over the same range); for each rounding it solves
 // the 2x2 least-squares problem for s and m and keeps the best. Returns s and
-// stores -m in `negated_min` (ggml's make_qkx2_quants).
+// stores -m in `negated_min` (ggml's make_qkx2_quants). With `absolute_error` the grids
+// are compared by sum w[i] * |s * L[i] + m - x[i]| instead (ggml's use_mad, Q2_K's
+// choice); the scale and offset of each grid are still the least-squares ones.
 inline float search_scale_and_min(int n, int nmax, const float* x, const float* weights,
                                   std::uint8_t* levels, float& negated_min, float rmin,
-                                  float rdelta, int nstep) noexcept {
+                                  float rdelta, int nstep, bool absolute_error = false) noexcept {
   float min = x[0];
   float max = x[0];
   float sum_w = weights[0];
@@ -61,7 +63,7 @@ inline float search_scale_and_min(int n, int nmax, const float* x, const float* 
     const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
     levels[i] = static_cast<std::uint8_t>(l);
     const float diff = scale * static_cast<float>(l) + min - x[i];
-    best_error += weights[i] * (diff * diff);
+    best_error += weights[i] * (absolute_error ? std::fabs(diff) : diff * diff);
   }
   std::uint8_t trial[QK_K];
   for (int step = 0; step <= nstep; ++step) {
@@ -88,7 +90,7 @@ inline float search_scale_and_min(int n, int nmax, const float* x, const float* 
     float error = 0;
     for (int i = 0; i < n; ++i) {
       const float diff = trial_scale * static_cast<float>(trial[i]) + trial_min - x[i];
-      error += weights[i] * (diff * diff);
+      error += weights[i] * (absolute_error ? std::fabs(diff) : diff * diff);
     }
     if (error < best_error) {
       for (int i = 0; i < n; ++i) levels[i] = trial[i];

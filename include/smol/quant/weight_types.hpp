@@ -14,6 +14,8 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 
 namespace smol {
@@ -44,7 +46,9 @@ using WeightTypes = TypeList<WeightType<GgmlType::F32, float, float>,         //
                              BlockWeight<BlockQ4_0>, BlockWeight<BlockQ4_1>,  //
                              BlockWeight<BlockQ5_0>, BlockWeight<BlockQ5_1>,  //
                              BlockWeight<BlockQ8_0>,                          //
-                             BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>, BlockWeight<BlockQ6K>,
+                             BlockWeight<BlockQ2K>, BlockWeight<BlockQ3K>,    //
+                             BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>,    //
+                             BlockWeight<BlockQ6K>,                           //
                              BlockWeight<BlockIQ4NL>, BlockWeight<BlockIQ4XS>>;
 
 // Calls f(W{}) for every W in WeightTypes.

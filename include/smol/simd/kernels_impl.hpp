@@ -20,6 +20,8 @@
 #include "smol/simd/kernels_float.hpp"
 #include "smol/simd/kernels_iq4.hpp"
 #include "smol/simd/kernels_legacy.hpp"
+#include "smol/simd/kernels_q2_k.hpp"
+#include "smol/simd/kernels_q3_k.hpp"
 #include "smol/simd/kernels_q4_k.hpp"
 #include "smol/simd/kernels_q5_k.hpp"
 #include "smol/simd/kernels_q6_k.hpp"

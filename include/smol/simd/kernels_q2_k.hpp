@@ -1,0 +1,199 @@
+// The kernel unit of Q2_K (quant/q2_k.hpp): its dot with Q8_K activations in every
+// instruction set, all here. Q2_K's sub-blocks are the activations' groups of 16, so the
+// min term is sum_j m_j * bsum_j, as Q4_K's is per pair of groups; the quants sit in the
+// bytes as Q3_K's low bits do (kernels_q3_k.hpp). The sums stay integer until one float
+// multiply per block and term. Prefill on x86: tiles of tokens on the Q8_K rows
+// (tile_dots), each weight block unpacked once per tile, with the dot's bits. No
+// interleaved copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "smol/core/half.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/simd/kernels.hpp"
+#include "smol/simd/neon.hpp"
+#include "smol/simd/tile_loop.hpp"
+#include "smol/simd/x86_avx2.hpp"
+
+namespace smol {
+
+namespace scalar {
+
+// The reference: sum_j d*sc_j*S_j - dmin*m_j*B_j, with S_j = sum_l q_l y_l and B_j the
+// group's bsum.
+inline float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0, summ = 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 16; ++l) s += q2k_quant(x[b], 16 * j + l) * y[b].qs[16 * j + l];
+      sumi += (x[b].scales[j] & 0xF) * s;
+      summ += (x[b].scales[j] >> 4) * y[b].bsums[j];
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi) -
+           f16_to_f32(x[b].dmin) * y[b].d * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+}  // namespace scalar
+
+#if defined(SMOL_X86)
+namespace simd::x86 {
+
+// A Q2_K block unpacked for the 256-bit kernels: the quants in value order (32 per
+// vector: vector v = 4h + j holds sub-blocks 2v and 2v + 1 in its 128-bit lanes), each
+// vector's two scales as int16 in the matching lanes, and the sixteen mins as int16.
+template <class Arch>
+struct Q2KUnpacked {
+  __m256i quants[8];
+  __m256i scales[8];
+  __m256i mins;
+  float d, dmin;
+};
+
+// Each 32-byte load of qs serves four shifts.
+template <class Arch>
+inline void unpack_q2k(const BlockQ2K& x, Q2KUnpacked<Arch>& u) noexcept {
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
+  u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), nibble));
+  const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, nibble));
+  // Scales 0-7 and 8-15, each in both 128-bit lanes (for pick_words).
+  const __m256i halves[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                             _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+  for (int h = 0; h < 2; ++h) {
+    const __m256i q = load256<Arch>(x.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      u.quants[4 * h + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three);
+      u.scales[4 * h + j] = _mm256_shuffle_epi8(halves[h], pick_words<Arch>(2 * j, 2 * j + 1));
+    }
+  }
+  u.d = _cvtsh_ss(x.d);
+  u.dmin = _cvtsh_ss(x.dmin);
+}
+
+// sum_j sc_j * sum_l q_l y_l of an unpacked block and one activation block, in int32
+// lanes. Quants reach 3 and activations |127|, so a vpmaddubsw pair sum stays below 2^10.
+template <class Arch>
+inline __m256i q2k_sums(const Q2KUnpacked<Arch>& u, const BlockQ8K& y) noexcept {
+  __m256i sumi = _mm256_setzero_si256();
+  for (int v = 0; v < 8; ++v) {
+    const __m256i p = _mm256_maddubs_epi16(u.quants[v], load256<Arch>(y.qs + 32 * v));
+    sumi = madd16_acc<Arch>(sumi, p, u.scales[v]);
+  }
+  return sumi;
+}
+
+// One block's terms into the two accumulators: d y_d sum_j sc_j S_j, and the min term
+// dmin y_d sum_j m_j bsum_j, subtracted at the end.
+template <class Arch>
+inline void q2k_accumulate(const Q2KUnpacked<Arch>& u, const BlockQ8K& y, __m256& acc,
+                           __m256& acc_min) noexcept {
+  const __m256i min_products = _mm256_madd_epi16(u.mins, load256<Arch>(y.bsums));
+  acc_min =
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products), _mm256_set1_ps(u.dmin * y.d), acc_min);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q2k_sums<Arch>(u, y)), _mm256_set1_ps(u.d * y.d), acc);
+}
+
+// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
+template <class Arch>
+float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    Q2KUnpacked<Arch> u;
+    unpack_q2k<Arch>(x[b], u);
+    q2k_accumulate<Arch>(u, y[b], acc, acc_min);
+  }
+  return hsum<Arch>(acc) - hsum<Arch>(acc_min);
+}
+
+// Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
+// all T. Each token's accumulators see exactly the dot's operations in the dot's order, so
+// a tile gives every token the dot's bits, whatever the tile size.
+template <class Arch, std::size_t T>
+struct Q2KRowTile {
+  static void run(const BlockQ2K* row, const BlockQ8K* act, std::size_t act_stride,
+                  std::size_t nblocks, float* out) noexcept {
+    __m256 acc[T], acc_min[T];
+    for (std::size_t t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      Q2KUnpacked<Arch> u;
+      unpack_q2k<Arch>(row[b], u);
+      for (std::size_t t = 0; t < T; ++t) {
+        q2k_accumulate<Arch>(u, act[t * act_stride + b], acc[t], acc_min[t]);
+      }
+    }
+    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]) - hsum<Arch>(acc_min[t]);
+  }
+};
+
+template <class Arch>
+void tile_dots_q2k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows, const BlockQ8K* x,
+                   std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
+                   std::size_t y_stride) noexcept {
+  run_tiles<BlockQ2K, Arch, Q2KRowTile, is_avx512_v<Arch> ? 8 : 4, /*kAssign=*/true>(
+      w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+}
+
+}  // namespace simd::x86
+#endif  // SMOL_X86
+
+#if defined(__aarch64__)
+namespace simd::neon {
+
+template <class Arch>
+float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  const uint8x16_t three = vdupq_n_u8(3);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0, summ = 0;
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        const int8x16_t shift = vdupq_n_s8(static_cast<std::int8_t>(-2 * j));
+        for (int half = 0; half < 2; ++half) {
+          const std::size_t g = 8 * h + 2 * j + half;  // the sub-block
+          const uint8x16_t raw = vld1q_u8(x[b].qs + 32 * h + 16 * half);
+          const uint8x16_t quants = vandq_u8(vshlq_u8(raw, shift), three);
+          const std::int32_t s =
+              dot16<Arch>(vreinterpretq_s8_u8(quants), vld1q_s8(y[b].qs + 16 * g));
+          sumi += (x[b].scales[g] & 0xF) * s;
+          summ += (x[b].scales[g] >> 4) * y[b].bsums[g];
+        }
+      }
+    }
+    sum += HalfLoads<Arch>::f16_one(x[b].d) * y[b].d * static_cast<float>(sumi) -
+           HalfLoads<Arch>::f16_one(x[b].dmin) * y[b].d * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+}  // namespace simd::neon
+#endif  // __aarch64__
+
+template <>
+struct KernelUnit<BlockWeight<BlockQ2K>> {
+  template <class Arch>
+  static WeightKernels<BlockWeight<BlockQ2K>> make() noexcept {
+    WeightKernels<BlockWeight<BlockQ2K>> k;
+    if constexpr (std::is_same_v<Arch, scalar_arch>) {
+      k.dot = scalar::dot_q2k_q8k;
+#if defined(SMOL_X86)
+    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+      k.dot = simd::x86::dot_q2k_q8k<Arch>;
+      k.tile_dots = simd::x86::tile_dots_q2k<Arch>;
+#endif
+#if defined(__aarch64__)
+    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+      k.dot = simd::neon::dot_q2k_q8k<Arch>;
+#endif
+    }
+    return k;
+  }
+};
+
+}  // namespace smol
