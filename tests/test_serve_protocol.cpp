@@ -3,6 +3,7 @@
 // apart or folded, and streamed deltas that add up to the non-streamed message.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -160,8 +161,13 @@ TEST_CASE("bad requests get a 400 that names the field") {
        "stop", "at most 16"},
       {body(R"("stream": "yes")"), "stream", "true or false"},
       {body(R"("stream_options": {"include_usage": true})"), "stream_options", "needs stream"},
-      {body(R"("logprobs": true)"), "logprobs", "not supported"},
-      {body(R"("logprobs": 3)"), "logprobs", "not supported"},
+      {body(R"("logprobs": 3)"), "logprobs", "true or false"},
+      {body(R"("logprobs": "yes")"), "logprobs", "true or false"},
+      {body(R"("top_logprobs": 2)"), "top_logprobs", "needs logprobs: true"},
+      {body(R"("logprobs": false, "top_logprobs": 2)"), "top_logprobs", "needs logprobs: true"},
+      {body(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs", "at most 20"},
+      {body(R"("logprobs": true, "top_logprobs": -1)"), "top_logprobs", "between 0 and 20"},
+      {body(R"("logprobs": true, "top_logprobs": 1.5)"), "top_logprobs", "integer"},
       {R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})",
        "messages[0].content[0]", "text only"},
       {body(R"("response_format": {"type": 5})"), "response_format", "must be"},
@@ -231,7 +237,8 @@ TEST_CASE("structured output: response_format, json_schema and grammar become on
       R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}},
           "required": ["z", "a"], "additionalProperties": false})";
   const auto strict = parse_chat_request(body(R"("response_format": {"type": "json_schema",
-      "json_schema": {"name": "pair", "strict": true, "schema": )" + schema + "}}"));
+      "json_schema": {"name": "pair", "strict": true, "schema": )" +
+                                              schema + "}}"));
   REQUIRE(strict.params.output.has_value());
   CHECK(strict.params.output->gbnf == smol::json_schema_to_gbnf(schema));
   CHECK(strict.params.output->param == "response_format.json_schema.schema");
@@ -340,4 +347,100 @@ TEST_CASE("the non-streamed chat reply, and the finish reasons") {
   CHECK(reply["choices"][0]["finish_reason"] == "length");
   CHECK(smol::serve::finish_reason(smol::StopReason::end_of_generation) == "stop");
   CHECK(smol::serve::finish_reason(smol::StopReason::max_tokens) == "length");
+}
+
+TEST_CASE("logprobs: chat's logprobs and top_logprobs, the legacy endpoint's count") {
+  CHECK_FALSE(parse_chat_request(body("")).params.logprobs);
+  CHECK_FALSE(parse_chat_request(body(R"("logprobs": false)")).params.logprobs);
+  CHECK(parse_chat_request(body(R"("logprobs": true)")).params.logprobs == 0u);
+  CHECK(parse_chat_request(body(R"("logprobs": true, "top_logprobs": 20)")).params.logprobs == 20u);
+  CHECK(parse_chat_request(body(R"("logprobs": true, "top_logprobs": null)")).params.logprobs ==
+        0u);
+  using smol::serve::parse_completion_request;
+  CHECK_FALSE(parse_completion_request(R"({"prompt": "a"})").params.logprobs);
+  CHECK_FALSE(parse_completion_request(R"({"prompt": "a", "logprobs": null})").params.logprobs);
+  CHECK(parse_completion_request(R"({"prompt": "a", "logprobs": 0})").params.logprobs == 0u);
+  CHECK(parse_completion_request(R"({"prompt": "a", "logprobs": 5})").params.logprobs == 5u);
+  for (const char* bad :
+       {R"({"prompt": "a", "logprobs": 21})", R"({"prompt": "a", "logprobs": -1})",
+        R"({"prompt": "a", "logprobs": "3"})", R"({"prompt": "a", "logprobs": true})"}) {
+    CAPTURE(bad);
+    try {
+      parse_completion_request(bad);
+      FAIL("accepted");
+    } catch (const ApiError& error) {
+      CHECK(error.status == 400);
+      CHECK(error.param == "logprobs");
+    }
+  }
+}
+
+namespace {
+
+smol::TokenLogprob logprob_of(std::string bytes, float lp,
+                              std::vector<smol::TokenChoiceLogprob> top) {
+  return {{7, lp, std::move(bytes)}, std::move(top)};
+}
+
+}  // namespace
+
+TEST_CASE("logprobs in OpenAI's shapes: chat content entries, bytes exact, the legacy lists") {
+  const float inf = std::numeric_limits<float>::infinity();
+  smol::GenerationResult result = result_of(smol::StopReason::end_of_generation);
+  // "\xc3" is half of "é": the token's text is lossy, its bytes exact.
+  result.logprobs = {logprob_of("Hi", -0.25f, {{7, -0.25f, "Hi"}, {8, -2.0f, "\xc3"}}),
+                     logprob_of("\xc3", -1.5f, {{9, -0.5f, "!"}, {10, -inf, "?"}})};
+  smol::serve::ReplyText text(smol::serve::ReasoningFormat::separate);
+  text.add({"Hi\xc3\xa9", smol::PieceKind::answer});
+  const Json reply = Json::parse(smol::serve::dump(
+      smol::serve::chat_completion_json({"id", 1, "m"}, text, result, /*logprobs=*/true)));
+  const Json& logprobs = reply["choices"][0]["logprobs"];
+  CHECK(logprobs["refusal"].is_null());
+  REQUIRE(logprobs["content"].size() == 2);
+  const Json& first = logprobs["content"][0];
+  CHECK(first["token"] == "Hi");
+  CHECK(first["logprob"] == doctest::Approx(-0.25));
+  CHECK(first["bytes"] == Json::array({72, 105}));
+  REQUIRE(first["top_logprobs"].size() == 2);
+  CHECK(first["top_logprobs"][1]["token"] == "\xef\xbf\xbd");  // U+FFFD
+  CHECK(first["top_logprobs"][1]["bytes"] == Json::array({0xc3}));
+  CHECK_FALSE(first["top_logprobs"][1].contains("top_logprobs"));
+  CHECK(logprobs["content"][1]["bytes"] == Json::array({0xc3}));
+  CHECK(logprobs["content"][1]["top_logprobs"][1]["logprob"] == -9999.0);  // -inf
+  // Not asked: null.
+  CHECK(smol::serve::chat_completion_json({"id", 1, "m"}, text, result)["choices"][0]["logprobs"]
+            .is_null());
+
+  std::size_t offset = 0;
+  const Json legacy = smol::serve::completion_logprobs_json(result.logprobs, offset);
+  CHECK(legacy["tokens"].size() == 2);
+  CHECK(legacy["token_logprobs"][0] == doctest::Approx(-0.25));
+  CHECK(legacy["top_logprobs"][0]["Hi"] == doctest::Approx(-0.25));
+  CHECK(legacy["top_logprobs"][1]["!"] == doctest::Approx(-0.5));
+  CHECK(legacy["text_offset"] == Json::array({0, 2}));
+  CHECK(offset == 3);
+}
+
+TEST_CASE("a streamed reply's chunks carry the logprobs of the tokens they show") {
+  using smol::PieceKind;
+  const smol::serve::ReplyHeader header{"chatcmpl-1", 1700000000, "m"};
+  smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, false,
+                                 /*logprobs=*/true);
+  std::string sse = stream.first();
+  stream.logprob(logprob_of("\n", -1, {}));
+  sse += stream.piece({"\n", PieceKind::answer});  // nothing shown: the token waits
+  stream.logprob(logprob_of("Hi", -2, {}));
+  sse += stream.piece({"Hi", PieceKind::answer});
+  stream.logprob(logprob_of("!", -3, {}));  // held back (a possible stop string)
+  sse += stream.end(result_of(smol::StopReason::stop_string));
+  const std::vector<Json> events = events_of(sse);
+  REQUIRE(events.size() == 4);
+  CHECK(events[0]["choices"][0]["logprobs"].is_null());
+  const Json& shown = events[1]["choices"][0];
+  CHECK(shown["delta"]["content"] == "Hi");
+  REQUIRE(shown["logprobs"]["content"].size() == 2);
+  CHECK(shown["logprobs"]["content"][0]["token"] == "\n");
+  CHECK(shown["logprobs"]["content"][1]["logprob"] == -2.0);
+  CHECK(events[2]["choices"][0]["logprobs"]["content"].size() == 1);
+  CHECK(events[2]["choices"][0]["finish_reason"] == "stop");
 }

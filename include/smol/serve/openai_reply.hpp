@@ -2,14 +2,18 @@
 // built from the scheduler's pieces and result.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "smol/generate/generation_request.hpp"
 #include "smol/generate/reply_stream.hpp"
+#include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/openai_request.hpp"
 
@@ -61,6 +65,63 @@ inline Json timings_json(const GenerationStats& stats) {
           {"predicted_per_token_ms",
            per(predicted_ms, stats.generated_tokens > 1 ? stats.generated_tokens - 1 : 0)},
           {"predicted_per_second", stats.decode_tokens_per_second()}};
+}
+
+// A log-probability as JSON: a token the model rules out entirely (-inf, which JSON cannot
+// carry) gets OpenAI's -9999.0.
+inline double logprob_value(float logprob) {
+  return std::isfinite(logprob) ? static_cast<double>(logprob) : -9999.0;
+}
+
+// A token's exact bytes, as OpenAI's `bytes` list of integers.
+inline Json token_bytes_json(const std::string& bytes) {
+  Json list = Json::array();
+  for (const char c : bytes) list.push_back(static_cast<unsigned char>(c));
+  return list;
+}
+
+// One token of the chat endpoint's logprobs. `token` is the text, which dump() writes
+// lossily (U+FFFD) when the token alone is not valid UTF-8; `bytes` are exact.
+inline Json chat_token_logprob_json(const TokenChoiceLogprob& choice) {
+  return {{"token", choice.bytes},
+          {"logprob", logprob_value(choice.logprob)},
+          {"bytes", token_bytes_json(choice.bytes)}};
+}
+
+// The chat endpoint's `logprobs` of a choice: {"content": [...], "refusal": null}.
+inline Json chat_logprobs_json(std::span<const TokenLogprob> tokens) {
+  Json content = Json::array();
+  for (const TokenLogprob& t : tokens) {
+    Json entry = chat_token_logprob_json(t.chosen);
+    Json top = Json::array();
+    for (const TokenChoiceLogprob& alternative : t.top) {
+      top.push_back(chat_token_logprob_json(alternative));
+    }
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// The legacy completions endpoint's `logprobs`: parallel lists, the top ones as
+// {token: logprob} objects, and each token's byte offset in the reply's text (`offset`:
+// the bytes of the reply before `tokens`, advanced past them; a streamed reply carries
+// it from chunk to chunk).
+inline Json completion_logprobs_json(std::span<const TokenLogprob> tokens, std::size_t& offset) {
+  Json text = Json::array(), logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  for (const TokenLogprob& t : tokens) {
+    text.push_back(t.chosen.bytes);
+    logprobs.push_back(logprob_value(t.chosen.logprob));
+    Json alternatives = Json::object();
+    for (const TokenChoiceLogprob& a : t.top) alternatives[a.bytes] = logprob_value(a.logprob);
+    top.push_back(std::move(alternatives));
+    offsets.push_back(offset);
+    offset += t.chosen.bytes.size();
+  }
+  return {{"tokens", std::move(text)},
+          {"token_logprobs", std::move(logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
 }
 
 // A reply's text as the client sees it, built piece by piece: the reasoning apart or
@@ -115,9 +176,9 @@ struct ReplyHeader {
   std::string model;
 };
 
-// The non-streaming chat reply.
+// The non-streaming chat reply; `logprobs`: the request asked for them.
 inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& text,
-                                 const GenerationResult& result) {
+                                 const GenerationResult& result, bool logprobs = false) {
   Json message = {{"role", "assistant"}, {"content", text.content()}};
   if (!text.reasoning().empty()) message["reasoning_content"] = text.reasoning();
   return {{"id", header.id},
@@ -128,7 +189,7 @@ inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& tex
           {"choices",
            {{{"index", 0},
              {"message", std::move(message)},
-             {"logprobs", nullptr},
+             {"logprobs", logprobs ? chat_logprobs_json(result.logprobs) : Json(nullptr)},
              {"finish_reason", finish_reason(result.stop)}}}},
           {"usage", usage_json(result)},
           {"timings", timings_json(result.stats)}};
@@ -144,43 +205,56 @@ inline Json chat_chunk_json(const ReplyHeader& header, Json choices) {
           {"choices", std::move(choices)}};
 }
 
-inline Json chat_delta_choice(Json delta, Json finish = nullptr) {
+inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs = nullptr) {
   return Json::array({{{"index", 0},
                        {"delta", std::move(delta)},
-                       {"logprobs", nullptr},
+                       {"logprobs", std::move(logprobs)},
                        {"finish_reason", std::move(finish)}}});
 }
 
-// A streamed chat reply as SSE text: first(), then piece() per TextPiece, then end().
+// A streamed chat reply as SSE text: first(), then piece() per TextPiece (and
+// logprob() per token when the request asked for logprobs), then end(). A chunk carries
+// the logprobs of the tokens that came since the previous chunk: a token whose text is
+// held back (a possible stop string, part of a character) is reported with the chunk
+// that shows it, and whatever is left with the last chunk.
 class ChatStream {
  public:
-  ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage)
-      : header_(std::move(header)), text_(format), include_usage_(include_usage) {}
+  ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage, bool logprobs = false)
+      : header_(std::move(header)),
+        text_(format),
+        include_usage_(include_usage),
+        logprobs_(logprobs) {}
 
   std::string first() const {
     return sse_event(
         chat_chunk_json(header_, chat_delta_choice({{"role", "assistant"}, {"content", ""}})));
   }
 
+  void logprob(const TokenLogprob& token) { pending_.push_back(token); }
+
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
     std::string out;
     if (!delta.reasoning.empty()) {
-      out += sse_event(
-          chat_chunk_json(header_, chat_delta_choice({{"reasoning_content", delta.reasoning}})));
+      out += sse_event(chat_chunk_json(
+          header_,
+          chat_delta_choice({{"reasoning_content", delta.reasoning}}, nullptr, take_logprobs())));
     }
     if (!delta.content.empty()) {
-      out += sse_event(chat_chunk_json(header_, chat_delta_choice({{"content", delta.content}})));
+      out += sse_event(chat_chunk_json(
+          header_, chat_delta_choice({{"content", delta.content}}, nullptr, take_logprobs())));
     }
     return out;
   }
 
-  std::string end(const GenerationResult& result) const {
-    Json last =
-        chat_chunk_json(header_, chat_delta_choice(Json::object(), finish_reason(result.stop)));
+  std::string end(const GenerationResult& result) {
+    std::string out;
+    Json last = chat_chunk_json(
+        header_, chat_delta_choice(Json::object(), finish_reason(result.stop),
+                                   pending_.empty() ? Json(nullptr) : take_logprobs()));
     last["timings"] = timings_json(result.stats);
-    std::string out = sse_event(last);
+    out += sse_event(last);
     if (include_usage_) {
       Json usage = chat_chunk_json(header_, Json::array());
       usage["usage"] = usage_json(result);
@@ -191,14 +265,24 @@ class ChatStream {
   }
 
  private:
+  // The pending tokens' logprobs for the next chunk (null when none were asked for).
+  Json take_logprobs() {
+    if (!logprobs_) return nullptr;
+    Json json = chat_logprobs_json(pending_);
+    pending_.clear();
+    return json;
+  }
+
   ReplyHeader header_;
   ReplyText text_;
-  bool include_usage_;
+  bool include_usage_, logprobs_;
+  std::vector<TokenLogprob> pending_;
 };
 
-// POST /v1/completions replies: the whole text, control tokens unshown.
+// POST /v1/completions replies: the whole text, control tokens unshown; `logprobs` the
+// choice's (completion_logprobs_json) or null.
 inline Json text_completion_json(const ReplyHeader& header, const std::string& text, Json finish,
-                                 const GenerationResult* result) {
+                                 const GenerationResult* result, Json logprobs = nullptr) {
   Json json = {{"id", header.id},
                {"object", "text_completion"},
                {"created", header.created},
@@ -207,7 +291,7 @@ inline Json text_completion_json(const ReplyHeader& header, const std::string& t
                {"choices",
                 {{{"index", 0},
                   {"text", text},
-                  {"logprobs", nullptr},
+                  {"logprobs", std::move(logprobs)},
                   {"finish_reason", std::move(finish)}}}}};
   if (result != nullptr) {
     json["usage"] = usage_json(*result);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/structured_output.hpp"
 #include "smol/text/chat_template.hpp"
@@ -53,6 +54,9 @@ struct CompletionParams {
   // Structured output (response_format, json_schema, grammar): the grammar every reply
   // token must continue; nullopt: free text.
   std::optional<OutputGrammar> output;
+  // logprobs: nullopt, none; n, each reply token's log-probability and the n most likely
+  // at its position (chat: `logprobs: true` and `top_logprobs: n`; legacy: `logprobs: n`).
+  std::optional<std::size_t> logprobs;
 };
 
 struct ChatCompletionRequest {
@@ -215,18 +219,37 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     }
     p.reasoning = *parsed;
   }
-  // logprobs: true or a count on the chat endpoint, a count on the legacy one; smol
-  // returns none yet, so only "none asked for" passes.
-  if (const Json* logprobs = field(body, "logprobs");
-      logprobs != nullptr && !(logprobs->is_boolean() && !logprobs->get<bool>()) &&
-      !(logprobs->is_number_integer() && logprobs->get<std::int64_t>() == 0)) {
-    throw invalid_request("logprobs are not supported yet", "logprobs");
-  }
   if (field(body, "tools") != nullptr || field(body, "functions") != nullptr) {
     throw invalid_request("tools are not supported yet", "tools");
   }
   p.output = parse_output_grammar(body, body_text);
   return p;
+}
+
+// Chat: `logprobs` (true or false) and `top_logprobs` (0 to 20), which needs
+// `logprobs: true` (as OpenAI answers without it: a 400).
+inline std::optional<std::size_t> chat_logprobs(const Json& body) {
+  const Json* wanted = field(body, "logprobs");
+  if (wanted != nullptr && !wanted->is_boolean()) {
+    throw invalid_request("logprobs must be true or false on the chat endpoint", "logprobs");
+  }
+  const bool on = wanted != nullptr && wanted->get<bool>();
+  if (field(body, "top_logprobs") != nullptr && !on) {
+    throw invalid_request("top_logprobs needs logprobs: true", "top_logprobs");
+  }
+  if (!on) return std::nullopt;
+  return static_cast<std::size_t>(
+      integer_in(body, "top_logprobs", 0, static_cast<std::int64_t>(kMaxTopLogprobs), 0));
+}
+
+// Legacy completions: `logprobs` is the number of most likely tokens to list per position
+// (OpenAI allows 0 to 5, llama-server more; smol up to 20, as on the chat endpoint).
+inline std::optional<std::size_t> completion_logprobs(const Json& body) {
+  const Json* wanted = field(body, "logprobs");
+  if (wanted == nullptr) return std::nullopt;
+  if (wanted->is_boolean() && !wanted->get<bool>()) return std::nullopt;
+  return static_cast<std::size_t>(
+      integer_in(body, "logprobs", 0, static_cast<std::int64_t>(kMaxTopLogprobs), 0));
 }
 
 // A message's content: a string, or OpenAI's list of parts of which smol reads text.
@@ -265,6 +288,7 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
                                         const RequestDefaults& defaults) {
   ChatCompletionRequest request;
   request.params = detail::parse_params(json, text, defaults);
+  request.params.logprobs = chat_logprobs(json);
 
   const Json* messages = detail::field(json, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
@@ -324,6 +348,7 @@ inline TextCompletionRequest parse_completion(const Json& json, std::string_view
                                               const RequestDefaults& defaults) {
   TextCompletionRequest request;
   request.params = detail::parse_params(json, text, defaults);
+  request.params.logprobs = completion_logprobs(json);
   const Json* prompt = detail::field(json, "prompt");
   if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
     prompt = &(*prompt)[0];  // a list of one prompt, as some clients send it
