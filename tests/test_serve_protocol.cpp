@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "smol/grammar/recognizer.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/text/chat_template.hpp"
 
 namespace {
 
@@ -132,7 +134,8 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {R"({"messages": {"role": "user"}})", "messages", "non-empty list"},
       {R"({"messages": ["hi"]})", "messages[0]", "must be an object"},
       {R"({"messages": [{"content": "hi"}]})", "messages[0].role", "must be a string"},
-      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role", "\"tool\""},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].tool_call_id",
+       "must be a string"},
       {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role", "not one of"},
       {R"({"messages": [{"role": "user"}]})", "messages[0].content", "missing"},
       {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content",
@@ -198,7 +201,48 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("response_format": {"type": "json_object"}, "json_schema": {})"), "json_schema",
        "both constrain"},
       {body(R"("repeat_last_n": -2)"), "repeat_last_n", "between -1 and"},
-      {body(R"("tools": [])"), "tools", "not supported"},
+      {body(R"("tools": {})"), "tools", "list of functions"},
+      {body(R"("tools": [{"type": "code_interpreter"}])"), "tools[0]", "\"function\""},
+      {body(R"("tools": [{"type": "function"}])"), "tools[0].function", "must be an object"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "a b"}}])"),
+       "tools[0].function.name", "1 to 64"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}},
+                         {"type": "function", "function": {"name": "f"}}])"),
+       "tools[1].function.name", "twice"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f", "description": 1}}])"),
+       "tools[0].function.description", "string"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 5}}])"),
+       "tools[0].function.parameters", "JSON schema"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f",
+           "parameters": {"type": "object", "patternProperties": {}}}}])"),
+       "tools[0].function.parameters", "patternProperties"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "any")"),
+       "tool_choice", "\"required\""},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+               "tool_choice": {"type": "function", "function": {"name": "g"}})"),
+       "tool_choice.function.name", "\"g\""},
+      {body(R"("tool_choice": "auto")"), "tool_choice", "only allowed when tools"},
+      {body(R"("parallel_tool_calls": true)"), "parallel_tool_calls", "only allowed when tools"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+               "parallel_tool_calls": "yes")"),
+       "parallel_tool_calls", "true or false"},
+      {body(R"("functions": [])"), "functions", "use tools"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+               "response_format": {"type": "json_object"})"),
+       "tools", "both constrain"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": {}}]})",
+       "messages[1].tool_calls", "list of calls"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": [{"type": "function",
+                         "function": {"name": "f", "arguments": "[1]"}}]}]})",
+       "messages[1].tool_calls[0].function.arguments", "JSON object as text"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": [{"type": "function",
+                         "function": {"arguments": "{}"}}]}]})",
+       "messages[1].tool_calls[0].function.name", "non-empty string"},
+      {R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
+       "messages[0].tool_calls", "assistant messages only"},
       {body(R"("reasoning_format": "xml")"), "reasoning_format", "deepseek"},
       {body(R"("chat_template_kwargs": [])"), "chat_template_kwargs", "object"},
       {body(R"("chat_template_kwargs": {"enable_thinking": "no"})"), "enable_thinking",
@@ -443,4 +487,205 @@ TEST_CASE("a streamed reply's chunks carry the logprobs of the tokens they show"
   CHECK(shown["logprobs"]["content"][1]["logprob"] == -2.0);
   CHECK(events[2]["choices"][0]["logprobs"]["content"].size() == 1);
   CHECK(events[2]["choices"][0]["finish_reason"] == "stop");
+}
+
+namespace {
+
+const std::string kWeatherTool = R"({"type": "function", "function": {"name": "get_weather",
+    "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                   "days": {"type": "integer"}}, "required": ["city"]}}})";
+const std::string kTimeTool = R"({"type": "function", "function": {"name": "get_time"}})";
+
+std::string tools_body(const std::string& fields) {
+  return body(R"("tools": [)" + kWeatherTool + ", " + kTimeTool + "]" +
+              (fields.empty() ? "" : ", " + fields));
+}
+
+// Whether `text` is in the language of `grammar` (a whole reply).
+bool grammar_accepts(const smol::serve::OutputGrammar& output, const std::string& text) {
+  smol::GrammarRecognizer recognizer(output.grammar);
+  smol::GrammarState state = recognizer.initial();
+  return recognizer.advance(state, text) && smol::GrammarRecognizer::can_end(state);
+}
+
+}  // namespace
+
+TEST_CASE("tools: parsed, described in the system prompt, the reply constrained") {
+  const auto r = parse_chat_request(tools_body(""));
+  REQUIRE(r.tools != nullptr);
+  CHECK(r.tools->choice == smol::serve::ToolChoice::automatic);
+  CHECK(r.tools->parallel);
+  REQUIRE(r.tools->functions.size() == 2);
+  CHECK(r.tools->functions[0].name == "get_weather");
+  // The client's property order is kept.
+  CHECK(r.tools->functions[0].parameters["properties"].begin().key() == "city");
+  CHECK(r.tools->functions[1].parameters["type"] == "object");  // none given: takes none
+  REQUIRE(r.params.output);
+  CHECK(r.params.output->param == "tools");
+  CHECK_FALSE(r.enable_thinking);  // a constrained reply does not think
+  // A system message in front, with the tools and the reply format.
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0].role == "system");
+  CHECK(r.messages[0].content.find("\"name\":\"get_weather\"") != std::string::npos);
+  CHECK(r.messages[0].content.find("\"tool_calls\"") != std::string::npos);
+  CHECK(r.messages[0].content.find("\"response\"") != std::string::npos);
+
+  // A system prompt of the client's own gets the tools after it.
+  const auto with_system = parse_chat_request(
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+          "tools": [)" +
+      kWeatherTool + "]}");
+  REQUIRE(with_system.messages.size() == 2);
+  CHECK(with_system.messages[0].content.rfind("Be brief.\n\nYou can call", 0) == 0);
+
+  // tool_choice none: no tools described, nothing constrained.
+  const auto none = parse_chat_request(tools_body(R"("tool_choice": "none")"));
+  CHECK(none.tools == nullptr);
+  CHECK_FALSE(none.params.output);
+  CHECK(none.messages.size() == 1);
+
+  const smol::serve::OutputGrammar& automatic = *r.params.output;
+  CHECK(grammar_accepts(automatic, R"({"response":"Hello"})"));
+  CHECK(grammar_accepts(automatic,
+                        R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},)"
+                        R"({"name":"get_time","arguments":{}}]})"));
+  CHECK_FALSE(grammar_accepts(automatic, R"({"tool_calls":[]})"));
+  CHECK_FALSE(
+      grammar_accepts(automatic, R"({"tool_calls":[{"name":"get_weather","arguments":{}}]})"));
+  CHECK_FALSE(grammar_accepts(automatic, R"({"tool_calls":[{"name":"rm","arguments":{}}]})"));
+  CHECK_FALSE(grammar_accepts(automatic, "Hello"));
+
+  const auto required =
+      parse_chat_request(tools_body(R"("tool_choice": "required", "parallel_tool_calls": false)"));
+  CHECK(required.tools->choice == smol::serve::ToolChoice::required);
+  CHECK(required.messages[0].content.find("\"response\"") == std::string::npos);
+  CHECK(grammar_accepts(*required.params.output,
+                        R"({"tool_call":{"name":"get_time","arguments":{}}})"));
+  CHECK_FALSE(grammar_accepts(*required.params.output, R"({"response":"Hello"})"));
+  CHECK_FALSE(grammar_accepts(*required.params.output,
+                              R"({"tool_calls":[{"name":"get_time","arguments":{}}]})"));
+
+  const auto named = parse_chat_request(
+      tools_body(R"("tool_choice": {"type": "function", "function": {"name": "get_weather"}})"));
+  CHECK(named.tools->choice == smol::serve::ToolChoice::named);
+  CHECK_FALSE(named.tools->parallel);
+  CHECK(grammar_accepts(
+      *named.params.output,
+      R"({"tool_call":{"name":"get_weather","arguments":{"city":"Oslo","days":2}}})"));
+  CHECK_FALSE(
+      grammar_accepts(*named.params.output, R"({"tool_call":{"name":"get_time","arguments":{}}})"));
+}
+
+TEST_CASE("tools: earlier calls and their results are written into the conversation") {
+  const auto r = parse_chat_request(R"({"messages": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+      {"role": "user", "content": "Thanks"}]})");
+  REQUIRE(r.messages.size() == 4);
+  CHECK(r.tools == nullptr);
+  CHECK(r.messages[1].role == "assistant");
+  CHECK(r.messages[1].content ==
+        R"({"tool_call":{"name":"get_weather","arguments":{"city":"Oslo"}}})");
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].content ==
+        R"({"tool_response":{"tool_call_id":"call_1","content":"Sunny"}})");
+  // The SmolLM3 template writes a tool's result as the user's turn.
+  const std::string prompt =
+      smol::render_chat(smol::ChatTemplate(smol::ChatFormat::smollm3), r.messages);
+  CHECK(prompt.find("<|im_start|>user\n{\"tool_response\"") != std::string::npos);
+}
+
+TEST_CASE("tool replies parsed: one call, several, an answer, and anything else as content") {
+  const auto r = parse_chat_request(tools_body(""));
+  const smol::serve::ToolRequest& tools = *r.tools;
+  using smol::serve::parse_tool_reply;
+
+  auto reply = parse_tool_reply(
+      R"({"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}})", tools,
+      "call_x_");
+  REQUIRE(reply.calls.size() == 1);
+  CHECK_FALSE(reply.content);
+  CHECK(reply.calls[0].id == "call_x_0");
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(reply.calls[0].arguments == R"({"city":"Oslo","days":2})");  // in the model's order
+
+  reply = parse_tool_reply(R"({"tool_calls": [{"name": "get_time", "arguments": {}},
+      {"name": "get_weather", "arguments": {"city": "Rome"}}]})",
+                           tools, "c");
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[1].id == "c1");
+  CHECK(reply.calls[1].arguments == R"({"city":"Rome"})");
+
+  reply = parse_tool_reply(R"({"response": "It is sunny."})", tools, "c");
+  CHECK(reply.calls.empty());
+  CHECK(reply.content == "It is sunny.");
+
+  for (const char* other :
+       {"Sunny today.", R"({"tool_call": {"name": "get_weather", "arguments": {"ci)",
+        R"({"tool_call": {"name": "rm", "arguments": {}}})",
+        R"({"tool_call": {"name": "get_time", "arguments": "{}"}})", R"({"tool_calls": []})",
+        R"([{"name": "get_time"}])"}) {
+    CAPTURE(other);
+    reply = parse_tool_reply(other, tools, "c");
+    CHECK(reply.calls.empty());
+    CHECK(reply.content == other);
+  }
+}
+
+TEST_CASE("tool calls in the reply and the stream: tool_calls, content null, finish tool_calls") {
+  const auto r = parse_chat_request(tools_body(""));
+  const std::string model_text =
+      R"({"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}}]})";
+  smol::serve::ReplyText text(smol::serve::ReasoningFormat::separate);
+  text.add({model_text, smol::PieceKind::answer});
+  const smol::serve::ReplyHeader header{"chatcmpl-9", 1, "m"};
+  const Json reply = smol::serve::chat_completion_json(
+      header, text, result_of(smol::StopReason::end_of_generation), false, r.tools.get());
+  const Json& choice = reply["choices"][0];
+  CHECK(choice["finish_reason"] == "tool_calls");
+  CHECK(choice["message"]["content"].is_null());
+  REQUIRE(choice["message"]["tool_calls"].size() == 2);
+  const Json& call = choice["message"]["tool_calls"][0];
+  CHECK(call["id"] == "call_chatcmpl-9_0");
+  CHECK(call["type"] == "function");
+  CHECK(call["function"]["name"] == "get_weather");
+  CHECK(Json::parse(call["function"]["arguments"].get<std::string>()) == Json{{"city", "Oslo"}});
+  // Cut short: plain content, "length".
+  smol::serve::ReplyText cut(smol::serve::ReasoningFormat::separate);
+  cut.add({R"({"tool_call": {"na)", smol::PieceKind::answer});
+  const Json partial = smol::serve::chat_completion_json(
+      header, cut, result_of(smol::StopReason::max_tokens), false, r.tools.get());
+  CHECK(partial["choices"][0]["finish_reason"] == "length");
+  CHECK(partial["choices"][0]["message"]["content"] == R"({"tool_call": {"na)");
+  CHECK_FALSE(partial["choices"][0]["message"].contains("tool_calls"));
+
+  smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, false, false,
+                                 r.tools);
+  std::string sse = stream.first();
+  CHECK(stream.piece({model_text.substr(0, 10), smol::PieceKind::answer}).empty());
+  CHECK(stream.piece({model_text.substr(10), smol::PieceKind::answer}).empty());
+  sse += stream.end(result_of(smol::StopReason::end_of_generation));
+  const std::vector<Json> events = events_of(sse);
+  REQUIRE(events.size() == 7);  // role, 2 per call, the finish, [DONE]
+  const Json& named_chunk = events[1]["choices"][0]["delta"]["tool_calls"][0];
+  CHECK(named_chunk["index"] == 0);
+  CHECK(named_chunk["id"] == "call_chatcmpl-9_0");
+  CHECK(named_chunk["function"]["name"] == "get_weather");
+  CHECK(named_chunk["function"]["arguments"] == "");
+  CHECK(events[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] ==
+        R"({"city":"Oslo"})");
+  CHECK(events[3]["choices"][0]["delta"]["tool_calls"][0]["index"] == 1);
+  CHECK(events[5]["choices"][0]["finish_reason"] == "tool_calls");
+
+  smol::serve::ChatStream answer(header, smol::serve::ReasoningFormat::separate, false, false,
+                                 r.tools);
+  CHECK(answer.piece({R"({"response": "Hi there"})", smol::PieceKind::answer}).empty());
+  const std::vector<Json> answered =
+      events_of(answer.end(result_of(smol::StopReason::end_of_generation)));
+  REQUIRE(answered.size() == 3);
+  CHECK(answered[0]["choices"][0]["delta"]["content"] == "Hi there");
+  CHECK(answered[1]["choices"][0]["finish_reason"] == "stop");
 }

@@ -320,16 +320,17 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   std::optional<smol::serve::ChatStream> stream;
   const bool logprobs = chat.params.logprobs.has_value();
   if (chat.params.stream) {
-    stream.emplace(header, chat.params.reasoning, chat.params.include_usage, logprobs);
+    stream.emplace(header, chat.params.reasoning, chat.params.include_usage, logprobs, chat.tools);
   }
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
+  std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
   answer(state, service, res, std::move(ticket),
          generation_request(service, chat.params, std::move(prompt)), "messages", std::move(stream),
-         [header, format, logprobs](const std::vector<smol::serve::ReplyEvent>& pieces,
-                                    const smol::GenerationResult& result) {
+         [header, format, logprobs, tools](const std::vector<smol::serve::ReplyEvent>& pieces,
+                                           const smol::GenerationResult& result) {
            smol::serve::ReplyText text(format);
            for (const auto& piece : pieces) text.add({piece.text, piece.kind});
-           return smol::serve::chat_completion_json(header, text, result, logprobs);
+           return smol::serve::chat_completion_json(header, text, result, logprobs, tools.get());
          });
 }
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +18,7 @@
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/openai_request.hpp"
+#include "smol/serve/tool_calls.hpp"
 
 namespace smol::serve {
 
@@ -176,10 +179,43 @@ struct ReplyHeader {
   std::string model;
 };
 
-// The non-streaming chat reply; `logprobs`: the request asked for them.
+// A reply's tool calls in OpenAI's shape; `index` only in stream chunks.
+inline Json tool_calls_json(const std::vector<ToolCall>& calls) {
+  Json list = Json::array();
+  for (const ToolCall& call : calls) {
+    list.push_back({{"id", call.id},
+                    {"type", "function"},
+                    {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  return list;
+}
+
+// The ids of a reply's calls: unique per reply id.
+inline std::string tool_call_id_prefix(const ReplyHeader& header) {
+  return "call_" + header.id + "_";
+}
+
+// finish_reason "tool_calls" when the reply calls tools and ended on its own.
+inline std::string_view chat_finish_reason(StopReason stop, const ToolReply* tools) {
+  if (tools != nullptr && !tools->calls.empty() &&
+      (stop == StopReason::end_of_generation || stop == StopReason::stop_string)) {
+    return "tool_calls";
+  }
+  return finish_reason(stop);
+}
+
+// The non-streaming chat reply; `logprobs`: the request asked for them; `tools`: the
+// request's tools (the reply is then read as a tool reply, tool_calls.hpp).
 inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& text,
-                                 const GenerationResult& result, bool logprobs = false) {
+                                 const GenerationResult& result, bool logprobs = false,
+                                 const ToolRequest* tools = nullptr) {
   Json message = {{"role", "assistant"}, {"content", text.content()}};
+  std::optional<ToolReply> reply;
+  if (tools != nullptr) {
+    reply = parse_tool_reply(text.content(), *tools, tool_call_id_prefix(header));
+    message["content"] = reply->content ? Json(*reply->content) : Json(nullptr);
+    if (!reply->calls.empty()) message["tool_calls"] = tool_calls_json(reply->calls);
+  }
   if (!text.reasoning().empty()) message["reasoning_content"] = text.reasoning();
   return {{"id", header.id},
           {"object", "chat.completion"},
@@ -190,7 +226,7 @@ inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& tex
            {{{"index", 0},
              {"message", std::move(message)},
              {"logprobs", logprobs ? chat_logprobs_json(result.logprobs) : Json(nullptr)},
-             {"finish_reason", finish_reason(result.stop)}}}},
+             {"finish_reason", chat_finish_reason(result.stop, reply ? &*reply : nullptr)}}}},
           {"usage", usage_json(result)},
           {"timings", timings_json(result.stats)}};
 }
@@ -217,13 +253,19 @@ inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs =
 // the logprobs of the tokens that came since the previous chunk: a token whose text is
 // held back (a possible stop string, part of a character) is reported with the chunk
 // that shows it, and whatever is left with the last chunk.
+//
+// With tools, the reply is JSON to be read whole (tool_calls.hpp), so it is held until
+// the end and then sent as OpenAI streams calls: per call, a chunk with its index, id,
+// type and name (arguments ""), then one with its arguments; or the answer as content.
 class ChatStream {
  public:
-  ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage, bool logprobs = false)
+  ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage, bool logprobs = false,
+             std::shared_ptr<const ToolRequest> tools = nullptr)
       : header_(std::move(header)),
         text_(format),
         include_usage_(include_usage),
-        logprobs_(logprobs) {}
+        logprobs_(logprobs),
+        tools_(std::move(tools)) {}
 
   std::string first() const {
     return sse_event(
@@ -235,6 +277,7 @@ class ChatStream {
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
+    if (tools_) return {};  // read whole at the end
     std::string out;
     if (!delta.reasoning.empty()) {
       out += sse_event(chat_chunk_json(
@@ -250,8 +293,26 @@ class ChatStream {
 
   std::string end(const GenerationResult& result) {
     std::string out;
+    std::optional<ToolReply> reply;
+    if (tools_) {
+      reply = parse_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_));
+      const auto chunk = [&](Json delta) {
+        out += sse_event(chat_chunk_json(header_, chat_delta_choice(std::move(delta))));
+      };
+      if (reply->content && !reply->content->empty()) chunk({{"content", *reply->content}});
+      for (std::size_t i = 0; i < reply->calls.size(); ++i) {
+        const ToolCall& call = reply->calls[i];
+        chunk({{"tool_calls",
+                {{{"index", i},
+                  {"id", call.id},
+                  {"type", "function"},
+                  {"function", {{"name", call.name}, {"arguments", ""}}}}}}});
+        chunk({{"tool_calls", {{{"index", i}, {"function", {{"arguments", call.arguments}}}}}}});
+      }
+    }
     Json last = chat_chunk_json(
-        header_, chat_delta_choice(Json::object(), finish_reason(result.stop),
+        header_, chat_delta_choice(Json::object(),
+                                   chat_finish_reason(result.stop, reply ? &*reply : nullptr),
                                    pending_.empty() ? Json(nullptr) : take_logprobs()));
     last["timings"] = timings_json(result.stats);
     out += sse_event(last);
@@ -276,6 +337,7 @@ class ChatStream {
   ReplyHeader header_;
   ReplyText text_;
   bool include_usage_, logprobs_;
+  std::shared_ptr<const ToolRequest> tools_;
   std::vector<TokenLogprob> pending_;
 };
 

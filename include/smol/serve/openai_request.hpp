@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/structured_output.hpp"
+#include "smol/serve/tool_calls.hpp"
 #include "smol/text/chat_template.hpp"
 
 namespace smol::serve {
@@ -63,6 +65,9 @@ struct ChatCompletionRequest {
   CompletionParams params;
   std::vector<ChatMessage> messages;
   bool enable_thinking = true;
+  // The tools the model is told about and replies with (tool_calls.hpp); null when the
+  // request has none, or tool_choice "none".
+  std::shared_ptr<const ToolRequest> tools;
 };
 
 struct TextCompletionRequest {
@@ -219,9 +224,6 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     }
     p.reasoning = *parsed;
   }
-  if (field(body, "tools") != nullptr || field(body, "functions") != nullptr) {
-    throw invalid_request("tools are not supported yet", "tools");
-  }
   p.output = parse_output_grammar(body, body_text);
   return p;
 }
@@ -272,6 +274,47 @@ inline std::string message_content(const Json& content, const std::string& param
   return text;
 }
 
+// An assistant message's `tool_calls`: [{"id", "type": "function", "function": {"name",
+// "arguments"}}], the arguments JSON text of an object.
+inline std::vector<ToolCall> tool_calls_of(const Json& calls, const std::string& param) {
+  if (!calls.is_array()) throw invalid_request(param + " must be a list of calls", param);
+  std::vector<ToolCall> out;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const Json& call = calls[i];
+    const std::string at = param + "[" + std::to_string(i) + "]";
+    const Json* function = has_type(call, "function") ? field(call, "function") : nullptr;
+    if (function == nullptr || !function->is_object()) {
+      throw invalid_request(at + " must be {\"id\", \"type\": \"function\", \"function\": "
+                                 "{\"name\", \"arguments\"}}",
+                            at);
+    }
+    const Json* id = field(call, "id");
+    if (id != nullptr && !id->is_string()) {
+      throw invalid_request(at + ".id must be a string", at + ".id");
+    }
+    const Json* name = field(*function, "name");
+    if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+      throw invalid_request(at + ".function.name must be a non-empty string",
+                            at + ".function.name");
+    }
+    const Json* arguments = field(*function, "arguments");
+    bool object = false;
+    if (arguments != nullptr && arguments->is_string()) {
+      try {
+        object = Json::parse(arguments->get_ref<const std::string&>()).is_object();
+      } catch (const Json::exception&) {
+      }
+    }
+    if (!object) {
+      throw invalid_request(at + ".function.arguments must be a JSON object as text",
+                            at + ".function.arguments");
+    }
+    out.push_back({id ? id->get<std::string>() : "", name->get<std::string>(),
+                   arguments->get<std::string>()});
+  }
+  return out;
+}
+
 // Runs a parse; a JSON type error that a check above missed becomes a 400 all the
 // same, never a 500 or an escaped exception.
 template <class Parse>
@@ -304,9 +347,9 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
     }
     std::string name = role->get<std::string>();
     if (name == "developer") name = "system";  // OpenAI's newer name for it
-    if (name != "system" && name != "user" && name != "assistant") {
+    if (name != "system" && name != "user" && name != "assistant" && name != "tool") {
       throw invalid_request(at + ".role \"" + role->get<std::string>() +
-                                "\" is not one of system, developer, user, assistant",
+                                "\" is not one of system, developer, user, assistant, tool",
                             at + ".role");
     }
     const Json* content = detail::field(message, "content");
@@ -315,6 +358,21 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       throw invalid_request(at + ".content is missing", at + ".content");
     }
     std::string text = content ? detail::message_content(*content, at + ".content") : "";
+    if (name == "tool") {
+      const Json* id = detail::field(message, "tool_call_id");
+      if (id == nullptr || !id->is_string()) {
+        throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
+                              at + ".tool_call_id");
+      }
+      text = render_tool_result(id->get<std::string>(), text);
+    }
+    if (const Json* calls = detail::field(message, "tool_calls")) {
+      if (name != "assistant") {
+        throw invalid_request(at + ".tool_calls belong to assistant messages only",
+                              at + ".tool_calls");
+      }
+      text = render_tool_calls(detail::tool_calls_of(*calls, at + ".tool_calls"), text);
+    }
     if (name == "system") {
       // Templates take one system prompt, first: leading ones are joined.
       if (!request.messages.empty() && request.messages.back().role != "system") {
@@ -330,6 +388,16 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");
+  }
+  if (std::optional<ToolRequest> tools = parse_tools(json, text); tools && tools->active()) {
+    if (request.params.output) {
+      throw invalid_request(
+          "tools and " + request.params.output->param + " both constrain the reply: give one",
+          "tools");
+    }
+    request.params.output = tool_grammar(*tools);
+    add_tools_to_system(request.messages, *tools);
+    request.tools = std::make_shared<const ToolRequest>(std::move(*tools));
   }
   request.enable_thinking = defaults.enable_thinking;
   if (const Json* kwargs = detail::field(json, "chat_template_kwargs")) {

@@ -1,0 +1,365 @@
+// Tool calls (OpenAI's `tools`, `tool_choice`, `parallel_tool_calls`): the request's
+// functions read and checked, described to the model, its reply constrained to a call
+// and parsed back into `tool_calls`.
+//
+// None of the templates smol knows renders tools: SmolLM2's and plain ChatML have no tool
+// section, and the SmolLM3 template GGUF files carry (Unsloth's edition,
+// smollm3_template.hpp) dropped the original's `xml_tools` block; each ignores a `tools`
+// variable (tests/chat_template/ checks that against jinja2). For such a template
+// llama-server uses its "generic" format (common/chat.cpp), and so does smol, in its own
+// words:
+//  - the tools are described in the system prompt, as a JSON list of {name, description,
+//    parameters}, with the reply format: a JSON object, {"tool_call": {"name",
+//    "arguments"}} (or {"tool_calls": [...]} when parallel calls are allowed), or, unless
+//    a call is required, {"response": "..."} to answer in text;
+//  - the reply is constrained by a grammar (grammar/json_schema.hpp) to exactly that
+//    JSON, for "auto" as well as "required" or a named function (llama-server's generic
+//    format constrains "auto" the same way), so a reply that ends normally always
+//    parses and every call's arguments validate against the function's `parameters`;
+//  - earlier turns are written in the same format: an assistant message's `tool_calls`
+//    as the JSON the model would have written, a `tool` message as
+//    {"tool_response": {"tool_call_id", "content"}}.
+// A reply cut short (max_tokens) is not valid JSON: it comes back as plain content with
+// finish_reason "length". tool_choice "none" describes no tools and constrains nothing.
+// A constrained reply does not think (as with response_format).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "smol/serve/api_error.hpp"
+#include "smol/serve/structured_output.hpp"
+#include "smol/text/chat_template.hpp"
+
+namespace smol::serve {
+
+using OrderedJson = nlohmann::ordered_json;
+
+struct ToolFunction {
+  std::string name;
+  std::string description;  // empty: none given
+  OrderedJson parameters;   // a JSON schema, properties in the client's order
+};
+
+enum class ToolChoice { none, automatic, required, named };
+
+// The request's tools. `active()`: the model is told about them and must reply in the
+// tool format.
+struct ToolRequest {
+  std::vector<ToolFunction> functions;
+  ToolChoice choice = ToolChoice::automatic;
+  std::string named;     // ToolChoice::named: the function to call
+  bool parallel = true;  // parallel_tool_calls (OpenAI's default: true)
+
+  bool active() const { return !functions.empty() && choice != ToolChoice::none; }
+  const ToolFunction* find(std::string_view name) const {
+    for (const ToolFunction& f : functions) {
+      if (f.name == name) return &f;
+    }
+    return nullptr;
+  }
+};
+
+// One call, as OpenAI sends it: `arguments` is JSON text.
+struct ToolCall {
+  std::string id, name, arguments;
+};
+
+namespace detail {
+
+// OpenAI's rule for function names: a-z, A-Z, 0-9, underscores and dashes, 1 to 64.
+inline bool valid_function_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Whether `json` is an object whose "type" is the string `type`.
+inline bool typed(const Json& json, std::string_view type) {
+  if (!json.is_object()) return false;
+  const auto it = json.find("type");
+  return it != json.end() && it->is_string() && it->get_ref<const std::string&>() == type;
+}
+
+inline const Json* member(const Json& object, const char* name) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(name);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+}  // namespace detail
+
+// `tools`, `tool_choice` and `parallel_tool_calls` of a chat request; nullopt when it has
+// no tools. Throws a 400 naming the field at fault.
+inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view body_text) {
+  if (detail::member(body, "functions") != nullptr ||
+      detail::member(body, "function_call") != nullptr) {
+    throw invalid_request(
+        "functions and function_call are OpenAI's deprecated forms: use tools "
+        "and tool_choice",
+        detail::member(body, "functions") ? "functions" : "function_call");
+  }
+  const Json* tools = detail::member(body, "tools");
+  const Json* choice = detail::member(body, "tool_choice");
+  const Json* parallel = detail::member(body, "parallel_tool_calls");
+  if (tools == nullptr) {
+    if (choice != nullptr) {
+      throw invalid_request("tool_choice is only allowed when tools are given", "tool_choice");
+    }
+    if (parallel != nullptr) {
+      throw invalid_request("parallel_tool_calls is only allowed when tools are given",
+                            "parallel_tool_calls");
+    }
+    return std::nullopt;
+  }
+  if (!tools->is_array()) throw invalid_request("tools must be a list of functions", "tools");
+  if (tools->size() > 128) throw invalid_request("tools may hold at most 128 functions", "tools");
+  ToolRequest request;
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const Json& tool = (*tools)[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!detail::typed(tool, "function")) {
+      throw invalid_request(at + " must be {\"type\": \"function\", \"function\": {...}}", at);
+    }
+    const Json* function = detail::member(tool, "function");
+    if (function == nullptr || !function->is_object()) {
+      throw invalid_request(at + ".function must be an object {\"name\", \"description\", "
+                                 "\"parameters\"}",
+                            at + ".function");
+    }
+    ToolFunction f;
+    const Json* name = detail::member(*function, "name");
+    if (name == nullptr || !name->is_string() ||
+        !detail::valid_function_name(name->get_ref<const std::string&>())) {
+      throw invalid_request(at + ".function.name must be 1 to 64 letters, digits, _ or -",
+                            at + ".function.name");
+    }
+    f.name = name->get<std::string>();
+    if (request.find(f.name) != nullptr) {
+      throw invalid_request(at + ".function.name \"" + f.name + "\" is given twice",
+                            at + ".function.name");
+    }
+    if (const Json* description = detail::member(*function, "description")) {
+      if (!description->is_string()) {
+        throw invalid_request(at + ".function.description must be a string",
+                              at + ".function.description");
+      }
+      f.description = description->get<std::string>();
+    }
+    if (const Json* parameters = detail::member(*function, "parameters")) {
+      if (!parameters->is_object()) {
+        throw invalid_request(at + ".function.parameters must be a JSON schema (an object)",
+                              at + ".function.parameters");
+      }
+      f.parameters = detail::ordered_schema(body_text, "tools", i, "function", "parameters");
+    } else {
+      // No parameters: a function that takes none.
+      f.parameters = {{"type", "object"}, {"properties", OrderedJson::object()}};
+    }
+    // The schema must be one the grammar can enforce: checked here, named by its tool.
+    detail::grammar_from_schema(f.parameters, at + ".function.parameters");
+    request.functions.push_back(std::move(f));
+  }
+  if (choice != nullptr) {
+    if (choice->is_string()) {
+      const std::string& mode = choice->get_ref<const std::string&>();
+      if (mode == "none") {
+        request.choice = ToolChoice::none;
+      } else if (mode == "auto") {
+        request.choice = ToolChoice::automatic;
+      } else if (mode == "required") {
+        request.choice = ToolChoice::required;
+      } else {
+        throw invalid_request(
+            "tool_choice must be \"none\", \"auto\", \"required\" or "
+            "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+            "tool_choice");
+      }
+    } else {
+      const Json* function =
+          detail::typed(*choice, "function") ? detail::member(*choice, "function") : nullptr;
+      const Json* name = function != nullptr ? detail::member(*function, "name") : nullptr;
+      if (name == nullptr || !name->is_string()) {
+        throw invalid_request(
+            "tool_choice must be \"none\", \"auto\", \"required\" or "
+            "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+            "tool_choice");
+      }
+      if (request.find(name->get_ref<const std::string&>()) == nullptr) {
+        throw invalid_request(
+            "tool_choice names \"" + name->get<std::string>() + "\", which is not one of tools",
+            "tool_choice.function.name");
+      }
+      request.choice = ToolChoice::named;
+      request.named = name->get<std::string>();
+    }
+  }
+  if (parallel != nullptr) {
+    if (!parallel->is_boolean()) {
+      throw invalid_request("parallel_tool_calls must be true or false", "parallel_tool_calls");
+    }
+    request.parallel = parallel->get<bool>();
+  }
+  // A named function is one call.
+  if (request.choice == ToolChoice::named) request.parallel = false;
+  return request;
+}
+
+// The schema of the reply the model must write (see the top of this file).
+inline OrderedJson tool_reply_schema(const ToolRequest& tools) {
+  OrderedJson calls = OrderedJson::array();
+  for (const ToolFunction& f : tools.functions) {
+    if (tools.choice == ToolChoice::named && f.name != tools.named) continue;
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", f.name}}}, {"arguments", f.parameters}}},
+                     {"required", {"name", "arguments"}},
+                     {"additionalProperties", false}});
+  }
+  const OrderedJson call = calls.size() == 1 ? calls[0] : OrderedJson{{"anyOf", calls}};
+  const OrderedJson calling =
+      tools.parallel
+          ? OrderedJson{{"type", "object"},
+                        {"properties",
+                         {{"tool_calls", {{"type", "array"}, {"items", call}, {"minItems", 1}}}}},
+                        {"required", {"tool_calls"}},
+                        {"additionalProperties", false}}
+          : OrderedJson{{"type", "object"},
+                        {"properties", {{"tool_call", call}}},
+                        {"required", {"tool_call"}},
+                        {"additionalProperties", false}};
+  if (tools.choice != ToolChoice::automatic) return calling;
+  const OrderedJson answering = {{"type", "object"},
+                                 {"properties", {{"response", {{"type", "string"}}}}},
+                                 {"required", {"response"}},
+                                 {"additionalProperties", false}};
+  return {{"anyOf", {calling, answering}}};
+}
+
+inline OutputGrammar tool_grammar(const ToolRequest& tools) {
+  return detail::grammar_from_schema(tool_reply_schema(tools), "tools");
+}
+
+// What the system prompt says about the tools (see the top of this file).
+inline std::string tools_system_prompt(const ToolRequest& tools) {
+  OrderedJson list = OrderedJson::array();
+  for (const ToolFunction& f : tools.functions) {
+    OrderedJson entry = {{"name", f.name}};
+    if (!f.description.empty()) entry["description"] = f.description;
+    entry["parameters"] = f.parameters;
+    list.push_back(std::move(entry));
+  }
+  std::string text = "You can call these tools (functions), described as JSON Schema:\n" +
+                     list.dump(-1, ' ', false, OrderedJson::error_handler_t::replace) + "\n\n";
+  const std::string one =
+      R"({"tool_call": {"name": "<the tool's name>", "arguments": {<its arguments>}}})";
+  const std::string several =
+      R"({"tool_calls": [{"name": "<the tool's name>", "arguments": {<its arguments>}}, ...]})";
+  text += "Reply with one JSON object and nothing else: ";
+  text += tools.parallel ? several + " to call one or more tools" : one + " to call a tool";
+  if (tools.choice == ToolChoice::automatic) {
+    text += R"(, or {"response": "<your answer>"} to answer the user directly)";
+  }
+  text += ".";
+  if (tools.choice == ToolChoice::required) text += " You must call a tool.";
+  if (tools.choice == ToolChoice::named) text += " You must call \"" + tools.named + "\".";
+  return text;
+}
+
+// An earlier assistant turn's calls, written as the model writes them (its `content`, if
+// any, kept in front as text).
+inline std::string render_tool_calls(const std::vector<ToolCall>& calls,
+                                     const std::string& content) {
+  OrderedJson list = OrderedJson::array();
+  for (const ToolCall& call : calls) {
+    OrderedJson arguments;
+    try {
+      arguments = OrderedJson::parse(call.arguments);
+    } catch (const OrderedJson::exception&) {
+      arguments = call.arguments;  // as the client sent it (validated before: never here)
+    }
+    list.push_back({{"name", call.name}, {"arguments", std::move(arguments)}});
+  }
+  const OrderedJson json =
+      list.size() == 1 ? OrderedJson{{"tool_call", list[0]}} : OrderedJson{{"tool_calls", list}};
+  const std::string text = json.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+  return content.empty() ? text : content + "\n" + text;
+}
+
+// A `tool` message's content as the model reads it.
+inline std::string render_tool_result(const std::string& tool_call_id, const std::string& content) {
+  const OrderedJson json = {
+      {"tool_response", {{"tool_call_id", tool_call_id}, {"content", content}}}};
+  return json.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
+// The system message that describes the tools, merged into the conversation's first
+// message when that is the system's.
+inline void add_tools_to_system(std::vector<ChatMessage>& messages, const ToolRequest& tools) {
+  const std::string prompt = tools_system_prompt(tools);
+  if (!messages.empty() && messages.front().role == "system") {
+    messages.front().content += "\n\n" + prompt;
+  } else {
+    messages.insert(messages.begin(), ChatMessage{"system", prompt});
+  }
+}
+
+// A reply read back: the calls it makes and the text it answers with (nullopt: none).
+struct ToolReply {
+  std::vector<ToolCall> calls;
+  std::optional<std::string> content;
+};
+
+// Parses a reply in the tool format. Anything else (a reply cut short, or one written
+// without the grammar) is returned whole as content, with no calls. `id_prefix`: call
+// ids are the prefix and the call's index.
+inline ToolReply parse_tool_reply(std::string_view text, const ToolRequest& tools,
+                                  const std::string& id_prefix) {
+  ToolReply reply;
+  const auto as_text = [&] {
+    ToolReply plain;
+    plain.content = std::string(text);
+    return plain;
+  };
+  OrderedJson json;
+  try {
+    json = OrderedJson::parse(text);
+  } catch (const OrderedJson::exception&) {
+    return as_text();
+  }
+  if (!json.is_object() || json.size() != 1) return as_text();
+  if (const auto it = json.find("response"); it != json.end()) {
+    if (!it->is_string()) return as_text();
+    reply.content = it->get<std::string>();
+    return reply;
+  }
+  std::vector<const OrderedJson*> calls;
+  if (const auto it = json.find("tool_call"); it != json.end()) {
+    calls.push_back(&*it);
+  } else if (const auto many = json.find("tool_calls"); many != json.end() && many->is_array()) {
+    for (const OrderedJson& call : *many) calls.push_back(&call);
+  }
+  if (calls.empty()) return as_text();
+  for (const OrderedJson* call : calls) {
+    if (!call->is_object()) return as_text();
+    const auto name = call->find("name");
+    const auto arguments = call->find("arguments");
+    if (name == call->end() || !name->is_string() || arguments == call->end() ||
+        !arguments->is_object() || tools.find(name->get_ref<const std::string&>()) == nullptr) {
+      return as_text();
+    }
+    reply.calls.push_back({id_prefix + std::to_string(reply.calls.size()), name->get<std::string>(),
+                           arguments->dump(-1, ' ', false, OrderedJson::error_handler_t::replace)});
+  }
+  return reply;
+}
+
+}  // namespace smol::serve
