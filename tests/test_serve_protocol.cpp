@@ -644,7 +644,7 @@ TEST_CASE("tool calls in the reply and the stream: tool_calls, content null, fin
   const smol::serve::ReplyHeader header{"chatcmpl-9", 1, "m"};
   const Json reply = smol::serve::chat_completion_json(
       header, text, result_of(smol::StopReason::end_of_generation), false, r.tools.get());
-  const Json& choice = reply["choices"][0];
+  const Json choice = reply["choices"][0];
   CHECK(choice["finish_reason"] == "tool_calls");
   CHECK(choice["message"]["content"].is_null());
   REQUIRE(choice["message"]["tool_calls"].size() == 2);
@@ -662,30 +662,89 @@ TEST_CASE("tool calls in the reply and the stream: tool_calls, content null, fin
   CHECK(partial["choices"][0]["message"]["content"] == R"({"tool_call": {"na)");
   CHECK_FALSE(partial["choices"][0]["message"].contains("tool_calls"));
 
-  smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, false, false,
-                                 r.tools);
-  std::string sse = stream.first();
-  CHECK(stream.piece({model_text.substr(0, 10), smol::PieceKind::answer}).empty());
-  CHECK(stream.piece({model_text.substr(10), smol::PieceKind::answer}).empty());
-  sse += stream.end(result_of(smol::StopReason::end_of_generation));
-  const std::vector<Json> events = events_of(sse);
-  REQUIRE(events.size() == 7);  // role, 2 per call, the finish, [DONE]
-  const Json& named_chunk = events[1]["choices"][0]["delta"]["tool_calls"][0];
-  CHECK(named_chunk["index"] == 0);
-  CHECK(named_chunk["id"] == "call_chatcmpl-9_0");
-  CHECK(named_chunk["function"]["name"] == "get_weather");
-  CHECK(named_chunk["function"]["arguments"] == "");
-  CHECK(events[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] ==
-        R"({"city":"Oslo"})");
-  CHECK(events[3]["choices"][0]["delta"]["tool_calls"][0]["index"] == 1);
-  CHECK(events[5]["choices"][0]["finish_reason"] == "tool_calls");
+  // Streamed in pieces of every size: the chunks add up to the same calls, each call's
+  // name before its arguments.
+  for (const std::size_t size :
+       {std::size_t{1}, std::size_t{3}, std::size_t{10}, model_text.size()}) {
+    CAPTURE(size);
+    smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, false, false,
+                                   r.tools);
+    std::string sse = stream.first();
+    for (std::size_t at = 0; at < model_text.size(); at += size) {
+      sse += stream.piece({model_text.substr(at, size), smol::PieceKind::answer});
+    }
+    sse += stream.end(result_of(smol::StopReason::end_of_generation));
+    const std::vector<Json> events = events_of(sse);
+    Json calls = Json::array();
+    std::string finish;
+    for (std::size_t i = 1; i + 1 < events.size(); ++i) {
+      const Json& chunk = events[i]["choices"][0];
+      CHECK_FALSE(chunk["delta"].contains("content"));
+      if (chunk["finish_reason"].is_string()) finish = chunk["finish_reason"];
+      if (!chunk["delta"].contains("tool_calls")) continue;
+      const Json& piece = chunk["delta"]["tool_calls"][0];
+      const std::size_t index = piece["index"];
+      if (piece.contains("id")) {
+        REQUIRE(index == calls.size());
+        CHECK(piece["type"] == "function");
+        CHECK(piece["function"]["arguments"] == "");
+        calls.push_back({{"id", piece["id"]},
+                         {"type", "function"},
+                         {"function", {{"name", piece["function"]["name"]}, {"arguments", ""}}}});
+      } else {
+        REQUIRE(index < calls.size());
+        CHECK_FALSE(piece["function"].contains("name"));
+        calls[index]["function"]["arguments"] =
+            calls[index]["function"]["arguments"].get<std::string>() +
+            piece["function"]["arguments"].get<std::string>();
+      }
+    }
+    CHECK(finish == "tool_calls");
+    CHECK(calls == choice["message"]["tool_calls"]);
+  }
 
   smol::serve::ChatStream answer(header, smol::serve::ReasoningFormat::separate, false, false,
                                  r.tools);
-  CHECK(answer.piece({R"({"response": "Hi there"})", smol::PieceKind::answer}).empty());
+  std::string content;
+  for (const std::string piece :
+       {R"({"resp)", R"(onse": "Hi\nthe)", R"(re \u00e9\ud83d)", R"(\ude00 \"x\"")", "}"}) {
+    for (const Json& event : events_of(answer.piece({piece, smol::PieceKind::answer}))) {
+      content += event["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  CHECK(content == "Hi\nthere \u00e9\U0001F600 \"x\"");
   const std::vector<Json> answered =
       events_of(answer.end(result_of(smol::StopReason::end_of_generation)));
-  REQUIRE(answered.size() == 3);
-  CHECK(answered[0]["choices"][0]["delta"]["content"] == "Hi there");
-  CHECK(answered[1]["choices"][0]["finish_reason"] == "stop");
+  REQUIRE(answered.size() == 2);
+  CHECK(answered[0]["choices"][0]["finish_reason"] == "stop");
+}
+
+TEST_CASE("the tool reply scanner: names once complete, arguments without the whitespace") {
+  using Scanner = smol::serve::ToolReplyScanner;
+  const std::string text =
+      "{ \"tool_calls\" :\n [ {\"name\": \"f\\u0031\", \"arguments\" : {\n \"name\" : \"a b\\\"}\","
+      " \"n\" : [ 1 , {\"x\": null} ] } } ,{\"name\":\"g\",\"arguments\":{}}]}";
+  std::vector<Scanner::Event> events;
+  Scanner scanner;
+  for (const char c : text) {
+    for (auto& e : scanner.push(std::string(1, c))) events.push_back(std::move(e));
+  }
+  std::vector<std::string> names, arguments(2);
+  for (const auto& e : events) {
+    if (e.kind == Scanner::Kind::call) names.push_back(e.text);
+    if (e.kind == Scanner::Kind::arguments) arguments.at(e.index) += e.text;
+    CHECK(e.kind != Scanner::Kind::content);
+  }
+  CHECK(names == std::vector<std::string>{"f1", "g"});
+  CHECK(arguments[0] == R"({"name":"a b\"}","n":[1,{"x":null}]})");
+  CHECK(arguments[1] == "{}");
+  // A single call and an answer, in one piece.
+  const auto one = Scanner().push(R"({"tool_call": {"name": "h", "arguments": {"k": 2}}})");
+  REQUIRE(one.size() == 2);
+  CHECK(one[0].kind == Scanner::Kind::call);
+  CHECK(one[1].text == R"({"k":2})");
+  const auto said = Scanner().push(R"({"response": "a \"b\" {c}"})");
+  REQUIRE(said.size() == 1);
+  CHECK(said[0].kind == Scanner::Kind::content);
+  CHECK(said[0].text == R"(a "b" {c})");
 }

@@ -254,9 +254,10 @@ inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs =
 // held back (a possible stop string, part of a character) is reported with the chunk
 // that shows it, and whatever is left with the last chunk.
 //
-// With tools, the reply is JSON to be read whole (tool_calls.hpp), so it is held until
-// the end and then sent as OpenAI streams calls: per call, a chunk with its index, id,
-// type and name (arguments ""), then one with its arguments; or the answer as content.
+// With tools, the reply is JSON in the tool format (tool_calls.hpp), sent as it is read
+// (ToolReplyScanner), the way OpenAI streams calls: per call, a chunk with its index, id,
+// type and name (arguments ""), then chunks with pieces of its arguments; an answer as
+// content.
 class ChatStream {
  public:
   ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage, bool logprobs = false,
@@ -277,7 +278,7 @@ class ChatStream {
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
-    if (tools_) return {};  // read whole at the end
+    if (tools_) return tool_chunks(delta.content);
     std::string out;
     if (!delta.reasoning.empty()) {
       out += sse_event(chat_chunk_json(
@@ -294,22 +295,7 @@ class ChatStream {
   std::string end(const GenerationResult& result) {
     std::string out;
     std::optional<ToolReply> reply;
-    if (tools_) {
-      reply = parse_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_));
-      const auto chunk = [&](Json delta) {
-        out += sse_event(chat_chunk_json(header_, chat_delta_choice(std::move(delta))));
-      };
-      if (reply->content && !reply->content->empty()) chunk({{"content", *reply->content}});
-      for (std::size_t i = 0; i < reply->calls.size(); ++i) {
-        const ToolCall& call = reply->calls[i];
-        chunk({{"tool_calls",
-                {{{"index", i},
-                  {"id", call.id},
-                  {"type", "function"},
-                  {"function", {{"name", call.name}, {"arguments", ""}}}}}}});
-        chunk({{"tool_calls", {{{"index", i}, {"function", {{"arguments", call.arguments}}}}}}});
-      }
-    }
+    if (tools_) reply = parse_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_));
     Json last = chat_chunk_json(
         header_, chat_delta_choice(Json::object(),
                                    chat_finish_reason(result.stop, reply ? &*reply : nullptr),
@@ -326,6 +312,33 @@ class ChatStream {
   }
 
  private:
+  // The chunks a piece of a tool reply adds.
+  std::string tool_chunks(const std::string& text) {
+    std::string out;
+    for (const ToolReplyScanner::Event& event : scanner_.push(text)) {
+      Json delta;
+      switch (event.kind) {
+        case ToolReplyScanner::Kind::content:
+          delta = {{"content", event.text}};
+          break;
+        case ToolReplyScanner::Kind::call:
+          delta = {{"tool_calls",
+                    {{{"index", event.index},
+                      {"id", tool_call_id_prefix(header_) + std::to_string(event.index)},
+                      {"type", "function"},
+                      {"function", {{"name", event.text}, {"arguments", ""}}}}}}};
+          break;
+        case ToolReplyScanner::Kind::arguments:
+          delta = {{"tool_calls",
+                    {{{"index", event.index}, {"function", {{"arguments", event.text}}}}}}};
+          break;
+      }
+      out += sse_event(
+          chat_chunk_json(header_, chat_delta_choice(std::move(delta), nullptr, take_logprobs())));
+    }
+    return out;
+  }
+
   // The pending tokens' logprobs for the next chunk (null when none were asked for).
   Json take_logprobs() {
     if (!logprobs_) return nullptr;
@@ -338,6 +351,7 @@ class ChatStream {
   ReplyText text_;
   bool include_usage_, logprobs_;
   std::shared_ptr<const ToolRequest> tools_;
+  ToolReplyScanner scanner_;
   std::vector<TokenLogprob> pending_;
 };
 

@@ -19,8 +19,12 @@
 //  - earlier turns are written in the same format: an assistant message's `tool_calls`
 //    as the JSON the model would have written, a `tool` message as
 //    {"tool_response": {"tool_call_id", "content"}}.
-// A reply cut short (max_tokens) is not valid JSON: it comes back as plain content with
-// finish_reason "length". tool_choice "none" describes no tools and constrains nothing.
+// A call's `arguments` are the model's text of the arguments object less the whitespace
+// between tokens, so that a stream (ToolReplyScanner, which sends each call's name once
+// it is complete and its arguments as they are written, as OpenAI streams calls) adds up
+// to the reply sent whole. A reply cut short (max_tokens) is not valid JSON: sent whole
+// it comes back as plain content with finish_reason "length" (a stream has sent what
+// it had read). tool_choice "none" describes no tools and constrains nothing.
 // A constrained reply does not think (as with response_format).
 #pragma once
 
@@ -35,6 +39,7 @@
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/structured_output.hpp"
 #include "smol/text/chat_template.hpp"
+#include "smol/text/unicode.hpp"
 
 namespace smol::serve {
 
@@ -312,6 +317,212 @@ inline void add_tools_to_system(std::vector<ChatMessage>& messages, const ToolRe
   }
 }
 
+// A tool reply read as it streams (the text in any pieces), saying what a client can be
+// sent so far: the answer's text (the "response" string, unescaped), a call's start once
+// its name is complete, and its arguments as they come: the model's text of the
+// arguments object without the whitespace between tokens (which the grammar lets the
+// model write), so that the streamed pieces add up to the `arguments` of the complete
+// reply (parse_tool_reply takes them from here too). It expects the format of the top of
+// this file, which the grammar guarantees; on anything else it reports what it has seen.
+class ToolReplyScanner {
+ public:
+  enum class Kind { content, call, arguments };
+  struct Event {
+    Kind kind;
+    std::size_t index = 0;  // the call's (call, arguments)
+    std::string text;       // content or arguments text, or the call's name
+  };
+
+  // The events `text` completes, consecutive pieces of one kind merged.
+  std::vector<Event> push(std::string_view text) {
+    std::vector<Event> events;
+    for (const char c : text) step(c, events);
+    return events;
+  }
+
+ private:
+  enum class Container { object, array };
+  struct Frame {
+    Container container;
+    std::string key;  // object: the key whose value is being read
+    bool expecting_key = true;
+  };
+  enum class StringRole { none, key, response, name, other };
+
+  void emit(std::vector<Event>& events, Kind kind, std::size_t index, std::string_view text) {
+    if (text.empty() && kind != Kind::call) return;
+    if (kind != Kind::call && !events.empty() && events.back().kind == kind &&
+        events.back().index == index) {
+      events.back().text += text;
+      return;
+    }
+    events.push_back({kind, index, std::string(text)});
+  }
+
+  // The depth (stack size) at which a call object sits, once known: 2 for "tool_call",
+  // 3 for the items of "tool_calls".
+  bool in_call_object() const { return call_depth_ != 0 && stack_.size() == call_depth_; }
+
+  void step(char c, std::vector<Event>& events) {
+    // Inside the arguments value: every character but whitespace outside strings is
+    // part of its text.
+    const bool in_arguments = arguments_depth_ != 0 && stack_.size() >= arguments_depth_;
+    if (in_string_) {
+      if (in_arguments) emit(events, Kind::arguments, calls_ - 1, std::string_view(&c, 1));
+      string_char(c, events);
+      return;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return;
+    if (arguments_pending_ && c != '{' && c != '[') arguments_pending_ = false;  // not an object
+    if (in_arguments || arguments_pending_) {
+      if (arguments_pending_) {
+        arguments_pending_ = false;
+        arguments_depth_ = stack_.size() + 1;
+      }
+      emit(events, Kind::arguments, calls_ - 1, std::string_view(&c, 1));
+    }
+    switch (c) {
+      case '"':
+        begin_string();
+        return;
+      case '{':
+      case '[':
+        open(c == '{' ? Container::object : Container::array);
+        return;
+      case '}':
+      case ']':
+        close();
+        return;
+      case ':':
+        if (!stack_.empty()) stack_.back().expecting_key = false;
+        value_started();
+        return;
+      case ',':
+        if (!stack_.empty() && stack_.back().container == Container::object) {
+          stack_.back().expecting_key = true;
+        }
+        return;
+      default:
+        return;  // a number or literal's characters
+    }
+  }
+
+  // What the value about to start is, from the keys around it.
+  void value_started() {
+    if (stack_.empty()) return;
+    const Frame& frame = stack_.back();
+    if (stack_.size() == 1 && frame.key == "tool_call") {
+      pending_call_depth_ = 2;
+    } else if (stack_.size() == 1 && frame.key == "tool_calls") {
+      pending_call_depth_ = 3;  // its items
+    } else if (in_call_object() && frame.key == "arguments" && calls_ > 0) {
+      arguments_pending_ = true;
+    }
+  }
+
+  void open(Container container) {
+    stack_.push_back({container, {}, container == Container::object});
+    if (container == Container::object && pending_call_depth_ == stack_.size()) {
+      call_depth_ = stack_.size();
+      name_seen_ = false;
+    }
+  }
+
+  void close() {
+    if (stack_.empty()) return;
+    if (arguments_depth_ != 0 && stack_.size() == arguments_depth_) arguments_depth_ = 0;
+    stack_.pop_back();
+  }
+
+  void begin_string() {
+    in_string_ = true;
+    escape_.clear();
+    decoded_.clear();
+    role_ = StringRole::other;
+    if (stack_.empty()) return;
+    Frame& frame = stack_.back();
+    if (frame.container == Container::object && frame.expecting_key) {
+      role_ = StringRole::key;
+    } else if (stack_.size() == 1 && frame.key == "response") {
+      role_ = StringRole::response;
+    } else if (in_call_object() && frame.key == "name" && !name_seen_) {
+      role_ = StringRole::name;
+    }
+  }
+
+  void string_char(char c, std::vector<Event>& events) {
+    if (escape_.empty() && c == '"') {
+      in_string_ = false;
+      end_string(events);
+      return;
+    }
+    if (escape_.empty() && c != '\\') {
+      take(std::string_view(&c, 1), events);
+      return;
+    }
+    escape_ += c;
+    if (escape_.size() == 2 && escape_[1] != 'u') {
+      const char simple = escape_[1];
+      const char out = simple == 'n'   ? '\n'
+                       : simple == 't' ? '\t'
+                       : simple == 'r' ? '\r'
+                       : simple == 'b' ? '\b'
+                       : simple == 'f' ? '\f'
+                                       : simple;  // \" \\ \/
+      escape_.clear();
+      take(std::string_view(&out, 1), events);
+    } else if (escape_.size() == 6) {
+      char32_t unit = 0;
+      for (std::size_t i = 2; i < 6; ++i) {
+        const char h = escape_[i];
+        const int digit = h >= '0' && h <= '9'   ? h - '0'
+                          : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                          : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                 : 0;  // not JSON: the grammar never writes it
+        unit = unit * 16 + static_cast<char32_t>(digit);
+      }
+      escape_.clear();
+      if (unit >= 0xD800 && unit < 0xDC00) {
+        high_surrogate_ = unit;
+        return;
+      }
+      char32_t code = unit;
+      if (unit >= 0xDC00 && unit < 0xE000 && high_surrogate_ != 0) {
+        code = 0x10000 + ((high_surrogate_ - 0xD800) << 10) + (unit - 0xDC00);
+      }
+      high_surrogate_ = 0;
+      take(unicode::to_utf8(code), events);
+    }
+  }
+
+  // A decoded piece of the current string.
+  void take(std::string_view piece, std::vector<Event>& events) {
+    if (role_ == StringRole::response) {
+      emit(events, Kind::content, 0, piece);
+    } else if (role_ == StringRole::key || role_ == StringRole::name) {
+      decoded_ += piece;
+    }
+  }
+
+  void end_string(std::vector<Event>& events) {
+    if (role_ == StringRole::key) {
+      stack_.back().key = decoded_;
+    } else if (role_ == StringRole::name) {
+      name_seen_ = true;
+      emit(events, Kind::call, calls_++, decoded_);
+    }
+    role_ = StringRole::none;
+  }
+
+  std::vector<Frame> stack_;
+  bool in_string_ = false;
+  StringRole role_ = StringRole::none;
+  std::string escape_, decoded_;
+  char32_t high_surrogate_ = 0;
+  std::size_t pending_call_depth_ = 0, call_depth_ = 0, arguments_depth_ = 0, calls_ = 0;
+  bool name_seen_ = false, arguments_pending_ = false;
+};
+
 // A reply read back: the calls it makes and the text it answers with (nullopt: none).
 struct ToolReply {
   std::vector<ToolCall> calls;
@@ -348,6 +559,15 @@ inline ToolReply parse_tool_reply(std::string_view text, const ToolRequest& tool
     for (const OrderedJson& call : *many) calls.push_back(&call);
   }
   if (calls.empty()) return as_text();
+  // The arguments as the model wrote them, less the whitespace between tokens: what the
+  // stream sent (ToolReplyScanner).
+  std::vector<std::string> written;
+  for (const ToolReplyScanner::Event& event : ToolReplyScanner().push(text)) {
+    if (event.kind == ToolReplyScanner::Kind::arguments) {
+      if (written.size() <= event.index) written.resize(event.index + 1);
+      written[event.index] += event.text;
+    }
+  }
   for (const OrderedJson* call : calls) {
     if (!call->is_object()) return as_text();
     const auto name = call->find("name");
@@ -356,8 +576,12 @@ inline ToolReply parse_tool_reply(std::string_view text, const ToolRequest& tool
         !arguments->is_object() || tools.find(name->get_ref<const std::string&>()) == nullptr) {
       return as_text();
     }
-    reply.calls.push_back({id_prefix + std::to_string(reply.calls.size()), name->get<std::string>(),
-                           arguments->dump(-1, ' ', false, OrderedJson::error_handler_t::replace)});
+    const std::size_t index = reply.calls.size();
+    reply.calls.push_back(
+        {id_prefix + std::to_string(index), name->get<std::string>(),
+         index < written.size()
+             ? written[index]
+             : arguments->dump(-1, ' ', false, OrderedJson::error_handler_t::replace)});
   }
   return reply;
 }
