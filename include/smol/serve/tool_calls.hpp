@@ -491,6 +491,7 @@ class ToolReplyScanner {
         code = 0x10000 + ((high_surrogate_ - 0xD800) << 10) + (unit - 0xDC00);
       }
       high_surrogate_ = 0;
+      if (code >= 0xD800 && code < 0xE000) code = 0xFFFD;  // a lone surrogate (not JSON's)
       take(unicode::to_utf8(code), events);
     }
   }
