@@ -748,3 +748,29 @@ TEST_CASE("the tool reply scanner: names once complete, arguments without the wh
   CHECK(said[0].kind == Scanner::Kind::content);
   CHECK(said[0].text == R"(a "b" {c})");
 }
+
+TEST_CASE(
+    "tools: a function's own $defs and $ref (Pydantic's schemas) hold in the reply's grammar") {
+  const auto r = parse_chat_request(body(R"("tool_choice": "required", "parallel_tool_calls": false,
+      "tools": [{"type": "function", "function": {"name": "greet", "parameters": {
+        "$defs": {"Greeting": {"type": "object", "properties": {
+            "name": {"type": "string"}, "next": {"anyOf": [{"$ref": "#/$defs/Greeting"}, {"type": "null"}]}},
+          "required": ["name", "next"], "additionalProperties": false}},
+        "type": "object", "properties": {"request": {"$ref": "#/$defs/Greeting"}},
+        "required": ["request"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "tree", "parameters": {
+        "type": "object", "properties": {"child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["child"], "additionalProperties": false}}}])"));
+  const smol::serve::OutputGrammar& grammar = *r.params.output;
+  CHECK(grammar_accepts(
+      grammar,
+      R"({"tool_call":{"name":"greet","arguments":{"request":{"name":"a","next":{"name":"b","next":null}}}}})"));
+  CHECK_FALSE(grammar_accepts(
+      grammar, R"({"tool_call":{"name":"greet","arguments":{"request":{"name":"a","next":5}}}})"));
+  // "#" is the function's own parameters, not the reply's root.
+  CHECK(grammar_accepts(grammar,
+                        R"({"tool_call":{"name":"tree","arguments":{"child":{"child":null}}}})"));
+  CHECK_FALSE(grammar_accepts(
+      grammar,
+      R"({"tool_call":{"name":"tree","arguments":{"child":{"tool_call":{"name":"tree","arguments":{"child":null}}}}}})"));
+}

@@ -129,6 +129,7 @@ inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view
   if (!tools->is_array()) throw invalid_request("tools must be a list of functions", "tools");
   if (tools->size() > 128) throw invalid_request("tools may hold at most 128 functions", "tools");
   ToolRequest request;
+  OrderedJson ordered_tools;  // `tools` with each object's keys in the client's order
   for (std::size_t i = 0; i < tools->size(); ++i) {
     const Json& tool = (*tools)[i];
     const std::string at = "tools[" + std::to_string(i) + "]";
@@ -165,7 +166,10 @@ inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view
         throw invalid_request(at + ".function.parameters must be a JSON schema (an object)",
                               at + ".function.parameters");
       }
-      f.parameters = detail::ordered_schema(body_text, "tools", i, "function", "parameters");
+      if (ordered_tools.is_null()) {
+        ordered_tools = detail::ordered_schema(body_text, "tools");  // parsed once
+      }
+      f.parameters = ordered_tools.at(i).at("function").at("parameters");
     } else {
       // No parameters: a function that takes none.
       f.parameters = {{"type", "object"}, {"properties", OrderedJson::object()}};
@@ -220,14 +224,48 @@ inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view
 }
 
 // The schema of the reply the model must write (see the top of this file).
+namespace detail {
+
+// A schema's local references ("#", "#/$defs/X", any "#/..." pointer) made to point
+// under `prefix` ("#/$defs/tool0"), where the schema is moved.
+inline void move_references(OrderedJson& node, const std::string& prefix) {
+  if (node.is_array()) {
+    for (OrderedJson& item : node) move_references(item, prefix);
+    return;
+  }
+  if (!node.is_object()) return;
+  for (auto& [key, value] : node.items()) {
+    if (key == "$ref" && value.is_string()) {
+      const std::string target = value.get<std::string>();
+      if (target == "#") value = prefix;
+      if (target.starts_with("#/")) value = prefix + target.substr(1);
+    } else {
+      move_references(value, prefix);
+    }
+  }
+}
+
+}  // namespace detail
+
 inline OrderedJson tool_reply_schema(const ToolRequest& tools) {
+  // Each function's parameters go under the root's $defs, their references moved with
+  // them (a schema's "#/$defs/..." means its own root: Pydantic writes such schemas),
+  // and each call's arguments refer to them there.
+  OrderedJson defs = OrderedJson::object();
   OrderedJson calls = OrderedJson::array();
-  for (const ToolFunction& f : tools.functions) {
+  for (std::size_t i = 0; i < tools.functions.size(); ++i) {
+    const ToolFunction& f = tools.functions[i];
     if (tools.choice == ToolChoice::named && f.name != tools.named) continue;
-    calls.push_back({{"type", "object"},
-                     {"properties", {{"name", {{"const", f.name}}}, {"arguments", f.parameters}}},
-                     {"required", {"name", "arguments"}},
-                     {"additionalProperties", false}});
+    const std::string name = "tool" + std::to_string(i);
+    OrderedJson parameters = f.parameters;
+    detail::move_references(parameters, "#/$defs/" + name);
+    defs[name] = std::move(parameters);
+    calls.push_back(
+        {{"type", "object"},
+         {"properties",
+          {{"name", {{"const", f.name}}}, {"arguments", {{"$ref", "#/$defs/" + name}}}}},
+         {"required", {"name", "arguments"}},
+         {"additionalProperties", false}});
   }
   const OrderedJson call = calls.size() == 1 ? calls[0] : OrderedJson{{"anyOf", calls}};
   const OrderedJson calling =
@@ -241,12 +279,16 @@ inline OrderedJson tool_reply_schema(const ToolRequest& tools) {
                         {"properties", {{"tool_call", call}}},
                         {"required", {"tool_call"}},
                         {"additionalProperties", false}};
-  if (tools.choice != ToolChoice::automatic) return calling;
-  const OrderedJson answering = {{"type", "object"},
-                                 {"properties", {{"response", {{"type", "string"}}}}},
-                                 {"required", {"response"}},
-                                 {"additionalProperties", false}};
-  return {{"anyOf", {calling, answering}}};
+  OrderedJson schema = calling;
+  if (tools.choice == ToolChoice::automatic) {
+    const OrderedJson answering = {{"type", "object"},
+                                   {"properties", {{"response", {{"type", "string"}}}}},
+                                   {"required", {"response"}},
+                                   {"additionalProperties", false}};
+    schema = {{"anyOf", {calling, answering}}};
+  }
+  schema["$defs"] = std::move(defs);
+  return schema;
 }
 
 inline OutputGrammar tool_grammar(const ToolRequest& tools) {
