@@ -4,9 +4,12 @@
 // from other threads while the engine runs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -284,6 +287,131 @@ TEST_CASE("requests submitted and cancelled from other threads while the engine 
     // cancelled (unless the engine finished it first); the others are untouched.
     if (index % 5 != 4 || r.stop != smol::StopReason::cancelled) {
       CHECK(r.tokens == alone(request_for(index, true)).tokens);
+    }
+  }
+}
+
+namespace {
+
+// The log-softmax of a row, computed here apart from token_logprobs.hpp.
+std::vector<double> log_softmax(std::span<const float> row) {
+  double max = row[0];
+  for (const float x : row) max = std::max<double>(max, x);
+  double sum = 0.0;
+  for (const float x : row) sum += std::exp(static_cast<double>(x) - max);
+  std::vector<double> out(row.size());
+  for (std::size_t i = 0; i < row.size(); ++i) out[i] = row[i] - max - std::log(sum);
+  return out;
+}
+
+// The logits rows of a reply, from a BatchTransformer of its own: the prompt in one
+// pass (its last row picks the first token), then each reply token alone.
+std::vector<std::vector<float>> reply_rows(const std::vector<smol::TokenId>& prompt,
+                                           const std::vector<smol::TokenId>& reply) {
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 1024});
+  const smol::SequenceId sequence = engine.pool().add();
+  const std::size_t vocab = fixture().tokenizer.size();
+  std::vector<smol::BatchEntry> batch;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    batch.push_back({sequence, prompt[i], i, i + 1 == prompt.size()});
+  }
+  std::vector<std::vector<float>> rows;
+  std::span<const float> logits = engine.forward(batch);
+  rows.emplace_back(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(vocab));
+  for (std::size_t i = 0; i + 1 < reply.size(); ++i) {
+    const smol::BatchEntry entry{sequence, reply[i], prompt.size() + i, true};
+    logits = engine.forward(std::span(&entry, 1));
+    rows.emplace_back(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(vocab));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("logprobs: the raw distribution's, equal to an independent log-softmax of the logits") {
+  const smol::Tokenizer& tokenizer = fixture().tokenizer;
+  for (const bool sampled : {false, true}) {
+    CAPTURE(sampled);
+    smol::GenerationRequest request = request_for(1, sampled);
+    request.ignore_eos = false;  // the chosen token is the raw row's best under greedy
+    request.logprobs = 5;
+    // Sampling transforms do not change what is reported (OpenAI's meaning).
+    if (sampled) request.sampling.top_k = 3;
+    const smol::GenerationResult result = alone(request);
+    REQUIRE(!result.tokens.empty());
+    const bool ended = tokenizer.is_end_of_generation(result.tokens.back());
+    REQUIRE(result.logprobs.size() == result.tokens.size() - (ended ? 1 : 0));
+    REQUIRE(!result.logprobs.empty());
+    const auto rows = reply_rows(request.prompt, result.tokens);
+    for (std::size_t i = 0; i < result.logprobs.size(); ++i) {
+      CAPTURE(i);
+      const smol::TokenLogprob& t = result.logprobs[i];
+      const std::vector<double> expected = log_softmax(rows[i]);
+      CHECK(t.chosen.token == result.tokens[i]);
+      CHECK(t.chosen.bytes == tokenizer.token_to_piece(result.tokens[i], {.render_special = true}));
+      CHECK(t.chosen.logprob ==
+            doctest::Approx(expected[static_cast<std::size_t>(t.chosen.token)]).epsilon(1e-4));
+      REQUIRE(t.top.size() == 5);
+      double mass = 0.0;
+      for (std::size_t k = 0; k < t.top.size(); ++k) {
+        const auto id = static_cast<std::size_t>(t.top[k].token);
+        CHECK(t.top[k].logprob == doctest::Approx(expected[id]).epsilon(1e-4));
+        if (k > 0) CHECK(t.top[k].logprob <= t.top[k - 1].logprob);
+        mass += std::exp(static_cast<double>(t.top[k].logprob));
+      }
+      CHECK(mass <= 1.0 + 1e-5);
+      // The top one is the row's best, and nothing outside the list beats its last.
+      const auto best = static_cast<smol::TokenId>(
+          std::max_element(expected.begin(), expected.end()) - expected.begin());
+      CHECK(t.top[0].token == best);
+      std::size_t above = 0;
+      for (const double lp : expected) above += lp > t.top.back().logprob + 1e-5;
+      CHECK(above < 5);
+      if (!sampled) {
+        CHECK(t.chosen.token == t.top[0].token);
+        CHECK(t.chosen.logprob == t.top[0].logprob);
+      }
+    }
+  }
+}
+
+TEST_CASE("logprobs of requests served together equal those served alone; none unasked") {
+  std::vector<smol::GenerationRequest> requests;
+  for (std::size_t i = 0; i < 6; ++i) {
+    requests.push_back(request_for(i, i % 2 == 1));
+    if (i != 4) requests.back().logprobs = i % 3;  // request 4 asks for none
+  }
+  std::vector<std::vector<smol::TokenLogprob>> streamed(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    requests[i].on_logprob = [&streamed, i](const smol::TokenLogprob& t) {
+      streamed[i].push_back(t);
+    };
+  }
+  const auto together = serve(requests, {.max_sequences = 3, .step_tokens = 24});
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    CAPTURE(i);
+    if (i == 4) {
+      CHECK(together[i].logprobs.empty());
+      CHECK(streamed[i].empty());
+      continue;
+    }
+    smol::GenerationRequest by_itself = requests[i];
+    by_itself.on_logprob = nullptr;
+    const auto single = alone(by_itself);
+    REQUIRE(together[i].logprobs.size() == together[i].tokens.size());
+    REQUIRE(single.logprobs.size() == together[i].logprobs.size());
+    REQUIRE(streamed[i].size() == together[i].logprobs.size());
+    for (std::size_t k = 0; k < single.logprobs.size(); ++k) {
+      // Chunked beside others or read whole, a prompt's last row may round apart a hair.
+      CHECK(together[i].logprobs[k].chosen.logprob ==
+            doctest::Approx(single.logprobs[k].chosen.logprob).epsilon(1e-4));
+      CHECK(streamed[i][k].chosen.token == together[i].logprobs[k].chosen.token);
+      REQUIRE(together[i].logprobs[k].top.size() == i % 3);
+      for (std::size_t j = 0; j < i % 3; ++j) {
+        CHECK(together[i].logprobs[k].top[j].logprob ==
+              doctest::Approx(single.logprobs[k].top[j].logprob).epsilon(1e-4));
+      }
     }
   }
 }

@@ -3,10 +3,13 @@
 // apart or folded, and streamed deltas that add up to the non-streamed message.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "smol/grammar/recognizer.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/text/chat_template.hpp"
 
 namespace {
 
@@ -131,7 +134,8 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {R"({"messages": {"role": "user"}})", "messages", "non-empty list"},
       {R"({"messages": ["hi"]})", "messages[0]", "must be an object"},
       {R"({"messages": [{"content": "hi"}]})", "messages[0].role", "must be a string"},
-      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role", "\"tool\""},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].tool_call_id",
+       "must be a string"},
       {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role", "not one of"},
       {R"({"messages": [{"role": "user"}]})", "messages[0].content", "missing"},
       {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content",
@@ -160,8 +164,13 @@ TEST_CASE("bad requests get a 400 that names the field") {
        "stop", "at most 16"},
       {body(R"("stream": "yes")"), "stream", "true or false"},
       {body(R"("stream_options": {"include_usage": true})"), "stream_options", "needs stream"},
-      {body(R"("logprobs": true)"), "logprobs", "not supported"},
-      {body(R"("logprobs": 3)"), "logprobs", "not supported"},
+      {body(R"("logprobs": 3)"), "logprobs", "true or false"},
+      {body(R"("logprobs": "yes")"), "logprobs", "true or false"},
+      {body(R"("top_logprobs": 2)"), "top_logprobs", "needs logprobs: true"},
+      {body(R"("logprobs": false, "top_logprobs": 2)"), "top_logprobs", "needs logprobs: true"},
+      {body(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs", "at most 20"},
+      {body(R"("logprobs": true, "top_logprobs": -1)"), "top_logprobs", "between 0 and 20"},
+      {body(R"("logprobs": true, "top_logprobs": 1.5)"), "top_logprobs", "integer"},
       {R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})",
        "messages[0].content[0]", "text only"},
       {body(R"("response_format": {"type": 5})"), "response_format", "must be"},
@@ -192,7 +201,48 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("response_format": {"type": "json_object"}, "json_schema": {})"), "json_schema",
        "both constrain"},
       {body(R"("repeat_last_n": -2)"), "repeat_last_n", "between -1 and"},
-      {body(R"("tools": [])"), "tools", "not supported"},
+      {body(R"("tools": {})"), "tools", "list of functions"},
+      {body(R"("tools": [{"type": "code_interpreter"}])"), "tools[0]", "\"function\""},
+      {body(R"("tools": [{"type": "function"}])"), "tools[0].function", "must be an object"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "a b"}}])"),
+       "tools[0].function.name", "1 to 64"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}},
+                         {"type": "function", "function": {"name": "f"}}])"),
+       "tools[1].function.name", "twice"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f", "description": 1}}])"),
+       "tools[0].function.description", "string"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 5}}])"),
+       "tools[0].function.parameters", "JSON schema"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f",
+           "parameters": {"type": "object", "patternProperties": {}}}}])"),
+       "tools[0].function.parameters", "patternProperties"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "any")"),
+       "tool_choice", "\"required\""},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+               "tool_choice": {"type": "function", "function": {"name": "g"}})"),
+       "tool_choice.function.name", "\"g\""},
+      {body(R"("tool_choice": "auto")"), "tool_choice", "only allowed when tools"},
+      {body(R"("parallel_tool_calls": true)"), "parallel_tool_calls", "only allowed when tools"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+               "parallel_tool_calls": "yes")"),
+       "parallel_tool_calls", "true or false"},
+      {body(R"("functions": [])"), "functions", "use tools"},
+      {body(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+               "response_format": {"type": "json_object"})"),
+       "tools", "both constrain"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": {}}]})",
+       "messages[1].tool_calls", "list of calls"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": [{"type": "function",
+                         "function": {"name": "f", "arguments": "[1]"}}]}]})",
+       "messages[1].tool_calls[0].function.arguments", "JSON object as text"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": [{"type": "function",
+                         "function": {"arguments": "{}"}}]}]})",
+       "messages[1].tool_calls[0].function.name", "non-empty string"},
+      {R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
+       "messages[0].tool_calls", "assistant messages only"},
       {body(R"("reasoning_format": "xml")"), "reasoning_format", "deepseek"},
       {body(R"("chat_template_kwargs": [])"), "chat_template_kwargs", "object"},
       {body(R"("chat_template_kwargs": {"enable_thinking": "no"})"), "enable_thinking",
@@ -231,7 +281,8 @@ TEST_CASE("structured output: response_format, json_schema and grammar become on
       R"({"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}},
           "required": ["z", "a"], "additionalProperties": false})";
   const auto strict = parse_chat_request(body(R"("response_format": {"type": "json_schema",
-      "json_schema": {"name": "pair", "strict": true, "schema": )" + schema + "}}"));
+      "json_schema": {"name": "pair", "strict": true, "schema": )" +
+                                              schema + "}}"));
   REQUIRE(strict.params.output.has_value());
   CHECK(strict.params.output->gbnf == smol::json_schema_to_gbnf(schema));
   CHECK(strict.params.output->param == "response_format.json_schema.schema");
@@ -340,4 +391,386 @@ TEST_CASE("the non-streamed chat reply, and the finish reasons") {
   CHECK(reply["choices"][0]["finish_reason"] == "length");
   CHECK(smol::serve::finish_reason(smol::StopReason::end_of_generation) == "stop");
   CHECK(smol::serve::finish_reason(smol::StopReason::max_tokens) == "length");
+}
+
+TEST_CASE("logprobs: chat's logprobs and top_logprobs, the legacy endpoint's count") {
+  CHECK_FALSE(parse_chat_request(body("")).params.logprobs);
+  CHECK_FALSE(parse_chat_request(body(R"("logprobs": false)")).params.logprobs);
+  CHECK(parse_chat_request(body(R"("logprobs": true)")).params.logprobs == 0u);
+  CHECK(parse_chat_request(body(R"("logprobs": true, "top_logprobs": 20)")).params.logprobs == 20u);
+  CHECK(parse_chat_request(body(R"("logprobs": true, "top_logprobs": null)")).params.logprobs ==
+        0u);
+  using smol::serve::parse_completion_request;
+  CHECK_FALSE(parse_completion_request(R"({"prompt": "a"})").params.logprobs);
+  CHECK_FALSE(parse_completion_request(R"({"prompt": "a", "logprobs": null})").params.logprobs);
+  CHECK(parse_completion_request(R"({"prompt": "a", "logprobs": 0})").params.logprobs == 0u);
+  CHECK(parse_completion_request(R"({"prompt": "a", "logprobs": 5})").params.logprobs == 5u);
+  for (const char* bad :
+       {R"({"prompt": "a", "logprobs": 21})", R"({"prompt": "a", "logprobs": -1})",
+        R"({"prompt": "a", "logprobs": "3"})", R"({"prompt": "a", "logprobs": true})"}) {
+    CAPTURE(bad);
+    try {
+      parse_completion_request(bad);
+      FAIL("accepted");
+    } catch (const ApiError& error) {
+      CHECK(error.status == 400);
+      CHECK(error.param == "logprobs");
+    }
+  }
+}
+
+namespace {
+
+smol::TokenLogprob logprob_of(std::string bytes, float lp,
+                              std::vector<smol::TokenChoiceLogprob> top) {
+  return {{7, lp, std::move(bytes)}, std::move(top)};
+}
+
+}  // namespace
+
+TEST_CASE("logprobs in OpenAI's shapes: chat content entries, bytes exact, the legacy lists") {
+  const float inf = std::numeric_limits<float>::infinity();
+  smol::GenerationResult result = result_of(smol::StopReason::end_of_generation);
+  // "\xc3" is half of "é": the token's text is lossy, its bytes exact.
+  result.logprobs = {logprob_of("Hi", -0.25f, {{7, -0.25f, "Hi"}, {8, -2.0f, "\xc3"}}),
+                     logprob_of("\xc3", -1.5f, {{9, -0.5f, "!"}, {10, -inf, "?"}})};
+  smol::serve::ReplyText text(smol::serve::ReasoningFormat::separate);
+  text.add({"Hi\xc3\xa9", smol::PieceKind::answer});
+  const Json reply = Json::parse(smol::serve::dump(
+      smol::serve::chat_completion_json({"id", 1, "m"}, text, result, /*logprobs=*/true)));
+  const Json& logprobs = reply["choices"][0]["logprobs"];
+  CHECK(logprobs["refusal"].is_null());
+  REQUIRE(logprobs["content"].size() == 2);
+  const Json& first = logprobs["content"][0];
+  CHECK(first["token"] == "Hi");
+  CHECK(first["logprob"] == doctest::Approx(-0.25));
+  CHECK(first["bytes"] == Json::array({72, 105}));
+  REQUIRE(first["top_logprobs"].size() == 2);
+  CHECK(first["top_logprobs"][1]["token"] == "\xef\xbf\xbd");  // U+FFFD
+  CHECK(first["top_logprobs"][1]["bytes"] == Json::array({0xc3}));
+  CHECK_FALSE(first["top_logprobs"][1].contains("top_logprobs"));
+  CHECK(logprobs["content"][1]["bytes"] == Json::array({0xc3}));
+  CHECK(logprobs["content"][1]["top_logprobs"][1]["logprob"] == -9999.0);  // -inf
+  // Not asked: null.
+  CHECK(smol::serve::chat_completion_json({"id", 1, "m"}, text, result)["choices"][0]["logprobs"]
+            .is_null());
+
+  std::size_t offset = 0;
+  const Json legacy = smol::serve::completion_logprobs_json(result.logprobs, offset);
+  CHECK(legacy["tokens"].size() == 2);
+  CHECK(legacy["token_logprobs"][0] == doctest::Approx(-0.25));
+  CHECK(legacy["top_logprobs"][0]["Hi"] == doctest::Approx(-0.25));
+  CHECK(legacy["top_logprobs"][1]["!"] == doctest::Approx(-0.5));
+  CHECK(legacy["text_offset"] == Json::array({0, 2}));
+  CHECK(offset == 3);
+}
+
+TEST_CASE("a streamed reply's chunks carry the logprobs of the tokens they show") {
+  using smol::PieceKind;
+  const smol::serve::ReplyHeader header{"chatcmpl-1", 1700000000, "m"};
+  smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, false,
+                                 /*logprobs=*/true);
+  std::string sse = stream.first();
+  stream.logprob(logprob_of("\n", -1, {}));
+  sse += stream.piece({"\n", PieceKind::answer});  // nothing shown: the token waits
+  stream.logprob(logprob_of("Hi", -2, {}));
+  sse += stream.piece({"Hi", PieceKind::answer});
+  stream.logprob(logprob_of("!", -3, {}));  // held back (a possible stop string)
+  sse += stream.end(result_of(smol::StopReason::stop_string));
+  const std::vector<Json> events = events_of(sse);
+  REQUIRE(events.size() == 4);
+  CHECK(events[0]["choices"][0]["logprobs"].is_null());
+  const Json& shown = events[1]["choices"][0];
+  CHECK(shown["delta"]["content"] == "Hi");
+  REQUIRE(shown["logprobs"]["content"].size() == 2);
+  CHECK(shown["logprobs"]["content"][0]["token"] == "\n");
+  CHECK(shown["logprobs"]["content"][1]["logprob"] == -2.0);
+  CHECK(events[2]["choices"][0]["logprobs"]["content"].size() == 1);
+  CHECK(events[2]["choices"][0]["finish_reason"] == "stop");
+}
+
+namespace {
+
+const std::string kWeatherTool = R"({"type": "function", "function": {"name": "get_weather",
+    "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                   "days": {"type": "integer"}}, "required": ["city"]}}})";
+const std::string kTimeTool = R"({"type": "function", "function": {"name": "get_time"}})";
+
+std::string tools_body(const std::string& fields) {
+  return body(R"("tools": [)" + kWeatherTool + ", " + kTimeTool + "]" +
+              (fields.empty() ? "" : ", " + fields));
+}
+
+// Whether `text` is in the language of `grammar` (a whole reply).
+bool grammar_accepts(const smol::serve::OutputGrammar& output, const std::string& text) {
+  smol::GrammarRecognizer recognizer(output.grammar);
+  smol::GrammarState state = recognizer.initial();
+  return recognizer.advance(state, text) && smol::GrammarRecognizer::can_end(state);
+}
+
+}  // namespace
+
+TEST_CASE("tools: parsed, described in the system prompt, the reply constrained") {
+  const auto r = parse_chat_request(tools_body(""));
+  REQUIRE(r.tools != nullptr);
+  CHECK(r.tools->choice == smol::serve::ToolChoice::automatic);
+  CHECK(r.tools->parallel);
+  REQUIRE(r.tools->functions.size() == 2);
+  CHECK(r.tools->functions[0].name == "get_weather");
+  // The client's property order is kept.
+  CHECK(r.tools->functions[0].parameters["properties"].begin().key() == "city");
+  CHECK(r.tools->functions[1].parameters["type"] == "object");  // none given: takes none
+  REQUIRE(r.params.output);
+  CHECK(r.params.output->param == "tools");
+  CHECK_FALSE(r.enable_thinking);  // a constrained reply does not think
+  // A system message in front, with the tools and the reply format.
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0].role == "system");
+  CHECK(r.messages[0].content.find("\"name\":\"get_weather\"") != std::string::npos);
+  CHECK(r.messages[0].content.find("\"tool_calls\"") != std::string::npos);
+  CHECK(r.messages[0].content.find("\"response\"") != std::string::npos);
+
+  // A system prompt of the client's own gets the tools after it.
+  const auto with_system = parse_chat_request(
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+          "tools": [)" +
+      kWeatherTool + "]}");
+  REQUIRE(with_system.messages.size() == 2);
+  CHECK(with_system.messages[0].content.rfind("Be brief.\n\nYou can call", 0) == 0);
+
+  // tool_choice none: no tools described, nothing constrained.
+  const auto none = parse_chat_request(tools_body(R"("tool_choice": "none")"));
+  CHECK(none.tools == nullptr);
+  CHECK_FALSE(none.params.output);
+  CHECK(none.messages.size() == 1);
+
+  const smol::serve::OutputGrammar& automatic = *r.params.output;
+  CHECK(grammar_accepts(automatic, R"({"response":"Hello"})"));
+  CHECK(grammar_accepts(automatic,
+                        R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},)"
+                        R"({"name":"get_time","arguments":{}}]})"));
+  CHECK_FALSE(grammar_accepts(automatic, R"({"tool_calls":[]})"));
+  CHECK_FALSE(
+      grammar_accepts(automatic, R"({"tool_calls":[{"name":"get_weather","arguments":{}}]})"));
+  CHECK_FALSE(grammar_accepts(automatic, R"({"tool_calls":[{"name":"rm","arguments":{}}]})"));
+  CHECK_FALSE(grammar_accepts(automatic, "Hello"));
+
+  const auto required =
+      parse_chat_request(tools_body(R"("tool_choice": "required", "parallel_tool_calls": false)"));
+  CHECK(required.tools->choice == smol::serve::ToolChoice::required);
+  CHECK(required.messages[0].content.find("\"response\"") == std::string::npos);
+  CHECK(grammar_accepts(*required.params.output,
+                        R"({"tool_call":{"name":"get_time","arguments":{}}})"));
+  CHECK_FALSE(grammar_accepts(*required.params.output, R"({"response":"Hello"})"));
+  CHECK_FALSE(grammar_accepts(*required.params.output,
+                              R"({"tool_calls":[{"name":"get_time","arguments":{}}]})"));
+
+  const auto named = parse_chat_request(
+      tools_body(R"("tool_choice": {"type": "function", "function": {"name": "get_weather"}})"));
+  CHECK(named.tools->choice == smol::serve::ToolChoice::named);
+  CHECK_FALSE(named.tools->parallel);
+  CHECK(grammar_accepts(
+      *named.params.output,
+      R"({"tool_call":{"name":"get_weather","arguments":{"city":"Oslo","days":2}}})"));
+  CHECK_FALSE(
+      grammar_accepts(*named.params.output, R"({"tool_call":{"name":"get_time","arguments":{}}})"));
+}
+
+TEST_CASE("tools: earlier calls and their results are written into the conversation") {
+  const auto r = parse_chat_request(R"({"messages": [
+      {"role": "user", "content": "Weather in Oslo?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+      {"role": "user", "content": "Thanks"}]})");
+  REQUIRE(r.messages.size() == 4);
+  CHECK(r.tools == nullptr);
+  CHECK(r.messages[1].role == "assistant");
+  CHECK(r.messages[1].content ==
+        R"({"tool_call":{"name":"get_weather","arguments":{"city":"Oslo"}}})");
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].content ==
+        R"({"tool_response":{"tool_call_id":"call_1","content":"Sunny"}})");
+  // The SmolLM3 template writes a tool's result as the user's turn.
+  const std::string prompt =
+      smol::render_chat(smol::ChatTemplate(smol::ChatFormat::smollm3), r.messages);
+  CHECK(prompt.find("<|im_start|>user\n{\"tool_response\"") != std::string::npos);
+}
+
+TEST_CASE("tool replies parsed: one call, several, an answer, and anything else as content") {
+  const auto r = parse_chat_request(tools_body(""));
+  const smol::serve::ToolRequest& tools = *r.tools;
+  using smol::serve::parse_tool_reply;
+
+  auto reply = parse_tool_reply(
+      R"({"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}})", tools,
+      "call_x_");
+  REQUIRE(reply.calls.size() == 1);
+  CHECK_FALSE(reply.content);
+  CHECK(reply.calls[0].id == "call_x_0");
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(reply.calls[0].arguments == R"({"city":"Oslo","days":2})");  // in the model's order
+
+  reply = parse_tool_reply(R"({"tool_calls": [{"name": "get_time", "arguments": {}},
+      {"name": "get_weather", "arguments": {"city": "Rome"}}]})",
+                           tools, "c");
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[1].id == "c1");
+  CHECK(reply.calls[1].arguments == R"({"city":"Rome"})");
+
+  reply = parse_tool_reply(R"({"response": "It is sunny."})", tools, "c");
+  CHECK(reply.calls.empty());
+  CHECK(reply.content == "It is sunny.");
+
+  for (const char* other :
+       {"Sunny today.", R"({"tool_call": {"name": "get_weather", "arguments": {"ci)",
+        R"({"tool_call": {"name": "rm", "arguments": {}}})",
+        R"({"tool_call": {"name": "get_time", "arguments": "{}"}})", R"({"tool_calls": []})",
+        R"([{"name": "get_time"}])"}) {
+    CAPTURE(other);
+    reply = parse_tool_reply(other, tools, "c");
+    CHECK(reply.calls.empty());
+    CHECK(reply.content == other);
+  }
+}
+
+TEST_CASE("tool calls in the reply and the stream: tool_calls, content null, finish tool_calls") {
+  const auto r = parse_chat_request(tools_body(""));
+  const std::string model_text =
+      R"({"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}}]})";
+  smol::serve::ReplyText text(smol::serve::ReasoningFormat::separate);
+  text.add({model_text, smol::PieceKind::answer});
+  const smol::serve::ReplyHeader header{"chatcmpl-9", 1, "m"};
+  const Json reply = smol::serve::chat_completion_json(
+      header, text, result_of(smol::StopReason::end_of_generation), false, r.tools.get());
+  const Json choice = reply["choices"][0];
+  CHECK(choice["finish_reason"] == "tool_calls");
+  CHECK(choice["message"]["content"].is_null());
+  REQUIRE(choice["message"]["tool_calls"].size() == 2);
+  const Json& call = choice["message"]["tool_calls"][0];
+  CHECK(call["id"] == "call_chatcmpl-9_0");
+  CHECK(call["type"] == "function");
+  CHECK(call["function"]["name"] == "get_weather");
+  CHECK(Json::parse(call["function"]["arguments"].get<std::string>()) == Json{{"city", "Oslo"}});
+  // Cut short: plain content, "length".
+  smol::serve::ReplyText cut(smol::serve::ReasoningFormat::separate);
+  cut.add({R"({"tool_call": {"na)", smol::PieceKind::answer});
+  const Json partial = smol::serve::chat_completion_json(
+      header, cut, result_of(smol::StopReason::max_tokens), false, r.tools.get());
+  CHECK(partial["choices"][0]["finish_reason"] == "length");
+  CHECK(partial["choices"][0]["message"]["content"] == R"({"tool_call": {"na)");
+  CHECK_FALSE(partial["choices"][0]["message"].contains("tool_calls"));
+
+  // Streamed in pieces of every size: the chunks add up to the same calls, each call's
+  // name before its arguments.
+  for (const std::size_t size :
+       {std::size_t{1}, std::size_t{3}, std::size_t{10}, model_text.size()}) {
+    CAPTURE(size);
+    smol::serve::ChatStream stream(header, smol::serve::ReasoningFormat::separate, false, false,
+                                   r.tools);
+    std::string sse = stream.first();
+    for (std::size_t at = 0; at < model_text.size(); at += size) {
+      sse += stream.piece({model_text.substr(at, size), smol::PieceKind::answer});
+    }
+    sse += stream.end(result_of(smol::StopReason::end_of_generation));
+    const std::vector<Json> events = events_of(sse);
+    Json calls = Json::array();
+    std::string finish;
+    for (std::size_t i = 1; i + 1 < events.size(); ++i) {
+      const Json& chunk = events[i]["choices"][0];
+      CHECK_FALSE(chunk["delta"].contains("content"));
+      if (chunk["finish_reason"].is_string()) finish = chunk["finish_reason"];
+      if (!chunk["delta"].contains("tool_calls")) continue;
+      const Json& piece = chunk["delta"]["tool_calls"][0];
+      const std::size_t index = piece["index"];
+      if (piece.contains("id")) {
+        REQUIRE(index == calls.size());
+        CHECK(piece["type"] == "function");
+        CHECK(piece["function"]["arguments"] == "");
+        calls.push_back({{"id", piece["id"]},
+                         {"type", "function"},
+                         {"function", {{"name", piece["function"]["name"]}, {"arguments", ""}}}});
+      } else {
+        REQUIRE(index < calls.size());
+        CHECK_FALSE(piece["function"].contains("name"));
+        calls[index]["function"]["arguments"] =
+            calls[index]["function"]["arguments"].get<std::string>() +
+            piece["function"]["arguments"].get<std::string>();
+      }
+    }
+    CHECK(finish == "tool_calls");
+    CHECK(calls == choice["message"]["tool_calls"]);
+  }
+
+  smol::serve::ChatStream answer(header, smol::serve::ReasoningFormat::separate, false, false,
+                                 r.tools);
+  std::string content;
+  for (const std::string piece :
+       {R"({"resp)", R"(onse": "Hi\nthe)", R"(re \u00e9\ud83d)", R"(\ude00 \"x\"")", "}"}) {
+    for (const Json& event : events_of(answer.piece({piece, smol::PieceKind::answer}))) {
+      content += event["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  CHECK(content == "Hi\nthere \u00e9\U0001F600 \"x\"");
+  const std::vector<Json> answered =
+      events_of(answer.end(result_of(smol::StopReason::end_of_generation)));
+  REQUIRE(answered.size() == 2);
+  CHECK(answered[0]["choices"][0]["finish_reason"] == "stop");
+}
+
+TEST_CASE("the tool reply scanner: names once complete, arguments without the whitespace") {
+  using Scanner = smol::serve::ToolReplyScanner;
+  const std::string text =
+      "{ \"tool_calls\" :\n [ {\"name\": \"f\\u0031\", \"arguments\" : {\n \"name\" : \"a b\\\"}\","
+      " \"n\" : [ 1 , {\"x\": null} ] } } ,{\"name\":\"g\",\"arguments\":{}}]}";
+  std::vector<Scanner::Event> events;
+  Scanner scanner;
+  for (const char c : text) {
+    for (auto& e : scanner.push(std::string(1, c))) events.push_back(std::move(e));
+  }
+  std::vector<std::string> names, arguments(2);
+  for (const auto& e : events) {
+    if (e.kind == Scanner::Kind::call) names.push_back(e.text);
+    if (e.kind == Scanner::Kind::arguments) arguments.at(e.index) += e.text;
+    CHECK(e.kind != Scanner::Kind::content);
+  }
+  CHECK(names == std::vector<std::string>{"f1", "g"});
+  CHECK(arguments[0] == R"({"name":"a b\"}","n":[1,{"x":null}]})");
+  CHECK(arguments[1] == "{}");
+  // A single call and an answer, in one piece.
+  const auto one = Scanner().push(R"({"tool_call": {"name": "h", "arguments": {"k": 2}}})");
+  REQUIRE(one.size() == 2);
+  CHECK(one[0].kind == Scanner::Kind::call);
+  CHECK(one[1].text == R"({"k":2})");
+  const auto said = Scanner().push(R"({"response": "a \"b\" {c}"})");
+  REQUIRE(said.size() == 1);
+  CHECK(said[0].kind == Scanner::Kind::content);
+  CHECK(said[0].text == R"(a "b" {c})");
+}
+
+TEST_CASE(
+    "tools: a function's own $defs and $ref (Pydantic's schemas) hold in the reply's grammar") {
+  const auto r = parse_chat_request(body(R"("tool_choice": "required", "parallel_tool_calls": false,
+      "tools": [{"type": "function", "function": {"name": "greet", "parameters": {
+        "$defs": {"Greeting": {"type": "object", "properties": {
+            "name": {"type": "string"}, "next": {"anyOf": [{"$ref": "#/$defs/Greeting"}, {"type": "null"}]}},
+          "required": ["name", "next"], "additionalProperties": false}},
+        "type": "object", "properties": {"request": {"$ref": "#/$defs/Greeting"}},
+        "required": ["request"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "tree", "parameters": {
+        "type": "object", "properties": {"child": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["child"], "additionalProperties": false}}}])"));
+  const smol::serve::OutputGrammar& grammar = *r.params.output;
+  CHECK(grammar_accepts(
+      grammar,
+      R"({"tool_call":{"name":"greet","arguments":{"request":{"name":"a","next":{"name":"b","next":null}}}}})"));
+  CHECK_FALSE(grammar_accepts(
+      grammar, R"({"tool_call":{"name":"greet","arguments":{"request":{"name":"a","next":5}}}})"));
+  // "#" is the function's own parameters, not the reply's root.
+  CHECK(grammar_accepts(grammar,
+                        R"({"tool_call":{"name":"tree","arguments":{"child":{"child":null}}}})"));
+  CHECK_FALSE(grammar_accepts(
+      grammar,
+      R"({"tool_call":{"name":"tree","arguments":{"child":{"tool_call":{"name":"tree","arguments":{"child":null}}}}}})"));
 }

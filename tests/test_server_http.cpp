@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -260,8 +262,8 @@ TEST_CASE("a JSON body sent as a form (curl -d's default type) is read as JSON, 
     CHECK(res->status == 200);
     CHECK(Json::parse(res->body)["object"] == "chat.completion");
   }
-  const auto tokens = client.Post("/tokenize", R"({"content": "Hi"})",
-                                  "application/x-www-form-urlencoded");
+  const auto tokens =
+      client.Post("/tokenize", R"({"content": "Hi"})", "application/x-www-form-urlencoded");
   REQUIRE(tokens);
   CHECK(tokens->status == 200);
   CHECK(server.stop() == 0);
@@ -412,4 +414,123 @@ TEST_CASE("SIGTERM: a reply in flight may finish within the grace period; exit 0
   CHECK(data.find("\"finish_reason\":\"") != std::string::npos);
   CHECK(data.find("server stopped") == std::string::npos);
   CHECK(data.find("data: [DONE]") != std::string::npos);
+}
+
+namespace {
+
+// Whether two chat logprobs lists agree: the same tokens, and logprobs equal but for the
+// rounding a prompt's last row may take when read from the prompt cache rather than in a
+// prefill (the order of near-tied top tokens may then swap: their values are compared).
+void check_same_logprobs(const Json& a, const Json& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(a[i]["bytes"] == b[i]["bytes"]);
+    CHECK(a[i]["logprob"].get<double>() ==
+          doctest::Approx(b[i]["logprob"].get<double>()).epsilon(1e-3));
+    REQUIRE(a[i]["top_logprobs"].size() == b[i]["top_logprobs"].size());
+    for (std::size_t k = 0; k < a[i]["top_logprobs"].size(); ++k) {
+      CHECK(a[i]["top_logprobs"][k]["logprob"].get<double>() ==
+            doctest::Approx(b[i]["top_logprobs"][k]["logprob"].get<double>()).epsilon(1e-3));
+    }
+  }
+}
+
+std::string logprobs_body(const std::string& user, int max_tokens, bool stream) {
+  return Json{{"messages", {{{"role", "user"}, {"content", user}}}},
+              {"max_tokens", max_tokens},
+              {"temperature", 0.7},
+              {"seed", 3},
+              {"ignore_eos", true},
+              {"logprobs", true},
+              {"top_logprobs", 3},
+              {"stream", stream}}
+      .dump();
+}
+
+}  // namespace
+
+TEST_CASE("logprobs: streamed side by side equal those of replies served alone, both endpoints") {
+  ServerProcess server({"-c", "1024", "-np", "4"});
+  const std::vector<std::string> prompts = {"Once upon a time", "Why is the sky blue?",
+                                            "List three fruits", "Hello there"};
+  std::vector<Json> alone;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    httplib::Client client = server.client();
+    const int n = 6 + static_cast<int>(i);
+    const auto res = client.Post("/v1/chat/completions", logprobs_body(prompts[i], n, false),
+                                 "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    const Json reply = Json::parse(res->body);
+    const Json& logprobs = reply["choices"][0]["logprobs"];
+    CHECK(logprobs["refusal"].is_null());
+    REQUIRE(logprobs["content"].size() == static_cast<std::size_t>(n));  // ignore_eos: all count
+    for (const Json& entry : logprobs["content"]) {
+      CHECK(entry["logprob"].get<double>() <= 0.0);
+      REQUIRE(entry["top_logprobs"].size() == 3);
+      double mass = 0.0;
+      for (const Json& t : entry["top_logprobs"]) mass += std::exp(t["logprob"].get<double>());
+      CHECK(mass <= 1.0 + 1e-5);
+    }
+    alone.push_back(logprobs["content"]);
+  }
+  std::vector<Json> together(prompts.size(), Json::array());
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client client = server.client();
+      const auto events =
+          stream_events(client, logprobs_body(prompts[i], 6 + static_cast<int>(i), true));
+      for (const std::string& e : events) {
+        if (e == "[DONE]") continue;
+        const Json chunk = Json::parse(e);
+        if (chunk["choices"].empty()) continue;
+        const Json& logprobs = chunk["choices"][0]["logprobs"];
+        if (logprobs.is_null()) continue;
+        for (const Json& entry : logprobs["content"]) together[i].push_back(entry);
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    check_same_logprobs(together[i], alone[i]);
+  }
+
+  // The legacy endpoint: parallel lists, text offsets into the reply's text.
+  httplib::Client client = server.client();
+  const std::string legacy =
+      Json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}}
+          .dump();
+  const auto res = client.Post("/v1/completions", legacy, "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  const Json choice = Json::parse(res->body)["choices"][0];
+  const Json& lp = choice["logprobs"];
+  // Without ignore_eos a greedy token is the raw row's best; an end-of-turn token ends the
+  // reply unreported.
+  const std::size_t n = lp["tokens"].size();
+  REQUIRE(n >= 1);
+  REQUIRE(n <= 5);
+  REQUIRE(lp["token_logprobs"].size() == n);
+  REQUIRE(lp["top_logprobs"].size() == n);
+  REQUIRE(lp["text_offset"].size() == n);
+  std::size_t offset = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    CHECK(lp["text_offset"][k] == offset);
+    offset += lp["tokens"][k].get<std::string>().size();
+    CHECK(lp["top_logprobs"][k].size() <= 2);
+    // Greedy: the chosen token is the most likely one.
+    double best = -1e9;
+    for (const auto& [token, value] : lp["top_logprobs"][k].items()) {
+      best = std::max(best, value.get<double>());
+    }
+    CHECK(lp["token_logprobs"][k].get<double>() == doctest::Approx(best));
+  }
+  const Refusal refused =
+      post(client, "/v1/chat/completions",
+           Json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}.dump());
+  CHECK(refused.status == 400);
+  CHECK(refused.error["error"]["param"] == "top_logprobs");
 }

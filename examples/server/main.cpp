@@ -205,6 +205,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.max_tokens = params.max_tokens;
   request.stop_strings = params.stop;
   request.ignore_eos = params.ignore_eos;
+  request.logprobs = params.logprobs;
   if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }
@@ -229,7 +230,7 @@ void answer(State& state, Service& service, httplib::Response& res,
             std::shared_ptr<FlightTicket> ticket, smol::GenerationRequest request,
             const char* prompt_param, std::optional<Stream> stream, Reply reply) {
   auto channel = std::make_shared<smol::serve::ReplyChannel>();
-  smol::serve::ReplyChannel::connect(channel, request);
+  smol::serve::ReplyChannel::connect(channel, request, /*stream_logprobs=*/stream.has_value());
   // Counted when the engine ends it, whether or not anyone still reads the channel.
   request.on_done = [&state, to_channel =
                                  std::move(request.on_done)](const smol::GenerationResult& result) {
@@ -281,6 +282,10 @@ void answer(State& state, Service& service, httplib::Response& res,
             if (!write(": ping\n\n")) return false;
             continue;
           }
+          if (event->logprob) {
+            shared->stream.logprob(*event->logprob);
+            continue;
+          }
           if (!event->done) {
             if (!write(shared->stream.piece({event->text, event->kind}))) return false;
             continue;
@@ -313,37 +318,53 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
   std::optional<smol::serve::ChatStream> stream;
-  if (chat.params.stream) stream.emplace(header, chat.params.reasoning, chat.params.include_usage);
+  const bool logprobs = chat.params.logprobs.has_value();
+  if (chat.params.stream) {
+    stream.emplace(header, chat.params.reasoning, chat.params.include_usage, logprobs, chat.tools);
+  }
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
+  std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
   answer(state, service, res, std::move(ticket),
          generation_request(service, chat.params, std::move(prompt)), "messages", std::move(stream),
-         [header, format](const std::vector<smol::serve::ReplyEvent>& pieces,
-                          const smol::GenerationResult& result) {
+         [header, format, logprobs, tools](const std::vector<smol::serve::ReplyEvent>& pieces,
+                                           const smol::GenerationResult& result) {
            smol::serve::ReplyText text(format);
            for (const auto& piece : pieces) text.add({piece.text, piece.kind});
-           return smol::serve::chat_completion_json(header, text, result);
+           return smol::serve::chat_completion_json(header, text, result, logprobs, tools.get());
          });
 }
 
-// /v1/completions streams plain text: the pieces as they come, thinking or not.
+// /v1/completions streams plain text: the pieces as they come, thinking or not, each
+// with the logprobs of the tokens since the previous chunk when the request asked.
 class TextStream {
  public:
-  TextStream(smol::serve::ReplyHeader header, bool include_usage)
-      : header_(std::move(header)), include_usage_(include_usage) {}
+  TextStream(smol::serve::ReplyHeader header, bool include_usage, bool logprobs)
+      : header_(std::move(header)), include_usage_(include_usage), logprobs_(logprobs) {}
   std::string first() const { return {}; }
-  std::string piece(const smol::TextPiece& piece) const {
-    return smol::serve::sse_event(
-        smol::serve::text_completion_json(header_, std::string(piece.text), nullptr, nullptr));
+  void logprob(const smol::TokenLogprob& token) { pending_.push_back(token); }
+  std::string piece(const smol::TextPiece& piece) {
+    return smol::serve::sse_event(smol::serve::text_completion_json(
+        header_, std::string(piece.text), nullptr, nullptr, take_logprobs()));
   }
-  std::string end(const smol::GenerationResult& result) const {
+  std::string end(const smol::GenerationResult& result) {
     Json last = smol::serve::text_completion_json(
-        header_, "", smol::serve::finish_reason(result.stop), include_usage_ ? &result : nullptr);
+        header_, "", smol::serve::finish_reason(result.stop), include_usage_ ? &result : nullptr,
+        pending_.empty() ? Json(nullptr) : take_logprobs());
     return smol::serve::sse_event(last) + std::string(smol::serve::kSseDone);
   }
 
  private:
+  Json take_logprobs() {
+    if (!logprobs_) return nullptr;
+    Json json = smol::serve::completion_logprobs_json(pending_, offset_);
+    pending_.clear();
+    return json;
+  }
+
   smol::serve::ReplyHeader header_;
-  bool include_usage_;
+  bool include_usage_, logprobs_;
+  std::vector<smol::TokenLogprob> pending_;
+  std::size_t offset_ = 0;  // text_offset of the next token
 };
 
 void completions(State& state, const httplib::Request& req, httplib::Response& res) {
@@ -353,17 +374,21 @@ void completions(State& state, const httplib::Request& req, httplib::Response& r
   std::vector<smol::TokenId> prompt = service.tokenizer.encode(completion.prompt);
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("cmpl-"), unix_time(), state.model_name};
+  const bool logprobs = completion.params.logprobs.has_value();
   std::optional<TextStream> stream;
-  if (completion.params.stream) stream.emplace(header, completion.params.include_usage);
+  if (completion.params.stream) stream.emplace(header, completion.params.include_usage, logprobs);
   answer(state, service, res, std::move(ticket),
          generation_request(service, completion.params, std::move(prompt)), "prompt",
          std::move(stream),
-         [header](const std::vector<smol::serve::ReplyEvent>& pieces,
-                  const smol::GenerationResult& result) {
+         [header, logprobs](const std::vector<smol::serve::ReplyEvent>& pieces,
+                            const smol::GenerationResult& result) {
            std::string text;
            for (const auto& piece : pieces) text += piece.text;
+           std::size_t offset = 0;
            return smol::serve::text_completion_json(
-               header, text, smol::serve::finish_reason(result.stop), &result);
+               header, text, smol::serve::finish_reason(result.stop), &result,
+               logprobs ? smol::serve::completion_logprobs_json(result.logprobs, offset)
+                        : Json(nullptr));
          });
 }
 

@@ -137,6 +137,11 @@ def main():
                        add_generation_prompt=conversation["add_generation_prompt"])
         if "enable_thinking" in conversation:
             context["enable_thinking"] = conversation["enable_thinking"]
+        # OpenAI's tools, as Hugging Face's apply_chat_template passes them. smol's
+        # templates have no tool section (serve/tool_calls.hpp): smol renders the messages
+        # alone, so a template that used `tools` would differ here.
+        if "tools" in conversation:
+            context["tools"] = conversation["tools"]
         expected[conversation["name"]] = compiled.render(**context)
 
     run = subprocess.run([args.driver, template_path, args.cases], capture_output=True)

@@ -3,9 +3,11 @@
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
 // out-of-bounds read, a hang or another exception. A parsed chat request then goes on
 // the way the server takes it: rendered with SmolLM3's template and tokenized, user
-// text kept plain.
+// text kept plain. The bytes are also read as a model's tool reply (tool_calls.hpp), which
+// must come back as calls or as text, never a crash.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,12 @@ namespace {
 struct Text {
   smol::Tokenizer tokenizer;
   smol::ChatPromptEncoder encoder{tokenizer};
+  std::shared_ptr<const smol::serve::ToolRequest> tools =
+      smol::serve::parse_chat_request(
+          R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+              "function": {"name": "f", "parameters": {"type": "object",
+              "properties": {"a": {"type": "string"}}}}}]})")
+          .tools;
 };
 
 const Text& text() {
@@ -44,6 +52,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }
+  smol::serve::ToolReplyScanner().push(body);
+  const smol::serve::ToolReply reply = smol::serve::parse_tool_reply(body, *text().tools, "c");
+  if (reply.calls.empty() && !reply.content) __builtin_trap();  // calls or text, always
   try {
     smol::serve::parse_completion_request(body);
   } catch (const smol::serve::ApiError& error) {

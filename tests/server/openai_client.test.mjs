@@ -279,6 +279,41 @@ test('(m) the reply equals smol-chat\'s for the same conversation (greedy)', asy
   }
 });
 
+test('(n) logprobs: the client reads content[].logprob, bytes and top_logprobs, streamed alike', async () => {
+  const ask = greedy({ max_tokens: 6, ignore_eos: true, logprobs: true, top_logprobs: 4 });
+  const r = await client.chat.completions.create(ask);
+  const { content, refusal } = r.choices[0].logprobs;
+  assert.equal(refusal, null);
+  assert.equal(content.length, r.usage.completion_tokens);
+  for (const entry of content) {
+    assert.equal(typeof entry.token, 'string');
+    assert.ok(entry.logprob <= 0, `${entry.logprob}`);
+    assert.ok(Array.isArray(entry.bytes) && entry.bytes.every((b) => Number.isInteger(b) && b >= 0 && b < 256));
+    assert.equal(entry.top_logprobs.length, 4);
+    const mass = entry.top_logprobs.reduce((sum, t) => sum + Math.exp(t.logprob), 0);
+    assert.ok(mass <= 1 + 1e-6, `the top tokens' mass ${mass}`);
+    // Greedy: the chosen token is the most likely one (ignore_eos aside, which only
+    // matters where the end of turn is the best: then it is not chosen).
+    assert.ok(entry.logprob <= entry.top_logprobs[0].logprob + 1e-6);
+  }
+  const stream = await client.chat.completions.create({ ...ask, stream: true });
+  const streamed = [];
+  for await (const chunk of stream) {
+    for (const entry of chunk.choices[0]?.logprobs?.content ?? []) streamed.push(entry);
+  }
+  // The same tokens; the logprobs equal but for the rounding a prompt's last row may take
+  // when read from the prompt cache rather than in a prefill.
+  assert.deepEqual(streamed.map((e) => e.bytes), content.map((e) => e.bytes));
+  streamed.forEach((e, i) => assert.ok(Math.abs(e.logprob - content[i].logprob) < 1e-3, `${e.logprob} ${content[i].logprob}`));
+  const legacy = await client.completions.create({ model: modelId, prompt: 'Once', max_tokens: 4, temperature: 0, logprobs: 2 });
+  const lp = legacy.choices[0].logprobs;
+  assert.equal(lp.tokens.length, lp.token_logprobs.length);
+  assert.equal(lp.tokens.length, lp.text_offset.length);
+  assert.ok(lp.top_logprobs.every((top) => Object.keys(top).length <= 2));
+  await assert.rejects(client.chat.completions.create(greedy({ top_logprobs: 2 })), (e) => e.status === 400 && e.param === 'top_logprobs');
+  await assert.rejects(client.chat.completions.create(greedy({ logprobs: true, top_logprobs: 21 })), (e) => e.status === 400);
+});
+
 test('the server exits 0 on SIGTERM', async () => {
   const code = await server.stop();
   server = undefined;

@@ -206,3 +206,146 @@ test('a broken grammar or schema is a 400 naming the field and the place', async
     'response_format.json_schema.schema', /patternProperties/);
   await refused({ json_schema: { type: 'strange' } }, 'json_schema', /strange/);
 });
+
+// Tool calls: with tool_choice "required" or a named function the reply is a call whose
+// arguments validate against the function's parameters, read by the openai client as
+// message.tool_calls (and streamed as delta.tool_calls); with "auto" a call or an answer.
+const TOOLS = [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather in a city',
+      parameters: {
+        type: 'object',
+        properties: {
+          city: { type: 'string', minLength: 1, maxLength: 12 },
+          unit: { enum: ['celsius', 'fahrenheit'] },
+          days: { type: 'integer' },
+        },
+        required: ['city', 'unit'],
+        additionalProperties: false,
+      },
+    },
+  },
+  {
+    type: 'function',
+    function: {
+      name: 'add',
+      parameters: {
+        type: 'object',
+        properties: { a: { type: 'number' }, b: { type: 'number' } },
+        required: ['a', 'b'],
+        additionalProperties: false,
+      },
+    },
+  },
+];
+const schemaOf = (name) => TOOLS.find((t) => t.function.name === name).function.parameters;
+const WEATHER = [{ role: 'user', content: 'What is the weather in Oslo?' }];
+
+function assertCall(call, where, only) {
+  assert.equal(call.type, 'function', where);
+  assert.match(call.id, /^call_/, where);
+  if (only) assert.equal(call.function.name, only, where);
+  assert.ok(schemaOf(call.function.name), `${where}: unknown function ${call.function.name}`);
+  assertValid(schemaOf(call.function.name), call.function.arguments, `${where} ${call.function.name}`);
+}
+
+test('tools: tool_choice "required" gives calls whose arguments validate, every seed', async () => {
+  // One call per reply (parallel_tool_calls false): the random model, allowed several,
+  // lists calls until max_tokens (the list's grammar is tested in test_serve_protocol).
+  const cases = SEEDS.map((seed) => ({ seed, temperature: 1, parallel: false }));
+  for (const { seed, temperature, parallel } of cases) {
+    const where = `seed ${seed} temperature ${temperature} parallel ${parallel}`;
+    const reply = await client.chat.completions.create({
+      messages: WEATHER, temperature, seed, max_tokens: 400, tools: TOOLS, tool_choice: 'required',
+      parallel_tool_calls: parallel,
+    });
+    const choice = reply.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', `${where}: ${JSON.stringify(choice.message)}`);
+    assert.equal(choice.message.content, null);
+    assert.ok(choice.message.tool_calls.length >= 1);
+    if (!parallel) assert.equal(choice.message.tool_calls.length, 1);
+    choice.message.tool_calls.forEach((call, i) => assertCall(call, `${where} call ${i}`));
+    assert.equal(new Set(choice.message.tool_calls.map((c) => c.id)).size, choice.message.tool_calls.length);
+  }
+});
+
+test('tools: a named function is the one called; the stream adds up to the same call', async () => {
+  const ask = {
+    messages: WEATHER, temperature: 0, max_tokens: 300, tools: TOOLS,
+    tool_choice: { type: 'function', function: { name: 'add' } },
+  };
+  const reply = await client.chat.completions.create(ask);
+  assert.equal(reply.choices[0].finish_reason, 'tool_calls');
+  assert.equal(reply.choices[0].message.tool_calls.length, 1);
+  const call = reply.choices[0].message.tool_calls[0];
+  assertCall(call, 'named', 'add');
+
+  const stream = await client.chat.completions.create({ ...ask, stream: true });
+  const calls = [];
+  let finish;
+  let pieces = 0;
+  for await (const chunk of stream) {
+    const choice = chunk.choices[0];
+    if (!choice) continue;
+    for (const piece of choice.delta.tool_calls ?? []) {
+      pieces += 1;
+      calls[piece.index] ??= { id: '', name: '', arguments: '' };
+      if (piece.id) calls[piece.index].id = piece.id;
+      if (piece.function?.name) calls[piece.index].name += piece.function.name;
+      calls[piece.index].arguments += piece.function?.arguments ?? '';
+    }
+    finish = choice.finish_reason ?? finish;
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].name, 'add');
+  assert.match(calls[0].id, /^call_/);
+  // Sent as it is written: the name, then the arguments in several pieces that add up
+  // to the arguments of the reply sent whole.
+  assert.ok(pieces >= 3, `${pieces} tool_calls pieces`);
+  assert.equal(calls[0].arguments, call.function.arguments);
+  assert.notEqual(calls[0].id, call.id); // ids are per reply
+});
+
+test('tools: "auto" gives a call that validates or a text answer; a conversation with results goes on', async () => {
+  for (const seed of SEEDS) {
+    const reply = await client.chat.completions.create({
+      messages: WEATHER, temperature: 1, seed, max_tokens: 300, tools: TOOLS, parallel_tool_calls: false,
+    });
+    const choice = reply.choices[0];
+    if (choice.finish_reason === 'tool_calls') {
+      assert.equal(choice.message.tool_calls.length, 1);
+      assertCall(choice.message.tool_calls[0], `auto seed ${seed}`);
+    } else {
+      // An answer's string is unbounded: it may run to max_tokens.
+      assert.ok(['stop', 'length'].includes(choice.finish_reason), JSON.stringify(choice.message));
+      assert.equal(typeof choice.message.content, 'string');
+      assert.equal(choice.message.tool_calls, undefined);
+    }
+  }
+  const followUp = await client.chat.completions.create({
+    messages: [
+      ...WEATHER,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo","unit":"celsius"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '12 degrees, rain' },
+    ],
+    temperature: 0, max_tokens: 20, tools: TOOLS, tool_choice: 'none',
+  });
+  assert.equal(typeof followUp.choices[0].message.content, 'string');
+  assert.equal(followUp.choices[0].message.tool_calls, undefined);
+});
+
+test('tools: bad tools are a 400 naming the field', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ messages: WEATHER, tools: [{ type: 'function', function: { name: 'bad name' } }] }),
+    (e) => e.status === 400 && e.param === 'tools[0].function.name');
+  await assert.rejects(
+    client.chat.completions.create({ messages: WEATHER, tools: TOOLS, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+    (e) => e.status === 400 && e.param === 'tool_choice.function.name');
+  await assert.rejects(
+    client.chat.completions.create({ messages: [...WEATHER, { role: 'tool', content: 'x' }] }),
+    (e) => e.status === 400 && e.param === 'messages[1].tool_call_id');
+});

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
+#include "smol/generate/token_logprobs.hpp"
 #include "smol/grammar/token_mask_table.hpp"
 
 namespace smol {
@@ -23,7 +25,10 @@ struct GenerationResult {
   StopReason stop = StopReason::end_of_generation;
   std::string text, thinking, answer;  // as ReplyStream keeps them
   std::vector<TokenId> tokens;         // the generated tokens
-  GenerationStats stats;               // reused_tokens: the prompt cache's share
+  // With GenerationRequest::logprobs: one per generated token but the end-of-generation
+  // one (the tokens whose text makes the reply, reasoning included).
+  std::vector<TokenLogprob> logprobs;
+  GenerationStats stats;  // reused_tokens: the prompt cache's share
 };
 
 struct GenerationRequest {
@@ -36,9 +41,15 @@ struct GenerationRequest {
   // ends (end_of_generation) only where the grammar may end. The table is per grammar
   // and vocabulary and may be shared by many requests; null: unconstrained.
   std::shared_ptr<TokenMaskTable> grammar = {};
+  // Log-probabilities (token_logprobs.hpp): nullopt, none; n, each generated token's and
+  // the n most likely at its position (n <= kMaxTopLogprobs), in GenerationResult::logprobs
+  // and through on_logprob as they come.
+  std::optional<std::size_t> logprobs = std::nullopt;
   // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
   // also when cancelled).
   PieceCallback on_piece = {};
+  // With `logprobs`: each token's, before the pieces its text releases.
+  std::function<void(const TokenLogprob&)> on_logprob = {};
   std::function<void(const GenerationResult&)> on_done = {};
 };
 

@@ -47,6 +47,7 @@
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
 #include "smol/generate/token_constraints.hpp"
+#include "smol/generate/token_logprobs.hpp"
 #include "smol/model/batch_transformer.hpp"
 #include "smol/text/tokenizer.hpp"
 
@@ -359,6 +360,11 @@ class Scheduler {
     a.sampler.accept(token);
     if (!a.constraints.accept(token)) return StopReason::end_of_generation;
     a.result.tokens.push_back(token);
+    // The raw row, before the grammar's mask and the sampler (token_logprobs.hpp).
+    if (a.request.logprobs && !tokenizer_->is_end_of_generation(token)) {
+      a.result.logprobs.push_back(token_logprobs(logits, token, *a.request.logprobs, *tokenizer_));
+      if (a.request.on_logprob) a.request.on_logprob(a.result.logprobs.back());
+    }
     GenerationStats& stats = a.result.stats;
     if (++stats.generated_tokens == 1) {
       a.first_token_at = Clock::now();

@@ -2,16 +2,23 @@
 // built from the scheduler's pieces and result.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "smol/generate/generation_request.hpp"
 #include "smol/generate/reply_stream.hpp"
+#include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/openai_request.hpp"
+#include "smol/serve/tool_calls.hpp"
 
 namespace smol::serve {
 
@@ -61,6 +68,63 @@ inline Json timings_json(const GenerationStats& stats) {
           {"predicted_per_token_ms",
            per(predicted_ms, stats.generated_tokens > 1 ? stats.generated_tokens - 1 : 0)},
           {"predicted_per_second", stats.decode_tokens_per_second()}};
+}
+
+// A log-probability as JSON: a token the model rules out entirely (-inf, which JSON cannot
+// carry) gets OpenAI's -9999.0.
+inline double logprob_value(float logprob) {
+  return std::isfinite(logprob) ? static_cast<double>(logprob) : -9999.0;
+}
+
+// A token's exact bytes, as OpenAI's `bytes` list of integers.
+inline Json token_bytes_json(const std::string& bytes) {
+  Json list = Json::array();
+  for (const char c : bytes) list.push_back(static_cast<unsigned char>(c));
+  return list;
+}
+
+// One token of the chat endpoint's logprobs. `token` is the text, which dump() writes
+// lossily (U+FFFD) when the token alone is not valid UTF-8; `bytes` are exact.
+inline Json chat_token_logprob_json(const TokenChoiceLogprob& choice) {
+  return {{"token", choice.bytes},
+          {"logprob", logprob_value(choice.logprob)},
+          {"bytes", token_bytes_json(choice.bytes)}};
+}
+
+// The chat endpoint's `logprobs` of a choice: {"content": [...], "refusal": null}.
+inline Json chat_logprobs_json(std::span<const TokenLogprob> tokens) {
+  Json content = Json::array();
+  for (const TokenLogprob& t : tokens) {
+    Json entry = chat_token_logprob_json(t.chosen);
+    Json top = Json::array();
+    for (const TokenChoiceLogprob& alternative : t.top) {
+      top.push_back(chat_token_logprob_json(alternative));
+    }
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// The legacy completions endpoint's `logprobs`: parallel lists, the top ones as
+// {token: logprob} objects, and each token's byte offset in the reply's text (`offset`:
+// the bytes of the reply before `tokens`, advanced past them; a streamed reply carries
+// it from chunk to chunk).
+inline Json completion_logprobs_json(std::span<const TokenLogprob> tokens, std::size_t& offset) {
+  Json text = Json::array(), logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  for (const TokenLogprob& t : tokens) {
+    text.push_back(t.chosen.bytes);
+    logprobs.push_back(logprob_value(t.chosen.logprob));
+    Json alternatives = Json::object();
+    for (const TokenChoiceLogprob& a : t.top) alternatives[a.bytes] = logprob_value(a.logprob);
+    top.push_back(std::move(alternatives));
+    offsets.push_back(offset);
+    offset += t.chosen.bytes.size();
+  }
+  return {{"tokens", std::move(text)},
+          {"token_logprobs", std::move(logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
 }
 
 // A reply's text as the client sees it, built piece by piece: the reasoning apart or
@@ -115,10 +179,43 @@ struct ReplyHeader {
   std::string model;
 };
 
-// The non-streaming chat reply.
+// A reply's tool calls in OpenAI's shape; `index` only in stream chunks.
+inline Json tool_calls_json(const std::vector<ToolCall>& calls) {
+  Json list = Json::array();
+  for (const ToolCall& call : calls) {
+    list.push_back({{"id", call.id},
+                    {"type", "function"},
+                    {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  return list;
+}
+
+// The ids of a reply's calls: unique per reply id.
+inline std::string tool_call_id_prefix(const ReplyHeader& header) {
+  return "call_" + header.id + "_";
+}
+
+// finish_reason "tool_calls" when the reply calls tools and ended on its own.
+inline std::string_view chat_finish_reason(StopReason stop, const ToolReply* tools) {
+  if (tools != nullptr && !tools->calls.empty() &&
+      (stop == StopReason::end_of_generation || stop == StopReason::stop_string)) {
+    return "tool_calls";
+  }
+  return finish_reason(stop);
+}
+
+// The non-streaming chat reply; `logprobs`: the request asked for them; `tools`: the
+// request's tools (the reply is then read as a tool reply, tool_calls.hpp).
 inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& text,
-                                 const GenerationResult& result) {
+                                 const GenerationResult& result, bool logprobs = false,
+                                 const ToolRequest* tools = nullptr) {
   Json message = {{"role", "assistant"}, {"content", text.content()}};
+  std::optional<ToolReply> reply;
+  if (tools != nullptr) {
+    reply = parse_tool_reply(text.content(), *tools, tool_call_id_prefix(header));
+    message["content"] = reply->content ? Json(*reply->content) : Json(nullptr);
+    if (!reply->calls.empty()) message["tool_calls"] = tool_calls_json(reply->calls);
+  }
   if (!text.reasoning().empty()) message["reasoning_content"] = text.reasoning();
   return {{"id", header.id},
           {"object", "chat.completion"},
@@ -128,8 +225,8 @@ inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& tex
           {"choices",
            {{{"index", 0},
              {"message", std::move(message)},
-             {"logprobs", nullptr},
-             {"finish_reason", finish_reason(result.stop)}}}},
+             {"logprobs", logprobs ? chat_logprobs_json(result.logprobs) : Json(nullptr)},
+             {"finish_reason", chat_finish_reason(result.stop, reply ? &*reply : nullptr)}}}},
           {"usage", usage_json(result)},
           {"timings", timings_json(result.stats)}};
 }
@@ -144,43 +241,67 @@ inline Json chat_chunk_json(const ReplyHeader& header, Json choices) {
           {"choices", std::move(choices)}};
 }
 
-inline Json chat_delta_choice(Json delta, Json finish = nullptr) {
+inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs = nullptr) {
   return Json::array({{{"index", 0},
                        {"delta", std::move(delta)},
-                       {"logprobs", nullptr},
+                       {"logprobs", std::move(logprobs)},
                        {"finish_reason", std::move(finish)}}});
 }
 
-// A streamed chat reply as SSE text: first(), then piece() per TextPiece, then end().
+// A streamed chat reply as SSE text: first(), then piece() per TextPiece (and
+// logprob() per token when the request asked for logprobs), then end(). A chunk carries
+// the logprobs of the tokens that came since the previous chunk: a token whose text is
+// held back (a possible stop string, part of a character) is reported with the chunk
+// that shows it, and whatever is left with the last chunk.
+//
+// With tools, the reply is JSON in the tool format (tool_calls.hpp), sent as it is read
+// (ToolReplyScanner), the way OpenAI streams calls: per call, a chunk with its index, id,
+// type and name (arguments ""), then chunks with pieces of its arguments; an answer as
+// content.
 class ChatStream {
  public:
-  ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage)
-      : header_(std::move(header)), text_(format), include_usage_(include_usage) {}
+  ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage, bool logprobs = false,
+             std::shared_ptr<const ToolRequest> tools = nullptr)
+      : header_(std::move(header)),
+        text_(format),
+        include_usage_(include_usage),
+        logprobs_(logprobs),
+        tools_(std::move(tools)) {}
 
   std::string first() const {
     return sse_event(
         chat_chunk_json(header_, chat_delta_choice({{"role", "assistant"}, {"content", ""}})));
   }
 
+  void logprob(const TokenLogprob& token) { pending_.push_back(token); }
+
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
+    if (tools_) return tool_chunks(delta.content);
     std::string out;
     if (!delta.reasoning.empty()) {
-      out += sse_event(
-          chat_chunk_json(header_, chat_delta_choice({{"reasoning_content", delta.reasoning}})));
+      out += sse_event(chat_chunk_json(
+          header_,
+          chat_delta_choice({{"reasoning_content", delta.reasoning}}, nullptr, take_logprobs())));
     }
     if (!delta.content.empty()) {
-      out += sse_event(chat_chunk_json(header_, chat_delta_choice({{"content", delta.content}})));
+      out += sse_event(chat_chunk_json(
+          header_, chat_delta_choice({{"content", delta.content}}, nullptr, take_logprobs())));
     }
     return out;
   }
 
-  std::string end(const GenerationResult& result) const {
-    Json last =
-        chat_chunk_json(header_, chat_delta_choice(Json::object(), finish_reason(result.stop)));
+  std::string end(const GenerationResult& result) {
+    std::string out;
+    std::optional<ToolReply> reply;
+    if (tools_) reply = parse_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_));
+    Json last = chat_chunk_json(
+        header_, chat_delta_choice(Json::object(),
+                                   chat_finish_reason(result.stop, reply ? &*reply : nullptr),
+                                   pending_.empty() ? Json(nullptr) : take_logprobs()));
     last["timings"] = timings_json(result.stats);
-    std::string out = sse_event(last);
+    out += sse_event(last);
     if (include_usage_) {
       Json usage = chat_chunk_json(header_, Json::array());
       usage["usage"] = usage_json(result);
@@ -191,14 +312,53 @@ class ChatStream {
   }
 
  private:
+  // The chunks a piece of a tool reply adds.
+  std::string tool_chunks(const std::string& text) {
+    std::string out;
+    for (const ToolReplyScanner::Event& event : scanner_.push(text)) {
+      Json delta;
+      switch (event.kind) {
+        case ToolReplyScanner::Kind::content:
+          delta = {{"content", event.text}};
+          break;
+        case ToolReplyScanner::Kind::call:
+          delta = {{"tool_calls",
+                    {{{"index", event.index},
+                      {"id", tool_call_id_prefix(header_) + std::to_string(event.index)},
+                      {"type", "function"},
+                      {"function", {{"name", event.text}, {"arguments", ""}}}}}}};
+          break;
+        case ToolReplyScanner::Kind::arguments:
+          delta = {{"tool_calls",
+                    {{{"index", event.index}, {"function", {{"arguments", event.text}}}}}}};
+          break;
+      }
+      out += sse_event(
+          chat_chunk_json(header_, chat_delta_choice(std::move(delta), nullptr, take_logprobs())));
+    }
+    return out;
+  }
+
+  // The pending tokens' logprobs for the next chunk (null when none were asked for).
+  Json take_logprobs() {
+    if (!logprobs_) return nullptr;
+    Json json = chat_logprobs_json(pending_);
+    pending_.clear();
+    return json;
+  }
+
   ReplyHeader header_;
   ReplyText text_;
-  bool include_usage_;
+  bool include_usage_, logprobs_;
+  std::shared_ptr<const ToolRequest> tools_;
+  ToolReplyScanner scanner_;
+  std::vector<TokenLogprob> pending_;
 };
 
-// POST /v1/completions replies: the whole text, control tokens unshown.
+// POST /v1/completions replies: the whole text, control tokens unshown; `logprobs` the
+// choice's (completion_logprobs_json) or null.
 inline Json text_completion_json(const ReplyHeader& header, const std::string& text, Json finish,
-                                 const GenerationResult* result) {
+                                 const GenerationResult* result, Json logprobs = nullptr) {
   Json json = {{"id", header.id},
                {"object", "text_completion"},
                {"created", header.created},
@@ -207,7 +367,7 @@ inline Json text_completion_json(const ReplyHeader& header, const std::string& t
                {"choices",
                 {{{"index", 0},
                   {"text", text},
-                  {"logprobs", nullptr},
+                  {"logprobs", std::move(logprobs)},
                   {"finish_reason", std::move(finish)}}}}};
   if (result != nullptr) {
     json["usage"] = usage_json(*result);

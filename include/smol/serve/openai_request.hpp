@@ -9,14 +9,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/structured_output.hpp"
+#include "smol/serve/tool_calls.hpp"
 #include "smol/text/chat_template.hpp"
 
 namespace smol::serve {
@@ -53,12 +56,18 @@ struct CompletionParams {
   // Structured output (response_format, json_schema, grammar): the grammar every reply
   // token must continue; nullopt: free text.
   std::optional<OutputGrammar> output;
+  // logprobs: nullopt, none; n, each reply token's log-probability and the n most likely
+  // at its position (chat: `logprobs: true` and `top_logprobs: n`; legacy: `logprobs: n`).
+  std::optional<std::size_t> logprobs;
 };
 
 struct ChatCompletionRequest {
   CompletionParams params;
   std::vector<ChatMessage> messages;
   bool enable_thinking = true;
+  // The tools the model is told about and replies with (tool_calls.hpp); null when the
+  // request has none, or tool_choice "none".
+  std::shared_ptr<const ToolRequest> tools;
 };
 
 struct TextCompletionRequest {
@@ -215,18 +224,34 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     }
     p.reasoning = *parsed;
   }
-  // logprobs: true or a count on the chat endpoint, a count on the legacy one; smol
-  // returns none yet, so only "none asked for" passes.
-  if (const Json* logprobs = field(body, "logprobs");
-      logprobs != nullptr && !(logprobs->is_boolean() && !logprobs->get<bool>()) &&
-      !(logprobs->is_number_integer() && logprobs->get<std::int64_t>() == 0)) {
-    throw invalid_request("logprobs are not supported yet", "logprobs");
-  }
-  if (field(body, "tools") != nullptr || field(body, "functions") != nullptr) {
-    throw invalid_request("tools are not supported yet", "tools");
-  }
   p.output = parse_output_grammar(body, body_text);
   return p;
+}
+
+// Chat: `logprobs` (true or false) and `top_logprobs` (0 to 20), which needs
+// `logprobs: true` (as OpenAI answers without it: a 400).
+inline std::optional<std::size_t> chat_logprobs(const Json& body) {
+  const Json* wanted = field(body, "logprobs");
+  if (wanted != nullptr && !wanted->is_boolean()) {
+    throw invalid_request("logprobs must be true or false on the chat endpoint", "logprobs");
+  }
+  const bool on = wanted != nullptr && wanted->get<bool>();
+  if (field(body, "top_logprobs") != nullptr && !on) {
+    throw invalid_request("top_logprobs needs logprobs: true", "top_logprobs");
+  }
+  if (!on) return std::nullopt;
+  return static_cast<std::size_t>(
+      integer_in(body, "top_logprobs", 0, static_cast<std::int64_t>(kMaxTopLogprobs), 0));
+}
+
+// Legacy completions: `logprobs` is the number of most likely tokens to list per position
+// (OpenAI allows 0 to 5, llama-server more; smol up to 20, as on the chat endpoint).
+inline std::optional<std::size_t> completion_logprobs(const Json& body) {
+  const Json* wanted = field(body, "logprobs");
+  if (wanted == nullptr) return std::nullopt;
+  if (wanted->is_boolean() && !wanted->get<bool>()) return std::nullopt;
+  return static_cast<std::size_t>(
+      integer_in(body, "logprobs", 0, static_cast<std::int64_t>(kMaxTopLogprobs), 0));
 }
 
 // A message's content: a string, or OpenAI's list of parts of which smol reads text.
@@ -249,6 +274,47 @@ inline std::string message_content(const Json& content, const std::string& param
   return text;
 }
 
+// An assistant message's `tool_calls`: [{"id", "type": "function", "function": {"name",
+// "arguments"}}], the arguments JSON text of an object.
+inline std::vector<ToolCall> tool_calls_of(const Json& calls, const std::string& param) {
+  if (!calls.is_array()) throw invalid_request(param + " must be a list of calls", param);
+  std::vector<ToolCall> out;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const Json& call = calls[i];
+    const std::string at = param + "[" + std::to_string(i) + "]";
+    const Json* function = has_type(call, "function") ? field(call, "function") : nullptr;
+    if (function == nullptr || !function->is_object()) {
+      throw invalid_request(at + " must be {\"id\", \"type\": \"function\", \"function\": "
+                                 "{\"name\", \"arguments\"}}",
+                            at);
+    }
+    const Json* id = field(call, "id");
+    if (id != nullptr && !id->is_string()) {
+      throw invalid_request(at + ".id must be a string", at + ".id");
+    }
+    const Json* name = field(*function, "name");
+    if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+      throw invalid_request(at + ".function.name must be a non-empty string",
+                            at + ".function.name");
+    }
+    const Json* arguments = field(*function, "arguments");
+    bool object = false;
+    if (arguments != nullptr && arguments->is_string()) {
+      try {
+        object = Json::parse(arguments->get_ref<const std::string&>()).is_object();
+      } catch (const Json::exception&) {
+      }
+    }
+    if (!object) {
+      throw invalid_request(at + ".function.arguments must be a JSON object as text",
+                            at + ".function.arguments");
+    }
+    out.push_back({id ? id->get<std::string>() : "", name->get<std::string>(),
+                   arguments->get<std::string>()});
+  }
+  return out;
+}
+
 // Runs a parse; a JSON type error that a check above missed becomes a 400 all the
 // same, never a 500 or an escaped exception.
 template <class Parse>
@@ -265,6 +331,7 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
                                         const RequestDefaults& defaults) {
   ChatCompletionRequest request;
   request.params = detail::parse_params(json, text, defaults);
+  request.params.logprobs = chat_logprobs(json);
 
   const Json* messages = detail::field(json, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
@@ -280,9 +347,9 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
     }
     std::string name = role->get<std::string>();
     if (name == "developer") name = "system";  // OpenAI's newer name for it
-    if (name != "system" && name != "user" && name != "assistant") {
+    if (name != "system" && name != "user" && name != "assistant" && name != "tool") {
       throw invalid_request(at + ".role \"" + role->get<std::string>() +
-                                "\" is not one of system, developer, user, assistant",
+                                "\" is not one of system, developer, user, assistant, tool",
                             at + ".role");
     }
     const Json* content = detail::field(message, "content");
@@ -291,6 +358,21 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       throw invalid_request(at + ".content is missing", at + ".content");
     }
     std::string text = content ? detail::message_content(*content, at + ".content") : "";
+    if (name == "tool") {
+      const Json* id = detail::field(message, "tool_call_id");
+      if (id == nullptr || !id->is_string()) {
+        throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
+                              at + ".tool_call_id");
+      }
+      text = render_tool_result(id->get<std::string>(), text);
+    }
+    if (const Json* calls = detail::field(message, "tool_calls")) {
+      if (name != "assistant") {
+        throw invalid_request(at + ".tool_calls belong to assistant messages only",
+                              at + ".tool_calls");
+      }
+      text = render_tool_calls(detail::tool_calls_of(*calls, at + ".tool_calls"), text);
+    }
     if (name == "system") {
       // Templates take one system prompt, first: leading ones are joined.
       if (!request.messages.empty() && request.messages.back().role != "system") {
@@ -306,6 +388,16 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");
+  }
+  if (std::optional<ToolRequest> tools = parse_tools(json, text); tools && tools->active()) {
+    if (request.params.output) {
+      throw invalid_request(
+          "tools and " + request.params.output->param + " both constrain the reply: give one",
+          "tools");
+    }
+    request.params.output = tool_grammar(*tools);
+    add_tools_to_system(request.messages, *tools);
+    request.tools = std::make_shared<const ToolRequest>(std::move(*tools));
   }
   request.enable_thinking = defaults.enable_thinking;
   if (const Json* kwargs = detail::field(json, "chat_template_kwargs")) {
@@ -324,6 +416,7 @@ inline TextCompletionRequest parse_completion(const Json& json, std::string_view
                                               const RequestDefaults& defaults) {
   TextCompletionRequest request;
   request.params = detail::parse_params(json, text, defaults);
+  request.params.logprobs = completion_logprobs(json);
   const Json* prompt = detail::field(json, "prompt");
   if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
     prompt = &(*prompt)[0];  // a list of one prompt, as some clients send it

@@ -21,17 +21,27 @@
 
 namespace smol::serve {
 
-// A piece of text, or (once, last) the end with the whole result.
+// A piece of text, a token's logprobs (only for a request that asked for them and
+// streams them), or (once, last) the end with the whole result.
 struct ReplyEvent {
   std::string text;
   PieceKind kind = PieceKind::answer;
   std::optional<GenerationResult> done;
+  std::optional<TokenLogprob> logprob = std::nullopt;
 };
 
 class ReplyChannel {
  public:
-  // The engine's side. on_piece and on_done of a GenerationRequest, ready to set.
-  static void connect(const std::shared_ptr<ReplyChannel>& channel, GenerationRequest& request) {
+  // The engine's side. on_piece and on_done of a GenerationRequest, ready to set, and
+  // on_logprob when the request asks for logprobs and `stream_logprobs` (a reply sent in
+  // one piece takes them from the result instead).
+  static void connect(const std::shared_ptr<ReplyChannel>& channel, GenerationRequest& request,
+                      bool stream_logprobs = false) {
+    if (stream_logprobs && request.logprobs) {
+      request.on_logprob = [channel](const TokenLogprob& token) {
+        channel->push({{}, PieceKind::answer, std::nullopt, token});
+      };
+    }
     request.on_piece = [channel](const TextPiece& piece) {
       channel->push({std::string(piece.text), piece.kind, std::nullopt});
     };
