@@ -34,8 +34,15 @@ namespace smol::simd::x86 {
 // results (high/low plane x two token tiles), 4-5 the planes, 6-7 the token tiles.
 // Q6_K: 0-2 results, 3-5 the planes, 6 the token tile.
 
+// One tile register's shape.
+struct TileShape {
+  std::uint8_t rows = 16;
+  std::uint16_t bytes_per_row = 64;
+};
+
+// Loads palette 1 with the shapes of tile registers 0-7.
 template <class Arch>
-inline void configure_amx_tiles() noexcept {
+inline void configure_tiles(const TileShape (&shapes)[8]) noexcept {
   struct alignas(64) Config {
     std::uint8_t palette = 1, start_row = 0;
     std::uint8_t reserved[14] = {};
@@ -43,10 +50,16 @@ inline void configure_amx_tiles() noexcept {
     std::uint8_t rows[16] = {};
   } config;
   for (int t = 0; t < 8; ++t) {
-    config.bytes_per_row[t] = 64;
-    config.rows[t] = 16;
+    config.bytes_per_row[t] = shapes[t].bytes_per_row;
+    config.rows[t] = shapes[t].rows;
   }
   _tile_loadconfig(&config);
+}
+
+// The K-quants' kernels: every register 16 rows of 64 bytes.
+template <class Arch>
+inline void configure_amx_tiles() noexcept {
+  configure_tiles<Arch>({{}, {}, {}, {}, {}, {}, {}, {}});
 }
 
 // Tile loads are asm without a memory operand: the compiler must finish our stores first.

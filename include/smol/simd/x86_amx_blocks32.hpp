@@ -41,16 +41,8 @@ namespace smol::simd::x86 {
 // tokens' quants (16 rows x 32 bytes), 2 and 5 the weights (8 rows x 64 bytes).
 template <class Arch>
 inline void configure_amx_block32_tiles() noexcept {
-  struct alignas(64) Config {
-    std::uint8_t palette = 1, start_row = 0;
-    std::uint8_t reserved[14] = {};
-    std::uint16_t bytes_per_row[16] = {};
-    std::uint8_t rows[16] = {};
-  } config;
-  for (int t : {0, 3}) config.bytes_per_row[t] = 64, config.rows[t] = 16;
-  for (int t : {1, 4}) config.bytes_per_row[t] = 32, config.rows[t] = 16;
-  for (int t : {2, 5}) config.bytes_per_row[t] = 64, config.rows[t] = 8;
-  _tile_loadconfig(&config);
+  constexpr TileShape sums{16, 64}, tokens{16, 32}, weights{8, 64}, unused{};
+  configure_tiles<Arch>({sums, tokens, weights, sums, tokens, weights, unused, unused});
 }
 
 // Tile loads and stores are asm that names no memory: these tell the compiler that the
