@@ -50,9 +50,9 @@ class LayerPass {
   // table of `ropes`, which must cover every position. `cancel` is polled four times
   // per block (before it, after the attention, after the feed-forward's gate and up
   // projections: each of the three feed-forward matrices is about 30 % of a block's
-  // work), so a cancel stops the pass within about a third of a block, however long
-  // the batch. It then throws Cancelled; the K/V stored for the batch's positions so
-  // far is partial (the caller forgets it).
+  // work; a decoded token's gate and up are one pass, polled once), so a cancel stops
+  // the pass within about a third of a block, however long the batch. It then throws Cancelled; the
+  // K/V stored for the batch's positions so far is partial (the caller forgets it).
   template <KvAccess Kv>
   void run(std::span<const std::int32_t> tokens, const BlockRopes& ropes, Kv& kv,
            const CancelCheck& cancel) {
@@ -118,7 +118,6 @@ class LayerPass {
       });
       project_shared_input({&layer.ffn_gate, &layer.ffn_up}, normed_.data(), n,
                            {gate_.data(), up_.data()}, cancel);
-      cancel.throw_if_requested();
       for_each_token(n, [&](std::size_t t) {
         gated_activation(*context_, c.ffn_activation, gate_.data() + t * c.n_ff,
                          up_.data() + t * c.n_ff, gate_.data() + t * c.n_ff, c.n_ff);
@@ -178,14 +177,16 @@ class LayerPass {
   }
 
   // project() for matrices that read the same input: one pass over the threads for all
-  // of them when the batch is one token decoded with the matvec kernels (microseconds,
-  // nothing to cancel in between); else one project() each, `cancel` polled after each.
+  // of them when the batch is one token decoded with the matvec kernels (microseconds:
+  // `cancel` is polled once, after it); else one project() each, `cancel` polled after
+  // each, so that a long prefill polls as often as with separate calls.
   void project_shared_input(std::initializer_list<const WeightMatrix*> ws, const float* x,
                             std::size_t n, std::initializer_list<float*> ys,
                             const CancelCheck& cancel) {
     if (n == 1 && one_token_ == OneToken::matvec) {
       matvec_shared_input(*context_, std::span(ws.begin(), ws.size()), x,
                           std::span(ys.begin(), ys.size()));
+      cancel.throw_if_requested();
       return;
     }
     for (std::size_t j = 0; j < ws.size(); ++j) {
