@@ -11,6 +11,9 @@
 // Counters: median_us / p90_us / max_us per token, tokens per document. The manual time
 // is the sum of the measured steps.
 //
+// $SMOL_GRAMMAR_SCHEMA and $SMOL_GRAMMAR_DOCUMENT, when set, name files holding another
+// schema and a document valid under it in place of the built-in pair.
+//
 // Vocabularies: the fixture's (1,024 tokens), SmolLM2-135M's (49,152; $SMOL_REAL_MODEL or
 // the real_model test fixture's copy in the build tree) and a 128,256-token vocabulary
 // (the size of Llama 3's) made from SmolLM2's by adding concatenations of two of its
@@ -23,8 +26,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -101,6 +107,16 @@ std::string env_or(const char* name, const std::string& fallback) {
   return value ? value : fallback;
 }
 
+// The text of the file named by $`name` (another schema or document than the built-in
+// pair, e.g. bench/schemas/order.json and a document valid under it), else `fallback`.
+std::string file_or(const char* name, std::string_view fallback) {
+  const char* path = std::getenv(name);
+  if (!path) return std::string(fallback);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw smol::Error(std::string("cannot read $") + name + " = " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 std::shared_ptr<const smol::Tokenizer> load(const std::string& path) {
   if (!std::filesystem::exists(path)) return nullptr;
   return std::make_shared<const smol::Tokenizer>(
@@ -162,8 +178,8 @@ const Setup* setup(int which) {
     auto s = std::make_unique<Setup>();
     s->tokenizer = tokenizer;
     s->trie = std::make_shared<const smol::TokenTrie>(*tokenizer);
-    s->grammar = smol::json_schema_grammar(kSchema);
-    s->tokens = tokenizer->encode(kDocument);
+    s->grammar = smol::json_schema_grammar(file_or("SMOL_GRAMMAR_SCHEMA", kSchema));
+    s->tokens = tokenizer->encode(file_or("SMOL_GRAMMAR_DOCUMENT", kDocument));
     setups[which] = std::move(s);
   }
   return setups[which].get();

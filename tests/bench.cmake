@@ -87,6 +87,59 @@ add_test(NAME bench_smol_bench_missing_file
          COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
                  -m "${CMAKE_CURRENT_BINARY_DIR}/data/no-such-model.gguf")
 
+# --json-schema / --grammar-file: the grammar rows beside the normal ones (never the
+# times, which depend on the machine), in the JSON report and in the markdown table.
+set(smol_bench_grammar_check [=[
+import json, subprocess, sys
+tool, model, schema, gbnf = sys.argv[1:5]
+run = subprocess.run([tool, "-m", model, "-p", "0", "-n", "16", "-r", "1", "-o", "json",
+                      "--json-schema", schema], capture_output=True, text=True, check=True)
+data = json.loads(run.stdout)
+if [t["test"] for t in data["tests"]] != ["tg16"]:
+    sys.exit("normal rows missing: %s" % data["tests"])
+rows = data.get("grammar", [])
+if len(rows) != 1 or rows[0]["n_gen"] != 16 or not data["grammar_source"].startswith("--json-schema"):
+    sys.exit("grammar rows: %s" % rows)
+row = rows[0]
+for key in ("plain_samples_ts", "grammar_samples_ts", "grammar_vs_plain_samples"):
+    if len(row[key]) != 1 or not row[key][0] > 0:
+        sys.exit("%s: %s" % (key, row))
+for key in ("grammar_vs_plain", "mask_build_us_median", "mask_build_us_p90", "cold_mask_build_us_median"):
+    if not row[key] >= 0:
+        sys.exit("%s: %s" % (key, row))
+if row["refusals"] != 0 or data["grammar_vocabulary"] <= 0:
+    sys.exit("refused tokens or no vocabulary: %s" % row)
+run = subprocess.run([tool, "-m", model, "-p", "0", "-n", "16", "-r", "1", "--grammar-file", gbnf],
+                     capture_output=True, text=True, check=True)
+if "grammar --grammar-file" not in run.stdout or "grammar/plain" not in run.stdout \
+        or "| tg16 |" not in run.stdout:
+    sys.exit("markdown grammar table missing:\n" + run.stdout)
+print("smol-bench grammar rows ok")
+]=])
+add_test(NAME bench_smol_bench_grammar
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_grammar_check}" $<TARGET_FILE:smol-bench>
+                 "${bench_model}" "${PROJECT_SOURCE_DIR}/bench/schemas/order.json"
+                 "${PROJECT_SOURCE_DIR}/bench/schemas/list.gbnf")
+set_tests_properties(bench_smol_bench_grammar PROPERTIES RUN_SERIAL TRUE)
+# A schema keyword the converter refuses, a GBNF syntax error, a missing file: exit 1
+# before the model loads; both flags at once: exit 2.
+file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/data/bad-schema.json"
+     "{\"type\": \"object\", \"minProperties\": 2}\n")
+file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/data/bad-grammar.gbnf" "root ::= \"a\" (\n")
+add_test(NAME bench_smol_bench_bad_schema
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
+                 -m "${bench_model}" --json-schema "${CMAKE_CURRENT_BINARY_DIR}/data/bad-schema.json")
+add_test(NAME bench_smol_bench_bad_grammar
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
+                 -m "${bench_model}" --grammar-file "${CMAKE_CURRENT_BINARY_DIR}/data/bad-grammar.gbnf")
+add_test(NAME bench_smol_bench_missing_schema
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
+                 -m "${bench_model}" --json-schema "${CMAKE_CURRENT_BINARY_DIR}/data/no-such-schema.json")
+add_test(NAME bench_smol_bench_schema_and_grammar
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 2
+                 -m "${bench_model}" --json-schema "${PROJECT_SOURCE_DIR}/bench/schemas/order.json"
+                 --grammar-file "${PROJECT_SOURCE_DIR}/bench/schemas/list.gbnf")
+
 # llama-batched-bench's parallel test: one row per B, in its table's shape.
 add_test(NAME bench_smol_bench_parallel
          COMMAND $<TARGET_FILE:smol-bench> -m "${bench_model}" -npp 8 -ntg 4 -npl 1,3 -t 1)

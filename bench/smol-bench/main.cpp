@@ -14,16 +14,20 @@
 
 #include "../memory_read.hpp"
 #include "decode_traffic.hpp"
+#include "grammar_decode.hpp"
 #include "model_summary.hpp"
 #include "options.hpp"
 #include "parallel.hpp"
 #include "report.hpp"
+#include "smol/grammar/gbnf.hpp"
+#include "smol/grammar/json_schema.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "speculative.hpp"
 #include "test_result.hpp"
 #include "test_runner.hpp"
+#include "text_file.hpp"
 
 namespace {
 
@@ -120,7 +124,30 @@ int run_parallel_tests(const Model& model, const BenchOptions& options) {
   return 0;
 }
 
+// The grammar of --json-schema or --grammar-file, parsed before the model loads so that
+// a bad file costs no wait; null when neither is given. Throws smol::Error naming the
+// flag and the file.
+std::shared_ptr<const Grammar> bench_grammar(const BenchOptions& options) {
+  const auto flagged = [](const char* flag, const std::string& path, auto make) {
+    try {
+      return make(cli::read_text_file(path));
+    } catch (const Error& error) {
+      fail(flag, " ", path, ": ", error.what());
+    }
+  };
+  if (options.json_schema_file) {
+    return flagged("--json-schema", *options.json_schema_file,
+                   [](const std::string& text) { return json_schema_grammar(text); });
+  }
+  if (options.grammar_file) {
+    return flagged("--grammar-file", *options.grammar_file,
+                   [](const std::string& text) { return parse_gbnf(text); });
+  }
+  return nullptr;
+}
+
 int run(const BenchOptions& options) {
+  std::shared_ptr<const Grammar> grammar = bench_grammar(options);
   // auto asks the kernels of the ISA the tests run with (--isa, else the default).
   Repack repack = options.repack;
   if (repack == Repack::when_faster) {
@@ -141,6 +168,24 @@ int run(const BenchOptions& options) {
   const double cpu_start = process_cpu_seconds();
   const auto wall_start = std::chrono::steady_clock::now();
   for (const int threads : options.threads) run_tests(model, options, threads, report);
+  if (grammar) {
+    report.grammar_source = options.json_schema_file ? "--json-schema " + *options.json_schema_file
+                                                     : "--grammar-file " + *options.grammar_file;
+    const auto setup_start = std::chrono::steady_clock::now();
+    GrammarDecoder decoder(model, std::move(grammar));
+    report.grammar_setup_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
+    report.grammar_vocabulary = decoder.vocabulary_size();
+    for (const int threads : options.threads) {
+      Context context(threads, options.isa);
+      RandomTokens tokens(options.seed, model.config().n_vocab);
+      for (const std::size_t n : options.generated_tokens) {
+        if (n == 0) continue;
+        report.grammar.push_back(decoder.run(model, context, tokens, n, options.repetitions,
+                                             options.kv_type, options.progress));
+      }
+    }
+  }
   report.busy_threads =
       (process_cpu_seconds() - cpu_start) /
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

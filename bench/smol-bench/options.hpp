@@ -56,6 +56,10 @@ struct BenchOptions {
   // --spec-type (speculative.hpp): the cost of k-token passes, and greedy replies with and
   // without drafts, instead of the pp/tg tests.
   cli::SpeculationFlags speculation;
+  // --json-schema FILE, --grammar-file FILE (grammar_decode.hpp): decode under the grammar
+  // beside plain decode, and the grammar's time per token.
+  std::optional<std::string> json_schema_file;
+  std::optional<std::string> grammar_file;
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should
@@ -136,6 +140,19 @@ inline std::optional<int> parse_options(int argc, char** argv, BenchOptions& opt
                "(a second, empty cache) and report their ratio: the\n"
                "memory read of a shared machine moves from minute to minute");
   cli::add_speculation_flags(program, options.speculation);
+  CLI::Option* schema =
+      app.add_option_function<std::string>(
+             "--json-schema",
+             [&options](const std::string& path) { options.json_schema_file = path; },
+             "also decode under the grammar of this JSON schema\n"
+             "file, alternating with plain decode, and report the\n"
+             "t/s ratio and the mask build time per token")
+          ->type_name("FILE");
+  app.add_option_function<std::string>(
+         "--grammar-file", [&options](const std::string& path) { options.grammar_file = path; },
+         "the same with a GBNF grammar file (root rule 'root')")
+      ->type_name("FILE")
+      ->excludes(schema);
   // -t 4,1000 on four CPUs would run the same tests twice.
   program.check([&options] {
     std::vector<int> distinct;

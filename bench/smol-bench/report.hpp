@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../memory_read.hpp"
+#include "grammar_decode.hpp"
 #include "model_summary.hpp"
 #include "options.hpp"
 #include "smol/quant/kv_layout.hpp"
@@ -41,6 +42,12 @@ struct BenchReport {
   double busy_threads = 0;  // process CPU seconds per wall second during the tests
   std::vector<std::pair<int, MemoryReadResult>> memory_reads;  // by thread count
   std::vector<TestResult> tests;
+  // --json-schema / --grammar-file: the flag and file, the vocabulary the masks cover, the
+  // time to build the token trie and mask table, and one result per thread count and n.
+  std::string grammar_source;
+  std::size_t grammar_vocabulary = 0;
+  double grammar_setup_seconds = 0;
+  std::vector<GrammarDecodeResult> grammar;
 };
 
 namespace detail {
@@ -94,6 +101,45 @@ inline std::vector<double> nanoseconds(const std::vector<double>& seconds) {
   std::vector<double> out;
   for (const double s : seconds) out.push_back(s * 1e9);
   return out;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+inline void write_grammar_markdown(const BenchReport& report, std::FILE* out) {
+  std::fprintf(out,
+               "\ngrammar %s: %zu-token vocabulary, trie and mask table built in %.1f ms;\n"
+               "plain and grammar decode runs alternate; mask build = allowed_tokens() + "
+               "accept() per token\n\n",
+               report.grammar_source.c_str(), report.grammar_vocabulary,
+               1e3 * report.grammar_setup_seconds);
+  std::fprintf(out,
+               "| threads | test | plain t/s | grammar t/s | grammar/plain | mask build us "
+               "median | p90 | cold median | cold p90 | apply us median | restarts |\n");
+  std::fprintf(out, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const GrammarDecodeResult& g : report.grammar) {
+    const auto rates = [&](const std::vector<double>& seconds) {
+      std::vector<double> out_rates;
+      for (const double s : seconds)
+        out_rates.push_back(static_cast<double>(g.generated_tokens) / s);
+      return sample_stats(out_rates);
+    };
+    const SampleStats plain = rates(g.plain_seconds);
+    const SampleStats constrained = rates(g.grammar_seconds);
+    const SampleStats ratio = sample_stats(g.ratios());
+    std::fprintf(out,
+                 "| %d | tg%zu | %.2f ± %.2f | %.2f ± %.2f | %.3f ± %.3f | %.1f | %.1f | %.1f | "
+                 "%.1f | %.1f | %zu |\n",
+                 g.threads, g.generated_tokens, plain.mean, plain.stddev, constrained.mean,
+                 constrained.stddev, ratio.mean, ratio.stddev, median_of(g.mask_us),
+                 quantile(g.mask_us, 0.9), median_of(g.cold_mask_us), quantile(g.cold_mask_us, 0.9),
+                 median_of(g.apply_us), g.restarts);
+    if (g.refusals > 0) {
+      std::fprintf(out, "  (%zu sampled tokens refused by the grammar)\n", g.refusals);
+    }
+  }
+  std::fprintf(out, "\n");
 }
 
 }  // namespace detail
@@ -177,6 +223,7 @@ inline void write_markdown(const BenchReport& report, std::FILE* out) {
       std::fprintf(out, "\n");
     }
   }
+  if (!report.grammar.empty()) detail::write_grammar_markdown(report, out);
   std::fprintf(out, "peak RSS %.2f GiB (the mapped model counts once it is read); KV cache %s\n",
                detail::gib(report.peak_rss_bytes), report.kv_type.c_str());
   // Worker threads that wait spin for a while, so a quiet machine shows close to the
@@ -229,17 +276,46 @@ inline void write_json(const BenchReport& report, std::FILE* out) {
     }
     tests.push_back(std::move(row));
   }
-  const Json json = {{"model_filename", report.model.path},
-                     {"model_type", report.model.description},
-                     {"model_size", report.model.size_bytes},
-                     {"model_n_params", report.model.params},
-                     {"type_kv", report.kv_type},
-                     {"repetitions", report.repetitions},
-                     {"seed", report.seed},
-                     {"peak_rss_bytes", report.peak_rss_bytes},
-                     {"busy_threads", report.busy_threads},
-                     {"memory_read", std::move(memory_read)},
-                     {"tests", std::move(tests)}};
+  Json json = {{"model_filename", report.model.path},
+               {"model_type", report.model.description},
+               {"model_size", report.model.size_bytes},
+               {"model_n_params", report.model.params},
+               {"type_kv", report.kv_type},
+               {"repetitions", report.repetitions},
+               {"seed", report.seed},
+               {"peak_rss_bytes", report.peak_rss_bytes},
+               {"busy_threads", report.busy_threads},
+               {"memory_read", std::move(memory_read)},
+               {"tests", std::move(tests)}};
+  if (!report.grammar.empty()) {
+    Json grammar = Json::array();
+    for (const GrammarDecodeResult& g : report.grammar) {
+      const auto rates = [&](const std::vector<double>& seconds) {
+        std::vector<double> out_rates;
+        for (const double s : seconds)
+          out_rates.push_back(static_cast<double>(g.generated_tokens) / s);
+        return out_rates;
+      };
+      const std::vector<double> ratios = g.ratios();
+      grammar.push_back({{"n_threads", g.threads},
+                         {"n_gen", g.generated_tokens},
+                         {"plain_samples_ts", rates(g.plain_seconds)},
+                         {"grammar_samples_ts", rates(g.grammar_seconds)},
+                         {"grammar_vs_plain_samples", ratios},
+                         {"grammar_vs_plain", sample_stats(ratios).mean},
+                         {"mask_build_us_median", median_of(g.mask_us)},
+                         {"mask_build_us_p90", quantile(g.mask_us, 0.9)},
+                         {"cold_mask_build_us_median", median_of(g.cold_mask_us)},
+                         {"cold_mask_build_us_p90", quantile(g.cold_mask_us, 0.9)},
+                         {"apply_us_median", median_of(g.apply_us)},
+                         {"restarts", g.restarts},
+                         {"refusals", g.refusals}});
+    }
+    json["grammar_source"] = report.grammar_source;
+    json["grammar_vocabulary"] = report.grammar_vocabulary;
+    json["grammar_setup_seconds"] = report.grammar_setup_seconds;
+    json["grammar"] = std::move(grammar);
+  }
   // A model path need not be UTF-8: bad bytes become U+FFFD, so the report stays JSON.
   const std::string text = json.dump(2, ' ', false, Json::error_handler_t::replace);
   std::fprintf(out, "%s\n", text.c_str());
