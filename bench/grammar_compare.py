@@ -3,7 +3,7 @@
 
     python3 -m venv build/xg
     build/xg/bin/pip install xgrammar==0.2.8 --no-deps
-    build/xg/bin/pip install apache-tvm-ffi llguidance==1.9.1 tokenizers numpy gguf
+    build/xg/bin/pip install apache-tvm-ffi==0.1.15.post2 llguidance==1.9.1 tokenizers==0.23.3 numpy==2.4.6 gguf==0.19.0
     build/xg/bin/python bench/grammar_compare.py MODEL.gguf bench/schemas/order.json \
         bench/schemas/order_example.json
 
