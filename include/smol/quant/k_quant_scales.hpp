@@ -103,12 +103,9 @@ inline float search_scale_and_min(int n, int nmax, const float* x, const float* 
   return scale;
 }
 
-// Finds a signed scale s so that x[i] ~ s * (L[i] - nmax) with L[i] in 0..2*nmax-1,
-// maximising the weighted fit (sum w x l)^2 / (sum w l^2) with w = x^2 (large values
-// matter most). The grid is anchored on the largest-magnitude value so that it maps
-// to -nmax exactly; 18 grids stretched by +-0.1..0.9 steps are tried as well
-// (ggml's make_qx_quants with rmse_type 1).
-inline float search_symmetric_scale(int n, int nmax, const float* x, std::int8_t* levels) noexcept {
+// The value of largest magnitude among x[0..n) (the first of equals), or 0 when every
+// |x| is below 1e-15: the anchor of the symmetric scale searches.
+inline float largest_magnitude(int n, const float* x) noexcept {
   float max = 0;
   float amax = 0;
   for (int i = 0; i < n; ++i) {
@@ -118,7 +115,17 @@ inline float search_symmetric_scale(int n, int nmax, const float* x, std::int8_t
       max = x[i];
     }
   }
-  if (amax < 1e-15f) {  // all (nearly) zero
+  return amax < 1e-15f ? 0.0f : max;
+}
+
+// Finds a signed scale s so that x[i] ~ s * (L[i] - nmax) with L[i] in 0..2*nmax-1,
+// maximising the weighted fit (sum w x l)^2 / (sum w l^2) with w = x^2 (large values
+// matter most). The grid is anchored on the largest-magnitude value so that it maps
+// to -nmax exactly; 18 grids stretched by +-0.1..0.9 steps are tried as well
+// (ggml's make_qx_quants with rmse_type 1).
+inline float search_symmetric_scale(int n, int nmax, const float* x, std::int8_t* levels) noexcept {
+  const float max = largest_magnitude(n, x);
+  if (max == 0.0f) {  // all (nearly) zero
     for (int i = 0; i < n; ++i) levels[i] = 0;
     return 0.0f;
   }

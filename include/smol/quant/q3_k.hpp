@@ -90,16 +90,8 @@ namespace detail {
 // l^2) improves, and returns the least-squares scale of the final levels. Stores the
 // levels plus nmax (ggml's make_q3_quants with do_rmse).
 inline float search_q3_levels(int n, int nmax, const float* x, std::int8_t* levels) noexcept {
-  float max = 0;
-  float amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {  // all (nearly) zero
+  const float max = largest_magnitude(n, x);
+  if (max == 0.0f) {  // all (nearly) zero
     for (int i = 0; i < n; ++i) levels[i] = 0;
     return 0.0f;
   }
