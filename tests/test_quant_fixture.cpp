@@ -99,58 +99,28 @@ TEST_CASE("Quantizing the F32 fixture reproduces llama-quantize's blocks") {
   }
 }
 
-TEST_CASE("Quantizing the F32 fixture as Q4_1, Q5_0 and Q5_1 reproduces llama-quantize's blocks") {
-  // llama-quantize wrote these files from the F32 fixture with ggml's reference
-  // quantizers (no importance matrix), so the same floats must give the same blocks.
-  struct Case {
-    const char* file;
-    smol::GgmlType type;
-  };
-  for (const Case c : {Case{"q4_1", smol::GgmlType::Q4_1}, Case{"q5_0", smol::GgmlType::Q5_0},
-                       Case{"q5_1", smol::GgmlType::Q5_1}}) {
-    CAPTURE(c.file);
-    const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +
-                                                 "/tiny-smollm3-a." + c.file + ".gguf");
-    std::size_t tensors = 0, blocks = 0, identical_blocks = 0;
-    for (const auto& tensor : file.tensors()) {
-      if (tensor.type != c.type) continue;
-      CAPTURE(tensor.name);
-      ++tensors;
-      const auto values = f32_values(f32_fixture().tensor(tensor.name));
-      std::vector<std::byte> bytes(tensor.bytes);
-      smol::quantize_row(tensor.type, values.data(), bytes.data(), values.size());
-      const std::size_t block_bytes = smol::ggml_type_info(tensor.type).block_bytes;
-      for (std::size_t b = 0; b < tensor.bytes / block_bytes; ++b) {
-        ++blocks;
-        identical_blocks += std::memcmp(bytes.data() + b * block_bytes,
-                                        tensor.data + b * block_bytes, block_bytes) == 0;
-      }
-    }
-    MESSAGE(std::string(c.file), ": ", identical_blocks, " of ", blocks, " blocks in ", tensors,
-            " tensors identical to llama-quantize's");
-    CHECK(tensors == 56);
-    CHECK(identical_blocks == blocks);
-  }
-}
-
 TEST_CASE(
-    "Quantizing the F32 fixture as the K-quant and IQ4 mixes reproduces llama-quantize's blocks") {
-  // llama-quantize ran the imatrix-free quantize_q2_K, quantize_q3_K, quantize_q4_K, ...,
-  // which call ggml's reference quantizers (quantize_row_q2_K_ref, ...), and for IQ4_NL
-  // and IQ4_XS ggml's scale search without an importance matrix, so every such tensor of
-  // these files must come back byte for byte from the same floats.
+    "Quantizing the F32 fixture as the legacy, K-quant and IQ4 files reproduces llama-quantize's "
+    "blocks") {
+  // llama-quantize wrote the Q4_1, Q5_0 and Q5_1 files with ggml's reference quantizers
+  // (no importance matrix), and ran the imatrix-free quantize_q2_K, quantize_q3_K, quantize_q4_K,
+  // ..., which call ggml's reference quantizers (quantize_row_q2_K_ref, ...), and for IQ4_NL and
+  // IQ4_XS ggml's scale search without an importance matrix, so every such tensor of these files
+  // must come back byte for byte from the same floats.
   struct Case {
     const char* file;
     smol::GgmlType type;
     std::size_t tensors;
   };
   for (const Case c :
-       {Case{"q3_k_m", smol::GgmlType::Q3_K, 32}, Case{"q3_k_m", smol::GgmlType::Q4_K, 22},
-        Case{"q3_k_m", smol::GgmlType::Q5_K, 2}, Case{"q3_k_m", smol::GgmlType::Q6_K, 1},
-        Case{"q2_k", smol::GgmlType::Q2_K, 32}, Case{"q2_k", smol::GgmlType::Q3_K, 16},
-        Case{"q2_k", smol::GgmlType::Q4_K, 8}, Case{"q2_k", smol::GgmlType::Q6_K, 1},
-        Case{"iq4_nl", smol::GgmlType::IQ4_NL, 47}, Case{"iq4_nl", smol::GgmlType::Q5_K, 9},
-        Case{"iq4_xs", smol::GgmlType::IQ4_XS, 47}, Case{"iq4_xs", smol::GgmlType::Q5_K, 9}}) {
+       {Case{"q4_1", smol::GgmlType::Q4_1, 56}, Case{"q5_0", smol::GgmlType::Q5_0, 56},
+        Case{"q5_1", smol::GgmlType::Q5_1, 56}, Case{"q3_k_m", smol::GgmlType::Q3_K, 32},
+        Case{"q3_k_m", smol::GgmlType::Q4_K, 22}, Case{"q3_k_m", smol::GgmlType::Q5_K, 2},
+        Case{"q3_k_m", smol::GgmlType::Q6_K, 1}, Case{"q2_k", smol::GgmlType::Q2_K, 32},
+        Case{"q2_k", smol::GgmlType::Q3_K, 16}, Case{"q2_k", smol::GgmlType::Q4_K, 8},
+        Case{"q2_k", smol::GgmlType::Q6_K, 1}, Case{"iq4_nl", smol::GgmlType::IQ4_NL, 47},
+        Case{"iq4_nl", smol::GgmlType::Q5_K, 9}, Case{"iq4_xs", smol::GgmlType::IQ4_XS, 47},
+        Case{"iq4_xs", smol::GgmlType::Q5_K, 9}}) {
     CAPTURE(c.file);
     CAPTURE(smol::ggml_type_name(c.type));
     const auto file = smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) +
