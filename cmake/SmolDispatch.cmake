@@ -5,7 +5,10 @@
 # from dispatch/isa_<isa>.cpp, each with its own -m flags, and groups them behind
 # the target `smol_dispatch`; every call links that to <target> and defines
 # SMOL_DISPATCH there, so the headers pick among the kernel sets at run time (after
-# checking cpuid). The units are compiled once per project, not once per target.
+# checking cpuid). The scalar set gets a unit too (no flags, last, so that it resolves
+# the vector units' references to it): every includer would
+# otherwise compile all the reference kernels again. The units are compiled once per
+# project, not once per target.
 # A target that does not call this gets only the kernels its own flags allow.
 include_guard(GLOBAL)
 
@@ -18,10 +21,9 @@ function(_smol_make_dispatch_targets)
     set(avx512_flags ${avx2_flags} -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512cd)
     set(avx512vnni_flags ${avx512_flags} -mavx512vnni)
     set(amx_flags ${avx512vnni_flags} -mamx-tile -mamx-int8)
-    set(isas avx2 avx512 avx512vnni amx)
+    set(isas avx2 avx512 avx512vnni amx scalar)
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
-    set(neon_flags "")
-    set(isas neon)
+    set(isas neon scalar)
   else()
     return()  # no vector sets for this processor: the scalar kernels serve
   endif()

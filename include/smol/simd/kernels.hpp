@@ -1,9 +1,10 @@
 // The kernel table: one set of function pointers per instruction set, chosen at run time.
 //
 // kernels_for<Arch>() is defined in kernels_impl.hpp. With SMOL_DISPATCH (set by
-// smol_add_dispatch in CMake) the vector sets are declared `extern template` here and
-// instantiated in dispatch/isa_*.cpp, each compiled with its own -m flags; without it,
-// only the scalar set and the best set the includer's own flags allow exist.
+// smol_add_dispatch in CMake) every set, the scalar one included, is declared `extern
+// template` here and instantiated in dispatch/isa_*.cpp, each vector set compiled with
+// its own -m flags; without it, only the scalar set and the best set the includer's own
+// flags allow exist.
 // See include/smol/simd/README.md.
 #pragma once
 
@@ -130,6 +131,7 @@ template <class Arch>
 const Kernels& kernels_for() noexcept;
 
 #if defined(SMOL_DISPATCH)
+extern template const Kernels& kernels_for<scalar_arch>() noexcept;
 #if defined(SMOL_X86)
 extern template const Kernels& kernels_for<avx2_arch>() noexcept;
 extern template const Kernels& kernels_for<avx512_arch>() noexcept;
