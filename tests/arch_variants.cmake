@@ -1,6 +1,6 @@
 # Per-architecture builds: configures a separate tree with SMOL_ARCH_VARIANTS, builds
 # smol-chat for each x86-64 level this CPU can run, and runs each one-shot on the fixture.
-# Slow (three full compiles, at -O1: the test is that each level compiles and runs, not
+# Slow (three full compiles, at -O0: the test is that each level compiles and runs, not
 # how fast), so it is labelled and kept out of the sanitizer run.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND EXISTS /proc/cpuinfo)
   file(READ /proc/cpuinfo cpuinfo)
@@ -17,5 +17,5 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND EXISTS /proc/cpui
             -DLEVELS=${levels_arg} -DMODEL=${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf
             -DFIXTURES=${SMOL_FIXTURES_DIR} -DCXX=${CMAKE_CXX_COMPILER}
             -P ${CMAKE_CURRENT_SOURCE_DIR}/arch_variants/run.cmake)
-  set_tests_properties(arch_variants_smol_chat PROPERTIES LABELS "slow" TIMEOUT 1500)
+  set_tests_properties(arch_variants_smol_chat PROPERTIES LABELS "slow" TIMEOUT 1500 COST 150)
 endif()
