@@ -3,7 +3,8 @@
 # extracts). The unit runs of test_grammar and test_grammar_schema skip these cases when
 # the file is absent; here it is required. Included by tests/CMakeLists.txt.
 foreach(suite IN ITEMS test_grammar test_grammar_schema)
-  add_test(NAME ${suite}_smollm2 COMMAND ${suite} "--test-case=*SmolLM2*")
+  smol_suite_command(${suite} command)
+  add_test(NAME ${suite}_smollm2 COMMAND ${command} "--test-case=*SmolLM2*")
   set_tests_properties(${suite}_smollm2 PROPERTIES
     FIXTURES_REQUIRED real_model TIMEOUT 300 LABELS real_model
     ENVIRONMENT "SMOL_REAL_MODEL=${CMAKE_CURRENT_BINARY_DIR}/real-model/SmolLM2-135M-Instruct.Q4_1.gguf;SMOL_REQUIRE_REAL_MODEL=1")

@@ -18,6 +18,9 @@
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/known_chat_templates.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_chat_session {
+
 namespace {
 
 const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -497,3 +500,5 @@ TEST_CASE("a template's default system prompt leads the chat until one is set") 
   CHECK(prompt == tokens("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
                          "<|im_end|>\n<|im_start|>assistant\n"));
 }
+
+}  // namespace test_chat_session

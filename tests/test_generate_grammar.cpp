@@ -17,6 +17,9 @@
 #include "smol/model/model.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_generate_grammar {
+
 namespace {
 
 const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -131,3 +134,5 @@ TEST_CASE("chat reply: a model that wants to stop at once must first complete th
   CHECK(constrained.text.front() == '[');
   CHECK(constrained.text.back() == ']');
 }
+
+}  // namespace test_generate_grammar

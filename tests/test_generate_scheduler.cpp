@@ -19,6 +19,9 @@
 #include "smol/model/model.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_generate_scheduler {
+
 namespace {
 
 const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -415,3 +418,5 @@ TEST_CASE("logprobs of requests served together equal those served alone; none u
     }
   }
 }
+
+}  // namespace test_generate_scheduler

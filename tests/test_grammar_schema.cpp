@@ -24,6 +24,9 @@
 #include "smol/grammar/json_schema.hpp"
 #include "smol/grammar/recognizer.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_grammar_schema {
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -435,3 +438,5 @@ TEST_CASE("json schema: token masks equal the brute force (SmolLM2's vocabulary)
                                               kPersonDocument, 20, 13, 3);
   MESSAGE(checked << " states checked");
 }
+
+}  // namespace test_grammar_schema

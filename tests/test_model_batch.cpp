@@ -19,6 +19,9 @@
 #include "smol/testing/synthetic.hpp"
 #include "test_tokens.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_model_batch {
+
 namespace {
 
 const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -360,3 +363,5 @@ TEST_CASE("bad batches are refused with a clear error") {
   std::vector<smol::BatchEntry> unknown = {{42, t[0], 0}};
   CHECK_THROWS_WITH(engine.forward(unknown), doctest::Contains("no sequence 42"));
 }
+
+}  // namespace test_model_batch

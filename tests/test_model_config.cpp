@@ -15,6 +15,9 @@
 #include "smol/model/model.hpp"
 #include "smol/testing/synthetic.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_model_config {
+
 namespace {
 
 const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -482,3 +485,5 @@ TEST_CASE("a Gemma 3 file: scaled embeddings, post norms, GeGLU, a sliding windo
   });
   CHECK(no_post_norm.find("blk.1.post_ffw_norm.weight is missing") != std::string::npos);
 }
+
+}  // namespace test_model_config

@@ -23,6 +23,9 @@
 #include "smol/testing/synthetic.hpp"
 #include "test_tokens.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_model_consistency {
+
 namespace {
 
 const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -337,3 +340,5 @@ TEST_CASE("quantized path vs the f32 reference forward on synthetic Q4_K_M model
     }
   }
 }
+
+}  // namespace test_model_consistency

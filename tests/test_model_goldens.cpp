@@ -24,6 +24,9 @@
 #include "smol/quant/quantize.hpp"
 #include "smol/testing/reference_forward.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_model_goldens {
+
 namespace {
 
 const std::string kFixtures = SMOL_FIXTURES_DIR;
@@ -550,3 +553,5 @@ TEST_CASE("planted RoPE bugs fail the F32 tolerance") {
     CHECK(half.top1 < 0.5);
   }
 }
+
+}  // namespace test_model_goldens

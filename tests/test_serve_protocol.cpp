@@ -11,6 +11,9 @@
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/text/chat_template.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_serve_protocol {
+
 namespace {
 
 using smol::serve::ApiError;
@@ -774,3 +777,5 @@ TEST_CASE(
       grammar,
       R"({"tool_call":{"name":"tree","arguments":{"child":{"tool_call":{"name":"tree","arguments":{"child":null}}}}}})"));
 }
+
+}  // namespace test_serve_protocol

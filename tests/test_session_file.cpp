@@ -17,6 +17,9 @@
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_session_file {
+
 namespace {
 
 const std::string kQ4Model = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf";
@@ -222,3 +225,5 @@ TEST_CASE("session files that are corrupt or foreign are refused with the file n
   // A refused file leaves the target as it was: nothing filled.
   CHECK(target.n_filled() == 0);
 }
+
+}  // namespace test_session_file

@@ -31,6 +31,9 @@
 #include "smol/text/tokenizer.hpp"
 #include "test_tokens.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_speculative {
+
 namespace {
 
 using smol::TokenId;
@@ -564,3 +567,5 @@ TEST_CASE("the stats line reports drafts") {
   CHECK(smol::format_stats(stats).find("| drafted 8, accepted 6 (75.0 %)") != std::string::npos);
   CHECK(stats.mean_accepted_length() == 3.0);
 }
+
+}  // namespace test_speculative
