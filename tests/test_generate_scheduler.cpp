@@ -171,6 +171,32 @@ TEST_CASE("a follow-up request reuses the cached prefix and replies as a fresh r
   CHECK(two.tokens == alone(follow).tokens);
 }
 
+TEST_CASE("requests sent together with one prompt read it once: the others wait, then fork it") {
+  // Three choices of one prompt, as a server's n: 3 submits them, with their own seeds.
+  // 24 tokens a step: the prompt takes several steps, during which the others must wait
+  // for it rather than read it side by side.
+  std::vector<smol::GenerationRequest> requests;
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto request = request_for(3, true);
+    request.sampling.seed = 7 + i;
+    requests.push_back(request);
+  }
+  const std::size_t prompt = requests[0].prompt.size();
+  REQUIRE(prompt > 24);
+  const auto results = serve(requests, {.max_sequences = 4, .step_tokens = 24});
+  CHECK(results[0].stats.prompt_tokens == prompt);
+  CHECK(results[0].stats.reused_tokens == 0);
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    CAPTURE(i);
+    // All but the last prompt token forked (its logits pick the first reply token).
+    CHECK(results[i].stats.reused_tokens == prompt - 1);
+    CHECK(results[i].stats.prompt_tokens == 1);
+    // Forked or not, each samples what it samples alone.
+    CHECK(results[i].tokens == alone(requests[i]).tokens);
+  }
+  CHECK(results[1].tokens != results[2].tokens);  // their own seeds
+}
+
 TEST_CASE("a full pool of cached prefixes: the prefix about to be forked is never the one freed") {
   // Every request shares a 300-token prefix (a chat template's system block) and the
   // pool holds few pages: admitting each one must free cached sequences, and the oldest

@@ -155,7 +155,9 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("max_tokens": 99999999999999999999999)"), "max_tokens", "integer"},
       {body(R"("max_tokens": 18446744073709551615)"), "max_tokens", "at most"},
       {body(R"("max_completion_tokens": "ten")"), "max_completion_tokens", "integer"},
-      {body(R"("n": 2)"), "n", "must be 1"},
+      {body(R"("n": 0)"), "n", "between 1 and 16"},
+      {body(R"("n": 17)"), "n", "at most 16"},
+      {body(R"("n": 1.5)"), "n", "integer"},
       {body(R"("seed": "x")"), "seed", "integer"},
       {body(R"("stop": 5)"), "stop", "list of at most"},
       {body(R"("stop": [1])"), "stop", "list of at most"},
@@ -391,6 +393,65 @@ TEST_CASE("the non-streamed chat reply, and the finish reasons") {
   CHECK(reply["choices"][0]["finish_reason"] == "length");
   CHECK(smol::serve::finish_reason(smol::StopReason::end_of_generation) == "stop");
   CHECK(smol::serve::finish_reason(smol::StopReason::max_tokens) == "length");
+}
+
+TEST_CASE("n choices: parsed, each its own choice index, usage summing the completions") {
+  CHECK(parse_chat_request(body("")).params.n == 1);
+  CHECK(parse_chat_request(body(R"("n": 16)")).params.n == 16);
+  CHECK(smol::serve::parse_completion_request(R"({"prompt": "x", "n": 3})").params.n == 3);
+
+  const smol::serve::ReplyHeader header{"chatcmpl-1", 1, "m"};
+  std::vector<smol::serve::ReplyText> texts(2, smol::serve::ReplyText({}));
+  texts[0].add({"one", smol::PieceKind::answer});
+  texts[1].add({"two", smol::PieceKind::answer});
+  std::vector<smol::GenerationResult> results = {result_of(smol::StopReason::stop_string),
+                                                 result_of(smol::StopReason::max_tokens)};
+  results[1].stats.generated_tokens = 4;
+  results[1].stats.prompt_tokens = 1;  // forked the first one's prompt
+  results[1].stats.reused_tokens = 11;
+  const Json reply = smol::serve::chat_completion_json(header, texts, results);
+  REQUIRE(reply["choices"].size() == 2);
+  CHECK(reply["choices"][0]["index"] == 0);
+  CHECK(reply["choices"][0]["message"]["content"] == "one");
+  CHECK(reply["choices"][0]["finish_reason"] == "stop");
+  CHECK(reply["choices"][1]["index"] == 1);
+  CHECK(reply["choices"][1]["message"]["content"] == "two");
+  CHECK(reply["choices"][1]["finish_reason"] == "length");
+  CHECK(reply["usage"]["prompt_tokens"] == 12);  // once
+  CHECK(reply["usage"]["completion_tokens"] == 7);
+  CHECK(reply["usage"]["total_tokens"] == 19);
+  CHECK(reply["timings"]["prompt_n"] == 8);  // every token evaluated, by either choice
+  CHECK(reply["timings"]["predicted_n"] == 7);
+
+  // Streamed: each choice's chunks carry its index; usage and [DONE] once, at the end.
+  smol::serve::ChatStream a(header, {}, true, false, nullptr, 0),
+      b(header, {}, true, false, nullptr, 1);
+  std::string sse = a.first() + b.first() + b.piece({"x", smol::PieceKind::answer}) +
+                    a.piece({"y", smol::PieceKind::answer}) + b.finish(results[1]) +
+                    a.finish(results[0]) + smol::serve::ChatStream::close(header, true, results);
+  const std::vector<Json> events = events_of(sse);
+  REQUIRE(events.size() == 8);
+  CHECK(events[1]["choices"][0]["index"] == 1);
+  CHECK(events[2]["choices"][0]["index"] == 1);
+  CHECK(events[2]["choices"][0]["delta"]["content"] == "x");
+  CHECK(events[3]["choices"][0]["index"] == 0);
+  CHECK(events[4]["choices"][0]["finish_reason"] == "length");
+  CHECK(events[4]["choices"][0]["index"] == 1);
+  CHECK(events[5]["choices"][0]["finish_reason"] == "stop");
+  CHECK(events[6]["usage"]["completion_tokens"] == 7);
+  CHECK(events[7] == "[DONE]");
+
+  // Tool call ids stay unique across choices.
+  CHECK(smol::serve::tool_call_id_prefix(header, 0) != smol::serve::tool_call_id_prefix(header, 1));
+
+  const std::vector<std::string> plain = {"p", "q"};
+  const std::vector<Json> no_logprobs(2);
+  const Json text = smol::serve::text_completion_json(header, plain, results, no_logprobs);
+  REQUIRE(text["choices"].size() == 2);
+  CHECK(text["choices"][1]["index"] == 1);
+  CHECK(text["choices"][1]["text"] == "q");
+  CHECK(text["choices"][1]["finish_reason"] == "length");
+  CHECK(text["usage"]["completion_tokens"] == 7);
 }
 
 TEST_CASE("logprobs: chat's logprobs and top_logprobs, the legacy endpoint's count") {

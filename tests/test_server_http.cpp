@@ -500,9 +500,11 @@ TEST_CASE("logprobs: streamed side by side equal those of replies served alone, 
 
   // The legacy endpoint: parallel lists, text offsets into the reply's text.
   httplib::Client client = server.client();
-  const std::string legacy =
-      Json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}}
-          .dump();
+  const std::string legacy = Json{
+      {"prompt", "Once upon a time"},
+      {"max_tokens", 5},
+      {"temperature", 0},
+      {"logprobs", 2}}.dump();
   const auto res = client.Post("/v1/completions", legacy, "application/json");
   REQUIRE(res);
   REQUIRE(res->status == 200);
@@ -533,4 +535,116 @@ TEST_CASE("logprobs: streamed side by side equal those of replies served alone, 
            Json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}.dump());
   CHECK(refused.status == 400);
   CHECK(refused.error["error"]["param"] == "top_logprobs");
+}
+
+TEST_CASE("n choices: sampled each with its own seed from one prompt read once, both endpoints") {
+  ServerProcess server({"-c", "1024", "-np", "4"});
+  httplib::Client client = server.client();
+  const auto chat = [&](Json fields) {
+    Json body = {{"messages", {{{"role", "user"}, {"content", "Pick a number, any number"}}}},
+                 {"max_tokens", 8},
+                 {"ignore_eos", true}};
+    body.update(fields);
+    const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE_MESSAGE(res->status == 200, res->body);
+    return Json::parse(res->body);
+  };
+  const auto content = [](const Json& reply, std::size_t i) {
+    return reply["choices"][i]["message"]["content"].get<std::string>();
+  };
+
+  const Json three = chat({{"n", 3}, {"temperature", 1.0}, {"seed", 5}, {"logprobs", true}});
+  REQUIRE(three["choices"].size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(three["choices"][i]["index"] == i);
+    CHECK(three["choices"][i]["logprobs"]["content"].size() == 8);
+  }
+  CHECK(three["usage"]["completion_tokens"] == 24);
+  // The prompt is read once: the other two choices fork it and evaluate its last token.
+  const int prompt = three["usage"]["prompt_tokens"];
+  CHECK(three["timings"]["prompt_n"] == prompt + 2);
+  CHECK(three["timings"]["cache_n"] == 2 * (prompt - 1));
+  CHECK(content(three, 0) != content(three, 1));
+  CHECK(content(three, 1) != content(three, 2));
+  // Choice i samples with seed + i: alone with seed 6, choice 1's reply.
+  CHECK(content(chat({{"temperature", 1.0}, {"seed", 6}}), 0) == content(three, 1));
+
+  const Json greedy = chat({{"n", 2}, {"temperature", 0}});
+  REQUIRE(greedy["choices"].size() == 2);
+  CHECK(content(greedy, 0) == content(greedy, 1));
+
+  // Structured output holds in every choice.
+  const Json yes_no =
+      chat({{"n", 2},
+            {"temperature", 1.0},
+            {"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "a"}, {"schema", {{"enum", {"yes", "no"}}}}}}}}});
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Json parsed = Json::parse(content(yes_no, i));
+    CHECK((parsed == "yes" || parsed == "no"));
+  }
+
+  // Streamed: the chunks carry their choice's index; put together per index, the
+  // non-streamed replies; one usage chunk summing both.
+  const std::string streamed = Json{
+      {"messages", {{{"role", "user"}, {"content", "Pick a number, any number"}}}},
+      {"max_tokens", 8},
+      {"ignore_eos", true},
+      {"n", 3},
+      {"temperature", 1.0},
+      {"seed", 5},
+      {"stream", true},
+      {"stream_options",
+       {{"include_usage", true}}}}.dump();
+  std::vector<std::string> texts(3);
+  std::vector<int> finishes(3, 0);
+  int usage_chunks = 0;
+  for (const std::string& e : stream_events(client, streamed)) {
+    if (e == "[DONE]") continue;
+    const Json chunk = Json::parse(e);
+    if (chunk["choices"].empty()) {
+      ++usage_chunks;
+      CHECK(chunk["usage"]["completion_tokens"] == 24);
+      continue;
+    }
+    const std::size_t i = chunk["choices"][0]["index"];
+    REQUIRE(i < 3);
+    texts[i] += chunk["choices"][0]["delta"].value("content", "");
+    if (!chunk["choices"][0]["finish_reason"].is_null()) ++finishes[i];
+  }
+  CHECK(usage_chunks == 1);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(finishes[i] == 1);
+    CHECK(texts[i] == content(three, i));
+  }
+
+  const Json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 4},
+                     {"ignore_eos", true},
+                     {"n", 2},
+                     {"temperature", 0},
+                     {"logprobs", 1}};
+  const auto res = client.Post("/v1/completions", body.dump(), "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  const Json completion = Json::parse(res->body);
+  REQUIRE(completion["choices"].size() == 2);
+  CHECK(completion["choices"][1]["index"] == 1);
+  CHECK(completion["choices"][0]["text"] == completion["choices"][1]["text"]);
+  CHECK(completion["choices"][1]["logprobs"]["tokens"].size() == 4);
+  CHECK(completion["usage"]["completion_tokens"] == 8);
+
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    CAPTURE(path);
+    const Refusal refused =
+        post(client, path,
+             Json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"prompt", "x"}, {"n", 17}}
+                 .dump());
+    CHECK(refused.status == 400);
+    CHECK(refused.error["error"]["param"] == "n");
+  }
 }

@@ -15,7 +15,8 @@
 // finished sequence's K/V stays in the pool as a prompt cache, until its pages are
 // needed: a request whose prompt starts with a cached or running sequence's tokens
 // forks that prefix instead of computing it again (a shared system prompt is computed
-// once, a chat's next turn reuses the previous turns).
+// once, a chat's next turn reuses the previous turns); one whose prompt a running
+// sequence is still reading waits for it to be read, then forks it.
 //
 // Threads: one thread drives the engine (step(), run_until_idle()); any thread may call
 // submit() and cancel(). The callbacks run on the engine thread, between forward
@@ -222,6 +223,15 @@ class Scheduler {
       for (const auto& r : running_) {
         consider(*r->sequence, std::span(r->tokens).first(r->evaluated));
       }
+      // A running sequence still reading a prompt that shares more with this one than
+      // any K/V held so far: wait until it has read it, then fork it. Requests sent
+      // together with one prompt (the n choices of a request, a shared system prompt)
+      // compute it once rather than side by side. The reader is running, so it gets
+      // there within a few steps.
+      const bool prefix_coming = std::any_of(running_.begin(), running_.end(), [&](const auto& r) {
+        return std::min(common_prefix(r->tokens, next.tokens), next.tokens.size() - 1) > best;
+      });
+      if (prefix_coming) break;
       // Pages for its whole prompt, plus one for its first reply tokens.
       const auto pages_needed = [&](std::size_t reused) {
         return KvPool::pages_for(next.tokens.size() + 1) - KvPool::pages_for(reused) +

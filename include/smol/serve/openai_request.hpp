@@ -59,6 +59,9 @@ struct CompletionParams {
   // logprobs: nullopt, none; n, each reply token's log-probability and the n most likely
   // at its position (chat: `logprobs: true` and `top_logprobs: n`; legacy: `logprobs: n`).
   std::optional<std::size_t> logprobs;
+  // n: the choices to reply with, each sampled on its own from the one prompt (read
+  // once: the others fork its K/V); with a seed, choice i samples with seed + i.
+  std::size_t n = 1;
 };
 
 struct ChatCompletionRequest {
@@ -152,6 +155,8 @@ inline bool has_type(const Json& json, std::string_view type) {
 
 inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest context
 inline constexpr std::size_t kMaxStopStrings = 16;
+// Choices per request (OpenAI allows 128; each holds a slot, so smol keeps it small).
+inline constexpr std::int64_t kMaxChoices = 16;
 
 // The fields both endpoints read; unknown fields are ignored, as OpenAI's API does for
 // the many extras clients send (user, metadata, ...). `body_text` is the text `body` was
@@ -190,9 +195,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     max_tokens = std::max<std::int64_t>(0, integer_in(body, "n_predict", -1, kMaxTokensLimit, 0));
   p.max_tokens = static_cast<std::size_t>(max_tokens);
 
-  if (integer_in(body, "n", 1, std::numeric_limits<std::int64_t>::max(), 1) != 1) {
-    throw invalid_request("n must be 1: smol returns one choice per request", "n");
-  }
+  p.n = static_cast<std::size_t>(integer_in(body, "n", 1, kMaxChoices, 1));
   if (const Json* stop = field(body, "stop")) {
     if (stop->is_string()) {
       p.stop.push_back(stop->get<std::string>());
