@@ -835,3 +835,154 @@ TEST_CASE(
       grammar,
       R"({"tool_call":{"name":"tree","arguments":{"child":{"tool_call":{"name":"tree","arguments":{"child":null}}}}}})"));
 }
+
+TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies read back") {
+  smol::serve::RequestDefaults hermes;
+  hermes.hermes_tools = true;
+  // The history: calls as data for the template (arguments as its tojson writes them),
+  // results as they came; the tools as the client's objects, in the client's order.
+  const std::string history = R"("messages": [
+      {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\",\"days\":[1,2]}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "Rain"}])";
+  const auto r = parse_chat_request(
+      "{" + history + R"(, "tools": [)" + kWeatherTool + ", " + kTimeTool + "]}", hermes);
+  REQUIRE(r.messages.size() == 3);
+  CHECK(r.messages[0].role == "user");
+  REQUIRE(r.messages[1].tool_calls.size() == 1);
+  CHECK(r.messages[1].tool_calls[0].name == "get_weather");
+  CHECK(r.messages[1].tool_calls[0].arguments == R"({"city": "Oslo", "days": [1, 2]})");
+  CHECK(r.messages[1].content.empty());
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].content == "Rain");
+  REQUIRE(r.template_tools.size() == 2);
+  CHECK(r.template_tools[1] == R"({"type": "function", "function": {"name": "get_time"}})");
+  REQUIRE(r.tools != nullptr);
+  CHECK(r.tools->hermes);
+  CHECK_FALSE(r.params.output.has_value());  // auto: free text, read back
+
+  // Rendered as Qwen2.5's template does (tests/chat_template/ checks it against jinja2).
+  smol::ChatTemplate qwen(smol::ChatFormat::chatml_tools);
+  qwen.default_system = "S";
+  const std::string prompt = smol::render_chat(qwen, r.messages, {.tools = r.template_tools});
+  CHECK(prompt.find("<tools>\n" + r.template_tools[0] + "\n" + r.template_tools[1] +
+                    "\n</tools>") != std::string::npos);
+  CHECK(prompt.find("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
+                    "\"arguments\": {\"city\": \"Oslo\", \"days\": [1, 2]}}\n</tool_call>"
+                    "<|im_end|>\n<|im_start|>user\n<tool_response>\nRain\n</tool_response>"
+                    "<|im_end|>\n<|im_start|>assistant\n") != std::string::npos);
+
+  // required: one or more blocks, each a call whose arguments match its parameters.
+  const auto required = parse_chat_request(tools_body(R"("tool_choice": "required")"), hermes);
+  REQUIRE(required.params.output.has_value());
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  const std::string time = "<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>";
+  CHECK(grammar_accepts(*required.params.output, weather));
+  CHECK(grammar_accepts(*required.params.output, weather + "\n" + time));
+  CHECK_FALSE(grammar_accepts(*required.params.output, "Hello"));
+  CHECK_FALSE(grammar_accepts(*required.params.output, ""));
+  CHECK_FALSE(grammar_accepts(
+      *required.params.output,
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // no city
+  const auto named = parse_chat_request(
+      tools_body(R"("tool_choice": {"type": "function", "function": {"name": "get_time"}})"),
+      hermes);
+  CHECK(grammar_accepts(*named.params.output, time));
+  CHECK_FALSE(grammar_accepts(*named.params.output, weather));
+  CHECK_FALSE(grammar_accepts(*named.params.output, time + "\n" + time));  // one call
+  // An enum value holding the word "root" stays a literal when the root is renamed.
+  const auto tricky = parse_chat_request(
+      body(R"("tools": [{"type": "function", "function": {"name": "f", "parameters":
+        {"type": "object", "properties": {"a": {"enum": ["a root b", "root"]}}, "required": ["a"]}}}],
+        "tool_choice": "required")"),
+      hermes);
+  CHECK(grammar_accepts(*tricky.params.output,
+                        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"a root b\"}}\n"
+                        "</tool_call>"));
+
+  // Replies read back: calls with the text before them, anything else as content whole.
+  const smol::serve::ToolRequest& tools = *r.tools;
+  auto reply =
+      smol::serve::parse_hermes_reply("Let me see.\n" + weather + "\n" + time + "\n", tools, "id_");
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[0].id == "id_0");
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(reply.calls[0].arguments == R"({"city":"Oslo"})");
+  CHECK(reply.calls[1].arguments == "{}");
+  CHECK(reply.content == "Let me see.");
+  CHECK(smol::serve::parse_hermes_reply(weather, tools, "id_").content == std::nullopt);
+  for (const std::string& text : std::vector<std::string>{
+           std::string("Just text"), weather + " and more text", "<tool_call>\n{\"name\": \"x\"}",
+           "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+           "<tool_call>\nnot json\n</tool_call>"}) {
+    CAPTURE(text);
+    const auto plain = smol::serve::parse_hermes_reply(text, tools, "id_");
+    CHECK(plain.calls.empty());
+    CHECK(plain.content == text);
+  }
+
+  // Streamed in any pieces, the same calls and content.
+  const std::string full = "Let me see.\n" + weather + "\n" + time;
+  for (const std::size_t step : {std::size_t(1), std::size_t(3), std::size_t(7), full.size()}) {
+    CAPTURE(step);
+    smol::serve::HermesReplyScanner scanner(tools);
+    std::vector<smol::serve::ToolReplyScanner::Event> events;
+    for (std::size_t at = 0; at < full.size(); at += step) {
+      for (auto& e : scanner.push(std::string_view(full).substr(at, step))) events.push_back(e);
+    }
+    for (auto& e : scanner.finish()) events.push_back(e);
+    std::string content;
+    std::vector<smol::serve::ToolCall> calls;
+    for (const auto& e : events) {
+      using Kind = smol::serve::ToolReplyScanner::Kind;
+      if (e.kind == Kind::content) content += e.text;
+      if (e.kind == Kind::call) calls.push_back({"", e.text, ""});
+      if (e.kind == Kind::arguments) calls.at(e.index).arguments += e.text;
+    }
+    CHECK(content == "Let me see.");
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[1].name == "get_time");
+    CHECK(calls[0].arguments == reply.calls[0].arguments);
+  }
+  smol::serve::HermesReplyScanner plain(tools);
+  std::string text;
+  for (const auto& e : plain.push("A <tool")) text += e.text;
+  for (const auto& e : plain.push("box> b\n")) text += e.text;
+  for (const auto& e : plain.finish()) text += e.text;
+  CHECK(text == "A <toolbox> b\n");
+
+  // The chat reply: tool_calls, content null, finish "tool_calls", streamed alike.
+  smol::serve::ReplyText reply_text(smol::serve::ReasoningFormat::separate);
+  reply_text.add({weather, smol::PieceKind::answer});
+  const Json whole = smol::serve::chat_completion_json(
+      {"chatcmpl-1", 1, "m"}, reply_text, result_of(smol::StopReason::end_of_generation), false,
+      &tools);
+  CHECK(whole["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(whole["choices"][0]["message"]["content"].is_null());
+  CHECK(whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] ==
+        R"({"city":"Oslo"})");
+  smol::serve::ChatStream stream({"chatcmpl-1", 1, "m"}, smol::serve::ReasoningFormat::separate,
+                                 false, false, r.tools);
+  std::string sse = stream.first();
+  for (std::size_t at = 0; at < weather.size(); at += 5) {
+    sse += stream.piece({weather.substr(at, 5), smol::PieceKind::answer});
+  }
+  sse += stream.end(result_of(smol::StopReason::end_of_generation));
+  std::string arguments, name;
+  std::string finish;
+  for (const Json& e : events_of(sse)) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const Json& choice = e["choices"][0];
+    if (choice["delta"].contains("tool_calls")) {
+      const Json& f = choice["delta"]["tool_calls"][0]["function"];
+      if (f.contains("name")) name += f["name"].get<std::string>();
+      arguments += f.value("arguments", "");
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  CHECK(name == "get_weather");
+  CHECK(arguments == R"({"city":"Oslo"})");
+  CHECK(finish == "tool_calls");
+}

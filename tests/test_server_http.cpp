@@ -19,10 +19,14 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+#include "scratch_dir.hpp"
+#include "smol/gguf/writer.hpp"
+#include "smol/text/known_chat_templates.hpp"
 
 namespace {
 
@@ -33,8 +37,8 @@ const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q
 // A smol-server process on a free port, stopped (SIGTERM) when it goes out of scope.
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), {SMOL_SERVER_BINARY, "-m", kFixture, "-t", "1", "--port", "0"});
+  explicit ServerProcess(std::vector<std::string> args, const std::string& model = kFixture) {
+    args.insert(args.begin(), {SMOL_SERVER_BINARY, "-m", model, "-t", "1", "--port", "0"});
     int pipe_fds[2];
     REQUIRE(pipe(pipe_fds) == 0);
     pid_ = fork();
@@ -646,5 +650,62 @@ TEST_CASE("n choices: sampled each with its own seed from one prompt read once, 
                  .dump());
     CHECK(refused.status == 400);
     CHECK(refused.error["error"]["param"] == "n");
+  }
+}
+
+TEST_CASE("a template with Hermes-style tools: calls forced, read back, streamed alike") {
+  // The fixture with Qwen2.5's template in place of its own.
+  const smol::gguf::GgufFile original = smol::gguf::GgufFile::open(kFixture);
+  smol::gguf::GgufWriter writer = smol::gguf::GgufWriter::copy_of(original);
+  std::string qwen(smol::kQwen25Template);
+  for (std::size_t at; (at = qwen.find(smol::kDefaultSystemHole)) != std::string::npos;) {
+    qwen.replace(at, smol::kDefaultSystemHole.size(), "You are a test.");
+  }
+  writer.set("tokenizer.chat_template", qwen);
+  const std::string model = (smol::test::scratch_dir() / "qwen-template.gguf").string();
+  writer.write(model);
+  ServerProcess server({"-c", "1024", "-np", "2"}, model);
+  CHECK(server.output().find("not one smol knows") == std::string::npos);
+  httplib::Client client = server.client();
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                     "required": ["city"], "additionalProperties": false}}}])");
+  for (const int seed : {1, 2, 3}) {
+    CAPTURE(seed);
+    Json body = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                 {"tools", tools},
+                 {"tool_choice", "required"},
+                 {"parallel_tool_calls", false},
+                 {"temperature", 1.0},
+                 {"seed", seed},
+                 {"max_tokens", 200}};
+    const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE_MESSAGE(res->status == 200, res->body);
+    const Json choice = Json::parse(res->body)["choices"][0];
+    CHECK(choice["finish_reason"] == "tool_calls");
+    REQUIRE(choice["message"]["tool_calls"].size() == 1);
+    const Json call = choice["message"]["tool_calls"][0];
+    CHECK(call["function"]["name"] == "get_weather");
+    const Json arguments = Json::parse(call["function"]["arguments"].get<std::string>());
+    REQUIRE(arguments.is_object());
+    CHECK(arguments.size() == 1);
+    CHECK(arguments["city"].get<std::string>().size() <= 12 * 4);  // <= 12 characters
+    CHECK(choice["message"]["content"].is_null());
+
+    body["stream"] = true;
+    std::string name, streamed;
+    for (const std::string& e : stream_events(client, body.dump())) {
+      if (e == "[DONE]") continue;
+      const Json chunk = Json::parse(e);
+      if (chunk["choices"].empty()) continue;
+      const Json& delta = chunk["choices"][0]["delta"];
+      if (!delta.contains("tool_calls")) continue;
+      const Json& f = delta["tool_calls"][0]["function"];
+      if (f.contains("name")) name += f["name"].get<std::string>();
+      streamed += f.value("arguments", "");
+    }
+    CHECK(name == "get_weather");
+    CHECK(streamed == call["function"]["arguments"]);
   }
 }

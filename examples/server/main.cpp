@@ -80,6 +80,7 @@ struct Service {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
+    defaults.hermes_tools = smol::renders_hermes_tools(chat_template.format);
   }
 
   static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
@@ -390,9 +391,11 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   Service& service = ready_service(state);
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
-  std::vector<smol::TokenId> prompt = service.encoder.encode(
-      service.chat_template, chat.messages,
-      {.add_generation_prompt = true, .enable_thinking = chat.enable_thinking});
+  std::vector<smol::TokenId> prompt =
+      service.encoder.encode(service.chat_template, chat.messages,
+                             {.add_generation_prompt = true,
+                              .enable_thinking = chat.enable_thinking,
+                              .tools = chat.template_tools});
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
   std::optional<ChatStreams> stream;

@@ -17,6 +17,7 @@
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
+#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/openai_request.hpp"
 #include "smol/serve/tool_calls.hpp"
 
@@ -237,7 +238,7 @@ inline Json chat_choice_json(const ReplyHeader& header, std::size_t index, const
   Json message = {{"role", "assistant"}, {"content", text.content()}};
   std::optional<ToolReply> reply;
   if (tools != nullptr) {
-    reply = parse_tool_reply(text.content(), *tools, tool_call_id_prefix(header, index));
+    reply = read_tool_reply(text.content(), *tools, tool_call_id_prefix(header, index));
     message["content"] = reply->content ? Json(*reply->content) : Json(nullptr);
     if (!reply->calls.empty()) message["tool_calls"] = tool_calls_json(reply->calls);
   }
@@ -314,7 +315,9 @@ class ChatStream {
         include_usage_(include_usage),
         logprobs_(logprobs),
         tools_(std::move(tools)),
-        index_(index) {}
+        index_(index) {
+    if (tools_ && tools_->hermes) hermes_.emplace(*tools_);
+  }
 
   std::string first() const {
     return sse_event(chat_chunk_json(
@@ -326,7 +329,9 @@ class ChatStream {
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
-    if (tools_) return tool_chunks(delta.content);
+    if (tools_) {
+      return tool_chunks(hermes_ ? hermes_->push(delta.content) : scanner_.push(delta.content));
+    }
     std::string out;
     if (!delta.reasoning.empty()) {
       out += sse_event(chat_chunk_json(
@@ -342,14 +347,16 @@ class ChatStream {
   // This choice's last chunk: its finish_reason and timings.
   std::string finish(const GenerationResult& result) {
     std::optional<ToolReply> reply;
+    std::string out;
     if (tools_) {
-      reply = parse_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_, index_));
+      reply = read_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_, index_));
+      if (hermes_) out += tool_chunks(hermes_->finish());
     }
     Json last = chat_chunk_json(
         header_, choice(Json::object(), chat_finish_reason(result.stop, reply ? &*reply : nullptr),
                         pending_.empty() ? Json(nullptr) : take_logprobs()));
     last["timings"] = timings_json(result.stats);
-    return sse_event(last);
+    return out + sse_event(last);
   }
 
   // The reply's end, once every choice has finished: the usage chunk when asked, [DONE].
@@ -372,9 +379,9 @@ class ChatStream {
 
  private:
   // The chunks a piece of a tool reply adds.
-  std::string tool_chunks(const std::string& text) {
+  std::string tool_chunks(const std::vector<ToolReplyScanner::Event>& events) {
     std::string out;
-    for (const ToolReplyScanner::Event& event : scanner_.push(text)) {
+    for (const ToolReplyScanner::Event& event : events) {
       Json delta;
       switch (event.kind) {
         case ToolReplyScanner::Kind::content:
@@ -416,6 +423,7 @@ class ChatStream {
   std::shared_ptr<const ToolRequest> tools_;
   std::size_t index_;
   ToolReplyScanner scanner_;
+  std::optional<HermesReplyScanner> hermes_;  // with a Hermes template's tools
   std::vector<TokenLogprob> pending_;
 };
 

@@ -18,6 +18,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
+#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/structured_output.hpp"
 #include "smol/serve/tool_calls.hpp"
 #include "smol/text/chat_template.hpp"
@@ -42,6 +43,9 @@ struct RequestDefaults {
   SamplerSettings sampling;
   ReasoningFormat reasoning = ReasoningFormat::separate;
   bool enable_thinking = true;
+  // The chat template has a Hermes-style tool section (renders_hermes_tools): tools,
+  // calls and results go to the template as data, in hermes_tool_calls.hpp's format.
+  bool hermes_tools = false;
 };
 
 // What both endpoints share.
@@ -71,6 +75,9 @@ struct ChatCompletionRequest {
   // The tools the model is told about and replies with (tool_calls.hpp); null when the
   // request has none, or tool_choice "none".
   std::shared_ptr<const ToolRequest> tools;
+  // With a Hermes template: the tools for its tool section (ChatOptions::tools), each
+  // the client's tool object as the template's tojson writes it.
+  std::vector<std::string> template_tools;
 };
 
 struct TextCompletionRequest {
@@ -361,20 +368,28 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       throw invalid_request(at + ".content is missing", at + ".content");
     }
     std::string text = content ? detail::message_content(*content, at + ".content") : "";
+    std::vector<ChatToolCall> template_calls;
     if (name == "tool") {
       const Json* id = detail::field(message, "tool_call_id");
       if (id == nullptr || !id->is_string()) {
         throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
                               at + ".tool_call_id");
       }
-      text = render_tool_result(id->get<std::string>(), text);
+      if (!defaults.hermes_tools) text = render_tool_result(id->get<std::string>(), text);
     }
     if (const Json* calls = detail::field(message, "tool_calls")) {
       if (name != "assistant") {
         throw invalid_request(at + ".tool_calls belong to assistant messages only",
                               at + ".tool_calls");
       }
-      text = render_tool_calls(detail::tool_calls_of(*calls, at + ".tool_calls"), text);
+      const std::vector<ToolCall> parsed = detail::tool_calls_of(*calls, at + ".tool_calls");
+      if (defaults.hermes_tools) {
+        for (const ToolCall& call : parsed) {
+          template_calls.push_back({call.name, python_json(OrderedJson::parse(call.arguments))});
+        }
+      } else {
+        text = render_tool_calls(parsed, text);
+      }
     }
     if (name == "system") {
       // Templates take one system prompt, first: leading ones are joined.
@@ -387,7 +402,7 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
         continue;
       }
     }
-    request.messages.push_back({std::move(name), std::move(text)});
+    request.messages.push_back({std::move(name), std::move(text), std::move(template_calls)});
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");
@@ -398,8 +413,18 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
           "tools and " + request.params.output->param + " both constrain the reply: give one",
           "tools");
     }
-    request.params.output = tool_grammar(*tools);
-    add_tools_to_system(request.messages, *tools);
+    if (defaults.hermes_tools) {
+      tools->hermes = true;
+      // "auto": free text, read back afterwards; otherwise the calls are forced.
+      if (tools->choice != ToolChoice::automatic) {
+        request.params.output = hermes_tool_grammar(*tools);
+      }
+      const OrderedJson ordered = detail::ordered_schema(text, "tools");
+      for (const OrderedJson& tool : ordered) request.template_tools.push_back(python_json(tool));
+    } else {
+      request.params.output = tool_grammar(*tools);
+      add_tools_to_system(request.messages, *tools);
+    }
     request.tools = std::make_shared<const ToolRequest>(std::move(*tools));
   }
   request.enable_thinking = defaults.enable_thinking;
