@@ -155,6 +155,7 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("max_tokens": 99999999999999999999999)"), "max_tokens", "integer"},
       {body(R"("max_tokens": 18446744073709551615)"), "max_tokens", "at most"},
       {body(R"("max_completion_tokens": "ten")"), "max_completion_tokens", "integer"},
+      {body(R"("post_sampling_probs": 1)"), "post_sampling_probs", "true or false"},
       {body(R"("n": 0)"), "n", "between 1 and 16"},
       {body(R"("n": 17)"), "n", "at most 16"},
       {body(R"("n": 1.5)"), "n", "integer"},
@@ -985,4 +986,24 @@ TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies r
   CHECK(name == "get_weather");
   CHECK(arguments == R"({"city":"Oslo"})");
   CHECK(finish == "tool_calls");
+}
+
+TEST_CASE("post_sampling_probs: parsed, and written as llama-server's prob and top_probs") {
+  CHECK(parse_chat_request(body(R"("post_sampling_probs": true, "logprobs": true)"))
+            .params.post_sampling_probs);
+  CHECK_FALSE(parse_chat_request(body("")).params.post_sampling_probs);
+  smol::TokenLogprob t;
+  t.post_sampling = true;
+  t.chosen = {5, std::log(0.25f), "a"};
+  t.top = {{6, std::log(0.75f), "b"}, {5, std::log(0.25f), "a"}};
+  const Json json = smol::serve::chat_logprobs_json(std::span(&t, 1));
+  const Json& entry = json["content"][0];
+  CHECK_FALSE(entry.contains("logprob"));
+  CHECK(entry["prob"].get<double>() == doctest::Approx(0.25));
+  REQUIRE(entry["top_probs"].size() == 2);
+  CHECK(entry["top_probs"][0]["token"] == "b");
+  CHECK(entry["top_probs"][0]["prob"].get<double>() == doctest::Approx(0.75));
+  CHECK(entry["top_probs"][0]["bytes"] == Json::array({98}));
+  t.post_sampling = false;
+  CHECK(smol::serve::chat_logprobs_json(std::span(&t, 1))["content"][0].contains("top_logprobs"));
 }

@@ -709,3 +709,44 @@ TEST_CASE("a template with Hermes-style tools: calls forced, read back, streamed
     CHECK(streamed == call["function"]["arguments"]);
   }
 }
+
+TEST_CASE(
+    "post_sampling_probs: probabilities after the sampler, llama-server's prob and top_probs") {
+  ServerProcess server({"-c", "1024", "-np", "1"});
+  httplib::Client client = server.client();
+  Json body = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+               {"max_tokens", 6},
+               {"ignore_eos", true},
+               {"temperature", 0.7},
+               {"top_k", 3},
+               {"seed", 9},
+               {"logprobs", true},
+               {"top_logprobs", 5}};
+  const auto raw = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  body["post_sampling_probs"] = true;
+  const auto post = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  REQUIRE(raw);
+  REQUIRE(post);
+  REQUIRE(raw->status == 200);
+  REQUIRE(post->status == 200);
+  const Json a = Json::parse(raw->body)["choices"][0], b = Json::parse(post->body)["choices"][0];
+  CHECK(a["message"]["content"] == b["message"]["content"]);  // the same tokens drawn
+  REQUIRE(b["logprobs"]["content"].size() == 6);
+  for (const Json& entry : b["logprobs"]["content"]) {
+    CHECK_FALSE(entry.contains("logprob"));
+    CHECK_FALSE(entry.contains("top_logprobs"));
+    const double chosen = entry["prob"];
+    CHECK(chosen > 0.0);
+    CHECK(chosen <= 1.0);
+    REQUIRE(entry["top_probs"].size() <= 3);  // top_k kept three
+    double mass = 0.0;
+    bool listed = false;
+    for (const Json& t : entry["top_probs"]) {
+      mass += t["prob"].get<double>();
+      listed |= t["token"] == entry["token"] && t["prob"] == entry["prob"];
+    }
+    CHECK(mass == doctest::Approx(1.0).epsilon(1e-4));
+    CHECK(listed);
+  }
+  CHECK(a["logprobs"]["content"][0].contains("logprob"));
+}

@@ -207,6 +207,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.stop_strings = params.stop;
   request.ignore_eos = params.ignore_eos;
   request.logprobs = params.logprobs;
+  request.post_sampling_probs = params.post_sampling_probs;
   if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }

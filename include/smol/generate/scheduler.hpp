@@ -366,13 +366,23 @@ class Scheduler {
         a.constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
     // The grammar is complete and ignore_eos forbids ending: nothing may follow.
     if (!row) return StopReason::end_of_generation;
+    // After the sampler's steps: the distribution it is about to draw from (computing it
+    // draws nothing, so the token is the same either way).
+    std::vector<Sampler::TokenChance> chances;
+    if (a.request.logprobs && a.request.post_sampling_probs) {
+      const auto distribution = a.sampler.distribution(*row);
+      chances.assign(distribution.begin(), distribution.end());
+    }
     const TokenId token = a.sampler.sample(*row);
     a.sampler.accept(token);
     if (!a.constraints.accept(token)) return StopReason::end_of_generation;
     a.result.tokens.push_back(token);
     // The raw row, before the grammar's mask and the sampler (token_logprobs.hpp).
     if (a.request.logprobs && !tokenizer_->is_end_of_generation(token)) {
-      a.result.logprobs.push_back(token_logprobs(logits, token, *a.request.logprobs, *tokenizer_));
+      a.result.logprobs.push_back(
+          a.request.post_sampling_probs
+              ? post_sampling_logprobs(chances, token, *a.request.logprobs, *tokenizer_)
+              : token_logprobs(logits, token, *a.request.logprobs, *tokenizer_));
       if (a.request.on_logprob) a.request.on_logprob(a.result.logprobs.back());
     }
     GenerationStats& stats = a.result.stats;

@@ -118,16 +118,25 @@ inline Json chat_token_logprob_json(const TokenChoiceLogprob& choice) {
           {"bytes", token_bytes_json(choice.bytes)}};
 }
 
-// The chat endpoint's `logprobs` of a choice: {"content": [...], "refusal": null}.
+// The same after the sampler's steps (post_sampling_probs), as llama-server writes it: a
+// probability, "prob", in place of "logprob".
+inline Json chat_token_prob_json(const TokenChoiceLogprob& choice) {
+  return {
+      {"token", choice.bytes},
+      {"prob", std::isfinite(choice.logprob) ? std::exp(static_cast<double>(choice.logprob)) : 0.0},
+      {"bytes", token_bytes_json(choice.bytes)}};
+}
+
+// The chat endpoint's `logprobs` of a choice: {"content": [...], "refusal": null}; with
+// post_sampling_probs each entry has "prob" and "top_probs" (llama-server's names).
 inline Json chat_logprobs_json(std::span<const TokenLogprob> tokens) {
   Json content = Json::array();
   for (const TokenLogprob& t : tokens) {
-    Json entry = chat_token_logprob_json(t.chosen);
+    const auto one = t.post_sampling ? chat_token_prob_json : chat_token_logprob_json;
+    Json entry = one(t.chosen);
     Json top = Json::array();
-    for (const TokenChoiceLogprob& alternative : t.top) {
-      top.push_back(chat_token_logprob_json(alternative));
-    }
-    entry["top_logprobs"] = std::move(top);
+    for (const TokenChoiceLogprob& alternative : t.top) top.push_back(one(alternative));
+    entry[t.post_sampling ? "top_probs" : "top_logprobs"] = std::move(top);
     content.push_back(std::move(entry));
   }
   return {{"content", std::move(content)}, {"refusal", nullptr}};

@@ -66,6 +66,9 @@ struct CompletionParams {
   // n: the choices to reply with, each sampled on its own from the one prompt (read
   // once: the others fork its K/V); with a seed, choice i samples with seed + i.
   std::size_t n = 1;
+  // llama-server's post_sampling_probs: the logprobs from the distribution the sampler
+  // draws from, reported on the chat endpoint as probabilities ("prob", "top_probs").
+  bool post_sampling_probs = false;
 };
 
 struct ChatCompletionRequest {
@@ -218,6 +221,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     std::erase(p.stop, std::string());
   }
   p.ignore_eos = boolean(body, "ignore_eos", false);
+  p.post_sampling_probs = boolean(body, "post_sampling_probs", false);
   p.stream = boolean(body, "stream", false);
   if (const Json* options = field(body, "stream_options")) {
     if (!p.stream) throw invalid_request("stream_options needs stream: true", "stream_options");
