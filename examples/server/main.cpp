@@ -257,8 +257,8 @@ void answer(State& state, Service& service, httplib::Response& res,
     smol::serve::ReplyChannel::connect(channel, request, /*stream_logprobs=*/stream.has_value(), i);
     // Counted when the engine ends it, whether or not anyone still reads the channel.
     request.on_done =
-        [&state, to_channel = std::move(request.on_done)](const smol::GenerationResult& result) {
-          state.metrics.request_finished(result);
+        [&state, i, to_channel = std::move(request.on_done)](const smol::GenerationResult& result) {
+          state.metrics.request_finished(result, /*first_choice=*/i == 0);
           to_channel(result);
         };
     try {
