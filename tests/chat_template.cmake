@@ -46,3 +46,13 @@ smol_compare_template(smollm2_other_default "${template_dir}/smollm2-135m-instru
                                 "Tu es SmolLM — réponds brièvement. 🙂"
                       --bos "<|im_start|>" --eos "<|im_end|>")
 smol_compare_template(chatml "${template_dir}/chatml.jinja")
+# Qwen2.5 Instruct's template (ChatML, a default system prompt, a Hermes-style tool
+# section): the common table, and conversations with tools, calls and results.
+smol_compare_template(qwen25 "${template_dir}/qwen2.5-instruct.jinja")
+add_test(NAME chat_template_jinja_qwen25_tools
+         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_with_jinja.py"
+                 --driver $<TARGET_FILE:render_chat_template>
+                 --template "${template_dir}/qwen2.5-instruct.jinja"
+                 --cases "${template_dir}/tool_conversations.json"
+                 --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template/qwen25_tools")
+set_tests_properties(chat_template_jinja_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template")

@@ -174,6 +174,32 @@ TEST_CASE("a follow-up request reuses the cached prefix and replies as a fresh r
   CHECK(two.tokens == alone(follow).tokens);
 }
 
+TEST_CASE("requests sent together with one prompt read it once: the others wait, then fork it") {
+  // Three choices of one prompt, as a server's n: 3 submits them, with their own seeds.
+  // 24 tokens a step: the prompt takes several steps, during which the others must wait
+  // for it rather than read it side by side.
+  std::vector<smol::GenerationRequest> requests;
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto request = request_for(3, true);
+    request.sampling.seed = 7 + i;
+    requests.push_back(request);
+  }
+  const std::size_t prompt = requests[0].prompt.size();
+  REQUIRE(prompt > 24);
+  const auto results = serve(requests, {.max_sequences = 4, .step_tokens = 24});
+  CHECK(results[0].stats.prompt_tokens == prompt);
+  CHECK(results[0].stats.reused_tokens == 0);
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    CAPTURE(i);
+    // All but the last prompt token forked (its logits pick the first reply token).
+    CHECK(results[i].stats.reused_tokens == prompt - 1);
+    CHECK(results[i].stats.prompt_tokens == 1);
+    // Forked or not, each samples what it samples alone.
+    CHECK(results[i].tokens == alone(requests[i]).tokens);
+  }
+  CHECK(results[1].tokens != results[2].tokens);  // their own seeds
+}
+
 TEST_CASE("a full pool of cached prefixes: the prefix about to be forked is never the one freed") {
   // Every request shares a 300-token prefix (a chat template's system block) and the
   // pool holds few pages: admitting each one must free cached sequences, and the oldest
@@ -376,6 +402,58 @@ TEST_CASE("logprobs: the raw distribution's, equal to an independent log-softmax
         CHECK(t.chosen.logprob == t.top[0].logprob);
       }
     }
+  }
+}
+
+TEST_CASE("post-sampling logprobs: the distribution drawn from, the same tokens drawn") {
+  smol::GenerationRequest request = request_for(1, true);
+  request.sampling.top_k = 3;
+  request.sampling.top_p = 1.0f;
+  request.sampling.min_p = 0.0f;
+  request.sampling.temperature = 0.8f;
+  request.ignore_eos = false;  // the sampler sees the raw row, as the oracle below does
+  request.logprobs = 5;
+  const smol::GenerationResult raw = alone(request);
+  request.post_sampling_probs = true;
+  const smol::GenerationResult result = alone(request);
+  CHECK(result.tokens == raw.tokens);  // computing the distribution draws nothing
+  REQUIRE(!result.logprobs.empty());
+  const auto rows = reply_rows(request.prompt, result.tokens);
+  for (std::size_t i = 0; i < result.logprobs.size(); ++i) {
+    CAPTURE(i);
+    const smol::TokenLogprob& t = result.logprobs[i];
+    CHECK(t.post_sampling);
+    // The oracle: softmax of the three best logits over the temperature.
+    std::vector<std::size_t> ids(rows[i].size());
+    for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = k;
+    std::partial_sort(ids.begin(), ids.begin() + 3, ids.end(), [&](std::size_t a, std::size_t b) {
+      return rows[i][a] != rows[i][b] ? rows[i][a] > rows[i][b] : a < b;
+    });
+    double total = 0.0;
+    for (std::size_t k = 0; k < 3; ++k)
+      total += std::exp((rows[i][ids[k]] - rows[i][ids[0]]) / 0.8);
+    REQUIRE(t.top.size() == 3);  // five asked, three kept
+    double mass = 0.0;
+    for (std::size_t k = 0; k < 3; ++k) {
+      CHECK(t.top[k].token == static_cast<smol::TokenId>(ids[k]));
+      const double expected = std::exp((rows[i][ids[k]] - rows[i][ids[0]]) / 0.8) / total;
+      CHECK(std::exp(t.top[k].logprob) == doctest::Approx(expected).epsilon(1e-3));
+      mass += std::exp(static_cast<double>(t.top[k].logprob));
+    }
+    CHECK(mass == doctest::Approx(1.0).epsilon(1e-4));
+    bool listed = false;
+    for (const auto& top : t.top)
+      listed |= top.token == t.chosen.token && top.logprob == t.chosen.logprob;
+    CHECK(listed);  // the chosen token is one the sampler kept, with its chance
+  }
+  // Greedy: the one token, certain.
+  smol::GenerationRequest greedy = request_for(1, false);
+  greedy.logprobs = 3;
+  greedy.post_sampling_probs = true;
+  for (const smol::TokenLogprob& t : alone(greedy).logprobs) {
+    CHECK(t.chosen.logprob == 0.0f);
+    REQUIRE(t.top.size() == 1);
+    CHECK(t.top[0].token == t.chosen.token);
   }
 }
 

@@ -158,7 +158,10 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("max_tokens": 99999999999999999999999)"), "max_tokens", "integer"},
       {body(R"("max_tokens": 18446744073709551615)"), "max_tokens", "at most"},
       {body(R"("max_completion_tokens": "ten")"), "max_completion_tokens", "integer"},
-      {body(R"("n": 2)"), "n", "must be 1"},
+      {body(R"("post_sampling_probs": 1)"), "post_sampling_probs", "true or false"},
+      {body(R"("n": 0)"), "n", "between 1 and 16"},
+      {body(R"("n": 17)"), "n", "at most 16"},
+      {body(R"("n": 1.5)"), "n", "integer"},
       {body(R"("seed": "x")"), "seed", "integer"},
       {body(R"("stop": 5)"), "stop", "list of at most"},
       {body(R"("stop": [1])"), "stop", "list of at most"},
@@ -394,6 +397,65 @@ TEST_CASE("the non-streamed chat reply, and the finish reasons") {
   CHECK(reply["choices"][0]["finish_reason"] == "length");
   CHECK(smol::serve::finish_reason(smol::StopReason::end_of_generation) == "stop");
   CHECK(smol::serve::finish_reason(smol::StopReason::max_tokens) == "length");
+}
+
+TEST_CASE("n choices: parsed, each its own choice index, usage summing the completions") {
+  CHECK(parse_chat_request(body("")).params.n == 1);
+  CHECK(parse_chat_request(body(R"("n": 16)")).params.n == 16);
+  CHECK(smol::serve::parse_completion_request(R"({"prompt": "x", "n": 3})").params.n == 3);
+
+  const smol::serve::ReplyHeader header{"chatcmpl-1", 1, "m"};
+  std::vector<smol::serve::ReplyText> texts(2, smol::serve::ReplyText({}));
+  texts[0].add({"one", smol::PieceKind::answer});
+  texts[1].add({"two", smol::PieceKind::answer});
+  std::vector<smol::GenerationResult> results = {result_of(smol::StopReason::stop_string),
+                                                 result_of(smol::StopReason::max_tokens)};
+  results[1].stats.generated_tokens = 4;
+  results[1].stats.prompt_tokens = 1;  // forked the first one's prompt
+  results[1].stats.reused_tokens = 11;
+  const Json reply = smol::serve::chat_completion_json(header, texts, results);
+  REQUIRE(reply["choices"].size() == 2);
+  CHECK(reply["choices"][0]["index"] == 0);
+  CHECK(reply["choices"][0]["message"]["content"] == "one");
+  CHECK(reply["choices"][0]["finish_reason"] == "stop");
+  CHECK(reply["choices"][1]["index"] == 1);
+  CHECK(reply["choices"][1]["message"]["content"] == "two");
+  CHECK(reply["choices"][1]["finish_reason"] == "length");
+  CHECK(reply["usage"]["prompt_tokens"] == 12);  // once
+  CHECK(reply["usage"]["completion_tokens"] == 7);
+  CHECK(reply["usage"]["total_tokens"] == 19);
+  CHECK(reply["timings"]["prompt_n"] == 8);  // every token evaluated, by either choice
+  CHECK(reply["timings"]["predicted_n"] == 7);
+
+  // Streamed: each choice's chunks carry its index; usage and [DONE] once, at the end.
+  smol::serve::ChatStream a(header, {}, true, false, nullptr, 0),
+      b(header, {}, true, false, nullptr, 1);
+  std::string sse = a.first() + b.first() + b.piece({"x", smol::PieceKind::answer}) +
+                    a.piece({"y", smol::PieceKind::answer}) + b.finish(results[1]) +
+                    a.finish(results[0]) + smol::serve::ChatStream::close(header, true, results);
+  const std::vector<Json> events = events_of(sse);
+  REQUIRE(events.size() == 8);
+  CHECK(events[1]["choices"][0]["index"] == 1);
+  CHECK(events[2]["choices"][0]["index"] == 1);
+  CHECK(events[2]["choices"][0]["delta"]["content"] == "x");
+  CHECK(events[3]["choices"][0]["index"] == 0);
+  CHECK(events[4]["choices"][0]["finish_reason"] == "length");
+  CHECK(events[4]["choices"][0]["index"] == 1);
+  CHECK(events[5]["choices"][0]["finish_reason"] == "stop");
+  CHECK(events[6]["usage"]["completion_tokens"] == 7);
+  CHECK(events[7] == "[DONE]");
+
+  // Tool call ids stay unique across choices.
+  CHECK(smol::serve::tool_call_id_prefix(header, 0) != smol::serve::tool_call_id_prefix(header, 1));
+
+  const std::vector<std::string> plain = {"p", "q"};
+  const std::vector<Json> no_logprobs(2);
+  const Json text = smol::serve::text_completion_json(header, plain, results, no_logprobs);
+  REQUIRE(text["choices"].size() == 2);
+  CHECK(text["choices"][1]["index"] == 1);
+  CHECK(text["choices"][1]["text"] == "q");
+  CHECK(text["choices"][1]["finish_reason"] == "length");
+  CHECK(text["usage"]["completion_tokens"] == 7);
 }
 
 TEST_CASE("logprobs: chat's logprobs and top_logprobs, the legacy endpoint's count") {
@@ -776,6 +838,177 @@ TEST_CASE(
   CHECK_FALSE(grammar_accepts(
       grammar,
       R"({"tool_call":{"name":"tree","arguments":{"child":{"tool_call":{"name":"tree","arguments":{"child":null}}}}}})"));
+}
+
+TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies read back") {
+  smol::serve::RequestDefaults hermes;
+  hermes.hermes_tools = true;
+  // The history: calls as data for the template (arguments as its tojson writes them),
+  // results as they came; the tools as the client's objects, in the client's order.
+  const std::string history = R"("messages": [
+      {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\",\"days\":[1,2]}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "Rain"}])";
+  const auto r = parse_chat_request(
+      "{" + history + R"(, "tools": [)" + kWeatherTool + ", " + kTimeTool + "]}", hermes);
+  REQUIRE(r.messages.size() == 3);
+  CHECK(r.messages[0].role == "user");
+  REQUIRE(r.messages[1].tool_calls.size() == 1);
+  CHECK(r.messages[1].tool_calls[0].name == "get_weather");
+  CHECK(r.messages[1].tool_calls[0].arguments == R"({"city": "Oslo", "days": [1, 2]})");
+  CHECK(r.messages[1].content.empty());
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].content == "Rain");
+  REQUIRE(r.template_tools.size() == 2);
+  CHECK(r.template_tools[1] == R"({"type": "function", "function": {"name": "get_time"}})");
+  REQUIRE(r.tools != nullptr);
+  CHECK(r.tools->hermes);
+  CHECK_FALSE(r.params.output.has_value());  // auto: free text, read back
+
+  // Rendered as Qwen2.5's template does (tests/chat_template/ checks it against jinja2).
+  smol::ChatTemplate qwen(smol::ChatFormat::chatml_tools);
+  qwen.default_system = "S";
+  const std::string prompt = smol::render_chat(qwen, r.messages, {.tools = r.template_tools});
+  CHECK(prompt.find("<tools>\n" + r.template_tools[0] + "\n" + r.template_tools[1] +
+                    "\n</tools>") != std::string::npos);
+  CHECK(prompt.find("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
+                    "\"arguments\": {\"city\": \"Oslo\", \"days\": [1, 2]}}\n</tool_call>"
+                    "<|im_end|>\n<|im_start|>user\n<tool_response>\nRain\n</tool_response>"
+                    "<|im_end|>\n<|im_start|>assistant\n") != std::string::npos);
+
+  // required: one or more blocks, each a call whose arguments match its parameters.
+  const auto required = parse_chat_request(tools_body(R"("tool_choice": "required")"), hermes);
+  REQUIRE(required.params.output.has_value());
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  const std::string time = "<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>";
+  CHECK(grammar_accepts(*required.params.output, weather));
+  CHECK(grammar_accepts(*required.params.output, weather + "\n" + time));
+  CHECK_FALSE(grammar_accepts(*required.params.output, "Hello"));
+  CHECK_FALSE(grammar_accepts(*required.params.output, ""));
+  CHECK_FALSE(grammar_accepts(
+      *required.params.output,
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));  // no city
+  const auto named = parse_chat_request(
+      tools_body(R"("tool_choice": {"type": "function", "function": {"name": "get_time"}})"),
+      hermes);
+  CHECK(grammar_accepts(*named.params.output, time));
+  CHECK_FALSE(grammar_accepts(*named.params.output, weather));
+  CHECK_FALSE(grammar_accepts(*named.params.output, time + "\n" + time));  // one call
+  // An enum value holding the word "root" stays a literal when the root is renamed.
+  const auto tricky = parse_chat_request(
+      body(R"("tools": [{"type": "function", "function": {"name": "f", "parameters":
+        {"type": "object", "properties": {"a": {"enum": ["a root b", "root"]}}, "required": ["a"]}}}],
+        "tool_choice": "required")"),
+      hermes);
+  CHECK(grammar_accepts(*tricky.params.output,
+                        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"a root b\"}}\n"
+                        "</tool_call>"));
+
+  // Replies read back: calls with the text before them, anything else as content whole.
+  const smol::serve::ToolRequest& tools = *r.tools;
+  auto reply =
+      smol::serve::parse_hermes_reply("Let me see.\n" + weather + "\n" + time + "\n", tools, "id_");
+  REQUIRE(reply.calls.size() == 2);
+  CHECK(reply.calls[0].id == "id_0");
+  CHECK(reply.calls[0].name == "get_weather");
+  CHECK(reply.calls[0].arguments == R"({"city":"Oslo"})");
+  CHECK(reply.calls[1].arguments == "{}");
+  CHECK(reply.content == "Let me see.");
+  CHECK(smol::serve::parse_hermes_reply(weather, tools, "id_").content == std::nullopt);
+  for (const std::string& text : std::vector<std::string>{
+           std::string("Just text"), weather + " and more text", "<tool_call>\n{\"name\": \"x\"}",
+           "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+           "<tool_call>\nnot json\n</tool_call>"}) {
+    CAPTURE(text);
+    const auto plain = smol::serve::parse_hermes_reply(text, tools, "id_");
+    CHECK(plain.calls.empty());
+    CHECK(plain.content == text);
+  }
+
+  // Streamed in any pieces, the same calls and content.
+  const std::string full = "Let me see.\n" + weather + "\n" + time;
+  for (const std::size_t step : {std::size_t(1), std::size_t(3), std::size_t(7), full.size()}) {
+    CAPTURE(step);
+    smol::serve::HermesReplyScanner scanner(tools);
+    std::vector<smol::serve::ToolReplyScanner::Event> events;
+    for (std::size_t at = 0; at < full.size(); at += step) {
+      for (auto& e : scanner.push(std::string_view(full).substr(at, step))) events.push_back(e);
+    }
+    for (auto& e : scanner.finish()) events.push_back(e);
+    std::string content;
+    std::vector<smol::serve::ToolCall> calls;
+    for (const auto& e : events) {
+      using Kind = smol::serve::ToolReplyScanner::Kind;
+      if (e.kind == Kind::content) content += e.text;
+      if (e.kind == Kind::call) calls.push_back({"", e.text, ""});
+      if (e.kind == Kind::arguments) calls.at(e.index).arguments += e.text;
+    }
+    CHECK(content == "Let me see.");
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[1].name == "get_time");
+    CHECK(calls[0].arguments == reply.calls[0].arguments);
+  }
+  smol::serve::HermesReplyScanner plain(tools);
+  std::string text;
+  for (const auto& e : plain.push("A <tool")) text += e.text;
+  for (const auto& e : plain.push("box> b\n")) text += e.text;
+  for (const auto& e : plain.finish()) text += e.text;
+  CHECK(text == "A <toolbox> b\n");
+
+  // The chat reply: tool_calls, content null, finish "tool_calls", streamed alike.
+  smol::serve::ReplyText reply_text(smol::serve::ReasoningFormat::separate);
+  reply_text.add({weather, smol::PieceKind::answer});
+  const Json whole = smol::serve::chat_completion_json(
+      {"chatcmpl-1", 1, "m"}, reply_text, result_of(smol::StopReason::end_of_generation), false,
+      &tools);
+  CHECK(whole["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(whole["choices"][0]["message"]["content"].is_null());
+  CHECK(whole["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] ==
+        R"({"city":"Oslo"})");
+  smol::serve::ChatStream stream({"chatcmpl-1", 1, "m"}, smol::serve::ReasoningFormat::separate,
+                                 false, false, r.tools);
+  std::string sse = stream.first();
+  for (std::size_t at = 0; at < weather.size(); at += 5) {
+    sse += stream.piece({weather.substr(at, 5), smol::PieceKind::answer});
+  }
+  sse += stream.end(result_of(smol::StopReason::end_of_generation));
+  std::string arguments, name;
+  std::string finish;
+  for (const Json& e : events_of(sse)) {
+    if (!e.is_object() || e["choices"].empty()) continue;
+    const Json& choice = e["choices"][0];
+    if (choice["delta"].contains("tool_calls")) {
+      const Json& f = choice["delta"]["tool_calls"][0]["function"];
+      if (f.contains("name")) name += f["name"].get<std::string>();
+      arguments += f.value("arguments", "");
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  CHECK(name == "get_weather");
+  CHECK(arguments == R"({"city":"Oslo"})");
+  CHECK(finish == "tool_calls");
+}
+
+TEST_CASE("post_sampling_probs: parsed, and written as llama-server's prob and top_probs") {
+  CHECK(parse_chat_request(body(R"("post_sampling_probs": true, "logprobs": true)"))
+            .params.post_sampling_probs);
+  CHECK_FALSE(parse_chat_request(body("")).params.post_sampling_probs);
+  smol::TokenLogprob t;
+  t.post_sampling = true;
+  t.chosen = {5, std::log(0.25f), "a"};
+  t.top = {{6, std::log(0.75f), "b"}, {5, std::log(0.25f), "a"}};
+  const Json json = smol::serve::chat_logprobs_json(std::span(&t, 1));
+  const Json& entry = json["content"][0];
+  CHECK_FALSE(entry.contains("logprob"));
+  CHECK(entry["prob"].get<double>() == doctest::Approx(0.25));
+  REQUIRE(entry["top_probs"].size() == 2);
+  CHECK(entry["top_probs"][0]["token"] == "b");
+  CHECK(entry["top_probs"][0]["prob"].get<double>() == doctest::Approx(0.75));
+  CHECK(entry["top_probs"][0]["bytes"] == Json::array({98}));
+  t.post_sampling = false;
+  CHECK(smol::serve::chat_logprobs_json(std::span(&t, 1))["content"][0].contains("top_logprobs"));
 }
 
 }  // namespace test_serve_protocol

@@ -19,10 +19,14 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+#include "scratch_dir.hpp"
+#include "smol/gguf/writer.hpp"
+#include "smol/text/known_chat_templates.hpp"
 
 namespace {
 
@@ -33,8 +37,8 @@ const std::string kFixture = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q
 // A smol-server process on a free port, stopped (SIGTERM) when it goes out of scope.
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), {SMOL_SERVER_BINARY, "-m", kFixture, "-t", "1", "--port", "0"});
+  explicit ServerProcess(std::vector<std::string> args, const std::string& model = kFixture) {
+    args.insert(args.begin(), {SMOL_SERVER_BINARY, "-m", model, "-t", "1", "--port", "0"});
     int pipe_fds[2];
     REQUIRE(pipe(pipe_fds) == 0);
     pid_ = fork();
@@ -500,9 +504,11 @@ TEST_CASE("logprobs: streamed side by side equal those of replies served alone, 
 
   // The legacy endpoint: parallel lists, text offsets into the reply's text.
   httplib::Client client = server.client();
-  const std::string legacy =
-      Json{{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0}, {"logprobs", 2}}
-          .dump();
+  const std::string legacy = Json{
+      {"prompt", "Once upon a time"},
+      {"max_tokens", 5},
+      {"temperature", 0},
+      {"logprobs", 2}}.dump();
   const auto res = client.Post("/v1/completions", legacy, "application/json");
   REQUIRE(res);
   REQUIRE(res->status == 200);
@@ -533,4 +539,214 @@ TEST_CASE("logprobs: streamed side by side equal those of replies served alone, 
            Json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}.dump());
   CHECK(refused.status == 400);
   CHECK(refused.error["error"]["param"] == "top_logprobs");
+}
+
+TEST_CASE("n choices: sampled each with its own seed from one prompt read once, both endpoints") {
+  ServerProcess server({"-c", "1024", "-np", "4"});
+  httplib::Client client = server.client();
+  const auto chat = [&](Json fields) {
+    Json body = {{"messages", {{{"role", "user"}, {"content", "Pick a number, any number"}}}},
+                 {"max_tokens", 8},
+                 {"ignore_eos", true}};
+    body.update(fields);
+    const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE_MESSAGE(res->status == 200, res->body);
+    return Json::parse(res->body);
+  };
+  const auto content = [](const Json& reply, std::size_t i) {
+    return reply["choices"][i]["message"]["content"].get<std::string>();
+  };
+
+  const Json three = chat({{"n", 3}, {"temperature", 1.0}, {"seed", 5}, {"logprobs", true}});
+  REQUIRE(three["choices"].size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(three["choices"][i]["index"] == i);
+    CHECK(three["choices"][i]["logprobs"]["content"].size() == 8);
+  }
+  CHECK(three["usage"]["completion_tokens"] == 24);
+  // The prompt is read once: the other two choices fork it and evaluate its last token.
+  const int prompt = three["usage"]["prompt_tokens"];
+  CHECK(three["timings"]["prompt_n"] == prompt + 2);
+  CHECK(three["timings"]["cache_n"] == 2 * (prompt - 1));
+  CHECK(content(three, 0) != content(three, 1));
+  CHECK(content(three, 1) != content(three, 2));
+  // Choice i samples with seed + i: alone with seed 6, choice 1's reply.
+  CHECK(content(chat({{"temperature", 1.0}, {"seed", 6}}), 0) == content(three, 1));
+
+  const Json greedy = chat({{"n", 2}, {"temperature", 0}});
+  REQUIRE(greedy["choices"].size() == 2);
+  CHECK(content(greedy, 0) == content(greedy, 1));
+
+  // Structured output holds in every choice.
+  const Json yes_no =
+      chat({{"n", 2},
+            {"temperature", 1.0},
+            {"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "a"}, {"schema", {{"enum", {"yes", "no"}}}}}}}}});
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Json parsed = Json::parse(content(yes_no, i));
+    CHECK((parsed == "yes" || parsed == "no"));
+  }
+
+  // Streamed: the chunks carry their choice's index; put together per index, the
+  // non-streamed replies; one usage chunk summing both.
+  const std::string streamed = Json{
+      {"messages", {{{"role", "user"}, {"content", "Pick a number, any number"}}}},
+      {"max_tokens", 8},
+      {"ignore_eos", true},
+      {"n", 3},
+      {"temperature", 1.0},
+      {"seed", 5},
+      {"stream", true},
+      {"stream_options",
+       {{"include_usage", true}}}}.dump();
+  std::vector<std::string> texts(3);
+  std::vector<int> finishes(3, 0);
+  int usage_chunks = 0;
+  for (const std::string& e : stream_events(client, streamed)) {
+    if (e == "[DONE]") continue;
+    const Json chunk = Json::parse(e);
+    if (chunk["choices"].empty()) {
+      ++usage_chunks;
+      CHECK(chunk["usage"]["completion_tokens"] == 24);
+      continue;
+    }
+    const std::size_t i = chunk["choices"][0]["index"];
+    REQUIRE(i < 3);
+    texts[i] += chunk["choices"][0]["delta"].value("content", "");
+    if (!chunk["choices"][0]["finish_reason"].is_null()) ++finishes[i];
+  }
+  CHECK(usage_chunks == 1);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(finishes[i] == 1);
+    CHECK(texts[i] == content(three, i));
+  }
+
+  const Json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", 4},
+                     {"ignore_eos", true},
+                     {"n", 2},
+                     {"temperature", 0},
+                     {"logprobs", 1}};
+  const auto res = client.Post("/v1/completions", body.dump(), "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  const Json completion = Json::parse(res->body);
+  REQUIRE(completion["choices"].size() == 2);
+  CHECK(completion["choices"][1]["index"] == 1);
+  CHECK(completion["choices"][0]["text"] == completion["choices"][1]["text"]);
+  CHECK(completion["choices"][1]["logprobs"]["tokens"].size() == 4);
+  CHECK(completion["usage"]["completion_tokens"] == 8);
+
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    CAPTURE(path);
+    const Refusal refused =
+        post(client, path,
+             Json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"prompt", "x"}, {"n", 17}}
+                 .dump());
+    CHECK(refused.status == 400);
+    CHECK(refused.error["error"]["param"] == "n");
+  }
+}
+
+TEST_CASE("a template with Hermes-style tools: calls forced, read back, streamed alike") {
+  // The fixture with Qwen2.5's template in place of its own.
+  const smol::gguf::GgufFile original = smol::gguf::GgufFile::open(kFixture);
+  smol::gguf::GgufWriter writer = smol::gguf::GgufWriter::copy_of(original);
+  std::string qwen(smol::kQwen25Template);
+  for (std::size_t at; (at = qwen.find(smol::kDefaultSystemHole)) != std::string::npos;) {
+    qwen.replace(at, smol::kDefaultSystemHole.size(), "You are a test.");
+  }
+  writer.set("tokenizer.chat_template", qwen);
+  const std::string model = (smol::test::scratch_dir() / "qwen-template.gguf").string();
+  writer.write(model);
+  ServerProcess server({"-c", "1024", "-np", "2"}, model);
+  CHECK(server.output().find("not one smol knows") == std::string::npos);
+  httplib::Client client = server.client();
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                     "required": ["city"], "additionalProperties": false}}}])");
+  for (const int seed : {1, 2, 3}) {
+    CAPTURE(seed);
+    Json body = {{"messages", {{{"role", "user"}, {"content", "Weather in Oslo?"}}}},
+                 {"tools", tools},
+                 {"tool_choice", "required"},
+                 {"parallel_tool_calls", false},
+                 {"temperature", 1.0},
+                 {"seed", seed},
+                 {"max_tokens", 200}};
+    const auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE_MESSAGE(res->status == 200, res->body);
+    const Json choice = Json::parse(res->body)["choices"][0];
+    CHECK(choice["finish_reason"] == "tool_calls");
+    REQUIRE(choice["message"]["tool_calls"].size() == 1);
+    const Json call = choice["message"]["tool_calls"][0];
+    CHECK(call["function"]["name"] == "get_weather");
+    const Json arguments = Json::parse(call["function"]["arguments"].get<std::string>());
+    REQUIRE(arguments.is_object());
+    CHECK(arguments.size() == 1);
+    CHECK(arguments["city"].get<std::string>().size() <= 12 * 4);  // <= 12 characters
+    CHECK(choice["message"]["content"].is_null());
+
+    body["stream"] = true;
+    std::string name, streamed;
+    for (const std::string& e : stream_events(client, body.dump())) {
+      if (e == "[DONE]") continue;
+      const Json chunk = Json::parse(e);
+      if (chunk["choices"].empty()) continue;
+      const Json& delta = chunk["choices"][0]["delta"];
+      if (!delta.contains("tool_calls")) continue;
+      const Json& f = delta["tool_calls"][0]["function"];
+      if (f.contains("name")) name += f["name"].get<std::string>();
+      streamed += f.value("arguments", "");
+    }
+    CHECK(name == "get_weather");
+    CHECK(streamed == call["function"]["arguments"]);
+  }
+}
+
+TEST_CASE(
+    "post_sampling_probs: probabilities after the sampler, llama-server's prob and top_probs") {
+  ServerProcess server({"-c", "1024", "-np", "1"});
+  httplib::Client client = server.client();
+  Json body = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+               {"max_tokens", 6},
+               {"ignore_eos", true},
+               {"temperature", 0.7},
+               {"top_k", 3},
+               {"seed", 9},
+               {"logprobs", true},
+               {"top_logprobs", 5}};
+  const auto raw = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  body["post_sampling_probs"] = true;
+  const auto post = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  REQUIRE(raw);
+  REQUIRE(post);
+  REQUIRE(raw->status == 200);
+  REQUIRE(post->status == 200);
+  const Json a = Json::parse(raw->body)["choices"][0], b = Json::parse(post->body)["choices"][0];
+  CHECK(a["message"]["content"] == b["message"]["content"]);  // the same tokens drawn
+  REQUIRE(b["logprobs"]["content"].size() == 6);
+  for (const Json& entry : b["logprobs"]["content"]) {
+    CHECK_FALSE(entry.contains("logprob"));
+    CHECK_FALSE(entry.contains("top_logprobs"));
+    const double chosen = entry["prob"];
+    CHECK(chosen > 0.0);
+    CHECK(chosen <= 1.0);
+    REQUIRE(entry["top_probs"].size() <= 3);  // top_k kept three
+    double mass = 0.0;
+    bool listed = false;
+    for (const Json& t : entry["top_probs"]) {
+      mass += t["prob"].get<double>();
+      listed |= t["token"] == entry["token"] && t["prob"] == entry["prob"];
+    }
+    CHECK(mass == doctest::Approx(1.0).epsilon(1e-4));
+    CHECK(listed);
+  }
+  CHECK(a["logprobs"]["content"][0].contains("logprob"));
 }

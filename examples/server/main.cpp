@@ -80,6 +80,7 @@ struct Service {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
+    defaults.hermes_tools = smol::renders_hermes_tools(chat_template.format);
   }
 
   static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
@@ -206,6 +207,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.stop_strings = params.stop;
   request.ignore_eos = params.ignore_eos;
   request.logprobs = params.logprobs;
+  request.post_sampling_probs = params.post_sampling_probs;
   if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }
@@ -222,56 +224,93 @@ smol::RequestId submit(Service& service, smol::GenerationRequest request, const 
   return *id;
 }
 
-// The common end of both endpoints: waits for the reply and answers in one piece, or
-// streams it. `Stream` turns pieces into SSE text (first(), piece(), end()); `reply`
-// builds the non-streaming body from the pieces and the result.
+// The requests of a reply's choices (n): the same, but that each samples on its own,
+// choice i with seed + i when the request gave a seed (else each draws its own).
+std::vector<smol::GenerationRequest> choice_requests(Service& service,
+                                                     const smol::serve::CompletionParams& params,
+                                                     std::vector<smol::TokenId> prompt) {
+  std::vector<smol::GenerationRequest> requests(
+      params.n, generation_request(service, params, std::move(prompt)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto& seed = requests[i].sampling.seed;
+    if (seed) *seed += i;
+  }
+  return requests;
+}
+
+// The common end of both endpoints: submits the choices' requests, waits for their
+// replies and answers in one piece, or streams them. `Stream` turns pieces into SSE text
+// (first(), logprob(), piece() and finish() per choice, close() after the last); `reply`
+// builds the non-streaming body from each choice's pieces and result.
 template <class Stream, class Reply>
 void answer(State& state, Service& service, httplib::Response& res,
-            std::shared_ptr<FlightTicket> ticket, smol::GenerationRequest request,
+            std::shared_ptr<FlightTicket> ticket, std::vector<smol::GenerationRequest> requests,
             const char* prompt_param, std::optional<Stream> stream, Reply reply) {
   auto channel = std::make_shared<smol::serve::ReplyChannel>();
-  smol::serve::ReplyChannel::connect(channel, request, /*stream_logprobs=*/stream.has_value());
-  // Counted when the engine ends it, whether or not anyone still reads the channel.
-  request.on_done = [&state, to_channel =
-                                 std::move(request.on_done)](const smol::GenerationResult& result) {
-    state.metrics.request_finished(result);
-    to_channel(result);
+  const std::size_t n = requests.size();
+  auto ids = std::make_shared<std::vector<smol::RequestId>>();
+  const auto cancel_all = [&service](const std::vector<smol::RequestId>& running) {
+    for (const smol::RequestId id : running) service.engine_thread.cancel(id);
   };
-  const smol::RequestId id = submit(service, std::move(request), prompt_param);
+  for (std::size_t i = 0; i < n; ++i) {
+    smol::GenerationRequest& request = requests[i];
+    smol::serve::ReplyChannel::connect(channel, request, /*stream_logprobs=*/stream.has_value(), i);
+    // Counted when the engine ends it, whether or not anyone still reads the channel.
+    request.on_done =
+        [&state, i, to_channel = std::move(request.on_done)](const smol::GenerationResult& result) {
+          state.metrics.request_finished(result, /*first_choice=*/i == 0);
+          to_channel(result);
+        };
+    try {
+      ids->push_back(submit(service, std::move(request), prompt_param));
+    } catch (...) {
+      cancel_all(*ids);  // choices already queued: nobody will read them
+      throw;
+    }
+  }
   state.metrics.request_started();
 
   if (!stream) {
-    std::vector<smol::serve::ReplyEvent> pieces;
-    for (;;) {
+    std::vector<std::vector<smol::serve::ReplyEvent>> pieces(n);
+    std::vector<smol::GenerationResult> results(n);
+    for (std::size_t done = 0; done < n;) {
       std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
       if (!event) continue;
       if (event->done) {
-        if (event->done->stop == smol::StopReason::cancelled) throw cancelled_by_server(state);
-        send_json(res, reply(pieces, *event->done));
-        return;
+        if (event->done->stop == smol::StopReason::cancelled) {
+          cancel_all(*ids);
+          throw cancelled_by_server(state);
+        }
+        results[event->choice] = std::move(*event->done);
+        ++done;
+        continue;
       }
-      pieces.push_back(std::move(*event));
+      pieces[event->choice].push_back(std::move(*event));
     }
+    send_json(res, reply(pieces, results));
+    return;
   }
 
   // Streaming: the provider runs on the connection's thread, called again until it
   // says done. While it waits for pieces it sends an SSE comment every kPollInterval:
-  // a write that fails is how a client that has gone is noticed, and its request
-  // cancelled at once rather than at its next token.
+  // a write that fails is how a client that has gone is noticed, and its requests
+  // cancelled at once rather than at their next token.
   struct Streaming {
     std::shared_ptr<smol::serve::ReplyChannel> channel;
     Stream stream;
     std::shared_ptr<FlightTicket> ticket;
+    std::vector<smol::GenerationResult> results;
+    std::size_t done = 0;
     bool finished = false;
   };
-  auto shared =
-      std::make_shared<Streaming>(Streaming{channel, std::move(*stream), std::move(ticket)});
+  auto shared = std::make_shared<Streaming>(Streaming{
+      channel, std::move(*stream), std::move(ticket), std::vector<smol::GenerationResult>(n)});
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // nginx: pass each event on at once
   const std::string first = shared->stream.first();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [shared, first, &state](std::size_t offset, httplib::DataSink& sink) {
+      [shared, first, &state, ids, cancel_all](std::size_t offset, httplib::DataSink& sink) {
         const auto write = [&](const std::string& text) {
           return text.empty() || sink.write(text.data(), text.size());
         };
@@ -283,74 +322,123 @@ void answer(State& state, Service& service, httplib::Response& res,
             continue;
           }
           if (event->logprob) {
-            shared->stream.logprob(*event->logprob);
+            shared->stream.logprob(event->choice, *event->logprob);
             continue;
           }
           if (!event->done) {
-            if (!write(shared->stream.piece({event->text, event->kind}))) return false;
+            if (!write(shared->stream.piece(event->choice, {event->text, event->kind}))) {
+              return false;
+            }
             continue;
           }
-          shared->finished = true;
           if (event->done->stop == smol::StopReason::cancelled) {
             // Only the server cancels a request whose client is still there.
+            shared->finished = true;
+            cancel_all(*ids);
             const ApiError error = cancelled_by_server(state);
             write(smol::serve::sse_event(smol::serve::error_body(error)));
             write(std::string(smol::serve::kSseDone));
-          } else {
-            write(shared->stream.end(*event->done));
+            sink.done();
+            return true;
           }
+          if (!write(shared->stream.finish(event->choice, *event->done))) return false;
+          shared->results[event->choice] = std::move(*event->done);
+          if (++shared->done < shared->results.size()) continue;
+          shared->finished = true;
+          write(shared->stream.close(shared->results));
           sink.done();
           return true;
         }
       },
-      [shared, id, &service](bool) {
-        if (!shared->finished) service.engine_thread.cancel(id);  // the client went away
+      [shared, ids, cancel_all](bool) {
+        if (!shared->finished) cancel_all(*ids);  // the client went away
       });
 }
+
+// A streamed chat reply of n choices: a ChatStream each.
+class ChatStreams {
+ public:
+  ChatStreams(const smol::serve::ReplyHeader& header,
+              const smol::serve::ChatCompletionRequest& chat)
+      : header_(header), include_usage_(chat.params.include_usage) {
+    for (std::size_t i = 0; i < chat.params.n; ++i) {
+      choices_.emplace_back(header, chat.params.reasoning, chat.params.include_usage,
+                            chat.params.logprobs.has_value(), chat.tools, i);
+    }
+  }
+  std::string first() const {
+    std::string out;
+    for (const auto& choice : choices_) out += choice.first();
+    return out;
+  }
+  void logprob(std::size_t i, const smol::TokenLogprob& token) { choices_[i].logprob(token); }
+  std::string piece(std::size_t i, const smol::TextPiece& piece) {
+    return choices_[i].piece(piece);
+  }
+  std::string finish(std::size_t i, const smol::GenerationResult& result) {
+    return choices_[i].finish(result);
+  }
+  std::string close(const std::vector<smol::GenerationResult>& results) const {
+    return smol::serve::ChatStream::close(header_, include_usage_, results);
+  }
+
+ private:
+  smol::serve::ReplyHeader header_;
+  bool include_usage_;
+  std::vector<smol::serve::ChatStream> choices_;
+};
 
 void chat_completions(State& state, const httplib::Request& req, httplib::Response& res) {
   Service& service = ready_service(state);
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
-  std::vector<smol::TokenId> prompt = service.encoder.encode(
-      service.chat_template, chat.messages,
-      {.add_generation_prompt = true, .enable_thinking = chat.enable_thinking});
+  std::vector<smol::TokenId> prompt =
+      service.encoder.encode(service.chat_template, chat.messages,
+                             {.add_generation_prompt = true,
+                              .enable_thinking = chat.enable_thinking,
+                              .tools = chat.template_tools});
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
-  std::optional<smol::serve::ChatStream> stream;
+  std::optional<ChatStreams> stream;
   const bool logprobs = chat.params.logprobs.has_value();
-  if (chat.params.stream) {
-    stream.emplace(header, chat.params.reasoning, chat.params.include_usage, logprobs, chat.tools);
-  }
+  if (chat.params.stream) stream.emplace(header, chat);
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
   std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
   answer(state, service, res, std::move(ticket),
-         generation_request(service, chat.params, std::move(prompt)), "messages", std::move(stream),
-         [header, format, logprobs, tools](const std::vector<smol::serve::ReplyEvent>& pieces,
-                                           const smol::GenerationResult& result) {
-           smol::serve::ReplyText text(format);
-           for (const auto& piece : pieces) text.add({piece.text, piece.kind});
-           return smol::serve::chat_completion_json(header, text, result, logprobs, tools.get());
+         choice_requests(service, chat.params, std::move(prompt)), "messages", std::move(stream),
+         [header, format, logprobs, tools](
+             const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
+             const std::vector<smol::GenerationResult>& results) {
+           std::vector<smol::serve::ReplyText> texts(pieces.size(), smol::serve::ReplyText(format));
+           for (std::size_t i = 0; i < pieces.size(); ++i) {
+             for (const auto& piece : pieces[i]) texts[i].add({piece.text, piece.kind});
+           }
+           return smol::serve::chat_completion_json(header, texts, results, logprobs, tools.get());
          });
 }
 
 // /v1/completions streams plain text: the pieces as they come, thinking or not, each
-// with the logprobs of the tokens since the previous chunk when the request asked.
+// with the logprobs of the tokens since the previous chunk when the request asked. One
+// TextStream per choice.
 class TextStream {
  public:
-  TextStream(smol::serve::ReplyHeader header, bool include_usage, bool logprobs)
-      : header_(std::move(header)), include_usage_(include_usage), logprobs_(logprobs) {}
-  std::string first() const { return {}; }
+  TextStream(smol::serve::ReplyHeader header, bool include_usage, bool logprobs, std::size_t index)
+      : header_(std::move(header)),
+        include_usage_(include_usage),
+        logprobs_(logprobs),
+        index_(index) {}
   void logprob(const smol::TokenLogprob& token) { pending_.push_back(token); }
   std::string piece(const smol::TextPiece& piece) {
     return smol::serve::sse_event(smol::serve::text_completion_json(
-        header_, std::string(piece.text), nullptr, nullptr, take_logprobs()));
+        header_, std::string(piece.text), nullptr, nullptr, take_logprobs(), index_));
   }
-  std::string end(const smol::GenerationResult& result) {
+  // The choice's last chunk; a reply of one choice carries the usage there.
+  std::string finish(const smol::GenerationResult& result, bool alone) {
     Json last = smol::serve::text_completion_json(
-        header_, "", smol::serve::finish_reason(result.stop), include_usage_ ? &result : nullptr,
-        pending_.empty() ? Json(nullptr) : take_logprobs());
-    return smol::serve::sse_event(last) + std::string(smol::serve::kSseDone);
+        header_, "", smol::serve::finish_reason(result.stop),
+        include_usage_ && alone ? &result : nullptr,
+        pending_.empty() ? Json(nullptr) : take_logprobs(), index_);
+    return smol::serve::sse_event(last);
   }
 
  private:
@@ -363,8 +451,44 @@ class TextStream {
 
   smol::serve::ReplyHeader header_;
   bool include_usage_, logprobs_;
+  std::size_t index_;
   std::vector<smol::TokenLogprob> pending_;
   std::size_t offset_ = 0;  // text_offset of the next token
+};
+
+// A streamed completions reply of n choices; with several, the usage (when asked) comes
+// last in a chunk of its own, with no choices, as OpenAI sends it.
+class TextStreams {
+ public:
+  TextStreams(const smol::serve::ReplyHeader& header, const smol::serve::CompletionParams& params)
+      : header_(header), include_usage_(params.include_usage) {
+    for (std::size_t i = 0; i < params.n; ++i) {
+      choices_.emplace_back(header, params.include_usage, params.logprobs.has_value(), i);
+    }
+  }
+  std::string first() const { return {}; }
+  void logprob(std::size_t i, const smol::TokenLogprob& token) { choices_[i].logprob(token); }
+  std::string piece(std::size_t i, const smol::TextPiece& piece) {
+    return choices_[i].piece(piece);
+  }
+  std::string finish(std::size_t i, const smol::GenerationResult& result) {
+    return choices_[i].finish(result, choices_.size() == 1);
+  }
+  std::string close(const std::vector<smol::GenerationResult>& results) const {
+    std::string out;
+    if (include_usage_ && choices_.size() > 1) {
+      Json usage = smol::serve::text_completion_json(header_, "", nullptr, nullptr);
+      usage["choices"] = Json::array();
+      usage["usage"] = smol::serve::usage_json(results);
+      out += smol::serve::sse_event(usage);
+    }
+    return out + std::string(smol::serve::kSseDone);
+  }
+
+ private:
+  smol::serve::ReplyHeader header_;
+  bool include_usage_;
+  std::vector<TextStream> choices_;
 };
 
 void completions(State& state, const httplib::Request& req, httplib::Response& res) {
@@ -375,20 +499,23 @@ void completions(State& state, const httplib::Request& req, httplib::Response& r
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("cmpl-"), unix_time(), state.model_name};
   const bool logprobs = completion.params.logprobs.has_value();
-  std::optional<TextStream> stream;
-  if (completion.params.stream) stream.emplace(header, completion.params.include_usage, logprobs);
+  std::optional<TextStreams> stream;
+  if (completion.params.stream) stream.emplace(header, completion.params);
   answer(state, service, res, std::move(ticket),
-         generation_request(service, completion.params, std::move(prompt)), "prompt",
+         choice_requests(service, completion.params, std::move(prompt)), "prompt",
          std::move(stream),
-         [header, logprobs](const std::vector<smol::serve::ReplyEvent>& pieces,
-                            const smol::GenerationResult& result) {
-           std::string text;
-           for (const auto& piece : pieces) text += piece.text;
-           std::size_t offset = 0;
-           return smol::serve::text_completion_json(
-               header, text, smol::serve::finish_reason(result.stop), &result,
-               logprobs ? smol::serve::completion_logprobs_json(result.logprobs, offset)
-                        : Json(nullptr));
+         [header, logprobs](const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
+                            const std::vector<smol::GenerationResult>& results) {
+           std::vector<std::string> texts(pieces.size());
+           std::vector<Json> lists(pieces.size());
+           for (std::size_t i = 0; i < pieces.size(); ++i) {
+             for (const auto& piece : pieces[i]) texts[i] += piece.text;
+             std::size_t offset = 0;
+             if (logprobs) {
+               lists[i] = smol::serve::completion_logprobs_json(results[i].logprobs, offset);
+             }
+           }
+           return smol::serve::text_completion_json(header, texts, results, lists);
          });
 }
 

@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "json_file.hpp"
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
+#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/known_chat_templates.hpp"
 
@@ -36,13 +36,34 @@ std::string read_template(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::vector<smol::ChatMessage> messages_of(const nlohmann::json& conversation) {
+// Read in the file's order: a tool's JSON (and a call's arguments) is written in the
+// order its members came, as Python keeps them.
+std::vector<smol::ChatMessage> messages_of(const nlohmann::ordered_json& conversation) {
   std::vector<smol::ChatMessage> messages;
   for (const auto& message : conversation.at("messages")) {
-    messages.push_back(
-        {message.at("role").get<std::string>(), message.at("content").get<std::string>()});
+    smol::ChatMessage m{
+        message.at("role").get<std::string>(),
+        message.at("content").is_null() ? std::string() : message.at("content").get<std::string>()};
+    if (message.contains("tool_calls")) {
+      for (const auto& call : message.at("tool_calls")) {
+        const auto& function = call.at("function");
+        m.tool_calls.push_back({function.at("name").get<std::string>(),
+                                smol::serve::python_json(function.at("arguments"))});
+      }
+    }
+    messages.push_back(std::move(m));
   }
   return messages;
+}
+
+std::vector<std::string> tools_of(const nlohmann::ordered_json& conversation) {
+  std::vector<std::string> tools;
+  if (conversation.contains("tools")) {
+    for (const auto& tool : conversation.at("tools")) {
+      tools.push_back(smol::serve::python_json(tool));
+    }
+  }
+  return tools;
 }
 
 }  // namespace
@@ -63,11 +84,14 @@ int main(int argc, char** argv) {
                           : nlohmann::json(std::string(chat_template.known_as));
     out["warnings"] = warnings;
     out["renders"] = nlohmann::json::object();
-    const nlohmann::json table = smol::test::read_json_file(argv[2]);
+    std::ifstream cases(argv[2], std::ios::binary);
+    if (!cases) smol::fail(argv[2], ": cannot open");
+    const auto table = nlohmann::ordered_json::parse(cases);
     for (const auto& conversation : table.at("conversations")) {
       const smol::ChatOptions options{
           .add_generation_prompt = conversation.at("add_generation_prompt").get<bool>(),
-          .enable_thinking = conversation.value("enable_thinking", true)};
+          .enable_thinking = conversation.value("enable_thinking", true),
+          .tools = tools_of(conversation)};
       out["renders"][conversation.at("name").get<std::string>()] =
           smol::render_chat(chat_template, messages_of(conversation), options);
     }

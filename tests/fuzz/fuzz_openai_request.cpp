@@ -52,6 +52,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }
+  // The same request for a template with Hermes-style tools (Qwen2.5's).
+  try {
+    const smol::serve::ChatCompletionRequest chat =
+        smol::serve::parse_chat_request(body, {.hermes_tools = true});
+    smol::ChatTemplate qwen(smol::ChatFormat::chatml_tools);
+    qwen.default_system = "S";
+    const auto tokens = text().encoder.encode(
+        qwen, chat.messages, {.enable_thinking = chat.enable_thinking, .tools = chat.template_tools});
+    if (tokens.empty()) __builtin_trap();
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  smol::serve::HermesReplyScanner hermes(*text().tools);
+  hermes.push(body);
+  hermes.finish();
+  const smol::serve::ToolReply hermes_reply =
+      smol::serve::parse_hermes_reply(body, *text().tools, "c");
+  if (hermes_reply.calls.empty() && !hermes_reply.content) __builtin_trap();
   smol::serve::ToolReplyScanner().push(body);
   const smol::serve::ToolReply reply = smol::serve::parse_tool_reply(body, *text().tools, "c");
   if (reply.calls.empty() && !reply.content) __builtin_trap();  // calls or text, always

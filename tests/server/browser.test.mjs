@@ -12,6 +12,7 @@
 //   #thinking-toggle #max-tokens #sidebar #sidebar-toggle #messages
 //   .msg.user / .msg.assistant > details.thinking > .thinking-body, .content, .stats
 //   .msg.assistant[data-finish]  'stop' | 'length' | 'aborted' | 'error', once done
+//   .msg.assistant .tool-call > .tool-name, pre   .msg.tool > .tool-label, .tool-name, pre
 //   window.smolRenderMarkdown(text) -> HTML string, window.smolLastRequest
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -502,6 +503,61 @@ test('HTML in a streamed reply is shown as text, the reasoning apart', async () 
   assert.equal(await page.evaluate(() => window.pwned), undefined);
   assert.equal(await page.$$eval('#messages img', (els) => els.length), 0);
   assert.deepEqual(await page.$$eval('#messages .msg.assistant .content strong', (els) => els.map((e) => e.textContent)), ['bold']);
+});
+
+test('tool calls and tool results in the history render readably and go back to the server', async () => {
+  // A conversation as a client that sends tools stores it (OpenAI's message shapes).
+  const args = '{"city":"Paris <b>x</b>","days":[1,2]}';
+  const conv = {
+    id: 'tools-conv', title: 'Weather', updated: Date.now() + 1e6, messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null,
+        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: args } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp":21}' },
+      { role: 'assistant', content: 'It is 21 degrees.' },
+    ],
+  };
+  await page.evaluate((c) => {
+    localStorage.setItem('smol.conversations', JSON.stringify([...JSON.parse(localStorage.getItem('smol.conversations') || '[]'), c]));
+    localStorage.setItem('smol.current', JSON.stringify(c.id));
+  }, conv);
+  await page.reload({ waitUntil: 'networkidle0' });
+  const shown = await page.evaluate(() => ({
+    calls: [...document.querySelectorAll('#messages .msg.assistant .tool-call')].map((c) => ({
+      name: c.querySelector('.tool-name').textContent, args: c.querySelector('pre').textContent })),
+    tool: [...document.querySelectorAll('#messages .msg.tool')].map((t) => ({
+      label: t.querySelector('.tool-label').textContent + t.querySelector('.tool-name').textContent,
+      content: t.querySelector('pre').textContent })),
+    bTags: document.querySelectorAll('#messages b').length,
+  }));
+  assert.deepEqual(shown.calls, [{ name: 'get_weather', args: JSON.stringify(JSON.parse(args), null, 2) }]);
+  assert.deepEqual(shown.tool, [{ label: 'Tool result of get_weather', content: '{\n  "temp": 21\n}' }]);
+  assert.equal(shown.bTags, 0, 'arguments are text, never HTML');
+
+  // A streamed call is put together from its pieces; the history sent keeps the calls.
+  const events = [
+    chunk({ role: 'assistant', content: '' }),
+    chunk({ tool_calls: [{ index: 0, id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '' } }] }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: '{"zone":' } }] }),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: '"CET"}' } }] }),
+    chunk({}, 'tool_calls', { timings: TIMINGS }),
+  ];
+  const body = events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + 'data: [DONE]\n\n';
+  const posted = await withCannedReply(body, async () => {
+    await typeAndSend('And the time?');
+    await waitForReplyDone();
+  });
+  assert.equal(posted.length, 1);
+  const history = posted[0].messages;
+  assert.deepEqual(history[1].tool_calls, conv.messages[1].tool_calls);
+  assert.equal(history[2].role, 'tool');
+  assert.equal(history[2].tool_call_id, 'call_1');
+  const last = await page.evaluate(() => {
+    const all = document.querySelectorAll('#messages .msg.assistant');
+    const m = all[all.length - 1];
+    return { finish: m.dataset.finish, name: m.querySelector('.tool-name')?.textContent, args: m.querySelector('.tool-call pre')?.textContent };
+  });
+  assert.deepEqual(last, { finish: 'tool_calls', name: 'get_time', args: '{\n  "zone": "CET"\n}' });
 });
 
 test('server errors are shown in the page', async () => {

@@ -172,7 +172,15 @@ test('(f) invalid requests are 400', async () => {
     return true;
   };
   await assert.rejects(client.chat.completions.create({ model: modelId, messages: [], max_tokens: 4 }), is400);
-  await assert.rejects(client.chat.completions.create({ ...greedy(), n: 2 }), is400);
+  await assert.rejects(client.chat.completions.create({ ...greedy(), n: 17 }), is400);
+});
+
+test('(f2) n: 2 choices, indexed, their completions summed in usage', async () => {
+  const r = await client.chat.completions.create(greedy({ n: 2, temperature: 1, seed: 3 }));
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  const one = await client.chat.completions.create(greedy({ temperature: 1, seed: 3 }));
+  assert.equal(joined(r.choices[0].message), joined(one.choices[0].message));
 });
 
 test('(g) --api-key: wrong key 401, right key works, /health is open', async () => {

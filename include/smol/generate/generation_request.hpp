@@ -45,6 +45,9 @@ struct GenerationRequest {
   // the n most likely at its position (n <= kMaxTopLogprobs), in GenerationResult::logprobs
   // and through on_logprob as they come.
   std::optional<std::size_t> logprobs = std::nullopt;
+  // With `logprobs`: from the distribution the sampler draws from rather than the raw
+  // row (llama-server's post_sampling_probs; token_logprobs.hpp).
+  bool post_sampling_probs = false;
   // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
   // also when cancelled).
   PieceCallback on_piece = {};

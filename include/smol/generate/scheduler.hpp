@@ -15,7 +15,8 @@
 // finished sequence's K/V stays in the pool as a prompt cache, until its pages are
 // needed: a request whose prompt starts with a cached or running sequence's tokens
 // forks that prefix instead of computing it again (a shared system prompt is computed
-// once, a chat's next turn reuses the previous turns).
+// once, a chat's next turn reuses the previous turns); one whose prompt a running
+// sequence is still reading waits for it to be read, then forks it.
 //
 // Threads: one thread drives the engine (step(), run_until_idle()); any thread may call
 // submit() and cancel(). The callbacks run on the engine thread, between forward
@@ -222,6 +223,15 @@ class Scheduler {
       for (const auto& r : running_) {
         consider(*r->sequence, std::span(r->tokens).first(r->evaluated));
       }
+      // A running sequence still reading a prompt that shares more with this one than
+      // any K/V held so far: wait until it has read it, then fork it. Requests sent
+      // together with one prompt (the n choices of a request, a shared system prompt)
+      // compute it once rather than side by side. The reader is running, so it gets
+      // there within a few steps.
+      const bool prefix_coming = std::any_of(running_.begin(), running_.end(), [&](const auto& r) {
+        return std::min(common_prefix(r->tokens, next.tokens), next.tokens.size() - 1) > best;
+      });
+      if (prefix_coming) break;
       // Pages for its whole prompt, plus one for its first reply tokens.
       const auto pages_needed = [&](std::size_t reused) {
         return KvPool::pages_for(next.tokens.size() + 1) - KvPool::pages_for(reused) +
@@ -356,13 +366,23 @@ class Scheduler {
         a.constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
     // The grammar is complete and ignore_eos forbids ending: nothing may follow.
     if (!row) return StopReason::end_of_generation;
+    // After the sampler's steps: the distribution it is about to draw from (computing it
+    // draws nothing, so the token is the same either way).
+    std::vector<Sampler::TokenChance> chances;
+    if (a.request.logprobs && a.request.post_sampling_probs) {
+      const auto distribution = a.sampler.distribution(*row);
+      chances.assign(distribution.begin(), distribution.end());
+    }
     const TokenId token = a.sampler.sample(*row);
     a.sampler.accept(token);
     if (!a.constraints.accept(token)) return StopReason::end_of_generation;
     a.result.tokens.push_back(token);
     // The raw row, before the grammar's mask and the sampler (token_logprobs.hpp).
     if (a.request.logprobs && !tokenizer_->is_end_of_generation(token)) {
-      a.result.logprobs.push_back(token_logprobs(logits, token, *a.request.logprobs, *tokenizer_));
+      a.result.logprobs.push_back(
+          a.request.post_sampling_probs
+              ? post_sampling_logprobs(chances, token, *a.request.logprobs, *tokenizer_)
+              : token_logprobs(logits, token, *a.request.logprobs, *tokenizer_));
       if (a.request.on_logprob) a.request.on_logprob(a.result.logprobs.back());
     }
     GenerationStats& stats = a.result.stats;

@@ -4,8 +4,9 @@
 //
 // OpenAI reports the model's own distribution, whatever the sampling settings. llama-server
 // reports the same by default for its OpenAI-compatible endpoints ("post_sampling_probs":
-// false) and, with `post_sampling_probs: true`, the probabilities after its samplers;
-// smol keeps to OpenAI's meaning only. A grammar-constrained request (structured output,
+// false) and, with `post_sampling_probs: true`, the probabilities after its samplers:
+// smol too (post_sampling_logprobs, from the distribution the sampler draws from). A
+// grammar-constrained request (structured output,
 // tool calls) also gets the raw distribution: a refused token still shows its chance.
 //
 // Computed only for requests that ask (GenerationRequest::logprobs): a pass over the row
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "smol/generate/sampler.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -38,6 +40,9 @@ struct TokenChoiceLogprob {
 struct TokenLogprob {
   TokenChoiceLogprob chosen;
   std::vector<TokenChoiceLogprob> top;
+  // From the distribution after the sampler's steps (post_sampling_logprobs), which
+  // llama-server reports as probabilities ("prob", "top_probs").
+  bool post_sampling = false;
 };
 
 // The most top-logprobs a request may ask for (OpenAI's limit for chat; its legacy
@@ -95,6 +100,38 @@ inline TokenLogprob token_logprobs(std::span<const float> logits, TokenId chosen
       [&](std::size_t a, std::size_t b) { return key(a) != key(b) ? key(a) > key(b) : a < b; });
   result.top.reserve(top);
   for (std::size_t i = 0; i < top; ++i) result.top.push_back(entry(ids[i]));
+  return result;
+}
+
+// The same from the distribution a sampler draws from (Sampler::distribution: after the
+// penalties, a grammar's mask, top-k, top-p, min-p and the temperature; greedy: the one
+// token, probability 1): `chosen`'s and the `top` most likely of the tokens it keeps, as
+// log-probabilities (fewer than `top` when it keeps fewer tokens).
+inline TokenLogprob post_sampling_logprobs(std::span<const Sampler::TokenChance> chances,
+                                           TokenId chosen, std::size_t top,
+                                           const Tokenizer& tokenizer) {
+  const auto entry = [&](TokenId id, double probability) {
+    return TokenChoiceLogprob{id,
+                              probability > 0.0 ? static_cast<float>(std::log(probability))
+                                                : -std::numeric_limits<float>::infinity(),
+                              tokenizer.token_to_piece(id, {.render_special = true})};
+  };
+  TokenLogprob result;
+  result.post_sampling = true;
+  double chosen_probability = 0.0;
+  for (const Sampler::TokenChance& c : chances) {
+    if (c.id == chosen) chosen_probability = c.probability;
+  }
+  result.chosen = entry(chosen, chosen_probability);
+  std::vector<Sampler::TokenChance> sorted(chances.begin(), chances.end());
+  top = std::min(top, sorted.size());
+  std::partial_sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(top), sorted.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.probability != b.probability ? a.probability > b.probability
+                                                            : a.id < b.id;
+                    });
+  for (std::size_t i = 0; i < top; ++i)
+    result.top.push_back(entry(sorted[i].id, sorted[i].probability));
   return result;
 }
 

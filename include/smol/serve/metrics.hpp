@@ -27,10 +27,11 @@ class ServerMetrics {
   void request_rejected() { add(&Totals::rejected, 1); }  // 503: the queue is full
   void request_invalid() { add(&Totals::invalid, 1); }    // 4xx
 
-  // A request that reached the engine ended.
-  void request_finished(const GenerationResult& result) {
+  // A request that reached the engine ended; `first_choice`: false for the other choices
+  // of a reply of several (n), whose tokens count but whose cancellation is the reply's.
+  void request_finished(const GenerationResult& result, bool first_choice = true) {
     std::lock_guard lock(mutex_);
-    if (result.stop == StopReason::cancelled) ++totals_.cancelled;
+    if (result.stop == StopReason::cancelled && first_choice) ++totals_.cancelled;
     totals_.prompt_tokens += result.stats.prompt_tokens;
     totals_.cached_tokens += result.stats.reused_tokens;
     totals_.generated_tokens += result.stats.generated_tokens;

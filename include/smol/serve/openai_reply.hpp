@@ -17,6 +17,7 @@
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
+#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/openai_request.hpp"
 #include "smol/serve/tool_calls.hpp"
 
@@ -51,6 +52,32 @@ inline Json usage_json(const GenerationResult& result) {
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},
           {"prompt_tokens_details", {{"cached_tokens", result.stats.reused_tokens}}}};
+}
+
+// usage of a reply of several choices (n): the prompt once, as every choice reads the
+// same one (the cached tokens are the first choice's: the others fork its K/V), the
+// completions summed.
+inline Json usage_json(std::span<const GenerationResult> results) {
+  Json usage = usage_json(results.front());
+  std::size_t completion = 0;
+  for (const GenerationResult& r : results) completion += r.stats.generated_tokens;
+  usage["completion_tokens"] = completion;
+  usage["total_tokens"] = usage["prompt_tokens"].get<std::size_t>() + completion;
+  return usage;
+}
+
+// The choices' timings added up: prompt_n counts every token each choice evaluated, so
+// it shows the prompt read once (the other choices evaluate only its last token).
+inline GenerationStats summed_stats(std::span<const GenerationResult> results) {
+  GenerationStats total;
+  for (const GenerationResult& r : results) {
+    total.prompt_tokens += r.stats.prompt_tokens;
+    total.reused_tokens += r.stats.reused_tokens;
+    total.prefill_seconds += r.stats.prefill_seconds;
+    total.generated_tokens += r.stats.generated_tokens;
+    total.decode_seconds += r.stats.decode_seconds;
+  }
+  return total;
 }
 
 // llama-server's timings object, which its web page and clients show.
@@ -91,16 +118,25 @@ inline Json chat_token_logprob_json(const TokenChoiceLogprob& choice) {
           {"bytes", token_bytes_json(choice.bytes)}};
 }
 
-// The chat endpoint's `logprobs` of a choice: {"content": [...], "refusal": null}.
+// The same after the sampler's steps (post_sampling_probs), as llama-server writes it: a
+// probability, "prob", in place of "logprob".
+inline Json chat_token_prob_json(const TokenChoiceLogprob& choice) {
+  return {
+      {"token", choice.bytes},
+      {"prob", std::isfinite(choice.logprob) ? std::exp(static_cast<double>(choice.logprob)) : 0.0},
+      {"bytes", token_bytes_json(choice.bytes)}};
+}
+
+// The chat endpoint's `logprobs` of a choice: {"content": [...], "refusal": null}; with
+// post_sampling_probs each entry has "prob" and "top_probs" (llama-server's names).
 inline Json chat_logprobs_json(std::span<const TokenLogprob> tokens) {
   Json content = Json::array();
   for (const TokenLogprob& t : tokens) {
-    Json entry = chat_token_logprob_json(t.chosen);
+    const auto one = t.post_sampling ? chat_token_prob_json : chat_token_logprob_json;
+    Json entry = one(t.chosen);
     Json top = Json::array();
-    for (const TokenChoiceLogprob& alternative : t.top) {
-      top.push_back(chat_token_logprob_json(alternative));
-    }
-    entry["top_logprobs"] = std::move(top);
+    for (const TokenChoiceLogprob& alternative : t.top) top.push_back(one(alternative));
+    entry[t.post_sampling ? "top_probs" : "top_logprobs"] = std::move(top);
     content.push_back(std::move(entry));
   }
   return {{"content", std::move(content)}, {"refusal", nullptr}};
@@ -190,9 +226,9 @@ inline Json tool_calls_json(const std::vector<ToolCall>& calls) {
   return list;
 }
 
-// The ids of a reply's calls: unique per reply id.
-inline std::string tool_call_id_prefix(const ReplyHeader& header) {
-  return "call_" + header.id + "_";
+// The ids of a reply's calls: unique per reply id and choice.
+inline std::string tool_call_id_prefix(const ReplyHeader& header, std::size_t choice = 0) {
+  return "call_" + header.id + "_" + (choice == 0 ? "" : "c" + std::to_string(choice) + "_");
 }
 
 // finish_reason "tool_calls" when the reply calls tools and ended on its own.
@@ -204,31 +240,48 @@ inline std::string_view chat_finish_reason(StopReason stop, const ToolReply* too
   return finish_reason(stop);
 }
 
-// The non-streaming chat reply; `logprobs`: the request asked for them; `tools`: the
-// request's tools (the reply is then read as a tool reply, tool_calls.hpp).
-inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& text,
-                                 const GenerationResult& result, bool logprobs = false,
-                                 const ToolRequest* tools = nullptr) {
+// One choice of the non-streaming chat reply.
+inline Json chat_choice_json(const ReplyHeader& header, std::size_t index, const ReplyText& text,
+                             const GenerationResult& result, bool logprobs,
+                             const ToolRequest* tools) {
   Json message = {{"role", "assistant"}, {"content", text.content()}};
   std::optional<ToolReply> reply;
   if (tools != nullptr) {
-    reply = parse_tool_reply(text.content(), *tools, tool_call_id_prefix(header));
+    reply = read_tool_reply(text.content(), *tools, tool_call_id_prefix(header, index));
     message["content"] = reply->content ? Json(*reply->content) : Json(nullptr);
     if (!reply->calls.empty()) message["tool_calls"] = tool_calls_json(reply->calls);
   }
   if (!text.reasoning().empty()) message["reasoning_content"] = text.reasoning();
+  return {{"index", index},
+          {"message", std::move(message)},
+          {"logprobs", logprobs ? chat_logprobs_json(result.logprobs) : Json(nullptr)},
+          {"finish_reason", chat_finish_reason(result.stop, reply ? &*reply : nullptr)}};
+}
+
+// The non-streaming chat reply of one or more choices (texts[i] and results[i]: choice
+// i); `logprobs`: the request asked for them; `tools`: the request's tools (each reply is
+// then read as a tool reply, tool_calls.hpp).
+inline Json chat_completion_json(const ReplyHeader& header, std::span<const ReplyText> texts,
+                                 std::span<const GenerationResult> results, bool logprobs = false,
+                                 const ToolRequest* tools = nullptr) {
+  Json choices = Json::array();
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    choices.push_back(chat_choice_json(header, i, texts[i], results[i], logprobs, tools));
+  }
   return {{"id", header.id},
           {"object", "chat.completion"},
           {"created", header.created},
           {"model", header.model},
           {"system_fingerprint", "smol"},
-          {"choices",
-           {{{"index", 0},
-             {"message", std::move(message)},
-             {"logprobs", logprobs ? chat_logprobs_json(result.logprobs) : Json(nullptr)},
-             {"finish_reason", chat_finish_reason(result.stop, reply ? &*reply : nullptr)}}}},
-          {"usage", usage_json(result)},
-          {"timings", timings_json(result.stats)}};
+          {"choices", std::move(choices)},
+          {"usage", usage_json(results)},
+          {"timings", timings_json(summed_stats(results))}};
+}
+
+inline Json chat_completion_json(const ReplyHeader& header, const ReplyText& text,
+                                 const GenerationResult& result, bool logprobs = false,
+                                 const ToolRequest* tools = nullptr) {
+  return chat_completion_json(header, std::span(&text, 1), std::span(&result, 1), logprobs, tools);
 }
 
 // One streamed chat chunk; `choice` null gives the usage chunk's empty choices.
@@ -241,8 +294,9 @@ inline Json chat_chunk_json(const ReplyHeader& header, Json choices) {
           {"choices", std::move(choices)}};
 }
 
-inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs = nullptr) {
-  return Json::array({{{"index", 0},
+inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs = nullptr,
+                              std::size_t index = 0) {
+  return Json::array({{{"index", index},
                        {"delta", std::move(delta)},
                        {"logprobs", std::move(logprobs)},
                        {"finish_reason", std::move(finish)}}});
@@ -258,19 +312,25 @@ inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs =
 // (ToolReplyScanner), the way OpenAI streams calls: per call, a chunk with its index, id,
 // type and name (arguments ""), then chunks with pieces of its arguments; an answer as
 // content.
+//
+// Several choices (n) stream as one ChatStream each, `index` theirs, their chunks
+// interleaved as they come: each ends with finish(), and close() ends the reply.
 class ChatStream {
  public:
   ChatStream(ReplyHeader header, ReasoningFormat format, bool include_usage, bool logprobs = false,
-             std::shared_ptr<const ToolRequest> tools = nullptr)
+             std::shared_ptr<const ToolRequest> tools = nullptr, std::size_t index = 0)
       : header_(std::move(header)),
         text_(format),
         include_usage_(include_usage),
         logprobs_(logprobs),
-        tools_(std::move(tools)) {}
+        tools_(std::move(tools)),
+        index_(index) {
+    if (tools_ && tools_->hermes) hermes_.emplace(*tools_);
+  }
 
   std::string first() const {
-    return sse_event(
-        chat_chunk_json(header_, chat_delta_choice({{"role", "assistant"}, {"content", ""}})));
+    return sse_event(chat_chunk_json(
+        header_, choice({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)));
   }
 
   void logprob(const TokenLogprob& token) { pending_.push_back(token); }
@@ -278,44 +338,59 @@ class ChatStream {
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
-    if (tools_) return tool_chunks(delta.content);
+    if (tools_) {
+      return tool_chunks(hermes_ ? hermes_->push(delta.content) : scanner_.push(delta.content));
+    }
     std::string out;
     if (!delta.reasoning.empty()) {
       out += sse_event(chat_chunk_json(
-          header_,
-          chat_delta_choice({{"reasoning_content", delta.reasoning}}, nullptr, take_logprobs())));
+          header_, choice({{"reasoning_content", delta.reasoning}}, nullptr, take_logprobs())));
     }
     if (!delta.content.empty()) {
-      out += sse_event(chat_chunk_json(
-          header_, chat_delta_choice({{"content", delta.content}}, nullptr, take_logprobs())));
+      out += sse_event(
+          chat_chunk_json(header_, choice({{"content", delta.content}}, nullptr, take_logprobs())));
     }
     return out;
   }
 
-  std::string end(const GenerationResult& result) {
-    std::string out;
+  // This choice's last chunk: its finish_reason and timings.
+  std::string finish(const GenerationResult& result) {
     std::optional<ToolReply> reply;
-    if (tools_) reply = parse_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_));
+    std::string out;
+    if (tools_) {
+      reply = read_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_, index_));
+      if (hermes_) out += tool_chunks(hermes_->finish());
+    }
     Json last = chat_chunk_json(
-        header_, chat_delta_choice(Json::object(),
-                                   chat_finish_reason(result.stop, reply ? &*reply : nullptr),
-                                   pending_.empty() ? Json(nullptr) : take_logprobs()));
+        header_, choice(Json::object(), chat_finish_reason(result.stop, reply ? &*reply : nullptr),
+                        pending_.empty() ? Json(nullptr) : take_logprobs()));
     last["timings"] = timings_json(result.stats);
-    out += sse_event(last);
-    if (include_usage_) {
-      Json usage = chat_chunk_json(header_, Json::array());
-      usage["usage"] = usage_json(result);
+    return out + sse_event(last);
+  }
+
+  // The reply's end, once every choice has finished: the usage chunk when asked, [DONE].
+  static std::string close(const ReplyHeader& header, bool include_usage,
+                           std::span<const GenerationResult> results) {
+    std::string out;
+    if (include_usage) {
+      Json usage = chat_chunk_json(header, Json::array());
+      usage["usage"] = usage_json(results);
       out += sse_event(usage);
     }
     out += kSseDone;
     return out;
   }
 
+  // The end of a reply of one choice.
+  std::string end(const GenerationResult& result) {
+    return finish(result) + close(header_, include_usage_, std::span(&result, 1));
+  }
+
  private:
   // The chunks a piece of a tool reply adds.
-  std::string tool_chunks(const std::string& text) {
+  std::string tool_chunks(const std::vector<ToolReplyScanner::Event>& events) {
     std::string out;
-    for (const ToolReplyScanner::Event& event : scanner_.push(text)) {
+    for (const ToolReplyScanner::Event& event : events) {
       Json delta;
       switch (event.kind) {
         case ToolReplyScanner::Kind::content:
@@ -324,7 +399,7 @@ class ChatStream {
         case ToolReplyScanner::Kind::call:
           delta = {{"tool_calls",
                     {{{"index", event.index},
-                      {"id", tool_call_id_prefix(header_) + std::to_string(event.index)},
+                      {"id", tool_call_id_prefix(header_, index_) + std::to_string(event.index)},
                       {"type", "function"},
                       {"function", {{"name", event.text}, {"arguments", ""}}}}}}};
           break;
@@ -333,10 +408,14 @@ class ChatStream {
                     {{{"index", event.index}, {"function", {{"arguments", event.text}}}}}}};
           break;
       }
-      out += sse_event(
-          chat_chunk_json(header_, chat_delta_choice(std::move(delta), nullptr, take_logprobs())));
+      out +=
+          sse_event(chat_chunk_json(header_, choice(std::move(delta), nullptr, take_logprobs())));
     }
     return out;
+  }
+
+  Json choice(Json delta, Json finish, Json logprobs) const {
+    return chat_delta_choice(std::move(delta), std::move(finish), std::move(logprobs), index_);
   }
 
   // The pending tokens' logprobs for the next chunk (null when none were asked for).
@@ -351,21 +430,24 @@ class ChatStream {
   ReplyText text_;
   bool include_usage_, logprobs_;
   std::shared_ptr<const ToolRequest> tools_;
+  std::size_t index_;
   ToolReplyScanner scanner_;
+  std::optional<HermesReplyScanner> hermes_;  // with a Hermes template's tools
   std::vector<TokenLogprob> pending_;
 };
 
 // POST /v1/completions replies: the whole text, control tokens unshown; `logprobs` the
-// choice's (completion_logprobs_json) or null.
+// choice's (completion_logprobs_json) or null; `index` the choice's (a stream chunk's).
 inline Json text_completion_json(const ReplyHeader& header, const std::string& text, Json finish,
-                                 const GenerationResult* result, Json logprobs = nullptr) {
+                                 const GenerationResult* result, Json logprobs = nullptr,
+                                 std::size_t index = 0) {
   Json json = {{"id", header.id},
                {"object", "text_completion"},
                {"created", header.created},
                {"model", header.model},
                {"system_fingerprint", "smol"},
                {"choices",
-                {{{"index", 0},
+                {{{"index", index},
                   {"text", text},
                   {"logprobs", std::move(logprobs)},
                   {"finish_reason", std::move(finish)}}}}};
@@ -373,6 +455,24 @@ inline Json text_completion_json(const ReplyHeader& header, const std::string& t
     json["usage"] = usage_json(*result);
     json["timings"] = timings_json(result->stats);
   }
+  return json;
+}
+
+// The non-streamed completions reply of several choices (texts[i], results[i] and
+// logprobs[i], null or the choice's: choice i).
+inline Json text_completion_json(const ReplyHeader& header, std::span<const std::string> texts,
+                                 std::span<const GenerationResult> results,
+                                 std::span<const Json> logprobs) {
+  Json json =
+      text_completion_json(header, texts[0], finish_reason(results[0].stop), nullptr, logprobs[0]);
+  for (std::size_t i = 1; i < texts.size(); ++i) {
+    json["choices"].push_back({{"index", i},
+                               {"text", texts[i]},
+                               {"logprobs", logprobs[i]},
+                               {"finish_reason", finish_reason(results[i].stop)}});
+  }
+  json["usage"] = usage_json(results);
+  json["timings"] = timings_json(summed_stats(results));
   return json;
 }
 

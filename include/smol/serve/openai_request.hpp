@@ -18,6 +18,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
+#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/structured_output.hpp"
 #include "smol/serve/tool_calls.hpp"
 #include "smol/text/chat_template.hpp"
@@ -42,6 +43,9 @@ struct RequestDefaults {
   SamplerSettings sampling;
   ReasoningFormat reasoning = ReasoningFormat::separate;
   bool enable_thinking = true;
+  // The chat template has a Hermes-style tool section (renders_hermes_tools): tools,
+  // calls and results go to the template as data, in hermes_tool_calls.hpp's format.
+  bool hermes_tools = false;
 };
 
 // What both endpoints share.
@@ -59,6 +63,12 @@ struct CompletionParams {
   // logprobs: nullopt, none; n, each reply token's log-probability and the n most likely
   // at its position (chat: `logprobs: true` and `top_logprobs: n`; legacy: `logprobs: n`).
   std::optional<std::size_t> logprobs;
+  // n: the choices to reply with, each sampled on its own from the one prompt (read
+  // once: the others fork its K/V); with a seed, choice i samples with seed + i.
+  std::size_t n = 1;
+  // llama-server's post_sampling_probs: the logprobs from the distribution the sampler
+  // draws from, reported on the chat endpoint as probabilities ("prob", "top_probs").
+  bool post_sampling_probs = false;
 };
 
 struct ChatCompletionRequest {
@@ -68,6 +78,9 @@ struct ChatCompletionRequest {
   // The tools the model is told about and replies with (tool_calls.hpp); null when the
   // request has none, or tool_choice "none".
   std::shared_ptr<const ToolRequest> tools;
+  // With a Hermes template: the tools for its tool section (ChatOptions::tools), each
+  // the client's tool object as the template's tojson writes it.
+  std::vector<std::string> template_tools;
 };
 
 struct TextCompletionRequest {
@@ -152,6 +165,8 @@ inline bool has_type(const Json& json, std::string_view type) {
 
 inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest context
 inline constexpr std::size_t kMaxStopStrings = 16;
+// Choices per request (OpenAI allows 128; each holds a slot, so smol keeps it small).
+inline constexpr std::int64_t kMaxChoices = 16;
 
 // The fields both endpoints read; unknown fields are ignored, as OpenAI's API does for
 // the many extras clients send (user, metadata, ...). `body_text` is the text `body` was
@@ -190,9 +205,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     max_tokens = std::max<std::int64_t>(0, integer_in(body, "n_predict", -1, kMaxTokensLimit, 0));
   p.max_tokens = static_cast<std::size_t>(max_tokens);
 
-  if (integer_in(body, "n", 1, std::numeric_limits<std::int64_t>::max(), 1) != 1) {
-    throw invalid_request("n must be 1: smol returns one choice per request", "n");
-  }
+  p.n = static_cast<std::size_t>(integer_in(body, "n", 1, kMaxChoices, 1));
   if (const Json* stop = field(body, "stop")) {
     if (stop->is_string()) {
       p.stop.push_back(stop->get<std::string>());
@@ -208,6 +221,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     std::erase(p.stop, std::string());
   }
   p.ignore_eos = boolean(body, "ignore_eos", false);
+  p.post_sampling_probs = boolean(body, "post_sampling_probs", false);
   p.stream = boolean(body, "stream", false);
   if (const Json* options = field(body, "stream_options")) {
     if (!p.stream) throw invalid_request("stream_options needs stream: true", "stream_options");
@@ -358,20 +372,28 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       throw invalid_request(at + ".content is missing", at + ".content");
     }
     std::string text = content ? detail::message_content(*content, at + ".content") : "";
+    std::vector<ChatToolCall> template_calls;
     if (name == "tool") {
       const Json* id = detail::field(message, "tool_call_id");
       if (id == nullptr || !id->is_string()) {
         throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
                               at + ".tool_call_id");
       }
-      text = render_tool_result(id->get<std::string>(), text);
+      if (!defaults.hermes_tools) text = render_tool_result(id->get<std::string>(), text);
     }
     if (const Json* calls = detail::field(message, "tool_calls")) {
       if (name != "assistant") {
         throw invalid_request(at + ".tool_calls belong to assistant messages only",
                               at + ".tool_calls");
       }
-      text = render_tool_calls(detail::tool_calls_of(*calls, at + ".tool_calls"), text);
+      const std::vector<ToolCall> parsed = detail::tool_calls_of(*calls, at + ".tool_calls");
+      if (defaults.hermes_tools) {
+        for (const ToolCall& call : parsed) {
+          template_calls.push_back({call.name, python_json(OrderedJson::parse(call.arguments))});
+        }
+      } else {
+        text = render_tool_calls(parsed, text);
+      }
     }
     if (name == "system") {
       // Templates take one system prompt, first: leading ones are joined.
@@ -384,7 +406,7 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
         continue;
       }
     }
-    request.messages.push_back({std::move(name), std::move(text)});
+    request.messages.push_back({std::move(name), std::move(text), std::move(template_calls)});
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");
@@ -395,8 +417,18 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
           "tools and " + request.params.output->param + " both constrain the reply: give one",
           "tools");
     }
-    request.params.output = tool_grammar(*tools);
-    add_tools_to_system(request.messages, *tools);
+    if (defaults.hermes_tools) {
+      tools->hermes = true;
+      // "auto": free text, read back afterwards; otherwise the calls are forced.
+      if (tools->choice != ToolChoice::automatic) {
+        request.params.output = hermes_tool_grammar(*tools);
+      }
+      const OrderedJson ordered = detail::ordered_schema(text, "tools");
+      for (const OrderedJson& tool : ordered) request.template_tools.push_back(python_json(tool));
+    } else {
+      request.params.output = tool_grammar(*tools);
+      add_tools_to_system(request.messages, *tools);
+    }
     request.tools = std::make_shared<const ToolRequest>(std::move(*tools));
   }
   request.enable_thinking = defaults.enable_thinking;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -22,31 +23,33 @@
 namespace smol::serve {
 
 // A piece of text, a token's logprobs (only for a request that asked for them and
-// streams them), or (once, last) the end with the whole result.
+// streams them), or (once, last) the end with the whole result; `choice`: whose, when
+// the n choices of one reply share a channel.
 struct ReplyEvent {
   std::string text;
   PieceKind kind = PieceKind::answer;
   std::optional<GenerationResult> done;
   std::optional<TokenLogprob> logprob = std::nullopt;
+  std::size_t choice = 0;
 };
 
 class ReplyChannel {
  public:
   // The engine's side. on_piece and on_done of a GenerationRequest, ready to set, and
   // on_logprob when the request asks for logprobs and `stream_logprobs` (a reply sent in
-  // one piece takes them from the result instead).
+  // one piece takes them from the result instead). Its events carry `choice`.
   static void connect(const std::shared_ptr<ReplyChannel>& channel, GenerationRequest& request,
-                      bool stream_logprobs = false) {
+                      bool stream_logprobs = false, std::size_t choice = 0) {
     if (stream_logprobs && request.logprobs) {
-      request.on_logprob = [channel](const TokenLogprob& token) {
-        channel->push({{}, PieceKind::answer, std::nullopt, token});
+      request.on_logprob = [channel, choice](const TokenLogprob& token) {
+        channel->push({{}, PieceKind::answer, std::nullopt, token, choice});
       };
     }
-    request.on_piece = [channel](const TextPiece& piece) {
-      channel->push({std::string(piece.text), piece.kind, std::nullopt});
+    request.on_piece = [channel, choice](const TextPiece& piece) {
+      channel->push({std::string(piece.text), piece.kind, std::nullopt, std::nullopt, choice});
     };
-    request.on_done = [channel](const GenerationResult& result) {
-      channel->push({{}, PieceKind::answer, result});
+    request.on_done = [channel, choice](const GenerationResult& result) {
+      channel->push({{}, PieceKind::answer, result, std::nullopt, choice});
     };
   }
 

@@ -2,10 +2,11 @@
 // functions read and checked, described to the model, its reply constrained to a call
 // and parsed back into `tool_calls`.
 //
-// None of the templates smol knows renders tools: SmolLM2's and plain ChatML have no tool
-// section, and the SmolLM3 template GGUF files carry (Unsloth's edition,
-// smollm3_template.hpp) dropped the original's `xml_tools` block; each ignores a `tools`
-// variable (tests/chat_template/ checks that against jinja2). For such a template
+// A template with a Hermes-style tool section of its own (Qwen2.5's) gets the tools,
+// calls and results as data (hermes_tool_calls.hpp). The others have none: SmolLM2's and
+// plain ChatML have no tool section, and the SmolLM3 template GGUF files carry (Unsloth's
+// edition, smollm3_template.hpp) dropped the original's `xml_tools` block; each ignores a
+// `tools` variable (tests/chat_template/ checks that against jinja2). For such a template
 // llama-server uses its "generic" format (common/chat.cpp), and so does smol, in its own
 // words:
 //  - the tools are described in the system prompt, as a JSON list of {name, description,
@@ -60,6 +61,9 @@ struct ToolRequest {
   ToolChoice choice = ToolChoice::automatic;
   std::string named;     // ToolChoice::named: the function to call
   bool parallel = true;  // parallel_tool_calls (OpenAI's default: true)
+  // The chat template writes the tools and calls itself, in the Hermes format
+  // (hermes_tool_calls.hpp); otherwise the generic format of this file.
+  bool hermes = false;
 
   bool active() const { return !functions.empty() && choice != ToolChoice::none; }
   const ToolFunction* find(std::string_view name) const {

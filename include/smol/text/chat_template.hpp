@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "smol/text/unicode.hpp"
 
@@ -27,6 +28,10 @@ enum class ChatFormat {
   chatml,   // <|im_start|>role\n...<|im_end|>\n
   llama2,   // [INST] <<SYS>>...<</SYS>> ... [/INST]
   llama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+  // ChatML with a default system prompt and a Hermes-style tool section (Qwen2.5's
+  // template): the tools as JSON within <tools></tools> in the system turn, an
+  // assistant's calls as <tool_call> JSON, tool results as <tool_response> in a user turn.
+  chatml_tools,
 };
 
 // A template to render: its family's layout and the parameters its text sets.
@@ -46,15 +51,26 @@ struct ChatTemplate {
   bool operator==(const ChatTemplate&) const = default;
 };
 
+// A call an assistant message made, for templates that write calls themselves.
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // the arguments object as the template's `tojson` writes it
+};
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant only; chatml_tools renders them
 };
 
 struct ChatOptions {
   bool add_generation_prompt = true;  // end with the opening of the assistant's turn
   bool enable_thinking = true;        // SmolLM3 only; a /think or /no_think in the
                                       // system message overrides it
+  // The tools, each as the template's `tojson` writes the client's tool object; only a
+  // template with a tool section (chatml_tools) renders them, the others ignore them
+  // as their Jinja does.
+  std::vector<std::string> tools = {};
 };
 
 namespace detail {
@@ -192,6 +208,51 @@ inline std::string render_chatml(std::span<const ChatMessage> messages,
   return out;
 }
 
+// Qwen2.5's template: ChatML, the first system message (or the default one) in the
+// system turn, followed by the tool section when there are tools; an assistant turn with
+// calls writes its text (if any) and each call as <tool_call> JSON; consecutive tool
+// results share one user turn.
+inline std::string render_chatml_tools(std::span<const ChatMessage> messages,
+                                       const std::optional<std::string>& default_system,
+                                       const ChatOptions& options) {
+  const bool system_first = !messages.empty() && messages.front().role == "system";
+  const std::string system =
+      system_first ? messages.front().content : default_system.value_or(std::string());
+  std::string out = "<|im_start|>system\n" + system;
+  if (!options.tools.empty()) {
+    out +=
+        "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const std::string& tool : options.tools) out += "\n" + tool;
+    out +=
+        "\n</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+  }
+  out += "<|im_end|>\n";
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user" || (m.role == "system" && i > 0) ||
+        (m.role == "assistant" && m.tool_calls.empty())) {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    } else if (m.role == "assistant") {
+      out += "<|im_start|>assistant";
+      if (!m.content.empty()) out += "\n" + m.content;
+      for (const ChatToolCall& call : m.tool_calls) {
+        out += "\n<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " + call.arguments +
+               "}\n</tool_call>";
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    }
+  }
+  if (options.add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
 inline std::string render_llama3(std::span<const ChatMessage> messages,
                                  const ChatOptions& options) {
   std::string out;
@@ -231,6 +292,12 @@ inline std::string render_llama2(std::span<const ChatMessage> messages) {
 
 }  // namespace detail
 
+// Whether `format` has a tool section of its own, with Hermes-style <tool_call> replies
+// (llama-server detects such templates by that marker and uses its Hermes 2 Pro format).
+inline bool renders_hermes_tools(ChatFormat format) {
+  return format == ChatFormat::chatml_tools;
+}
+
 // Whether `format` strips the whitespace around a message's text (Jinja's `| trim`), as
 // the Llama formats do; SmolLM3's and ChatML's keep it as written.
 inline bool trims_message_text(ChatFormat format) {
@@ -250,6 +317,8 @@ inline std::string render_chat(const ChatTemplate& chat_template,
       return detail::render_llama3(messages, options);
     case ChatFormat::llama2:
       return detail::render_llama2(messages);
+    case ChatFormat::chatml_tools:
+      return detail::render_chatml_tools(messages, chat_template.default_system, options);
   }
   return detail::render_chatml(messages, chat_template.default_system, options);
 }

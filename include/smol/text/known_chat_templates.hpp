@@ -6,7 +6,7 @@
 // as Jinja would; tests/chat_template/ proves each entry against jinja2. Anything else
 // gets the layout its markers suggest, or ChatML, with a warning that says it is a guess.
 //
-// Adding a family (Qwen2.5, Qwen3, Gemma 3, ...) is one entry here, with its renderer
+// Adding a family (Qwen3, Gemma 3, ...) is one entry here, with its renderer
 // in chat_template.hpp when no existing layout fits, and its template text under
 // tests/chat_template/ for the jinja2 comparison.
 #pragma once
@@ -39,6 +39,65 @@ inline constexpr std::string_view kChatMLTemplate =
     "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
+// Qwen2.5 Instruct's template: ChatML with a default system prompt and a Hermes-style
+// tool section (ChatFormat::chatml_tools). A raw literal: the text holds Jinja's own
+// escapes (backslash n) and quotes; the default system prompt is the hole, twice.
+inline constexpr std::string_view kQwen25Template = R"qwen({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- '@default_system@' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\n@default_system@<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\n<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+)qwen";
+
 struct KnownChatTemplate {
   std::string_view name;   // whose template it is, for messages
   std::string_view jinja;  // the exact text, with kDefaultSystemHole where it has one
@@ -50,6 +109,8 @@ inline constexpr KnownChatTemplate kKnownChatTemplates[] = {
     {"ChatML with a default system prompt (SmolLM2)", kChatMLWithDefaultSystemTemplate,
      ChatFormat::chatml},
     {"ChatML", kChatMLTemplate, ChatFormat::chatml},
+    {"Qwen2.5 Instruct (ChatML with Hermes-style tools)", kQwen25Template,
+     ChatFormat::chatml_tools},
 };
 
 namespace detail {
