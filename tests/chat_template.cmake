@@ -46,3 +46,6 @@ smol_compare_template(smollm2_other_default "${template_dir}/smollm2-135m-instru
                                 "Tu es SmolLM — réponds brièvement. 🙂"
                       --bos "<|im_start|>" --eos "<|im_end|>")
 smol_compare_template(chatml "${template_dir}/chatml.jinja")
+# Gemma 3's instruct template (google/gemma-3-*-it): the system prompt folded into the
+# first user turn, "model" turns, alternation enforced (refusals must agree).
+smol_compare_template(gemma3 "${template_dir}/gemma3.jinja" --bos "<bos>" --eos "<eos>")

@@ -212,12 +212,9 @@ struct Chat {
 
   smol::ChatTemplate chat_template() const {
     if (options.raw) return smol::ChatFormat::chatml;  // unused in raw mode
-    return smol::detect_template(
-        model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),
-        [](std::string_view warning) {
-          std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()),
-                       warning.data());
-        });
+    return smol::file_chat_template(model.file(), [](std::string_view warning) {
+      std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()), warning.data());
+    });
   }
 
   smol::ChatSettings settings() const {
