@@ -44,6 +44,10 @@ struct KvHeads {
   // values + g * value_head_stride.
   const std::byte* values = nullptr;
   std::size_t value_head_stride = 0;
+  // A ring (model/kv_cache.hpp's sliding-window blocks): the regions hold ring_blocks
+  // blocks of kAttentionBlock positions, position p's in block (p / kAttentionBlock) %
+  // ring_blocks. 0: the regions hold every position.
+  std::size_t ring_blocks = 0;
 };
 
 struct AttentionShape {
@@ -73,10 +77,15 @@ struct ContiguousKv {
         value_block_bytes(kAttentionBlock * kv_row_bytes(h.types.value, head_dim)) {}
   KvTypes types() const noexcept { return heads.types; }
   const std::byte* keys(std::size_t g, std::size_t block) const noexcept {
-    return heads.keys + g * heads.key_head_stride + block * key_block_bytes;
+    return heads.keys + g * heads.key_head_stride + slot(block) * key_block_bytes;
   }
   const std::byte* values(std::size_t g, std::size_t block) const noexcept {
-    return heads.values + g * heads.value_head_stride + block * value_block_bytes;
+    return heads.values + g * heads.value_head_stride + slot(block) * value_block_bytes;
+  }
+  // Where block `block` lies: in a ring, its place modulo the ring's blocks (the window
+  // never reaches back further than the ring holds; model/kv_cache.hpp sizes it).
+  std::size_t slot(std::size_t block) const noexcept {
+    return heads.ring_blocks != 0 ? block % heads.ring_blocks : block;
   }
 };
 
