@@ -449,3 +449,44 @@ TEST_CASE("sliding-window ring: Gemma 3 270M's KV cache at 32K") {
   CHECK(before.bytes_for(context) == 18ull * 32768 * 1024);
   CHECK(after.bytes_for(context) == 3ull * 32768 * 1024 + 15ull * 1280 * 1024);
 }
+
+// The attention scale reaches the forward pass: a 62-block Gemma-shaped model (Gemma 3
+// 27B's rule, n_embd / n_head = 32 against head_dim 64) matches the f32 reference with
+// that scale, and is far from it with 1/sqrt(head_dim).
+TEST_CASE("Gemma 3 27B's attention scale in the forward pass") {
+  smol::SyntheticSpec spec;
+  smol::set_synthetic_family(spec, "gemma3");
+  spec.layers = 62;
+  spec.hidden = 128;
+  spec.ffn = 128;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 64;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::f32;
+  const auto bytes = smol::make_synthetic_writer(spec).to_bytes();
+  const auto load = [&](bool rule) {
+    auto file = smol::gguf::GgufFile::from_bytes(bytes, "gemma3-62.gguf");
+    auto config = smol::ModelConfig::from_gguf(file);
+    if (!rule) config.attention_scale_dim = 0;
+    return smol::Model(std::move(file), std::move(config));
+  };
+  const smol::Model model = load(true), plain = load(false);
+  REQUIRE(model.config().attention_scale_dim == 32);
+  const std::vector<std::int32_t> tokens = some_tokens(12, spec.vocab, 3);
+  smol::Context ctx(2);
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+  const auto logits = session.forward(tokens, 0, smol::LogitsFor::all);
+  const std::vector<float> ours(logits.begin(), logits.end());
+  const auto scaled = smol::ReferenceForward(model).logits(tokens);
+  const auto unscaled = smol::ReferenceForward(plain).logits(tokens);
+  const Agreement with =
+      compare(ours, {scaled.data(), static_cast<std::size_t>(scaled.size())}, spec.vocab);
+  const Agreement without =
+      compare(ours, {unscaled.data(), static_cast<std::size_t>(unscaled.size())}, spec.vocab);
+  MESSAGE("62 blocks: vs the reference with n_embd / n_head: max |d| "
+          << with.max << "; with head_dim: " << without.max);
+  CHECK(with.max <= 1e-2);
+  CHECK(without.max > 10 * with.max);
+}

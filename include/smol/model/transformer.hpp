@@ -213,7 +213,7 @@ class Transformer {
     }
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
-      const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+      const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attention_scale()};
       attention(*self->context_, shape, q, n, first_position, self->kv_.layer(layer), out,
                 c.attention_window(layer));
     }

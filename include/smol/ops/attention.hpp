@@ -54,6 +54,7 @@ struct AttentionShape {
   std::size_t n_head = 0;
   std::size_t n_head_kv = 0;
   std::size_t head_dim = 0;
+  float scale = 0.0f;  // of the scores; 0: 1/sqrt(head_dim)
 };
 
 namespace detail {
@@ -114,7 +115,7 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
   const std::size_t group = shape.n_head / shape.n_head_kv;
   const std::size_t row_stride = shape.n_head * dim;
   const std::size_t partial_size = group * (dim + 2);  // one token's record for one block
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  const float scale = shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(dim));
   const auto attend = ctx.kernels().attend_block;
   const std::size_t value_rotation_block = value_rotation(rows.kv(0).types().value, dim);
   const auto blocks_of = [](std::size_t visible) {
@@ -275,8 +276,8 @@ struct ConsecutiveRows {
 // Attention for `n_tokens` consecutive query tokens; token t sits at position
 // first_position + t and attends to positions [0, first_position + t] (with a
 // `window`, the last `window` of them), whose K/V rows must already be in `kv`. Scale
-// 1/sqrt(head_dim). `q` and `out` are n_tokens rows of n_head * head_dim floats.
-// n_head must be a multiple of n_head_kv.
+// shape.scale, by default 1/sqrt(head_dim). `q` and `out` are n_tokens rows of n_head * head_dim
+// floats. n_head must be a multiple of n_head_kv.
 inline void attention(Context& ctx, const AttentionShape& shape, const float* q,
                       std::size_t n_tokens, std::size_t first_position, const KvHeads& kv,
                       float* out, std::size_t window = 0) {
