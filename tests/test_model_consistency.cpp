@@ -427,6 +427,23 @@ TEST_CASE("sliding-window ring: the full cache's bits, rewinds, sessions") {
   // Its tokens came with it: a rewind past its ring runs them again.
   CHECK(same(restored.forward(other, 50, smol::LogitsFor::all),
              full.forward(other, 50, smol::LogitsFor::all)));
+
+  // Restored without its tokens, such a rewind is refused, naming why; a start from
+  // position 0 makes every token known again.
+  const smol::SessionImage image = smol::decode_session(image_bytes, "ring.session");
+  smol::Transformer blind(model, ctx, ring_options);
+  blind.restore(300, [&](smol::KvCache& kv) {
+    const std::size_t layer_bytes = kv.layer_bytes_for(300);
+    for (std::size_t layer = 0; layer < 6; ++layer) {
+      kv.copy_rows_in(layer, 300, image.kv.data() + layer * layer_bytes);
+    }
+  });
+  (void)blind.forward(std::span(tokens).subspan(300, 600), 300, smol::LogitsFor::none);
+  CHECK_THROWS_WITH_AS((void)blind.forward(other, 50), doctest::Contains("unknown (restored)"),
+                       smol::Error);
+  (void)blind.forward(std::span(tokens).first(900), 0, smol::LogitsFor::none);
+  CHECK(same(blind.forward(other, 50, smol::LogitsFor::all),
+             full.forward(other, 50, smol::LogitsFor::all)));
 }
 
 // What the ring saves on Gemma 3 270M (18 blocks, every sixth global, 1 KV head of 256,

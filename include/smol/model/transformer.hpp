@@ -136,6 +136,7 @@ class Transformer {
     if (kv_.ring_positions() != 0) rewind_ring(n_past, cancel);
     n_filled_ = n_past;  // positions after n_past are about to be overwritten
     if (kv_.ring_positions() != 0) {
+      if (n_past == 0) history_known_ = true;  // a fresh start: every token is seen here
       history_.resize(n_past);
       history_.insert(history_.end(), tokens.begin(), tokens.end());
     }
