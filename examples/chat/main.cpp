@@ -197,7 +197,11 @@ struct Chat {
   }
 
   std::unique_ptr<smol::LogitsSource> start_engine() {
-    const smol::TransformerOptions run{.context = options.context, .kv_type = options.kv_type};
+    // A session file holds every position: with --prompt-cache the sliding-window blocks
+    // keep every position too, rather than a ring (model/kv_cache.hpp's KvRing).
+    const smol::TransformerOptions run{.context = options.context,
+                                       .kv_type = options.kv_type,
+                                       .window_ring = !options.prompt_cache};
 #if SMOL_CUDA
     if (options.gpu) {
       gpu = std::make_unique<smol::cuda::GpuTransformer>(model, run);
