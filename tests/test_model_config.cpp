@@ -467,6 +467,8 @@ TEST_CASE("a Gemma 3 file: scaled embeddings, post norms, GeGLU, a sliding windo
   CHECK(config.attention_window(5) == 0);  // global
   CHECK(config.local_rope_frequencies().base == 10000.0f);
   CHECK(config.rope_base == 1e6f);
+  CHECK(config.attention_scale_dim == 0);  // 1/sqrt(head_dim) but in a 62-block file
+  CHECK(config.attention_scale() == 1.0f / std::sqrt(128.0f));
   const smol::Model model(std::move(file), std::move(config));
   CHECK(model.weights().layers[6].attn_post_norm.size() == 256);
   CHECK(model.weights().layers[6].ffn_post_norm.size() == 256);
@@ -484,6 +486,28 @@ TEST_CASE("a Gemma 3 file: scaled embeddings, post norms, GeGLU, a sliding windo
     return info.name == "blk.1.post_ffw_norm.weight";
   });
   CHECK(no_post_norm.find("blk.1.post_ffw_norm.weight is missing") != std::string::npos);
+}
+
+// Gemma 3 27B's attention scale: 1/sqrt(n_embd / n_head) in a file of 62 blocks (the
+// entry's data, as llama.cpp tells the 27B), 1/sqrt(head_dim) otherwise, and in no other
+// family. The tiny shape's n_embd / n_head is 64, its head_dim 128.
+TEST_CASE("Gemma 3 27B's attention scale: n_embd / n_head at 62 blocks") {
+  CHECK(smol::find_architecture("gemma3").block.embd_per_head_scale_blocks == 62);
+  CHECK(smol::find_architecture("qwen3").block.embd_per_head_scale_blocks == 0);
+  const auto config_of = [](const char* preset, std::size_t layers) {
+    smol::SyntheticSpec spec = smol::synthetic_preset(preset);
+    spec.layers = layers;
+    spec.vocab = 512;
+    spec.fast = true;
+    return smol::ModelConfig::from_gguf(smol::gguf::GgufFile::from_bytes(
+        smol::make_synthetic_writer(spec).to_bytes(), std::string(preset) + ".gguf"));
+  };
+  const smol::ModelConfig big = config_of("gemma3-tiny", 62);
+  CHECK(big.head_dim == 128);
+  CHECK(big.attention_scale_dim == 64);
+  CHECK(big.attention_scale() == 1.0f / std::sqrt(64.0f));
+  CHECK(config_of("gemma3-tiny", 61).attention_scale() == 1.0f / std::sqrt(128.0f));
+  CHECK(config_of("qwen3-tiny", 62).attention_scale_dim == 0);
 }
 
 }  // namespace test_model_config

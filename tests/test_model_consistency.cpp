@@ -1,6 +1,7 @@
 // The Transformer against itself and against the Eigen reference forward:
 // prefill == step-by-step decode, chunked prefill == one block, rewinding, session
-// errors, lazily committed KV memory, and the quantized path vs the f32 reference on
+// errors, lazily committed KV memory, the sliding-window blocks' ring against the full
+// cache, and the quantized path vs the f32 reference on
 // synthetic models of several shapes and families (SmolLM3, Llama, Qwen2's biases,
 // Qwen3's Q/K norms, Gemma 3's block and sliding window) with the real Q4_K_M type mix.
 #include <doctest/doctest.h>
@@ -16,7 +17,10 @@
 #include <vector>
 
 #include "smol/gguf/gguf_file.hpp"
+#include "smol/model/architecture.hpp"
+#include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
+#include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/testing/reference_forward.hpp"
@@ -339,6 +343,172 @@ TEST_CASE("quantized path vs the f32 reference forward on synthetic Q4_K_M model
       }
     }
   }
+}
+
+// The sliding-window blocks' ring (KvCache's KvRing) gives the bits of the full cache:
+// a Gemma-shaped model with a window of 8 and passes of up to 16 tokens keeps a ring of
+// 512 positions (2 attention blocks) in its five local blocks; 1100 positions wrap it
+// twice. Rewinds inside the ring reuse it; one past what it holds runs the earlier
+// positions again; a saved session needs every position and is refused once it wraps.
+TEST_CASE("sliding-window ring: the full cache's bits, rewinds, sessions") {
+  smol::SyntheticSpec spec;
+  smol::set_synthetic_family(spec, "gemma3");
+  spec.sliding_window = 8;
+  spec.layers = 6;  // blocks 0-4 local, block 5 global
+  spec.hidden = 128;
+  spec.ffn = 256;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 64;
+  spec.vocab = 512;
+  spec.context = 2048;
+  auto file = smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(),
+                                               "gemma3-window8.gguf");
+  auto config = smol::ModelConfig::from_gguf(file);
+  const smol::Model model(std::move(file), std::move(config));
+  REQUIRE(model.config().sliding_window == 8);
+  smol::Context ctx(2);
+  const smol::TransformerOptions full_options{
+      .context = 2048, .max_batch = 16, .window_ring = false};
+  smol::TransformerOptions ring_options = full_options;
+  ring_options.window_ring = true;
+  smol::Transformer full(model, ctx, full_options);
+  smol::Transformer ring(model, ctx, ring_options);
+  REQUIRE(ring.kv_cache().ring_positions() == 512);
+  CHECK(full.kv_cache().ring_positions() == 0);
+  for (std::size_t layer = 0; layer < 6; ++layer)
+    CHECK(ring.kv_cache().is_ring(layer) == (layer < 5));
+  // 5 of 6 blocks stop at 512 positions: at 2048, (5 * 512 + 2048) / (6 * 2048).
+  CHECK(ring.kv_cache().bytes_for(2048) * 6 * 2048 ==
+        full.kv_cache().bytes_for(2048) * (5 * 512 + 2048));
+
+  const std::size_t vocab = spec.vocab;
+  const auto same = [&](std::span<const float> a, std::span<const float> b) {
+    REQUIRE(a.size() == b.size());
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  const std::vector<std::int32_t> tokens = some_tokens(1100, vocab, 5);
+  const auto run = [&](std::span<const std::int32_t> part, std::size_t n_past,
+                       smol::LogitsFor which) {
+    const auto want = full.forward(part, n_past, which);
+    const std::vector<float> expected(want.begin(), want.end());
+    return same(ring.forward(part, n_past, which), expected);
+  };
+  // A prefill past the ring (every row), then one-token steps.
+  CHECK(run(std::span(tokens).first(700), 0, smol::LogitsFor::all));
+  CHECK(ring.ring_floor() == 256);  // 3 blocks written, the ring holds the last 2
+  for (std::size_t pos = 700; pos < 740; ++pos) {
+    CAPTURE(pos);
+    CHECK(run(std::span(tokens).subspan(pos, 1), pos, smol::LogitsFor::last));
+  }
+  // A rewind inside the ring (a speculative rollback), then on past the second wrap.
+  CHECK(run(std::span(tokens).subspan(735, 300), 735, smol::LogitsFor::all));
+  CHECK(ring.ring_floor() == 768);
+  CHECK(run(std::span(tokens).subspan(1030, 70), 1030, smol::LogitsFor::all));
+  // A saved session holds every position: refused once the ring has wrapped.
+  CHECK_THROWS_WITH_AS(smol::encode_session(ring, std::span(tokens).first(700)),
+                       doctest::Contains("sliding-window"), smol::Error);
+  // A rewind past what the ring holds (a prompt cache reusing an early prefix): the
+  // positions before it run again from the kept tokens, the same bits.
+  const std::vector<std::int32_t> other = some_tokens(20, vocab, 9);
+  CHECK(run(other, 100, smol::LogitsFor::all));
+  CHECK(ring.n_filled() == 120);
+  CHECK(ring.ring_floor() == 0);
+
+  // A session within the ring saves and restores into a ring session that goes on with
+  // the same bits.
+  (void)ring.forward(std::span(tokens).first(300), 0, smol::LogitsFor::none);
+  const auto image_bytes = smol::encode_session(ring, std::span(tokens).first(300));
+  smol::Transformer restored(model, ctx, ring_options);
+  smol::restore_session(smol::decode_session(image_bytes, "ring.session"), restored,
+                        "ring.session");
+  (void)full.forward(std::span(tokens).first(300), 0, smol::LogitsFor::none);
+  const auto want = full.forward(std::span(tokens).subspan(300, 600), 300, smol::LogitsFor::all);
+  const std::vector<float> expected(want.begin(), want.end());
+  CHECK(same(restored.forward(std::span(tokens).subspan(300, 600), 300, smol::LogitsFor::all),
+             expected));
+  // Its tokens came with it: a rewind past its ring runs them again.
+  CHECK(same(restored.forward(other, 50, smol::LogitsFor::all),
+             full.forward(other, 50, smol::LogitsFor::all)));
+
+  // Restored without its tokens, such a rewind is refused, naming why; a start from
+  // position 0 makes every token known again.
+  const smol::SessionImage image = smol::decode_session(image_bytes, "ring.session");
+  smol::Transformer blind(model, ctx, ring_options);
+  blind.restore(300, [&](smol::KvCache& kv) {
+    const std::size_t layer_bytes = kv.layer_bytes_for(300);
+    for (std::size_t layer = 0; layer < 6; ++layer) {
+      kv.copy_rows_in(layer, 300, image.kv.data() + layer * layer_bytes);
+    }
+  });
+  (void)blind.forward(std::span(tokens).subspan(300, 600), 300, smol::LogitsFor::none);
+  CHECK_THROWS_WITH_AS((void)blind.forward(other, 50), doctest::Contains("unknown (restored)"),
+                       smol::Error);
+  (void)blind.forward(std::span(tokens).first(900), 0, smol::LogitsFor::none);
+  CHECK(same(blind.forward(other, 50, smol::LogitsFor::all),
+             full.forward(other, 50, smol::LogitsFor::all)));
+}
+
+// What the ring saves on Gemma 3 270M (18 blocks, every sixth global, 1 KV head of 256,
+// window 512) at its 32K context with an f16 cache and passes of 512 tokens: the 15
+// local blocks keep 1280 positions instead of 32768.
+TEST_CASE("sliding-window ring: Gemma 3 270M's KV cache at 32K") {
+  const std::size_t layers = 18, context = 32768;
+  const std::vector<bool> local =
+      smol::find_architecture("gemma3").sliding_window.local_layers(layers);
+  const smol::KvRing ring = smol::sliding_window_ring(512, 512, local);
+  CHECK(ring.positions == 1280);
+  const smol::KvCache before(layers, 1, 256, context, smol::KvType::f16);
+  const smol::KvCache after(layers, 1, 256, context, smol::KvType::f16, ring);
+  const double mib = 1024.0 * 1024.0;
+  MESSAGE("Gemma 3 270M KV cache at 32K (f16): "
+          << before.bytes_for(context) / mib << " MiB without the ring, "
+          << after.bytes_for(context) / mib << " MiB with it");
+  // 512 bytes a K row and a V row each: 18 * 32768 * 1024 = 576 MiB; 3 * 32768 * 1024
+  // + 15 * 1280 * 1024 = 114.75 MiB.
+  CHECK(before.bytes_for(context) == 18ull * 32768 * 1024);
+  CHECK(after.bytes_for(context) == 3ull * 32768 * 1024 + 15ull * 1280 * 1024);
+}
+
+// The attention scale reaches the forward pass: a 62-block Gemma-shaped model (Gemma 3
+// 27B's rule, n_embd / n_head = 32 against head_dim 64) matches the f32 reference with
+// that scale, and is far from it with 1/sqrt(head_dim).
+TEST_CASE("Gemma 3 27B's attention scale in the forward pass") {
+  smol::SyntheticSpec spec;
+  smol::set_synthetic_family(spec, "gemma3");
+  spec.layers = 62;
+  spec.hidden = 128;
+  spec.ffn = 128;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 64;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::f32;
+  const auto bytes = smol::make_synthetic_writer(spec).to_bytes();
+  const auto load = [&](bool rule) {
+    auto file = smol::gguf::GgufFile::from_bytes(bytes, "gemma3-62.gguf");
+    auto config = smol::ModelConfig::from_gguf(file);
+    if (!rule) config.attention_scale_dim = 0;
+    return smol::Model(std::move(file), std::move(config));
+  };
+  const smol::Model model = load(true), plain = load(false);
+  REQUIRE(model.config().attention_scale_dim == 32);
+  const std::vector<std::int32_t> tokens = some_tokens(12, spec.vocab, 3);
+  smol::Context ctx(2);
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+  const auto logits = session.forward(tokens, 0, smol::LogitsFor::all);
+  const std::vector<float> ours(logits.begin(), logits.end());
+  const auto scaled = smol::ReferenceForward(model).logits(tokens);
+  const auto unscaled = smol::ReferenceForward(plain).logits(tokens);
+  const Agreement with =
+      compare(ours, {scaled.data(), static_cast<std::size_t>(scaled.size())}, spec.vocab);
+  const Agreement without =
+      compare(ours, {unscaled.data(), static_cast<std::size_t>(unscaled.size())}, spec.vocab);
+  MESSAGE("62 blocks: vs the reference with n_embd / n_head: max |d| "
+          << with.max << "; with head_dim: " << without.max);
+  CHECK(with.max <= 1e-2);
+  CHECK(without.max > 10 * with.max);
 }
 
 }  // namespace test_model_consistency

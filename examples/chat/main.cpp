@@ -197,7 +197,11 @@ struct Chat {
   }
 
   std::unique_ptr<smol::LogitsSource> start_engine() {
-    const smol::TransformerOptions run{.context = options.context, .kv_type = options.kv_type};
+    // A session file holds every position: with --prompt-cache the sliding-window blocks
+    // keep every position too, rather than a ring (model/kv_cache.hpp's KvRing).
+    const smol::TransformerOptions run{.context = options.context,
+                                       .kv_type = options.kv_type,
+                                       .window_ring = !options.prompt_cache};
 #if SMOL_CUDA
     if (options.gpu) {
       gpu = std::make_unique<smol::cuda::GpuTransformer>(model, run);
@@ -212,12 +216,9 @@ struct Chat {
 
   smol::ChatTemplate chat_template() const {
     if (options.raw) return smol::ChatFormat::chatml;  // unused in raw mode
-    return smol::detect_template(
-        model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),
-        [](std::string_view warning) {
-          std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()),
-                       warning.data());
-        });
+    return smol::file_chat_template(model.file(), [](std::string_view warning) {
+      std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()), warning.data());
+    });
   }
 
   smol::ChatSettings settings() const {

@@ -73,9 +73,8 @@ struct Service {
                    .step_tokens = o.batch,
                    .context = sequence_length(o, model)}),
         encoder(tokenizer),
-        chat_template(smol::detect_template(
-            model.file().get_optional<std::string>("tokenizer.chat_template").value_or(""),
-            [](std::string_view warning) { log(std::string(warning)); })),
+        chat_template(smol::file_chat_template(
+            model.file(), [](std::string_view warning) { log(std::string(warning)); })),
         engine_thread(scheduler) {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
@@ -392,11 +391,15 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   Service& service = ready_service(state);
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
-  std::vector<smol::TokenId> prompt =
-      service.encoder.encode(service.chat_template, chat.messages,
-                             {.add_generation_prompt = true,
-                              .enable_thinking = chat.enable_thinking,
-                              .tools = chat.template_tools});
+  std::vector<smol::TokenId> prompt;
+  try {
+    prompt = service.encoder.encode(service.chat_template, chat.messages,
+                                    {.add_generation_prompt = true,
+                                     .enable_thinking = chat.enable_thinking,
+                                     .tools = chat.template_tools});
+  } catch (const smol::ChatTemplateError& error) {  // a conversation the template refuses
+    throw smol::serve::invalid_request(error.what(), "messages");
+  }
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
   std::optional<ChatStreams> stream;

@@ -10,7 +10,8 @@ to check that a known template's parameters are read from the text. The template
 rendered as Hugging Face's apply_chat_template does: an ImmutableSandboxedEnvironment
 with trim_blocks and lstrip_blocks, the loopcontrols extension, raise_exception and
 tojson, the special tokens, add_generation_prompt, and enable_thinking when the
-conversation sets it. Both renderings are written into DIR (DIR/jinja/NAME.txt and
+conversation sets it; a leading bos_token it writes is dropped, as llama.cpp does. A
+conversation the template refuses (raise_exception) must be refused by smol too. Both renderings are written into DIR (DIR/jinja/NAME.txt and
 DIR/smol/NAME.txt) to diff by hand. Fails when smol does not recognize the template
 as one it knows exactly, or when any prompt differs.
 
@@ -142,7 +143,19 @@ def main():
         # alone, so a template that used `tools` would differ here.
         if "tools" in conversation:
             context["tools"] = conversation["tools"]
-        expected[conversation["name"]] = compiled.render(**context)
+        try:
+            text = compiled.render(**context)
+        except jinja2.exceptions.TemplateError:
+            # The template refuses the conversation (Gemma's alternating roles): smol
+            # must refuse it too, which the driver reports as null.
+            expected[conversation["name"]] = None
+            continue
+        # llama.cpp drops a leading bos the template writes ({{ bos_token }}, as
+        # Gemma's does): the tokenizer adds it. smol's prompts never hold it.
+        bos = tokens.get("bos_token")
+        if bos and template.startswith("{{ bos_token }}") and text.startswith(bos):
+            text = text[len(bos):]
+        expected[conversation["name"]] = text
 
     run = subprocess.run([args.driver, template_path, args.cases], capture_output=True)
     if run.returncode != 0:
@@ -151,9 +164,9 @@ def main():
 
     failures = 0
     for name, want in expected.items():
-        got = smol["renders"].get(name)
-        write(os.path.join(args.work, "jinja", name + ".txt"), want)
-        write(os.path.join(args.work, "smol", name + ".txt"), got if got is not None else "")
+        got = smol["renders"].get(name, "(missing)")
+        write(os.path.join(args.work, "jinja", name + ".txt"), want if want is not None else "(refused)")
+        write(os.path.join(args.work, "smol", name + ".txt"), got if got is not None else "(refused)")
         if got == want:
             continue
         failures += 1

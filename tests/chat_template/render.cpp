@@ -6,8 +6,9 @@
 // TEMPLATE is a GGUF file (its tokenizer.chat_template) or a text file holding the
 // Jinja text itself; CONVERSATIONS is the table (conversations.json). Prints JSON:
 // {"known_as": the known template it was recognized as, or null; "warnings": [...];
-// "renders": {case name: prompt text}}. A template smol does not recognize is still
-// rendered (with its warning), so the comparison can show how far the guess is off.
+// "renders": {case name: prompt text, or null when the template refuses it}}. A
+// template smol does not recognize is still rendered (with its warning), so the
+// comparison can show how far the guess is off.
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -92,8 +93,12 @@ int main(int argc, char** argv) {
           .add_generation_prompt = conversation.at("add_generation_prompt").get<bool>(),
           .enable_thinking = conversation.value("enable_thinking", true),
           .tools = tools_of(conversation)};
-      out["renders"][conversation.at("name").get<std::string>()] =
-          smol::render_chat(chat_template, messages_of(conversation), options);
+      nlohmann::json& render = out["renders"][conversation.at("name").get<std::string>()];
+      try {
+        render = smol::render_chat(chat_template, messages_of(conversation), options);
+      } catch (const smol::ChatTemplateError&) {
+        render = nullptr;  // refused, as the template's Jinja refuses it
+      }
     }
     std::cout << out.dump(1, ' ', /*ensure_ascii=*/true) << '\n';
     return 0;

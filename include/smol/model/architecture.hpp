@@ -123,6 +123,11 @@ struct BlockRule {
   // to the residual stream (Gemma 2/3: blk.N.post_attention_norm, post_ffw_norm).
   bool post_norms = false;
   FfnActivation activation = FfnActivation::silu;
+  // The attention scores are scaled by 1/sqrt(head_dim), except in a file of exactly
+  // this many blocks, whose scale is 1/sqrt(n_embd / n_head): Gemma 3 27B (62 blocks)
+  // was trained with query_pre_attn_scalar = n_embd / n_head (5376 / 32 = 168) rather
+  // than its head size (128), and llama.cpp tells the 27B by its block count. 0: never.
+  std::size_t embd_per_head_scale_blocks = 0;
 };
 
 // Sliding-window attention (Gemma 3): "local" blocks attend to the last `window`
@@ -208,7 +213,8 @@ inline constexpr std::array kArchitectures{
         .rope = {.style = RopeStyle::neox},
         .block = {.scale_embeddings = true,
                   .post_norms = true,
-                  .activation = FfnActivation::gelu_tanh},
+                  .activation = FfnActivation::gelu_tanh,
+                  .embd_per_head_scale_blocks = 62},
         .sliding_window = {.pattern = 6, .local_freq_base = 10000.0f},
     },
 };

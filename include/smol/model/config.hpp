@@ -54,7 +54,10 @@ struct ModelConfig {
 
   // The block's mechanisms from the architecture's BlockRule (architecture.hpp).
   float embedding_scale = 1.0f;  // sqrt(n_embd) with BlockRule::scale_embeddings
-  bool post_norms = false;       // RMSNorm of the attention's and the FFN's outputs
+  // The width whose 1/sqrt scales the attention scores (BlockRule::
+  // embd_per_head_scale_blocks: n_embd / n_head for Gemma 3 27B); 0: head_dim.
+  std::size_t attention_scale_dim = 0;
+  bool post_norms = false;  // RMSNorm of the attention's and the FFN's outputs
   FfnActivation ffn_activation = FfnActivation::silu;
 
   // Sliding-window attention (SlidingWindowRule): local_layers[il] attend to the last
@@ -65,6 +68,12 @@ struct ModelConfig {
   float rope_base_local = 10000.0f;
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
+  std::size_t attention_scale_width() const {
+    return attention_scale_dim != 0 ? attention_scale_dim : head_dim;
+  }
+  float attention_scale() const {
+    return 1.0f / std::sqrt(static_cast<float>(attention_scale_width()));
+  }
   bool is_local(std::size_t il) const { return sliding_window != 0 && local_layers.at(il); }
   // Positions a query of block il sees back from itself, itself included; 0: all.
   std::size_t attention_window(std::size_t il) const { return is_local(il) ? sliding_window : 0; }
@@ -220,6 +229,10 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   config.embedding_scale =
       arch.block.scale_embeddings ? std::sqrt(static_cast<float>(config.n_embd)) : 1.0f;
   config.post_norms = arch.block.post_norms;
+  if (arch.block.embd_per_head_scale_blocks != 0 &&
+      config.n_layer == arch.block.embd_per_head_scale_blocks) {
+    config.attention_scale_dim = config.n_embd / config.n_head;  // integer, as llama.cpp's
+  }
   config.ffn_activation = arch.block.activation;
   if (arch.sliding_window.pattern != 0) {
     config.sliding_window = static_cast<std::size_t>(

@@ -6,15 +6,25 @@
 // space only (an anonymous mapping without swap reservation); the OS commits a page when a position
 // first writes into it. A short chat with a 64K-context session therefore uses memory for the
 // positions it filled, not 4.5 GiB, and no row ever moves.
+//
+// Blocks with sliding-window attention (Gemma 3's local ones) can keep a ring instead
+// (KvRing): the last `positions` positions only, position p in row p % positions, so
+// their memory stops growing once the ring is full and a long context costs the global
+// blocks alone. The ring is whole attention blocks, so the attention reads it block by
+// block as it reads the rest (KvHeads::ring_blocks); its owner (model/transformer.hpp)
+// sizes it to hold every position a pass of its tokens can see, and knows which
+// positions it has overwritten.
 #pragma once
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "smol/core/error.hpp"
 #include "smol/ops/attention.hpp"
@@ -74,11 +84,31 @@ class ReservedMemory {
 
 }  // namespace detail
 
+// Which blocks keep a ring of their last positions, and how many.
+struct KvRing {
+  std::size_t positions = 0;  // a multiple of detail::kAttentionBlock; 0: no ring
+  std::vector<bool> layers;   // per block: whether it is a ring
+};
+
+// The ring sliding-window blocks need when passes run up to `max_batch` tokens: every
+// position one pass's windows can see, in whole attention blocks. A pass from position p
+// sees [p + 1 - window, p + max_batch), which spans at most
+// ceil((window - 1 + max_batch) / B) + 1 blocks of B positions, so that many slots never
+// overwrite a block the pass still reads. `local_layers` flags the windowed blocks.
+inline KvRing sliding_window_ring(std::size_t window, std::size_t max_batch,
+                                  std::vector<bool> local_layers) {
+  if (window == 0 || max_batch == 0) return {};
+  const std::size_t block = detail::kAttentionBlock;
+  const std::size_t reach = window - 1 + max_batch;
+  return {.positions = ((reach + block - 1) / block + 1) * block, .layers = std::move(local_layers)};
+}
+
 class KvCache {
  public:
   KvCache() = default;
+  // A ring no shorter than the capacity is no ring: those blocks keep every position.
   KvCache(std::size_t n_layer, std::size_t n_head_kv, std::size_t head_dim, std::size_t capacity,
-          KvTypes types)
+          KvTypes types, KvRing ring = {})
       : n_layer_(n_layer),
         n_head_kv_(n_head_kv),
         head_dim_(head_dim),
@@ -87,22 +117,46 @@ class KvCache {
         padded_(padded_positions(capacity)),
         types_(types),
         key_row_(kv_row_bytes(types.key, head_dim)),
-        value_row_(kv_row_bytes(types.value, head_dim)),
-        memory_((check_kv_types(types, head_dim), n_layer * layer_stride())) {}
+        value_row_(kv_row_bytes(types.value, head_dim)) {
+    check_kv_types(types, head_dim);
+    if (ring.positions % detail::kAttentionBlock != 0 ||
+        (ring.positions != 0 && ring.layers.size() != n_layer)) {
+      fail("KV cache: a ring of ", ring.positions, " positions over ", ring.layers.size(),
+           " blocks (whole attention blocks of ", detail::kAttentionBlock, ", one flag a block)");
+    }
+    ring_ = ring.positions != 0 && ring.positions < padded_ ? ring.positions : 0;
+    std::size_t offset = 0;
+    for (std::size_t layer = 0; layer < n_layer; ++layer) {
+      const std::size_t rows = ring_ != 0 && ring.layers[layer] ? ring_ : padded_;
+      layers_.push_back({.offset = offset, .rows = rows});
+      offset += n_head_kv * rows * (key_row_ + value_row_);
+    }
+    memory_ = detail::ReservedMemory(offset);
+  }
 
   KvTypes types() const noexcept { return types_; }
   std::size_t capacity() const noexcept { return capacity_; }
-  // Bytes the cache holds once `positions` positions are filled.
+  // The positions a ring block keeps (0: no block is a ring).
+  std::size_t ring_positions() const noexcept { return ring_; }
+  bool is_ring(std::size_t layer) const noexcept { return layers_[layer].rows != padded_; }
+  // Bytes the cache holds once `positions` positions are filled: every position of a
+  // full block, at most ring_positions() of a ring block.
   std::size_t bytes_for(std::size_t positions) const noexcept {
-    return n_layer_ * layer_bytes_for(positions);
+    std::size_t bytes = 0;
+    for (std::size_t layer = 0; layer < n_layer_; ++layer) {
+      bytes += layer_bytes_for(is_ring(layer) ? std::min(positions, ring_) : positions);
+    }
+    return bytes;
   }
 
   // Writes the K and V rows of all KV heads of block `layer` at `pos`; `keys` and
-  // `values` hold n_head_kv * head_dim floats.
+  // `values` hold n_head_kv * head_dim floats. A ring block overwrites the position
+  // ring_positions() before it.
   void store(std::size_t layer, std::size_t pos, const float* keys, const float* values) {
+    const std::size_t row = is_ring(layer) ? pos % ring_ : pos;
     for (std::size_t g = 0; g < n_head_kv_; ++g) {
-      store_key(types_.key, keys + g * head_dim_, key_region(layer, g), pos, head_dim_);
-      store_value(types_.value, values + g * head_dim_, value_region(layer, g), pos, head_dim_);
+      store_key(types_.key, keys + g * head_dim_, key_region(layer, g), row, head_dim_);
+      store_value(types_.value, values + g * head_dim_, value_region(layer, g), row, head_dim_);
     }
   }
 
@@ -115,7 +169,8 @@ class KvCache {
   // Copies the rows of positions [0, positions) of block `layer` to `out`
   // (layer_bytes_for(positions) bytes): every KV head's keys, position by position,
   // then every KV head's values. Rows, not tiles: a saved session (session_file.hpp)
-  // then keeps only the positions used and does not depend on kKeyTile.
+  // then keeps only the positions used and does not depend on kKeyTile. A ring block
+  // holds them only while positions <= ring_positions() (the caller checks).
   void copy_rows_out(std::size_t layer, std::size_t positions, std::byte* out) const noexcept {
     for (std::size_t g = 0; g < n_head_kv_; ++g) {
       for (std::size_t p = 0; p < positions; ++p, out += key_row_) {
@@ -130,7 +185,8 @@ class KvCache {
   // be unaligned (a file's bytes).
   void copy_rows_in(std::size_t layer, std::size_t positions, const std::byte* in) noexcept {
     for (std::size_t g = 0; g < n_head_kv_; ++g) {
-      detail::ReservedMemory::populate(key_region(layer, g), padded_positions(positions) * key_row_);
+      detail::ReservedMemory::populate(key_region(layer, g),
+                                       padded_positions(positions) * key_row_);
       detail::ReservedMemory::populate(value_region(layer, g), positions * value_row_);
     }
     for (std::size_t g = 0; g < n_head_kv_; ++g) {
@@ -145,24 +201,30 @@ class KvCache {
 
   // The attention view of block `layer`.
   KvHeads layer(std::size_t layer) const noexcept {
+    const std::size_t rows = layers_[layer].rows;
     return {.types = types_,
             .keys = key_region(layer, 0),
-            .key_head_stride = padded_ * key_row_,
+            .key_head_stride = rows * key_row_,
             .values = value_region(layer, 0),
-            .value_head_stride = padded_ * value_row_};
+            .value_head_stride = rows * value_row_,
+            .ring_blocks = is_ring(layer) ? ring_ / detail::kAttentionBlock : 0};
   }
 
  private:
-  // Per block: every KV head's keys, then every KV head's values.
-  std::size_t layer_stride() const noexcept {
-    return n_head_kv_ * padded_ * (key_row_ + value_row_);
-  }
+  // Per block: every KV head's keys, then every KV head's values, `rows` positions each.
+  struct LayerRegion {
+    std::size_t offset = 0;  // bytes from the start of the memory
+    std::size_t rows = 0;    // padded_, or ring_ for a ring block
+  };
+
   std::byte* key_region(std::size_t layer, std::size_t g) const noexcept {
-    return memory_.data() + layer * layer_stride() + g * padded_ * key_row_;
+    const LayerRegion& region = layers_[layer];
+    return memory_.data() + region.offset + g * region.rows * key_row_;
   }
   std::byte* value_region(std::size_t layer, std::size_t g) const noexcept {
-    return memory_.data() + layer * layer_stride() + n_head_kv_ * padded_ * key_row_ +
-           g * padded_ * value_row_;
+    const LayerRegion& region = layers_[layer];
+    return memory_.data() + region.offset + n_head_kv_ * region.rows * key_row_ +
+           g * region.rows * value_row_;
   }
 
   static std::size_t padded_positions(std::size_t capacity) noexcept {
@@ -177,6 +239,8 @@ class KvCache {
   KvTypes types_{};
   std::size_t key_row_ = 0;    // bytes of one position's key of one KV head
   std::size_t value_row_ = 0;  // ... and of its value
+  std::size_t ring_ = 0;       // positions of a ring block; 0: none
+  std::vector<LayerRegion> layers_;
   detail::ReservedMemory memory_;
 };
 

@@ -63,6 +63,11 @@ inline std::vector<std::byte> encode_session(const Transformer& transformer,
     fail("save session: ", tokens.size(), " tokens, but only ", transformer.n_filled(),
          " positions are filled");
   }
+  if (transformer.ring_floor() != 0) {
+    fail("save session: the sliding-window blocks keep only the last ",
+         transformer.kv_cache().ring_positions(), " positions and no longer hold positions 0..",
+         transformer.ring_floor() - 1, "; a session file needs them all");
+  }
   const SessionFingerprint f = session_fingerprint(transformer);
   std::vector<std::byte> out = encode_session_header(f, tokens);
   const KvCache& kv = transformer.kv_cache();
@@ -85,12 +90,15 @@ inline std::vector<std::int32_t> restore_session(const SessionImage& image,
     fail(name, ": holds ", n, " tokens, more than the session's context of ",
          transformer.context_length(), " positions");
   }
-  transformer.restore(n, [&](KvCache& kv) {
-    const std::size_t layer_bytes = kv.layer_bytes_for(n);
-    for (std::size_t layer = 0; layer < image.fingerprint.n_layer; ++layer) {
-      kv.copy_rows_in(layer, n, image.kv.data() + layer * layer_bytes);
-    }
-  });
+  transformer.restore(
+      n,
+      [&](KvCache& kv) {
+        const std::size_t layer_bytes = kv.layer_bytes_for(n);
+        for (std::size_t layer = 0; layer < image.fingerprint.n_layer; ++layer) {
+          kv.copy_rows_in(layer, n, image.kv.data() + layer * layer_bytes);
+        }
+      },
+      image.tokens);
   return image.tokens;
 }
 

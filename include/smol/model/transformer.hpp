@@ -40,6 +40,11 @@ struct TransformerOptions {
   // decoding (generate/speculative_decoder.hpp) verifies drafts in one pass and needs that
   // to match plain decoding exactly.
   OneToken one_token = OneToken::matvec;
+  // Blocks with sliding-window attention keep a ring of the positions their windows can
+  // reach (model/kv_cache.hpp's KvRing) rather than every position: a long context then
+  // costs the global blocks alone. Off: every block keeps every position (the same
+  // results, bit for bit; the tests compare them).
+  bool window_ring = true;
 };
 
 // Which positions of a forward call get logits.
@@ -57,8 +62,14 @@ class Transformer {
     check_context_fits(config, options_.context);
     if (options_.max_batch == 0) fail("max_batch must be at least 1");
     kv_ = KvCache(config.n_layer, config.n_head_kv, config.head_dim, options_.context,
-                  options_.kv_type);
+                  options_.kv_type, window_ring(config));
     rope_ = BlockRopes(model);
+  }
+
+  // The ring the sliding-window blocks keep (sliding_window_ring), when asked for.
+  KvRing window_ring(const ModelConfig& config) const {
+    if (!options_.window_ring) return {};
+    return sliding_window_ring(config.sliding_window, options_.max_batch, config.local_layers);
   }
 
   const Model& model() const noexcept { return *model_; }
@@ -67,18 +78,30 @@ class Transformer {
   std::size_t n_filled() const noexcept { return n_filled_; }
 
   const KvCache& kv_cache() const noexcept { return kv_; }
+  // The first position whose K/V every block still holds: 0, unless the sliding-window
+  // blocks' ring has wrapped and overwritten the positions before it.
+  std::size_t ring_floor() const noexcept { return ring_floor_; }
 
   // Replaces the session's positions with [0, positions) written by `write_rows(kv)`
   // (a saved session, see session_file.hpp); the next forward continues at
-  // `positions`. If write_rows throws, the session is left empty.
+  // `positions`. `tokens`, the positions' tokens when known, let a later rewind past
+  // what the ring holds run them again. If write_rows throws, the session is left empty.
   template <class WriteRows>
-  void restore(std::size_t positions, WriteRows&& write_rows) {
+  void restore(std::size_t positions, WriteRows&& write_rows,
+               std::span<const std::int32_t> tokens = {}) {
     if (positions > options_.context) {
       fail("restore: ", positions, " positions do not fit the session's context of ",
            options_.context);
     }
+    if (kv_.ring_positions() != 0 && positions > kv_.ring_positions()) {
+      fail("restore: ", positions, " positions, but the sliding-window blocks keep only the last ",
+           kv_.ring_positions());
+    }
     n_filled_ = 0;
+    ring_floor_ = 0;
     write_rows(kv_);
+    history_.assign(tokens.begin(), tokens.end());
+    history_known_ = tokens.size() == positions;
     n_filled_ = positions;
   }
 
@@ -109,15 +132,48 @@ class Transformer {
         fail("token id ", token, " is outside the vocabulary of ", config.n_vocab, " tokens");
       }
     }
-    n_filled_ = n_past;  // positions after n_past are about to be overwritten
     rope_.ensure(n_past + tokens.size());
+    if (kv_.ring_positions() != 0) rewind_ring(n_past, cancel);
+    n_filled_ = n_past;  // positions after n_past are about to be overwritten
+    if (kv_.ring_positions() != 0) {
+      if (n_past == 0) history_known_ = true;  // a fresh start: every token is seen here
+      history_.resize(n_past);
+      history_.insert(history_.end(), tokens.begin(), tokens.end());
+    }
+    return run(tokens, n_past, which, cancel);
+  }
 
+ private:
+  // Before a forward from n_past: the ring blocks' windows must find their positions.
+  // A rewind further back than the ring holds runs positions [0, n_past) again, from
+  // the tokens kept for that (recomputed, never read stale).
+  void rewind_ring(std::size_t n_past, const CancelCheck& cancel) {
+    const std::size_t window = model_->config().sliding_window;
+    const std::size_t window_start = n_past + 1 > window ? n_past + 1 - window : 0;
+    if (n_past == 0) ring_floor_ = 0;
+    if (window_start >= ring_floor_) return;
+    if (!history_known_ || history_.size() < n_past) {
+      fail("forward: position ", n_past, " sees positions from ", window_start,
+           ", which the sliding-window blocks' ring no longer holds (it keeps from ", ring_floor_,
+           "), and the session's tokens before them are unknown (restored)");
+    }
+    const std::vector<std::int32_t> replay(history_.begin(),
+                                           history_.begin() + static_cast<std::ptrdiff_t>(n_past));
+    n_filled_ = 0;
+    ring_floor_ = 0;
+    run(replay, 0, LogitsFor::none, cancel);
+  }
+
+  std::span<const float> run(std::span<const std::int32_t> tokens, std::size_t n_past,
+                             LogitsFor which, const CancelCheck& cancel) {
+    const ModelConfig& config = model_->config();
     const std::size_t n_rows =
         which == LogitsFor::all ? tokens.size() : (which == LogitsFor::last ? 1 : 0);
     logits_.resize(n_rows * config.n_vocab);
     std::vector<std::size_t> rows;
     for (std::size_t begin = 0; begin < tokens.size(); begin += options_.max_batch) {
       const std::size_t count = std::min(options_.max_batch, tokens.size() - begin);
+      note_ring_writes(n_past + begin + count);
       Consecutive kv{this, n_past + begin};
       pass_.run(tokens.subspan(begin, count), rope_, kv, cancel);
       if (which == LogitsFor::all) {
@@ -133,7 +189,20 @@ class Transformer {
     return logits_;
   }
 
- private:
+  // A pass that writes up to position `end` leaves the ring holding its last
+  // ring_positions() / B blocks only: the floor moves up before the pass (a cancelled
+  // one may have written part of them).
+  void note_ring_writes(std::size_t end) {
+    const std::size_t ring = kv_.ring_positions();
+    if (ring == 0) return;
+    const std::size_t block = detail::kAttentionBlock;
+    const std::size_t blocks_written = (end - 1) / block + 1;
+    const std::size_t ring_blocks = ring / block;
+    if (blocks_written > ring_blocks) {
+      ring_floor_ = std::max(ring_floor_, (blocks_written - ring_blocks) * block);
+    }
+  }
+
   // The batch's tokens are consecutive positions of this session's one sequence.
   struct Consecutive {
     Transformer* self;
@@ -145,7 +214,7 @@ class Transformer {
     }
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
-      const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+      const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attention_scale()};
       attention(*self->context_, shape, q, n, first_position, self->kv_.layer(layer), out,
                 c.attention_window(layer));
     }
@@ -159,6 +228,11 @@ class Transformer {
   BlockRopes rope_;
   std::size_t n_filled_ = 0;
   std::vector<float> logits_;
+  // With a ring: positions below ring_floor_ are overwritten in the ring blocks, and
+  // history_ holds the tokens of [0, n_filled_) to run them again on a rewind.
+  std::size_t ring_floor_ = 0;
+  std::vector<std::int32_t> history_;
+  bool history_known_ = true;
 };
 
 }  // namespace smol

@@ -44,12 +44,17 @@ struct KvHeads {
   // values + g * value_head_stride.
   const std::byte* values = nullptr;
   std::size_t value_head_stride = 0;
+  // A ring (model/kv_cache.hpp's sliding-window blocks): the regions hold ring_blocks
+  // blocks of kAttentionBlock positions, position p's in block (p / kAttentionBlock) %
+  // ring_blocks. 0: the regions hold every position.
+  std::size_t ring_blocks = 0;
 };
 
 struct AttentionShape {
   std::size_t n_head = 0;
   std::size_t n_head_kv = 0;
   std::size_t head_dim = 0;
+  float scale = 0.0f;  // of the scores; 0: 1/sqrt(head_dim)
 };
 
 namespace detail {
@@ -73,10 +78,15 @@ struct ContiguousKv {
         value_block_bytes(kAttentionBlock * kv_row_bytes(h.types.value, head_dim)) {}
   KvTypes types() const noexcept { return heads.types; }
   const std::byte* keys(std::size_t g, std::size_t block) const noexcept {
-    return heads.keys + g * heads.key_head_stride + block * key_block_bytes;
+    return heads.keys + g * heads.key_head_stride + slot(block) * key_block_bytes;
   }
   const std::byte* values(std::size_t g, std::size_t block) const noexcept {
-    return heads.values + g * heads.value_head_stride + block * value_block_bytes;
+    return heads.values + g * heads.value_head_stride + slot(block) * value_block_bytes;
+  }
+  // Where block `block` lies: in a ring, its place modulo the ring's blocks (the window
+  // never reaches back further than the ring holds; model/kv_cache.hpp sizes it).
+  std::size_t slot(std::size_t block) const noexcept {
+    return heads.ring_blocks != 0 ? block % heads.ring_blocks : block;
   }
 };
 
@@ -105,7 +115,7 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
   const std::size_t group = shape.n_head / shape.n_head_kv;
   const std::size_t row_stride = shape.n_head * dim;
   const std::size_t partial_size = group * (dim + 2);  // one token's record for one block
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  const float scale = shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(dim));
   const auto attend = ctx.kernels().attend_block;
   const std::size_t value_rotation_block = value_rotation(rows.kv(0).types().value, dim);
   const auto blocks_of = [](std::size_t visible) {
@@ -266,8 +276,8 @@ struct ConsecutiveRows {
 // Attention for `n_tokens` consecutive query tokens; token t sits at position
 // first_position + t and attends to positions [0, first_position + t] (with a
 // `window`, the last `window` of them), whose K/V rows must already be in `kv`. Scale
-// 1/sqrt(head_dim). `q` and `out` are n_tokens rows of n_head * head_dim floats.
-// n_head must be a multiple of n_head_kv.
+// shape.scale, by default 1/sqrt(head_dim). `q` and `out` are n_tokens rows of n_head * head_dim
+// floats. n_head must be a multiple of n_head_kv.
 inline void attention(Context& ctx, const AttentionShape& shape, const float* q,
                       std::size_t n_tokens, std::size_t first_position, const KvHeads& kv,
                       float* out, std::size_t window = 0) {

@@ -218,7 +218,8 @@ class ReferenceForward {
     }
   }
 
-  // Causal softmax(Q K^T / sqrt(d)) V per query head, with query head h reading KV
+  // Causal softmax(Q K^T / sqrt(d)) V per query head (d: head_dim, or the config's
+  // attention_scale_dim), with query head h reading KV
   // head h / (n_head / n_head_kv); with a `window`, row i sees only rows (i - window, i].
   Matrix attention(const Matrix& q, const Matrix& k, const Matrix& v, std::size_t window) const {
     const ModelConfig& c = config_;
@@ -231,7 +232,8 @@ class ReferenceForward {
       const Matrix qh = q.middleCols(static_cast<Eigen::Index>(h) * d, d);
       const Matrix kh = k.middleCols(kv_head * d, d);
       const Matrix vh = v.middleCols(kv_head * d, d);
-      Matrix scores = (qh * kh.transpose()) / std::sqrt(static_cast<float>(d));
+      Matrix scores =
+          (qh * kh.transpose()) / std::sqrt(static_cast<float>(c.attention_scale_width()));
       for (Eigen::Index i = 0; i < n; ++i) {
         const Eigen::Index visible = i + 1;
         const auto seen =

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "smol/core/error.hpp"
 #include "smol/text/unicode.hpp"
 
 namespace smol {
@@ -32,6 +33,14 @@ enum class ChatFormat {
   // template): the tools as JSON within <tools></tools> in the system turn, an
   // assistant's calls as <tool_call> JSON, tool results as <tool_response> in a user turn.
   chatml_tools,
+  gemma,  // <start_of_turn>user\n...<end_of_turn>\n, the system prompt in the first turn
+};
+
+// A conversation a template refuses, as its Jinja would (raise_exception): Gemma's
+// turns must alternate user/assistant. The server answers it with a 400.
+class ChatTemplateError : public Error {
+ public:
+  using Error::Error;
 };
 
 // A template to render: its family's layout and the parameters its text sets.
@@ -290,6 +299,40 @@ inline std::string render_llama2(std::span<const ChatMessage> messages) {
   return out;
 }
 
+// Gemma 3's template: no system turn (a leading system message is prepended to the
+// first turn, untrimmed, followed by a blank line), "model" for the assistant's role,
+// every message trimmed. Its Jinja raises unless the turns after the system message
+// alternate user, assistant, user, ...; so does this (the check is the template's own:
+// a turn at an even index must be the user's and one at an odd index must not be).
+inline std::string render_gemma(std::span<const ChatMessage> messages, const ChatOptions& options) {
+  // Its Jinja reads messages[0] unguarded: an empty conversation is an error there.
+  if (messages.empty()) throw ChatTemplateError("Gemma's chat template needs a message");
+  std::string first_user_prefix;
+  if (messages.front().role == "system") {
+    first_user_prefix = messages.front().content + "\n\n";
+    messages = messages.subspan(1);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& message = messages[i];
+    if ((message.role == "user") != (i % 2 == 0)) {
+      throw ChatTemplateError(
+          "Gemma's chat template needs the roles to alternate user/assistant/user/... "
+          "after an optional first system message; message " +
+          std::to_string(i + (first_user_prefix.empty() ? 0 : 1)) + " is the " + message.role +
+          "'s");
+    }
+    out += "<start_of_turn>";
+    out += message.role == "assistant" ? std::string_view("model") : message.role;
+    out += "\n";
+    if (i == 0) out += first_user_prefix;
+    out += strip(message.content);
+    out += "<end_of_turn>\n";
+  }
+  if (options.add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
 }  // namespace detail
 
 // Whether `format` has a tool section of its own, with Hermes-style <tool_call> replies
@@ -301,7 +344,8 @@ inline bool renders_hermes_tools(ChatFormat format) {
 // Whether `format` strips the whitespace around a message's text (Jinja's `| trim`), as
 // the Llama formats do; SmolLM3's and ChatML's keep it as written.
 inline bool trims_message_text(ChatFormat format) {
-  return format == ChatFormat::llama2 || format == ChatFormat::llama3;
+  return format == ChatFormat::llama2 || format == ChatFormat::llama3 ||
+         format == ChatFormat::gemma;
 }
 
 // The prompt text for `messages` in `chat_template`.
@@ -319,6 +363,8 @@ inline std::string render_chat(const ChatTemplate& chat_template,
       return detail::render_llama2(messages);
     case ChatFormat::chatml_tools:
       return detail::render_chatml_tools(messages, chat_template.default_system, options);
+    case ChatFormat::gemma:
+      return detail::render_gemma(messages, options);
   }
   return detail::render_chatml(messages, chat_template.default_system, options);
 }

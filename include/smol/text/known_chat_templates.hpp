@@ -6,7 +6,7 @@
 // as Jinja would; tests/chat_template/ proves each entry against jinja2. Anything else
 // gets the layout its markers suggest, or ChatML, with a warning that says it is a guess.
 //
-// Adding a family (Qwen3, Gemma 3, ...) is one entry here, with its renderer
+// Adding a family (Qwen3, Llama 4, ...) is one entry here, with its renderer
 // in chat_template.hpp when no existing layout fits, and its template text under
 // tests/chat_template/ for the jinja2 comparison.
 #pragma once
@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "smol/gguf/gguf_file.hpp"
 #include "smol/text/chat_template.hpp"
 #include "smol/text/smollm3_template.hpp"
 #include "smol/text/warning.hpp"
@@ -98,6 +99,60 @@ inline constexpr std::string_view kQwen25Template = R"qwen({%- if tools %}
 {%- endif %}
 )qwen";
 
+// Gemma 3's instruct template (google/gemma-3-*-it, as their GGUF files carry it, with
+// one more newline at the end: Jinja drops a template's final newline, so either text
+// is this entry). The content-list branches (images) never run: smol's messages are
+// strings.
+inline constexpr std::string_view kGemma3ChatTemplate =
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\n"
+    "\n"
+    "' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n"
+    "\n"
+    "' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate "
+    "user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\n"
+    "' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\n"
+    "' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\n"
+    "'}}\n"
+    "{%- endif -%}";
+
 struct KnownChatTemplate {
   std::string_view name;   // whose template it is, for messages
   std::string_view jinja;  // the exact text, with kDefaultSystemHole where it has one
@@ -111,6 +166,20 @@ inline constexpr KnownChatTemplate kKnownChatTemplates[] = {
     {"ChatML", kChatMLTemplate, ChatFormat::chatml},
     {"Qwen2.5 Instruct (ChatML with Hermes-style tools)", kQwen25Template,
      ChatFormat::chatml_tools},
+    {"Gemma 3", kGemma3ChatTemplate, ChatFormat::gemma},
+};
+
+// The template a family's instruct models carry, for a file of that family that has none
+// (general.architecture names the family). Gemma 3 files converted without their
+// tokenizer's template exist (the 270M of the real-model tests is one); llama.cpp falls
+// back to ChatML there, a layout Gemma was never trained on.
+struct FamilyChatTemplate {
+  std::string_view architecture;
+  std::string_view jinja;
+};
+
+inline constexpr FamilyChatTemplate kFamilyChatTemplates[] = {
+    {"gemma3", kGemma3ChatTemplate},
 };
 
 namespace detail {
@@ -125,6 +194,9 @@ inline bool literal_means_itself(std::string_view text) {
 // `jinja` as the entry `known`, or nothing when its text is not the entry's.
 inline std::optional<ChatTemplate> match_known_template(const KnownChatTemplate& known,
                                                         std::string_view jinja) {
+  // Jinja renders a template without its final newline (keep_trailing_newline is off
+  // in Hugging Face's environment as in Jinja's default), so one is no difference.
+  if (jinja.ends_with('\n') && !known.jinja.ends_with('\n')) jinja.remove_suffix(1);
   ChatTemplate matched(known.format);
   matched.known_as = known.name;
   const std::size_t hole = known.jinja.find(kDefaultSystemHole);
@@ -162,9 +234,17 @@ inline std::optional<ChatTemplate> recognize_template(std::string_view jinja) {
 // The template to render a file's chat with: the recognized one, else a guess from the
 // template's markers (or ChatML), with a warning saying that prompts may differ from
 // what the file's template would give.
-inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler& warn = {}) {
+// `architecture` (general.architecture) picks the family's template when `jinja` is empty.
+inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler& warn = {},
+                                    std::string_view architecture = {}) {
   if (auto known = recognize_template(jinja)) return *known;
   if (jinja.empty()) {
+    for (const FamilyChatTemplate& family : kFamilyChatTemplates) {
+      if (family.architecture != architecture) continue;
+      report_warning(warn, "the model has no chat template; using its family's (" +
+                               std::string(architecture) + ")");
+      return *recognize_template(family.jinja);
+    }
     report_warning(warn, "the model has no chat template; using ChatML");
     return ChatFormat::chatml;
   }
@@ -182,6 +262,8 @@ inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler
     guess = {ChatFormat::chatml, "plain ChatML (no default system prompt)"};
   } else if (has("<|start_header_id|>")) {
     guess = {ChatFormat::llama3, "Llama 3's layout"};
+  } else if (has("<start_of_turn>")) {
+    guess = {ChatFormat::gemma, "Gemma's layout"};
   } else if (has("[INST]")) {
     guess = {ChatFormat::llama2, "Llama 2's layout"};
   }
@@ -190,6 +272,14 @@ inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler
                               ", which may differ from what the template itself gives";
   report_warning(warn, message);
   return guess.format;
+}
+
+// The template of a model file: its tokenizer.chat_template, or its family's when it has
+// none (see detect_template).
+inline ChatTemplate file_chat_template(const gguf::GgufFile& file,
+                                       const WarningHandler& warn = {}) {
+  return detect_template(file.get_optional<std::string>("tokenizer.chat_template").value_or(""),
+                         warn, file.get_optional<std::string>("general.architecture").value_or(""));
 }
 
 }  // namespace smol
