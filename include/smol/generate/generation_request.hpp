@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "smol/generate/draft_length.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
@@ -45,6 +46,11 @@ struct GenerationRequest {
   // the n most likely at its position (n <= kMaxTopLogprobs), in GenerationResult::logprobs
   // and through on_logprob as they come.
   std::optional<std::size_t> logprobs = std::nullopt;
+  // Prompt-lookup drafting (ngram_drafter.hpp) inside the batch: its guesses join the
+  // sequence's step and are verified there, the draft lengths adapting (draft_length.hpp:
+  // `max`, `min` and the rest). nullopt: plain decoding. The reply is the same either
+  // way (greedy token for token, sampling in distribution); only the steps it takes differ.
+  std::optional<DraftLengthSettings> ngram_draft = std::nullopt;
   // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
   // also when cancelled).
   PieceCallback on_piece = {};
