@@ -80,6 +80,9 @@ struct Service {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
+    if (o.speculation.chosen() == smol::cli::SpecType::ngram_simple) {
+      defaults.ngram_draft = o.speculation.length();
+    }
   }
 
   static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
@@ -206,6 +209,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.stop_strings = params.stop;
   request.ignore_eos = params.ignore_eos;
   request.logprobs = params.logprobs;
+  request.ngram_draft = params.ngram_draft;
   if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }
@@ -448,6 +452,8 @@ Json models_json(const State& state) {
 Json props_json(State& state) {
   const Service& service = ready_service(state);
   const smol::SamplerSettings& s = service.defaults.sampling;
+  // llama-server's names for the drafting defaults (0 and "none" without drafting).
+  const std::optional<smol::DraftLengthSettings>& draft = service.defaults.ngram_draft;
   return {{"model_alias", state.model_name},
           {"model_path", state.model_path},
           {"n_ctx", service.context_length()},
@@ -458,7 +464,10 @@ Json props_json(State& state) {
             {"top_p", s.top_p},
             {"min_p", s.min_p},
             {"repeat_penalty", s.repeat_penalty},
-            {"enable_thinking", service.defaults.enable_thinking}}},
+            {"enable_thinking", service.defaults.enable_thinking},
+            {"speculative.type", draft ? "ngram-simple" : "none"},
+            {"speculative.n_max", draft ? draft->max : 0},
+            {"speculative.n_min", draft ? draft->min : 0}}},
           {"build_info", "smol"}};
 }
 

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "smol/generate/draft_length.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
@@ -42,6 +43,8 @@ struct RequestDefaults {
   SamplerSettings sampling;
   ReasoningFormat reasoning = ReasoningFormat::separate;
   bool enable_thinking = true;
+  // --spec-type ngram-simple: prompt-lookup drafting and its lengths; nullopt: none.
+  std::optional<DraftLengthSettings> ngram_draft;
 };
 
 // What both endpoints share.
@@ -59,6 +62,9 @@ struct CompletionParams {
   // logprobs: nullopt, none; n, each reply token's log-probability and the n most likely
   // at its position (chat: `logprobs: true` and `top_logprobs: n`; legacy: `logprobs: n`).
   std::optional<std::size_t> logprobs;
+  // Prompt-lookup drafting (the server's default, tuned by llama-server's
+  // `speculative.n_max` and `speculative.n_min`; n_max 0 turns it off); nullopt: none.
+  std::optional<DraftLengthSettings> ngram_draft;
 };
 
 struct ChatCompletionRequest {
@@ -152,6 +158,23 @@ inline bool has_type(const Json& json, std::string_view type) {
 
 inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest context
 inline constexpr std::size_t kMaxStopStrings = 16;
+inline constexpr std::int64_t kMaxDraftTokens = 1024;  // as smol-chat's --draft-max
+
+// llama-server's `speculative.n_max` and `speculative.n_min`, over the server's default.
+// They tune drafting where the server drafts (--spec-type); they are checked either way,
+// and do not turn drafting on where it does not (llama-server's rule too).
+inline std::optional<DraftLengthSettings> parse_draft(const Json& body,
+                                                      std::optional<DraftLengthSettings> draft) {
+  const DraftLengthSettings base = draft.value_or(DraftLengthSettings{});
+  const auto n_max = static_cast<std::size_t>(
+      integer_in(body, "speculative.n_max", 0, kMaxDraftTokens, std::int64_t(base.max)));
+  const auto n_min = static_cast<std::size_t>(
+      integer_in(body, "speculative.n_min", 0, kMaxDraftTokens, std::int64_t(base.min)));
+  if (!draft || n_max == 0) return std::nullopt;
+  draft->max = n_max;
+  draft->min = std::min(n_min, n_max);  // llama-server clamps it so too
+  return draft;
+}
 
 // The fields both endpoints read; unknown fields are ignored, as OpenAI's API does for
 // the many extras clients send (user, metadata, ...). `body_text` is the text `body` was
@@ -225,6 +248,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     p.reasoning = *parsed;
   }
   p.output = parse_output_grammar(body, body_text);
+  p.ngram_draft = parse_draft(body, defaults.ngram_draft);
   return p;
 }
 
