@@ -528,3 +528,46 @@ TEST_CASE("drafting steps aside when the step's token budget is full") {
   }
   CHECK(room_drafted > 0);  // the random model's loops are guessed at, where there is room
 }
+
+TEST_CASE("guesses take only the room prompts leave: a prompt is read as fast beside drafting") {
+  // A generates (drafting or not) when B's long prompt arrives; eight tokens a step leave
+  // B seven a step, guesses or not, so B's first token comes after as many steps.
+  struct Run {
+    std::size_t b_steps = 0;
+    smol::GenerationResult a;
+  };
+  const auto run = [](bool drafting) {
+    smol::Context ctx(2);
+    smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+    smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 2, .step_tokens = 8});
+    Run out;
+    smol::GenerationRequest a;
+    a.prompt = prompt_of(kRepetitive[0]);
+    a.sampling = smol::SamplerSettings::greedy();
+    a.max_tokens = 200;
+    a.ignore_eos = true;
+    // A window no pass fills: drafting never pauses, whatever the steps' times.
+    if (drafting) a.ngram_draft = smol::DraftLengthSettings{.window = 100000};
+    a.on_done = [&out](const smol::GenerationResult& r) { out.a = r; };
+    scheduler.submit(std::move(a));
+    for (int i = 0; i < 12; ++i) scheduler.step();
+    smol::GenerationRequest b;
+    std::string text;
+    while (prompt_of(text).size() < 100) text += "The sea was calm and the ships sailed on. ";
+    b.prompt = prompt_of(text);
+    b.sampling = smol::SamplerSettings::greedy();
+    b.max_tokens = 1;
+    bool b_done = false;
+    b.on_done = [&b_done](const smol::GenerationResult&) { b_done = true; };
+    scheduler.submit(std::move(b));
+    while (!b_done && scheduler.step()) ++out.b_steps;
+    scheduler.run_until_idle();
+    return out;
+  };
+  const Run plain = run(false);
+  const Run drafted = run(true);
+  CHECK(plain.b_steps >= 100 / 7);
+  CHECK(drafted.b_steps == plain.b_steps);
+  CHECK(drafted.a.tokens == plain.a.tokens);
+  CHECK(drafted.a.stats.drafted_tokens > 0);
+}
