@@ -666,6 +666,10 @@ int main(int argc, char** argv) {
     state.ready = true;
     log("model " + path + ", " + std::to_string(options.slots) + " slots of " +
         std::to_string(state.service->context_length()) + " tokens");
+    if (const auto& draft = state.service->defaults.ngram_draft) {
+      log("speculative decoding: ngram-simple, draft-max " + std::to_string(draft->max) +
+          ", draft-min " + std::to_string(draft->min));
+    }
     log("listening on http://" + options.host + ":" + std::to_string(port));
   } catch (const std::exception& error) {
     log(error.what());
