@@ -135,4 +135,43 @@ TEST_CASE("chat reply: a model that wants to stop at once must first complete th
   CHECK(constrained.text.back() == ']');
 }
 
+
+TEST_CASE("scheduler: drafted guesses pass the grammar, the reply is the plain one") {
+  Fixture& f = fixture();
+  // A long list, after a prompt full of the list's own tokens: prompt lookup guesses
+  // from it, and the grammar rejects what it does not allow.
+  const auto table = table_for(R"(root ::= "[" [0-9]{1,3} ("," " " [0-9]{1,3}){0,40} "]")");
+  const auto run = [&](bool drafting) {
+    smol::Context ctx(2);
+    smol::BatchTransformer engine(f.model, ctx, {.total_positions = 4096});
+    smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 2, .step_tokens = 64});
+    std::vector<smol::GenerationResult> results(2);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      smol::GenerationRequest request;
+      request.prompt = f.tokenizer.encode("[1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3]\n[1, 2, 3, 1",
+                                          {.add_bos = false});
+      request.sampling = smol::SamplerSettings::greedy();
+      request.max_tokens = 60;
+      request.ignore_eos = i == 1;
+      request.grammar = table;
+      if (drafting) request.ngram_draft = smol::DraftLengthSettings{};
+      request.on_done = [&results, i](const smol::GenerationResult& r) { results[i] = r; };
+      scheduler.submit(std::move(request));
+    }
+    scheduler.run_until_idle();
+    return results;
+  };
+  const auto plain = run(false);
+  const auto drafted = run(true);
+  std::size_t guesses = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(drafted[i].text);
+    CHECK(drafted[i].tokens == plain[i].tokens);
+    CHECK(grammar_takes(*table, drafted[i].text, drafted[i].stop != smol::StopReason::max_tokens));
+    CHECK(drafted[i].stats.accepted_draft_tokens <= drafted[i].stats.drafted_tokens);
+    guesses += drafted[i].stats.drafted_tokens;
+  }
+  CHECK(guesses > 0);
+}
+
 }  // namespace test_generate_grammar

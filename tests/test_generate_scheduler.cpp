@@ -497,4 +497,161 @@ TEST_CASE("logprobs of requests served together equal those served alone; none u
   }
 }
 
+
+namespace {
+
+// Prompts that repeat themselves, so that prompt lookup has something to guess from and
+// the random fixture, greedy, falls into loops its guesses then match.
+const std::vector<std::string> kRepetitive = {
+    "one two three one two three one two three one two",
+    "Numbers: 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2",
+    "The cat sat on the mat. The cat sat on the mat. The cat sat on the",
+    "Once upon a time",
+};
+
+std::vector<smol::GenerationRequest> drafting_requests(bool drafting, bool sampled,
+                                                       std::size_t max_tokens = 40) {
+  std::vector<smol::GenerationRequest> requests;
+  for (std::size_t i = 0; i < kRepetitive.size(); ++i) {
+    smol::GenerationRequest request;
+    request.prompt = prompt_of(kRepetitive[i]);
+    request.sampling = smol::SamplerSettings::greedy();
+    if (sampled) {
+      request.sampling = smol::SamplerSettings{};
+      request.sampling.temperature = 0.8f;
+      request.sampling.seed = 50 + i;
+    }
+    request.max_tokens = max_tokens;
+    request.ignore_eos = true;
+    if (drafting) request.ngram_draft = smol::DraftLengthSettings{};
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+}  // namespace
+
+TEST_CASE("n-gram drafting in the batch: greedy replies are plain decoding's, guesses counted") {
+  // Four sequences share every step; with drafting, each step carries their guesses too.
+  const smol::SchedulerOptions options{.max_sequences = 4, .step_tokens = 64};
+  const auto plain = serve(drafting_requests(false, false), options);
+  const auto drafted = serve(drafting_requests(true, false), options);
+  std::size_t total_drafted = 0, total_accepted = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(plain[i].stats.drafted_tokens == 0);
+    CHECK(drafted[i].stop == smol::StopReason::max_tokens);
+    CHECK(drafted[i].tokens == plain[i].tokens);
+    CHECK(drafted[i].text == plain[i].text);
+    const smol::GenerationStats& s = drafted[i].stats;
+    CHECK(s.accepted_draft_tokens <= s.drafted_tokens);
+    CHECK(s.verify_passes <= s.drafted_tokens);
+    // Each kept guess is a token without a step of its own.
+    CHECK(s.accepted_draft_tokens < s.generated_tokens);
+    total_drafted += s.drafted_tokens;
+    total_accepted += s.accepted_draft_tokens;
+  }
+  CHECK(total_drafted > 0);
+  CHECK(total_accepted > 0);  // the repeats are guessed right
+  // A follow-up that forks a drafted sequence's cached prefix: the rolled-back guesses
+  // left nothing behind in its K/V.
+  auto first = drafting_requests(true, false)[0];
+  auto again = first;
+  const auto once = serve({first}, options)[0];
+  again.prompt.insert(again.prompt.end(), once.tokens.begin(), once.tokens.end());
+  again.max_tokens = 8;
+  auto fresh = again;
+  fresh.ngram_draft.reset();
+  const auto both = serve({first, again}, {.max_sequences = 1, .step_tokens = 64});
+  CHECK(both[1].stats.reused_tokens > first.prompt.size());
+  CHECK(both[1].tokens == alone(fresh).tokens);
+}
+
+TEST_CASE("n-gram drafting with sampling: replies run their course, guesses counted") {
+  const auto drafted =
+      serve(drafting_requests(true, true), {.max_sequences = 4, .step_tokens = 64});
+  for (const auto& r : drafted) {
+    CHECK(r.stop == smol::StopReason::max_tokens);
+    CHECK(r.tokens.size() == 40);
+    CHECK(r.stats.accepted_draft_tokens <= r.stats.drafted_tokens);
+  }
+}
+
+TEST_CASE("drafting steps aside when the step's token budget is full") {
+  // One-token prompts and the same max_tokens: the four sequences are read in the first
+  // step, then generate in lockstep and end together, so every step after the first
+  // holds one token of each.
+  const auto requests = [](bool drafting) {
+    std::vector<smol::GenerationRequest> out;
+    for (const char* word : {"A", "one", "The", "Numbers"}) {
+      smol::GenerationRequest request;
+      request.prompt = {prompt_of(word).front()};
+      request.sampling = smol::SamplerSettings::greedy();
+      request.max_tokens = 48;
+      request.ignore_eos = true;
+      if (drafting) request.ngram_draft = smol::DraftLengthSettings{};
+      out.push_back(std::move(request));
+    }
+    return out;
+  };
+  const auto plain = serve(requests(false), {.max_sequences = 4, .step_tokens = 4});
+  // Four tokens a step: no room is ever left, and no guess is added.
+  const auto full = serve(requests(true), {.max_sequences = 4, .step_tokens = 4});
+  // Six tokens a step: two guesses at most beside the four tokens.
+  const auto room = serve(requests(true), {.max_sequences = 4, .step_tokens = 6});
+  std::size_t room_drafted = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(full[i].tokens == plain[i].tokens);
+    CHECK(room[i].tokens == plain[i].tokens);
+    CHECK(full[i].stats.drafted_tokens == 0);
+    CHECK(room[i].stats.drafted_tokens <= 2 * room[i].stats.verify_passes);
+    room_drafted += room[i].stats.drafted_tokens;
+  }
+  CHECK(room_drafted > 0);  // the random model's loops are guessed at, where there is room
+}
+
+TEST_CASE("guesses take only the room prompts leave: a prompt is read as fast beside drafting") {
+  // A generates (drafting or not) when B's long prompt arrives; eight tokens a step leave
+  // B seven a step, guesses or not, so B's first token comes after as many steps.
+  struct Run {
+    std::size_t b_steps = 0;
+    smol::GenerationResult a;
+  };
+  const auto run = [](bool drafting) {
+    smol::Context ctx(2);
+    smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+    smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 2, .step_tokens = 8});
+    Run out;
+    smol::GenerationRequest a;
+    a.prompt = prompt_of(kRepetitive[0]);
+    a.sampling = smol::SamplerSettings::greedy();
+    a.max_tokens = 200;
+    a.ignore_eos = true;
+    // A window no pass fills: drafting never pauses, whatever the steps' times.
+    if (drafting) a.ngram_draft = smol::DraftLengthSettings{.window = 100000};
+    a.on_done = [&out](const smol::GenerationResult& r) { out.a = r; };
+    scheduler.submit(std::move(a));
+    for (int i = 0; i < 12; ++i) scheduler.step();
+    smol::GenerationRequest b;
+    std::string text;
+    while (prompt_of(text).size() < 100) text += "The sea was calm and the ships sailed on. ";
+    b.prompt = prompt_of(text);
+    b.sampling = smol::SamplerSettings::greedy();
+    b.max_tokens = 1;
+    bool b_done = false;
+    b.on_done = [&b_done](const smol::GenerationResult&) { b_done = true; };
+    scheduler.submit(std::move(b));
+    while (!b_done && scheduler.step()) ++out.b_steps;
+    scheduler.run_until_idle();
+    return out;
+  };
+  const Run plain = run(false);
+  const Run drafted = run(true);
+  CHECK(plain.b_steps >= 100 / 7);
+  CHECK(drafted.b_steps == plain.b_steps);
+  CHECK(drafted.a.tokens == plain.a.tokens);
+  CHECK(drafted.a.stats.drafted_tokens > 0);
+}
+
 }  // namespace test_generate_scheduler

@@ -253,6 +253,8 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("chat_template_kwargs": [])"), "chat_template_kwargs", "object"},
       {body(R"("chat_template_kwargs": {"enable_thinking": "no"})"), "enable_thinking",
        "true or false"},
+      {body(R"("speculative.n_max": -1)"), "speculative.n_max", "between 0 and 1024"},
+      {body(R"("speculative.n_min": "4")"), "speculative.n_min", "integer"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.body);
@@ -1009,6 +1011,41 @@ TEST_CASE("post_sampling_probs: parsed, and written as llama-server's prob and t
   CHECK(entry["top_probs"][0]["bytes"] == Json::array({98}));
   t.post_sampling = false;
   CHECK(smol::serve::chat_logprobs_json(std::span(&t, 1))["content"][0].contains("top_logprobs"));
+}
+
+
+TEST_CASE("drafting: the server's default, tuned or turned off by speculative.n_max/n_min") {
+  smol::serve::RequestDefaults off;
+  // Without --spec-type, the fields are read (and checked) but turn nothing on.
+  CHECK_FALSE(parse_chat_request(body(R"("speculative.n_max": 8)"), off).params.ngram_draft);
+  smol::serve::RequestDefaults on;
+  on.ngram_draft = smol::DraftLengthSettings{.max = 16, .min = 2};
+  const auto plain = parse_chat_request(body(""), on).params.ngram_draft;
+  REQUIRE(plain);
+  CHECK(plain->max == 16);
+  CHECK(plain->min == 2);
+  const auto tuned =
+      parse_chat_request(body(R"("speculative.n_max": 4, "speculative.n_min": 9)"), on)
+          .params.ngram_draft;
+  REQUIRE(tuned);
+  CHECK(tuned->max == 4);
+  CHECK(tuned->min == 4);  // no longer than the longest
+  CHECK_FALSE(parse_chat_request(body(R"("speculative.n_max": 0)"), on).params.ngram_draft);
+  const auto legacy =
+      smol::serve::parse_completion_request(R"({"prompt": "hi", "speculative.n_max": 3})", on);
+  REQUIRE(legacy.params.ngram_draft);
+  CHECK(legacy.params.ngram_draft->max == 3);
+}
+
+TEST_CASE("timings carry llama-server's draft_n and draft_n_accepted when something was drafted") {
+  smol::GenerationStats stats;
+  stats.generated_tokens = 20;
+  CHECK_FALSE(smol::serve::timings_json(stats).contains("draft_n"));
+  stats.drafted_tokens = 12;
+  stats.accepted_draft_tokens = 7;
+  const Json timings = smol::serve::timings_json(stats);
+  CHECK(timings["draft_n"] == 12);
+  CHECK(timings["draft_n_accepted"] == 7);
 }
 
 }  // namespace test_serve_protocol

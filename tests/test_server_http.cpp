@@ -749,4 +749,61 @@ TEST_CASE(
     CHECK(listed);
   }
   CHECK(a["logprobs"]["content"][0].contains("logprob"));
+
+TEST_CASE(
+    "--spec-type ngram-simple: replies side by side are the undrafted ones; guesses counted") {
+  ServerProcess server({"-c", "2048", "-np", "4", "--spec-type", "ngram-simple"});
+  // Prompts that repeat themselves, so that prompt lookup has guesses the random
+  // fixture's loops then confirm.
+  const std::vector<std::string> prompts = {
+      "one two three one two three one two three one two",
+      "Numbers: 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2",
+      "The cat sat on the mat. The cat sat on the mat. The cat sat on the",
+      "red green blue red green blue red green"};
+  const auto body = [](const std::string& prompt, bool drafting) {
+    Json json = {{"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
+    if (!drafting) json["speculative.n_max"] = 0;  // llama-server's field: no drafts
+    return json.dump();
+  };
+  const auto complete = [&](const std::string& text) {
+    httplib::Client client = server.client();
+    const auto res = client.Post("/v1/completions", text, "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    return Json::parse(res->body);
+  };
+  std::vector<Json> plain, drafted(prompts.size());
+  for (const std::string& p : prompts) plain.push_back(complete(body(p, false)));
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] { drafted[i] = complete(body(prompts[i], true)); });
+  }
+  for (auto& c : clients) c.join();
+  std::int64_t guesses = 0, kept = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    CHECK(drafted[i]["choices"][0]["text"] == plain[i]["choices"][0]["text"]);
+    CHECK_FALSE(plain[i]["timings"].contains("draft_n"));
+    const Json& timings = drafted[i]["timings"];
+    if (!timings.contains("draft_n")) continue;  // nothing drafted for this one
+    CHECK(timings["draft_n_accepted"].get<std::int64_t>() <=
+          timings["draft_n"].get<std::int64_t>());
+    guesses += timings["draft_n"].get<std::int64_t>();
+    kept += timings["draft_n_accepted"].get<std::int64_t>();
+  }
+  CHECK(guesses > 0);
+  CHECK(kept > 0);
+  httplib::Client client = server.client();
+  CHECK(wait_for_metric(client, "smol_draft_tokens_total", double(guesses)) == double(guesses));
+  CHECK(wait_for_metric(client, "smol_draft_tokens_accepted_total", double(kept)) == double(kept));
+  const auto props = client.Get("/props");
+  REQUIRE(props);
+  const Json settings = Json::parse(props->body)["default_generation_settings"];
+  CHECK(settings["speculative.type"] == "ngram-simple");
+  CHECK(settings["speculative.n_max"] == 16);
+  // A bad value is the client's error, named.
+  const Refusal bad =
+      post(client, "/v1/completions", Json{{"prompt", "hi"}, {"speculative.n_max", -1}}.dump());
+  CHECK(bad.status == 400);
+  CHECK(bad.error["error"]["param"] == "speculative.n_max");
 }

@@ -80,6 +80,9 @@ struct Service {
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
     defaults.hermes_tools = smol::renders_hermes_tools(chat_template.format);
+    if (o.speculation.chosen() == smol::cli::SpecType::ngram_simple) {
+      defaults.ngram_draft = o.speculation.length();
+    }
   }
 
   static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
@@ -207,6 +210,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.ignore_eos = params.ignore_eos;
   request.logprobs = params.logprobs;
   request.post_sampling_probs = params.post_sampling_probs;
+  request.ngram_draft = params.ngram_draft;
   if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }
@@ -578,6 +582,8 @@ Json models_json(const State& state) {
 Json props_json(State& state) {
   const Service& service = ready_service(state);
   const smol::SamplerSettings& s = service.defaults.sampling;
+  // llama-server's names for the drafting defaults (0 and "none" without drafting).
+  const std::optional<smol::DraftLengthSettings>& draft = service.defaults.ngram_draft;
   return {{"model_alias", state.model_name},
           {"model_path", state.model_path},
           {"n_ctx", service.context_length()},
@@ -588,7 +594,10 @@ Json props_json(State& state) {
             {"top_p", s.top_p},
             {"min_p", s.min_p},
             {"repeat_penalty", s.repeat_penalty},
-            {"enable_thinking", service.defaults.enable_thinking}}},
+            {"enable_thinking", service.defaults.enable_thinking},
+            {"speculative.type", draft ? "ngram-simple" : "none"},
+            {"speculative.n_max", draft ? draft->max : 0},
+            {"speculative.n_min", draft ? draft->min : 0}}},
           {"build_info", "smol"}};
 }
 
@@ -787,6 +796,10 @@ int main(int argc, char** argv) {
     state.ready = true;
     log("model " + path + ", " + std::to_string(options.slots) + " slots of " +
         std::to_string(state.service->context_length()) + " tokens");
+    if (const auto& draft = state.service->defaults.ngram_draft) {
+      log("speculative decoding: ngram-simple, draft-max " + std::to_string(draft->max) +
+          ", draft-min " + std::to_string(draft->min));
+    }
     log("listening on http://" + options.host + ":" + std::to_string(port));
   } catch (const std::exception& error) {
     log(error.what());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "smol/generate/draft_length.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
@@ -48,6 +49,11 @@ struct GenerationRequest {
   // With `logprobs`: from the distribution the sampler draws from rather than the raw
   // row (llama-server's post_sampling_probs; token_logprobs.hpp).
   bool post_sampling_probs = false;
+  // Prompt-lookup drafting (ngram_drafter.hpp) inside the batch: its guesses join the
+  // sequence's step and are verified there, the draft lengths adapting (draft_length.hpp:
+  // `max`, `min` and the rest). nullopt: plain decoding. The reply is the same either
+  // way (greedy token for token, sampling in distribution); only the steps it takes differ.
+  std::optional<DraftLengthSettings> ngram_draft = std::nullopt;
   // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
   // also when cancelled).
   PieceCallback on_piece = {};

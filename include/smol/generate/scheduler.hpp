@@ -18,6 +18,22 @@
 // once, a chat's next turn reuses the previous turns); one whose prompt a running
 // sequence is still reading waits for it to be read, then forks it.
 //
+// Speculative decoding per sequence (GenerationRequest::ngram_draft): a generating
+// sequence's step may carry, after its next token, up to k tokens guessed by prompt
+// lookup (ngram_drafter.hpp), with logits for every one, in the same forward pass as the
+// other sequences' tokens. The rows are then read one by one, as plain steps would have
+// read them (draft_verification.hpp: greedy keeps a guess exactly when it is the token
+// chosen, sampling by the speculative-sampling rule); the first rejected guess gets the
+// token chosen in its place, every guess kept is a step saved, and the K/V of the
+// rejected positions is dropped from the pool. The draft length adapts per sequence
+// (draft_length.hpp). Guesses only fill the room left in the step's token budget after
+// every sequence's own token and the prompt chunks, and are dropped before any sequence
+// is preempted for pages: drafting never slows or displaces another request. With a
+// grammar, each row is masked by the grammar as it stands after the tokens kept before
+// it, so a guess the grammar forbids is rejected like any wrong guess.
+// Exactness needs the engine's batch invariance (BatchOptions::invariant, the default):
+// a row's bits must not depend on how many tokens share its pass.
+//
 // Threads: one thread drives the engine (step(), run_until_idle()); any thread may call
 // submit() and cancel(). The callbacks run on the engine thread, between forward
 // passes: they must not block it for long (a server hands the pieces to the
@@ -42,7 +58,10 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/generate/draft_length.hpp"
+#include "smol/generate/draft_verification.hpp"
 #include "smol/generate/generation_request.hpp"
+#include "smol/generate/ngram_drafter.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
@@ -156,7 +175,9 @@ class Scheduler {
           request(std::move(r)),
           tokens(request.prompt),
           sampler(request.sampling),
-          constraints(request.ignore_eos, request.grammar) {}
+          constraints(request.ignore_eos, request.grammar) {
+      if (request.ngram_draft) draft_length.emplace(*request.ngram_draft);
+    }
     RequestId id;
     GenerationRequest request;
     std::vector<TokenId> tokens;
@@ -170,7 +191,14 @@ class Scheduler {
     Clock::time_point submitted = Clock::now(), first_token_at{};
     double prefill_seconds = 0;
     std::size_t prompt_evaluated = 0;
+    std::optional<DraftLength> draft_length;  // with request.ngram_draft
+    std::vector<TokenId> draft;               // the guesses this step verifies
   };
+
+  // Whether the sequence is generating: its last token sampled, not yet evaluated.
+  static bool decoding(const Active& a) {
+    return a.evaluated + 1 == a.tokens.size() && !a.result.tokens.empty();
+  }
 
   // A finished sequence kept for its prefix.
   struct Cached {
@@ -283,67 +311,133 @@ class Scheduler {
     cache_.push_back(std::move(used));
   }
 
-  // One token per generating sequence first, then prompt chunks in the room left.
+  // One token per generating sequence first, then prompt chunks in the room left, then
+  // drafted guesses in what is still left.
   std::vector<BatchEntry> build_batch() {
+    propose_drafts();
     for (;;) {
       std::vector<BatchEntry> batch;
       std::size_t budget = options_.step_tokens;
-      for (const auto& r : running_) {
-        if (r->evaluated + 1 == r->tokens.size()) add(batch, *r, 1, budget);
+      std::vector<std::size_t> count(running_.size(), 0);
+      for (std::size_t i = 0; i < running_.size(); ++i) {
+        if (running_[i]->evaluated + 1 == running_[i]->tokens.size()) count[i] = 1;
+        budget -= count[i];
       }
-      for (const auto& r : running_) {
-        if (r->evaluated + 1 < r->tokens.size() && budget > 0) {
-          add(batch, *r, std::min(budget, r->tokens.size() - r->evaluated), budget);
+      prompt_in_step_ = false;
+      for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+        const Active& r = *running_[i];
+        if (r.evaluated + 1 < r.tokens.size()) {
+          count[i] = std::min(budget, r.tokens.size() - r.evaluated);
+          budget -= count[i];
+          prompt_in_step_ = true;
         }
+      }
+      bool drafts = false;
+      for (std::size_t i = 0; i < running_.size(); ++i) {
+        Active& r = *running_[i];
+        if (r.draft.empty()) continue;
+        r.draft.resize(std::min(r.draft.size(), budget));
+        if (r.draft.size() < r.draft_length->settings().min) r.draft.clear();
+        budget -= r.draft.size();
+        drafts = drafts || !r.draft.empty();
+      }
+      for (std::size_t i = 0; i < running_.size(); ++i) {
+        if (count[i] > 0) add(batch, *running_[i], count[i]);
       }
       if (batch.empty()) return batch;
       if (make_room(engine_->pages_needed(batch))) return batch;
+      if (drafts) {
+        // Guesses step aside before anyone is preempted for their pages.
+        for (auto& r : running_) r->draft.clear();
+        continue;
+      }
       // Not even the cache's pages suffice: preempt the newest sequence and retry.
       preempt(running_.back());
       running_.pop_back();
     }
   }
 
-  void add(std::vector<BatchEntry>& batch, const Active& a, std::size_t n, std::size_t& budget) {
+  // Each drafting sequence's guesses for this step, as many as its draft length, its
+  // max_tokens and the context allow; build_batch cuts them to the room left.
+  void propose_drafts() {
+    const std::size_t limit = std::min(options_.context, engine_->pool().capacity());
+    for (auto& r : running_) {
+      r->draft.clear();
+      if (!r->draft_length || !decoding(*r)) continue;
+      // Positions up to tokens.size() - 1 + k must fit; a pass yields k + 1 tokens.
+      const std::size_t room = limit > r->tokens.size() ? limit - r->tokens.size() : 0;
+      const std::size_t generated = r->result.stats.generated_tokens;
+      const std::size_t left = r->request.max_tokens == 0 ? std::numeric_limits<std::size_t>::max()
+                               : r->request.max_tokens > generated + 1
+                                   ? r->request.max_tokens - generated - 1
+                                   : 0;
+      const std::size_t wanted = std::min({r->draft_length->next(), room, left});
+      if (wanted == 0 || wanted < r->draft_length->settings().min) continue;
+      drafter_.draft(r->tokens, wanted, r->draft);
+      if (r->draft.size() > wanted) r->draft.resize(wanted);
+    }
+  }
+
+  // The sequence's next `n` tokens, and after its last one its guesses; every token
+  // that ends the known ones asks for logits, as does every guess.
+  void add(std::vector<BatchEntry>& batch, const Active& a, std::size_t n) {
     for (std::size_t i = a.evaluated; i < a.evaluated + n; ++i) {
       batch.push_back({.sequence = *a.sequence,
                        .token = a.tokens[i],
                        .position = i,
                        .logits = i + 1 == a.tokens.size()});
     }
-    budget -= n;
+    for (std::size_t i = 0; i < a.draft.size(); ++i) {
+      batch.push_back({.sequence = *a.sequence,
+                       .token = a.draft[i],
+                       .position = a.tokens.size() + i,
+                       .logits = true});
+    }
   }
 
   void preempt(std::unique_ptr<Active>& victim) {
     engine_->pool().remove(*victim->sequence);
     victim->sequence.reset();
     victim->evaluated = 0;
+    victim->draft.clear();
     waiting_.push_front(std::move(victim));
   }
 
   void after_forward(std::span<const BatchEntry> batch, std::span<const float> logits,
                      double seconds) {
     const std::size_t vocab = engine_->model().config().n_vocab;
+    // A step that read prompts is no yardstick for the draft lengths' timing rule.
+    const double timed = prompt_in_step_ ? 0.0 : seconds;
     std::vector<RequestId> done;
     for (auto& r : running_) {
-      // Its entries, and its logits row: rows come in the order of the entries asking.
-      std::size_t n = 0, row = 0, rows_before = 0;
+      // Its entries, and its first logits row: rows come in the order of the entries
+      // asking.
+      std::size_t n = 0, first_row = 0, rows = 0, rows_before = 0;
       for (const BatchEntry& e : batch) {
         if (e.sequence == *r->sequence) {
           ++n;
-          if (e.logits) row = rows_before;
+          if (e.logits && rows++ == 0) first_row = rows_before;
         }
         rows_before += e.logits ? 1 : 0;
       }
       if (n == 0) continue;
-      const bool prompt_part = r->evaluated + 1 < r->tokens.size() || r->result.tokens.empty();
-      r->evaluated += n;
-      if (prompt_part) {
-        r->prefill_seconds += seconds;
-        r->prompt_evaluated += n;
+      const std::size_t drafted = r->draft.size();
+      std::optional<StopReason> stop;
+      if (drafted == 0) {
+        const bool prompt_part = r->evaluated + 1 < r->tokens.size() || r->result.tokens.empty();
+        r->evaluated += n;
+        if (prompt_part) {
+          r->prefill_seconds += seconds;
+          r->prompt_evaluated += n;
+        } else if (r->draft_length && timed > 0) {
+          r->draft_length->record_step(timed);
+        }
+        if (r->evaluated != r->tokens.size()) continue;  // a prompt chunk without logits
+        stop = next_token(*r, logits.subspan(first_row * vocab, vocab));
+      } else {
+        stop = verify(*r, logits.subspan(first_row * vocab, (drafted + 1) * vocab), timed);
       }
-      if (r->evaluated != r->tokens.size()) continue;  // a prompt chunk without logits
-      if (const auto stop = next_token(*r, logits.subspan(row * vocab, vocab))) {
+      if (stop) {
         finish(*r, *stop, /*keep=*/true);
         done.push_back(r->id);
       }
@@ -353,8 +447,40 @@ class Scheduler {
     });
   }
 
+  // A step of a sequence's token and k guesses: `rows` holds k + 1 rows of logits, row i
+  // the one after guess i (row 0 after its own token). Goes along them while the guesses
+  // are kept; the positions after the last kept one are dropped.
+  std::optional<StopReason> verify(Active& a, std::span<const float> rows, double seconds) {
+    const std::size_t vocab = engine_->model().config().n_vocab;
+    const std::size_t drafted = a.draft.size();
+    a.evaluated += 1;  // its own token
+    std::size_t accepted = 0;
+    std::optional<StopReason> stop;
+    for (std::size_t i = 0; i <= drafted; ++i) {
+      bool kept = false;
+      // The guess for this row; none for the row after the last guess (a bonus token).
+      const TokenId* guess = i < drafted ? &a.draft[i] : nullptr;
+      stop = next_token(a, rows.subspan(i * vocab, vocab), guess, &kept);
+      if (kept) ++accepted;
+      if (stop || !kept) break;
+      ++a.evaluated;  // the kept guess's K/V was computed after the tokens kept before it
+    }
+    GenerationStats& stats = a.result.stats;
+    stats.drafted_tokens += drafted;
+    stats.accepted_draft_tokens += accepted;
+    ++stats.verify_passes;
+    a.draft_length->record(drafted, accepted, seconds);
+    a.draft.clear();
+    // The rejected guesses' positions (finish() cuts a finished sequence itself).
+    if (!stop) engine_->pool().truncate(*a.sequence, a.evaluated);
+    return stop;
+  }
+
   // Samples the request's next token and streams it; the stop reason when it ends.
-  std::optional<StopReason> next_token(Active& a, std::span<const float> logits) {
+  // With `guess`, the token is chosen against it (draft_verification.hpp) and `kept`
+  // says whether the guess was.
+  std::optional<StopReason> next_token(Active& a, std::span<const float> logits,
+                                       const TokenId* guess = nullptr, bool* kept = nullptr) {
     if (!a.prompt_accepted) {
       for (const TokenId t : a.request.prompt) a.sampler.accept(t);
       a.prompt_accepted = true;
@@ -373,7 +499,14 @@ class Scheduler {
       const auto distribution = a.sampler.distribution(*row);
       chances.assign(distribution.begin(), distribution.end());
     }
-    const TokenId token = a.sampler.sample(*row);
+    TokenId token;
+    if (guess) {
+      const DraftVerdict verdict = verify_draft_token(a.sampler, *row, *guess);
+      token = verdict.token;
+      *kept = verdict.accepted;
+    } else {
+      token = a.sampler.sample(*row);
+    }
     a.sampler.accept(token);
     if (!a.constraints.accept(token)) return StopReason::end_of_generation;
     a.result.tokens.push_back(token);
@@ -447,6 +580,8 @@ class Scheduler {
   const Tokenizer* tokenizer_;
   SchedulerOptions options_;
   ThinkMarkers think_;
+  NgramDrafter drafter_;         // stateless: one serves every sequence
+  bool prompt_in_step_ = false;  // the current step's batch reads prompt chunks
 
   mutable std::mutex mutex_;  // guards the three members below
   RequestId next_id_ = 1;

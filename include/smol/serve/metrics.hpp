@@ -36,6 +36,8 @@ class ServerMetrics {
     totals_.cached_tokens += result.stats.reused_tokens;
     totals_.generated_tokens += result.stats.generated_tokens;
     totals_.prompt_seconds += result.stats.prefill_seconds;
+    totals_.drafted_tokens += result.stats.drafted_tokens;
+    totals_.accepted_draft_tokens += result.stats.accepted_draft_tokens;
     if (result.stats.generated_tokens > 1) {
       totals_.decode_steps += result.stats.generated_tokens - 1;
       totals_.decode_seconds += result.stats.decode_seconds;
@@ -70,6 +72,12 @@ class ServerMetrics {
            "Prompt tokens reused from the prompt cache instead of evaluated.",
            double(t.cached_tokens));
     metric("tokens_generated_total", "counter", "Tokens generated.", double(t.generated_tokens));
+    metric("draft_tokens_total", "counter",
+           "Tokens guessed by speculative decoding (--spec-type) and verified.",
+           double(t.drafted_tokens));
+    metric("draft_tokens_accepted_total", "counter",
+           "Guessed tokens the model kept: each a token without a step of its own.",
+           double(t.accepted_draft_tokens));
     metric("prompt_seconds_total", "counter", "Seconds of prefill, summed over requests.",
            t.prompt_seconds);
     metric("decode_seconds_total", "counter", "Seconds of decode, summed over requests.",
@@ -89,6 +97,7 @@ class ServerMetrics {
   struct Totals {
     std::uint64_t requests = 0, cancelled = 0, rejected = 0, invalid = 0;
     std::uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0, decode_steps = 0;
+    std::uint64_t drafted_tokens = 0, accepted_draft_tokens = 0;
     double prompt_seconds = 0, decode_seconds = 0;
   };
 

@@ -81,20 +81,27 @@ inline GenerationStats summed_stats(std::span<const GenerationResult> results) {
 }
 
 // llama-server's timings object, which its web page and clients show.
+// With drafting, llama-server's draft_n (guesses verified) and draft_n_accepted (kept),
+// present, as there, only when something was drafted.
 inline Json timings_json(const GenerationStats& stats) {
   const double prompt_ms = stats.prefill_seconds * 1e3;
   const double predicted_ms = stats.decode_seconds * 1e3;
   const auto per = [](double ms, std::size_t n) { return n > 0 ? ms / double(n) : 0.0; };
-  return {{"cache_n", stats.reused_tokens},
-          {"prompt_n", stats.prompt_tokens},
-          {"prompt_ms", prompt_ms},
-          {"prompt_per_token_ms", per(prompt_ms, stats.prompt_tokens)},
-          {"prompt_per_second", stats.prefill_tokens_per_second()},
-          {"predicted_n", stats.generated_tokens},
-          {"predicted_ms", predicted_ms},
-          {"predicted_per_token_ms",
-           per(predicted_ms, stats.generated_tokens > 1 ? stats.generated_tokens - 1 : 0)},
-          {"predicted_per_second", stats.decode_tokens_per_second()}};
+  Json timings = {{"cache_n", stats.reused_tokens},
+                  {"prompt_n", stats.prompt_tokens},
+                  {"prompt_ms", prompt_ms},
+                  {"prompt_per_token_ms", per(prompt_ms, stats.prompt_tokens)},
+                  {"prompt_per_second", stats.prefill_tokens_per_second()},
+                  {"predicted_n", stats.generated_tokens},
+                  {"predicted_ms", predicted_ms},
+                  {"predicted_per_token_ms",
+                   per(predicted_ms, stats.generated_tokens > 1 ? stats.generated_tokens - 1 : 0)},
+                  {"predicted_per_second", stats.decode_tokens_per_second()}};
+  if (stats.drafted_tokens > 0) {
+    timings["draft_n"] = stats.drafted_tokens;
+    timings["draft_n_accepted"] = stats.accepted_draft_tokens;
+  }
+  return timings;
 }
 
 // A log-probability as JSON: a token the model rules out entirely (-inf, which JSON cannot

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "smol/generate/draft_length.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
@@ -46,6 +47,8 @@ struct RequestDefaults {
   // The chat template has a Hermes-style tool section (renders_hermes_tools): tools,
   // calls and results go to the template as data, in hermes_tool_calls.hpp's format.
   bool hermes_tools = false;
+  // --spec-type ngram-simple: prompt-lookup drafting and its lengths; nullopt: none.
+  std::optional<DraftLengthSettings> ngram_draft;
 };
 
 // What both endpoints share.
@@ -69,6 +72,9 @@ struct CompletionParams {
   // llama-server's post_sampling_probs: the logprobs from the distribution the sampler
   // draws from, reported on the chat endpoint as probabilities ("prob", "top_probs").
   bool post_sampling_probs = false;
+  // Prompt-lookup drafting (the server's default, tuned by llama-server's
+  // `speculative.n_max` and `speculative.n_min`; n_max 0 turns it off); nullopt: none.
+  std::optional<DraftLengthSettings> ngram_draft;
 };
 
 struct ChatCompletionRequest {
@@ -167,6 +173,23 @@ inline constexpr std::int64_t kMaxTokensLimit = 1 << 24;  // smol's longest cont
 inline constexpr std::size_t kMaxStopStrings = 16;
 // Choices per request (OpenAI allows 128; each holds a slot, so smol keeps it small).
 inline constexpr std::int64_t kMaxChoices = 16;
+inline constexpr std::int64_t kMaxDraftTokens = 1024;  // as smol-chat's --draft-max
+
+// llama-server's `speculative.n_max` and `speculative.n_min`, over the server's default.
+// They tune drafting where the server drafts (--spec-type); they are checked either way,
+// and do not turn drafting on where it does not (llama-server's rule too).
+inline std::optional<DraftLengthSettings> parse_draft(const Json& body,
+                                                      std::optional<DraftLengthSettings> draft) {
+  const DraftLengthSettings base = draft.value_or(DraftLengthSettings{});
+  const auto n_max = static_cast<std::size_t>(
+      integer_in(body, "speculative.n_max", 0, kMaxDraftTokens, std::int64_t(base.max)));
+  const auto n_min = static_cast<std::size_t>(
+      integer_in(body, "speculative.n_min", 0, kMaxDraftTokens, std::int64_t(base.min)));
+  if (!draft || n_max == 0) return std::nullopt;
+  draft->max = n_max;
+  draft->min = std::min(n_min, n_max);  // llama-server clamps it so too
+  return draft;
+}
 
 // The fields both endpoints read; unknown fields are ignored, as OpenAI's API does for
 // the many extras clients send (user, metadata, ...). `body_text` is the text `body` was
@@ -239,6 +262,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     p.reasoning = *parsed;
   }
   p.output = parse_output_grammar(body, body_text);
+  p.ngram_draft = parse_draft(body, defaults.ngram_draft);
   return p;
 }
 
