@@ -749,6 +749,7 @@ TEST_CASE(
     CHECK(listed);
   }
   CHECK(a["logprobs"]["content"][0].contains("logprob"));
+}
 
 TEST_CASE(
     "--spec-type ngram-simple: replies side by side are the undrafted ones; guesses counted") {
