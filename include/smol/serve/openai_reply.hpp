@@ -76,6 +76,9 @@ inline GenerationStats summed_stats(std::span<const GenerationResult> results) {
     total.prefill_seconds += r.stats.prefill_seconds;
     total.generated_tokens += r.stats.generated_tokens;
     total.decode_seconds += r.stats.decode_seconds;
+    total.drafted_tokens += r.stats.drafted_tokens;
+    total.accepted_draft_tokens += r.stats.accepted_draft_tokens;
+    total.verify_passes += r.stats.verify_passes;
   }
   return total;
 }
