@@ -129,23 +129,7 @@ inline std::string python_json(const OrderedJson& value) {
 
 // The grammar of a reply that must call (tool_choice "required" or a named function).
 inline OutputGrammar hermes_tool_grammar(const ToolRequest& tools) {
-  OrderedJson defs = OrderedJson::object();
-  OrderedJson calls = OrderedJson::array();
-  for (std::size_t i = 0; i < tools.functions.size(); ++i) {
-    const ToolFunction& f = tools.functions[i];
-    if (tools.choice == ToolChoice::named && f.name != tools.named) continue;
-    const std::string name = "tool" + std::to_string(i);
-    OrderedJson parameters = f.parameters;
-    detail::move_references(parameters, "#/$defs/" + name);
-    defs[name] = std::move(parameters);
-    calls.push_back(
-        {{"type", "object"},
-         {"properties",
-          {{"name", {{"const", f.name}}}, {"arguments", {{"$ref", "#/$defs/" + name}}}}},
-         {"required", {"name", "arguments"}},
-         {"additionalProperties", false}});
-  }
-  OrderedJson call = calls.size() == 1 ? calls[0] : OrderedJson{{"anyOf", calls}};
+  auto [call, defs] = tool_call_schema(tools);
   call["$defs"] = std::move(defs);
   const OutputGrammar json = detail::grammar_from_schema(call, "tools");
   // A schema's rules never end in "-json" (json_schema.hpp), so this name is free.

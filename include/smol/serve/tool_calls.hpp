@@ -251,10 +251,18 @@ inline void move_references(OrderedJson& node, const std::string& prefix) {
 
 }  // namespace detail
 
-inline OrderedJson tool_reply_schema(const ToolRequest& tools) {
-  // Each function's parameters go under the root's $defs, their references moved with
-  // them (a schema's "#/$defs/..." means its own root: Pydantic writes such schemas),
-  // and each call's arguments refer to them there.
+// The schema of one call: {"name": <a function's name>, "arguments": <its parameters>}
+// for the functions tool_choice allows (one, or anyOf them), and the `$defs` its
+// references need. Each function's parameters go under those $defs, their references
+// moved with them (a schema's "#/$defs/..." means its own root: Pydantic writes such
+// schemas), and each call's arguments refer to them there. Both reply formats (the
+// generic JSON one below, Hermes's <tool_call> blocks) build on it.
+struct ToolCallSchema {
+  OrderedJson call;
+  OrderedJson defs;
+};
+
+inline ToolCallSchema tool_call_schema(const ToolRequest& tools) {
   OrderedJson defs = OrderedJson::object();
   OrderedJson calls = OrderedJson::array();
   for (std::size_t i = 0; i < tools.functions.size(); ++i) {
@@ -271,7 +279,12 @@ inline OrderedJson tool_reply_schema(const ToolRequest& tools) {
          {"required", {"name", "arguments"}},
          {"additionalProperties", false}});
   }
-  const OrderedJson call = calls.size() == 1 ? calls[0] : OrderedJson{{"anyOf", calls}};
+  OrderedJson call = calls.size() == 1 ? calls[0] : OrderedJson{{"anyOf", calls}};
+  return {std::move(call), std::move(defs)};
+}
+
+inline OrderedJson tool_reply_schema(const ToolRequest& tools) {
+  auto [call, defs] = tool_call_schema(tools);
   const OrderedJson calling =
       tools.parallel
           ? OrderedJson{{"type", "object"},
