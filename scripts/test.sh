@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test, in stages:
 #   release   the Release build: every doctest suite (the kernel suites once more per
-#             instruction set the CPU can run, forced with SMOL_ISA), the programs end
+#             other instruction set the CPU can run, forced with SMOL_ISA), the programs end
 #             to end, consumer projects, per-architecture builds, tokenizer conformance
 #   sanitize  the doctest suites under AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan      the concurrency suites (connection threads, the engine thread) under
