@@ -54,4 +54,17 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/examples/make-model")
     "^smol-chat: draft model .*synthetic-llama.f16.gguf: the draft model's vocabulary has 512 tokens, the model.s [0-9]+. speculative decoding needs the same vocabulary"
     ${spec_chat} -m ${spec_fixture} -md ${spec_other_vocab} -p hi -n 2)
   set_tests_properties(chat_spec_draft_other_vocabulary PROPERTIES FIXTURES_REQUIRED synthetic_llama)
+  if(EXISTS "${PROJECT_SOURCE_DIR}/examples/server")
+    # smol-server refuses it the same way, exit 1, before it serves anything.
+    smol_spec_expect(server_spec_draft_other_vocabulary 1
+      "smol-server: draft model .*synthetic-llama.f16.gguf: the draft model's vocabulary has 512 tokens, the model.s [0-9]+. speculative decoding needs the same vocabulary"
+      $<TARGET_FILE:smol-server> -m ${spec_fixture} -md ${spec_other_vocab} --port 0 -t 1)
+    set_tests_properties(server_spec_draft_other_vocabulary PROPERTIES FIXTURES_REQUIRED synthetic_llama)
+  endif()
+endif()
+if(EXISTS "${PROJECT_SOURCE_DIR}/examples/server")
+  smol_spec_expect(server_spec_help 0 "--spec-type.*ngram-simple.*draft.*--model-draft FILE.*-md"
+    $<TARGET_FILE:smol-server> --help)
+  smol_spec_expect(server_spec_draft_needs_model 2 "--spec-type draft needs a draft model \\(-md FILE\\)"
+    $<TARGET_FILE:smol-server> --spec-type draft)
 endif()

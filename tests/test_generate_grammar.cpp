@@ -135,7 +135,6 @@ TEST_CASE("chat reply: a model that wants to stop at once must first complete th
   CHECK(constrained.text.back() == ']');
 }
 
-
 TEST_CASE("scheduler: drafted guesses pass the grammar, the reply is the plain one") {
   Fixture& f = fixture();
   // A long list, after a prompt full of the list's own tokens: prompt lookup guesses
@@ -154,7 +153,7 @@ TEST_CASE("scheduler: drafted guesses pass the grammar, the reply is the plain o
       request.max_tokens = 60;
       request.ignore_eos = i == 1;
       request.grammar = table;
-      if (drafting) request.ngram_draft = smol::DraftLengthSettings{};
+      if (drafting) request.draft = smol::DraftLengthSettings{};
       request.on_done = [&results, i](const smol::GenerationResult& r) { results[i] = r; };
       scheduler.submit(std::move(request));
     }

@@ -7,13 +7,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "smol/generate/batch_model_drafter.hpp"
 #include "smol/generate/scheduler.hpp"
 #include "smol/model/batch_transformer.hpp"
 #include "smol/model/model.hpp"
@@ -497,7 +500,6 @@ TEST_CASE("logprobs of requests served together equal those served alone; none u
   }
 }
 
-
 namespace {
 
 // Prompts that repeat themselves, so that prompt lookup has something to guess from and
@@ -523,7 +525,7 @@ std::vector<smol::GenerationRequest> drafting_requests(bool drafting, bool sampl
     }
     request.max_tokens = max_tokens;
     request.ignore_eos = true;
-    if (drafting) request.ngram_draft = smol::DraftLengthSettings{};
+    if (drafting) request.draft = smol::DraftLengthSettings{};
     requests.push_back(std::move(request));
   }
   return requests;
@@ -561,7 +563,7 @@ TEST_CASE("n-gram drafting in the batch: greedy replies are plain decoding's, gu
   again.prompt.insert(again.prompt.end(), once.tokens.begin(), once.tokens.end());
   again.max_tokens = 8;
   auto fresh = again;
-  fresh.ngram_draft.reset();
+  fresh.draft.reset();
   const auto both = serve({first, again}, {.max_sequences = 1, .step_tokens = 64});
   CHECK(both[1].stats.reused_tokens > first.prompt.size());
   CHECK(both[1].tokens == alone(fresh).tokens);
@@ -589,7 +591,7 @@ TEST_CASE("drafting steps aside when the step's token budget is full") {
       request.sampling = smol::SamplerSettings::greedy();
       request.max_tokens = 48;
       request.ignore_eos = true;
-      if (drafting) request.ngram_draft = smol::DraftLengthSettings{};
+      if (drafting) request.draft = smol::DraftLengthSettings{};
       out.push_back(std::move(request));
     }
     return out;
@@ -629,7 +631,7 @@ TEST_CASE("guesses take only the room prompts leave: a prompt is read as fast be
     a.max_tokens = 200;
     a.ignore_eos = true;
     // A window no pass fills: drafting never pauses, whatever the steps' times.
-    if (drafting) a.ngram_draft = smol::DraftLengthSettings{.window = 100000};
+    if (drafting) a.draft = smol::DraftLengthSettings{.window = 100000};
     a.on_done = [&out](const smol::GenerationResult& r) { out.a = r; };
     scheduler.submit(std::move(a));
     for (int i = 0; i < 12; ++i) scheduler.step();
@@ -652,6 +654,168 @@ TEST_CASE("guesses take only the room prompts leave: a prompt is read as fast be
   CHECK(drafted.b_steps == plain.b_steps);
   CHECK(drafted.a.tokens == plain.a.tokens);
   CHECK(drafted.a.stats.drafted_tokens > 0);
+}
+
+namespace {
+
+// Guesses whenever asked, whatever the history: the last token again, as many as asked
+// for; counts the asks it answered.
+class EagerDrafter final : public smol::BatchDrafter {
+ public:
+  explicit EagerDrafter(std::size_t& answered) : answered_(&answered) {}
+  void draft(std::span<const Ask> asks) override {
+    for (const Ask& ask : asks) {
+      ask.draft->insert(ask.draft->end(), ask.max_tokens, ask.history.back());
+      ++*answered_;
+    }
+  }
+  void forget(std::uint64_t) override {}
+
+ private:
+  std::size_t* answered_;
+};
+
+}  // namespace
+
+TEST_CASE("guesses that need KV pages no one has free step aside before anyone is preempted") {
+  // Two pages of 256 positions. A reads a 252-token prompt, B a short one: a page each.
+  // B ends after 3 tokens, before A's own tokens reach position 256, and its cached
+  // sequence then gives its page up. A's first guesses (step 3: its token at 253, four
+  // guesses at 254..257) need that page while B still runs: they must be dropped, and B
+  // (the newest, the one preemption would take) must not be preempted.
+  std::string text;
+  while (prompt_of(text).size() < 252) text += "The sea was calm and the ships sailed on. ";
+  std::vector<smol::TokenId> long_prompt = prompt_of(text);
+  long_prompt.resize(252);
+  struct Run {
+    smol::GenerationResult a, b;
+    std::size_t answered = 0, preemptions = 0;
+  };
+  const auto run = [&](bool drafting, std::size_t total_positions) {
+    smol::Context ctx(2);
+    smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = total_positions});
+    Run out;
+    smol::Scheduler scheduler(engine, fixture().tokenizer, {.max_sequences = 2, .step_tokens = 512},
+                              std::make_unique<EagerDrafter>(out.answered));
+    smol::GenerationRequest a;
+    a.prompt = long_prompt;
+    a.sampling = smol::SamplerSettings::greedy();
+    a.max_tokens = 8;
+    a.ignore_eos = true;
+    // A window no pass fills: drafting never pauses, whatever the steps' times.
+    if (drafting) a.draft = smol::DraftLengthSettings{.window = 100000};
+    a.on_done = [&out](const smol::GenerationResult& r) { out.a = r; };
+    smol::GenerationRequest b;
+    b.prompt = prompt_of(kPrompts[5]);
+    REQUIRE(b.prompt.front() != a.prompt.front());  // no shared prefix to wait for
+    b.sampling = smol::SamplerSettings::greedy();
+    b.max_tokens = 3;
+    b.ignore_eos = true;
+    b.on_done = [&out](const smol::GenerationResult& r) { out.b = r; };
+    scheduler.submit(std::move(a));
+    scheduler.submit(std::move(b));
+    scheduler.run_until_idle();
+    out.preemptions = scheduler.preemptions();
+    return out;
+  };
+  const Run plain = run(false, 512);
+  const Run tight = run(true, 512);
+  const Run roomy = run(true, 4096);
+  // The sequences' own tokens fit without preemption; with room, every answered ask is a
+  // verified pass (the step's 512 tokens never cut a draft).
+  CHECK(plain.preemptions == 0);
+  CHECK(roomy.preemptions == 0);
+  CHECK(roomy.answered > 0);
+  CHECK(roomy.answered == roomy.a.stats.verify_passes);
+  // Tight: no one preempted, some answered guesses dropped, drafting again once B's page
+  // was free, and the replies are plain decoding's.
+  CHECK(tight.preemptions == 0);
+  CHECK(tight.a.stats.verify_passes > 0);
+  CHECK(tight.answered > tight.a.stats.verify_passes);
+  for (const Run* r : {&tight, &roomy}) {
+    CHECK(r->a.stop == smol::StopReason::max_tokens);
+    CHECK(r->b.stop == smol::StopReason::max_tokens);
+    CHECK(r->a.tokens == plain.a.tokens);
+    CHECK(r->b.tokens == plain.b.tokens);
+  }
+}
+
+namespace {
+
+struct DraftModelRun {
+  std::vector<smol::GenerationResult> results;
+  std::size_t draft_sequences_left = 0;  // the draft model's sequences after the last reply
+  std::size_t preemptions = 0;
+};
+
+// The requests through a scheduler whose drafter is a draft model: the fixture itself,
+// on its own engine with a pool of `draft_positions`.
+DraftModelRun serve_with_draft_model(std::vector<smol::GenerationRequest> requests,
+                                     smol::SchedulerOptions options, std::size_t draft_positions) {
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+  smol::BatchTransformer draft_engine(fixture().model, ctx, {.total_positions = draft_positions});
+  auto owned = std::make_unique<smol::BatchModelDrafter>(draft_engine, fixture().tokenizer.size());
+  const smol::BatchModelDrafter& drafter = *owned;
+  smol::Scheduler scheduler(engine, fixture().tokenizer, options, std::move(owned));
+  DraftModelRun out;
+  out.results.resize(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    requests[i].on_done = [&out, i](const smol::GenerationResult& r) { out.results[i] = r; };
+    scheduler.submit(std::move(requests[i]));
+  }
+  scheduler.run_until_idle();
+  out.draft_sequences_left = drafter.sequences();
+  out.preemptions = scheduler.preemptions();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a draft model in the batch: greedy replies are plain decoding's; itself as draft "
+    "is right nearly always") {
+  // Two slots for four requests: sequences join and leave while the draft model follows
+  // them, its K/V rolled back after each rejection and freed when a reply ends.
+  const smol::SchedulerOptions options{.max_sequences = 2, .step_tokens = 64};
+  const auto plain = serve(drafting_requests(false, false), options);
+  const auto self = serve_with_draft_model(drafting_requests(true, false), options, 4096);
+  // One page for the draft model: two sequences cannot both keep theirs, so guesses are
+  // sometimes not made at all; the replies are the same.
+  const auto cramped = serve_with_draft_model(drafting_requests(true, false), options, 256);
+  std::size_t drafted = 0, accepted = 0, cramped_drafted = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(self.results[i].stop == smol::StopReason::max_tokens);
+    CHECK(self.results[i].tokens == plain[i].tokens);
+    CHECK(self.results[i].text == plain[i].text);
+    CHECK(cramped.results[i].tokens == plain[i].tokens);
+    const smol::GenerationStats& s = self.results[i].stats;
+    CHECK(s.accepted_draft_tokens <= s.drafted_tokens);
+    CHECK(s.accepted_draft_tokens < s.generated_tokens);
+    drafted += s.drafted_tokens;
+    accepted += s.accepted_draft_tokens;
+    cramped_drafted += cramped.results[i].stats.drafted_tokens;
+  }
+  CHECK(drafted > 0);
+  // The same model, batch-invariant on both sides, guesses the very tokens chosen; only
+  // a guess of an end-of-generation token (refused by ignore_eos) could miss.
+  CHECK(accepted * 10 >= drafted * 9);
+  CHECK(cramped_drafted > 0);
+  CHECK(self.draft_sequences_left == 0);
+  CHECK(cramped.draft_sequences_left == 0);
+  CHECK(self.preemptions == 0);
+
+  // Sampling: replies run their course, guesses counted.
+  const auto sampled = serve_with_draft_model(drafting_requests(true, true), options, 4096);
+  std::size_t sampled_drafted = 0;
+  for (const auto& r : sampled.results) {
+    CHECK(r.stop == smol::StopReason::max_tokens);
+    CHECK(r.tokens.size() == 40);
+    CHECK(r.stats.accepted_draft_tokens <= r.stats.drafted_tokens);
+    sampled_drafted += r.stats.drafted_tokens;
+  }
+  CHECK(sampled_drafted > 0);
 }
 
 }  // namespace test_generate_scheduler

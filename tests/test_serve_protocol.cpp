@@ -1013,28 +1013,27 @@ TEST_CASE("post_sampling_probs: parsed, and written as llama-server's prob and t
   CHECK(smol::serve::chat_logprobs_json(std::span(&t, 1))["content"][0].contains("top_logprobs"));
 }
 
-
 TEST_CASE("drafting: the server's default, tuned or turned off by speculative.n_max/n_min") {
   smol::serve::RequestDefaults off;
   // Without --spec-type, the fields are read (and checked) but turn nothing on.
-  CHECK_FALSE(parse_chat_request(body(R"("speculative.n_max": 8)"), off).params.ngram_draft);
+  CHECK_FALSE(parse_chat_request(body(R"("speculative.n_max": 8)"), off).params.draft);
   smol::serve::RequestDefaults on;
-  on.ngram_draft = smol::DraftLengthSettings{.max = 16, .min = 2};
-  const auto plain = parse_chat_request(body(""), on).params.ngram_draft;
+  on.draft = smol::DraftLengthSettings{.max = 16, .min = 2};
+  const auto plain = parse_chat_request(body(""), on).params.draft;
   REQUIRE(plain);
   CHECK(plain->max == 16);
   CHECK(plain->min == 2);
   const auto tuned =
       parse_chat_request(body(R"("speculative.n_max": 4, "speculative.n_min": 9)"), on)
-          .params.ngram_draft;
+          .params.draft;
   REQUIRE(tuned);
   CHECK(tuned->max == 4);
   CHECK(tuned->min == 4);  // no longer than the longest
-  CHECK_FALSE(parse_chat_request(body(R"("speculative.n_max": 0)"), on).params.ngram_draft);
+  CHECK_FALSE(parse_chat_request(body(R"("speculative.n_max": 0)"), on).params.draft);
   const auto legacy =
       smol::serve::parse_completion_request(R"({"prompt": "hi", "speculative.n_max": 3})", on);
-  REQUIRE(legacy.params.ngram_draft);
-  CHECK(legacy.params.ngram_draft->max == 3);
+  REQUIRE(legacy.params.draft);
+  CHECK(legacy.params.draft->max == 3);
 }
 
 TEST_CASE("timings carry llama-server's draft_n and draft_n_accepted when something was drafted") {

@@ -808,3 +808,47 @@ TEST_CASE(
   CHECK(bad.status == 400);
   CHECK(bad.error["error"]["param"] == "speculative.n_max");
 }
+
+TEST_CASE("-md: a draft model's guesses, the undrafted replies, nearly all kept") {
+  // The fixture as its own draft model: on the same batch-invariant kernels it guesses
+  // the very tokens the model chooses.
+  ServerProcess server({"-c", "1024", "-np", "2", "-md", kFixture, "--draft-max", "8"});
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat sat on the mat."};
+  const auto body = [](const std::string& prompt, bool drafting) {
+    Json json = {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+    if (!drafting) json["speculative.n_max"] = 0;
+    return json.dump();
+  };
+  const auto complete = [&](const std::string& text) {
+    httplib::Client client = server.client();
+    const auto res = client.Post("/v1/completions", text, "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    return Json::parse(res->body);
+  };
+  std::vector<Json> plain, drafted(prompts.size());
+  for (const std::string& p : prompts) plain.push_back(complete(body(p, false)));
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] { drafted[i] = complete(body(prompts[i], true)); });
+  }
+  for (auto& c : clients) c.join();
+  std::int64_t guesses = 0, kept = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    CHECK(drafted[i]["choices"][0]["text"] == plain[i]["choices"][0]["text"]);
+    const Json& timings = drafted[i]["timings"];
+    REQUIRE(timings.contains("draft_n"));
+    guesses += timings["draft_n"].get<std::int64_t>();
+    kept += timings["draft_n_accepted"].get<std::int64_t>();
+  }
+  CHECK(guesses > 0);
+  CHECK(kept * 10 >= guesses * 9);
+  httplib::Client client = server.client();
+  const auto props = client.Get("/props");
+  REQUIRE(props);
+  const Json settings = Json::parse(props->body)["default_generation_settings"];
+  CHECK(settings["speculative.type"] == "draft");
+  CHECK(settings["speculative.n_max"] == 8);
+  CHECK(server.output().find("speculative decoding: draft with") != std::string::npos);
+}

@@ -1,5 +1,5 @@
-// Speculative decoding for the programs (smol-chat, smol-bench): llama.cpp's flags and
-// the drafter they ask for.
+// Speculative decoding for the programs (smol-chat, smol-bench, smol-server): llama.cpp's
+// flags and, for the single-stream programs, the drafter they ask for.
 //
 //   --spec-type none|ngram-simple|draft   which drafter (default none; -md implies draft)
 //   --draft-max N, --draft-min N          longest draft, shortest worth verifying
@@ -61,29 +61,17 @@ struct SpeculationFlags {
   }
 };
 
-// `draft_model`: whether the program offers a draft model (-md, --spec-type draft);
-// smol-server drafts by n-gram lookup only.
-inline void add_speculation_flags(Program& program, SpeculationFlags& flags,
-                                  bool draft_model = true) {
+inline void add_speculation_flags(Program& program, SpeculationFlags& flags) {
   CLI::App& app = program.app;
-  if (draft_model) {
-    add_choice<std::optional<SpecType>>(
-        app, "--spec-type", flags.type,
-        {{"none", SpecType::none},
-         {"ngram-simple", SpecType::ngram_simple},
-         {"draft", SpecType::draft}},
-        "speculative decoding: guess tokens and verify several per\n"
-        "pass; ngram-simple: from repeats of the text so far (quoting,\n"
-        "extracting, rewriting); draft: a draft model's guesses\n"
-        "(default: draft with -md, else none). Replies are the same");
-  } else {
-    add_choice<std::optional<SpecType>>(
-        app, "--spec-type", flags.type,
-        {{"none", SpecType::none}, {"ngram-simple", SpecType::ngram_simple}},
-        "speculative decoding: guess tokens and verify several per\n"
-        "pass; ngram-simple: from repeats of the text so far (quoting,\n"
-        "extracting, rewriting). Replies are the same (default none)");
-  }
+  add_choice<std::optional<SpecType>>(
+      app, "--spec-type", flags.type,
+      {{"none", SpecType::none},
+       {"ngram-simple", SpecType::ngram_simple},
+       {"draft", SpecType::draft}},
+      "speculative decoding: guess tokens and verify several per\n"
+      "pass; ngram-simple: from repeats of the text so far (quoting,\n"
+      "extracting, rewriting); draft: a draft model's guesses\n"
+      "(default: draft with -md, else none). Replies are the same");
   app.add_option("--draft-max,--draft,--draft-n", flags.draft_max,
                  "guess at most N tokens per pass (default 16)")
       ->type_name("N")
@@ -92,7 +80,6 @@ inline void add_speculation_flags(Program& program, SpeculationFlags& flags,
                  "verify only drafts of at least N tokens (default 0)")
       ->type_name("N")
       ->transform(integer(0, 1024));
-  if (!draft_model) return;
   app.add_option_function<std::string>(
          "--model-draft", [&flags](const std::string& path) { flags.model_draft = path; },
          "-md: the draft model, a small GGUF with the same vocabulary")

@@ -34,6 +34,8 @@
 
 #include "model_files.hpp"
 #include "options.hpp"
+#include "smol/generate/batch_model_drafter.hpp"
+#include "smol/generate/model_drafter.hpp"
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
 #include "smol/serve/openai_protocol.hpp"
@@ -68,10 +70,25 @@ struct Service {
                {.total_positions = o.slots * sequence_length(o, model),
                 .kv_type = o.kv_type,
                 .max_batch = o.batch}),
+        draft_model(open_draft_model(o, tokenizer)),
+        draft_engine(draft_model
+                         ? std::make_unique<smol::BatchTransformer>(
+                               *draft_model, context,
+                               smol::BatchOptions{
+                                   .total_positions =
+                                       o.slots * std::min(sequence_length(o, model),
+                                                          draft_model->config().max_context()),
+                                   .kv_type = o.kv_type,
+                                   .max_batch = o.batch})
+                         : nullptr),
         scheduler(engine, tokenizer,
                   {.max_sequences = o.slots,
                    .step_tokens = o.batch,
-                   .context = sequence_length(o, model)}),
+                   .context = sequence_length(o, model)},
+                  draft_engine
+                      ? std::make_unique<smol::BatchModelDrafter>(
+                            *draft_engine, std::min(tokenizer.size(), model.config().n_vocab))
+                      : nullptr),
         encoder(tokenizer),
         chat_template(smol::file_chat_template(
             model.file(), [](std::string_view warning) { log(std::string(warning)); })),
@@ -80,8 +97,20 @@ struct Service {
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
     defaults.hermes_tools = smol::renders_hermes_tools(chat_template.format);
-    if (o.speculation.chosen() == smol::cli::SpecType::ngram_simple) {
-      defaults.ngram_draft = o.speculation.length();
+    if (o.speculation.enabled()) defaults.draft = o.speculation.length();
+  }
+
+  // -md: the draft model, whose token ids must mean what the model's do; null without.
+  static std::unique_ptr<smol::Model> open_draft_model(const server::Options& o,
+                                                       const smol::Tokenizer& tokenizer) {
+    if (o.speculation.chosen() != smol::cli::SpecType::draft) return nullptr;
+    const std::string& path = *o.speculation.model_draft;
+    try {
+      auto draft = std::make_unique<smol::Model>(smol::Model::open(path, {.repack = o.repack}));
+      smol::check_same_vocabulary(tokenizer.vocabulary(), smol::load_vocabulary(draft->file()));
+      return draft;
+    } catch (const smol::Error& error) {
+      smol::fail("draft model ", path, ": ", error.what());
     }
   }
 
@@ -99,6 +128,10 @@ struct Service {
   smol::serve::TokenMaskCache masks;  // structured output's grammars over this vocabulary
   smol::Context context;
   smol::BatchTransformer engine;
+  // -md: the draft model and its own engine (its own KV pool), run on the engine thread
+  // between the model's passes; null without.
+  std::unique_ptr<smol::Model> draft_model;
+  std::unique_ptr<smol::BatchTransformer> draft_engine;
   smol::Scheduler scheduler;
   smol::ChatPromptEncoder encoder;
   smol::ChatTemplate chat_template;
@@ -210,7 +243,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.ignore_eos = params.ignore_eos;
   request.logprobs = params.logprobs;
   request.post_sampling_probs = params.post_sampling_probs;
-  request.ngram_draft = params.ngram_draft;
+  request.draft = params.draft;
   if (params.output) request.grammar = service.masks.table(*params.output);
   return request;
 }
@@ -583,7 +616,7 @@ Json props_json(State& state) {
   const Service& service = ready_service(state);
   const smol::SamplerSettings& s = service.defaults.sampling;
   // llama-server's names for the drafting defaults (0 and "none" without drafting).
-  const std::optional<smol::DraftLengthSettings>& draft = service.defaults.ngram_draft;
+  const std::optional<smol::DraftLengthSettings>& draft = service.defaults.draft;
   return {{"model_alias", state.model_name},
           {"model_path", state.model_path},
           {"n_ctx", service.context_length()},
@@ -595,7 +628,7 @@ Json props_json(State& state) {
             {"min_p", s.min_p},
             {"repeat_penalty", s.repeat_penalty},
             {"enable_thinking", service.defaults.enable_thinking},
-            {"speculative.type", draft ? "ngram-simple" : "none"},
+            {"speculative.type", smol::cli::spec_type_name(state.options.speculation.chosen())},
             {"speculative.n_max", draft ? draft->max : 0},
             {"speculative.n_min", draft ? draft->min : 0}}},
           {"build_info", "smol"}};
@@ -796,9 +829,11 @@ int main(int argc, char** argv) {
     state.ready = true;
     log("model " + path + ", " + std::to_string(options.slots) + " slots of " +
         std::to_string(state.service->context_length()) + " tokens");
-    if (const auto& draft = state.service->defaults.ngram_draft) {
-      log("speculative decoding: ngram-simple, draft-max " + std::to_string(draft->max) +
-          ", draft-min " + std::to_string(draft->min));
+    if (const auto& draft = state.service->defaults.draft) {
+      const auto& flags = options.speculation;
+      log(std::string("speculative decoding: ") + smol::cli::spec_type_name(flags.chosen()) +
+          (flags.model_draft ? " with " + *flags.model_draft : std::string()) + ", draft-max " +
+          std::to_string(draft->max) + ", draft-min " + std::to_string(draft->min));
     }
     log("listening on http://" + options.host + ":" + std::to_string(port));
   } catch (const std::exception& error) {

@@ -46,7 +46,7 @@ struct Options {
   std::string reasoning_format = "deepseek";
   bool thinking = true;
   smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
-  smol::cli::SpeculationFlags speculation;  // --spec-type ngram-simple: every request drafts
+  smol::cli::SpeculationFlags speculation;  // --spec-type, -md: every request drafts
 };
 
 inline std::optional<int> parse_options(int argc, char** argv, Options& options) {
@@ -87,7 +87,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
 
   program.group("generation defaults (a request's fields override them)");
   smol::cli::add_sampling(program, options.sampling);
-  smol::cli::add_speculation_flags(program, options.speculation, /*draft_model=*/false);
+  smol::cli::add_speculation_flags(program, options.speculation);
   app.add_flag("--think,!--no-think", options.thinking,
                "SmolLM3's reasoning mode when a request does not say\n(default: on)");
   smol::cli::add_choice(app, "--reasoning-format", options.reasoning_format,

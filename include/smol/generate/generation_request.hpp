@@ -49,11 +49,12 @@ struct GenerationRequest {
   // With `logprobs`: from the distribution the sampler draws from rather than the raw
   // row (llama-server's post_sampling_probs; token_logprobs.hpp).
   bool post_sampling_probs = false;
-  // Prompt-lookup drafting (ngram_drafter.hpp) inside the batch: its guesses join the
-  // sequence's step and are verified there, the draft lengths adapting (draft_length.hpp:
-  // `max`, `min` and the rest). nullopt: plain decoding. The reply is the same either
-  // way (greedy token for token, sampling in distribution); only the steps it takes differ.
-  std::optional<DraftLengthSettings> ngram_draft = std::nullopt;
+  // Speculative decoding inside the batch: the scheduler's drafter (prompt lookup, or a
+  // draft model) guesses, the guesses join the sequence's step and are verified there,
+  // the draft lengths adapting (draft_length.hpp: `max`, `min` and the rest). nullopt:
+  // plain decoding. The reply is the same either way (greedy token for token, sampling
+  // in distribution); only the steps it takes differ.
+  std::optional<DraftLengthSettings> draft = std::nullopt;
   // Callbacks, on the engine thread: the pieces as they come, then the end (exactly once,
   // also when cancelled).
   PieceCallback on_piece = {};

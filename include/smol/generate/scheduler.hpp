@@ -18,19 +18,22 @@
 // once, a chat's next turn reuses the previous turns); one whose prompt a running
 // sequence is still reading waits for it to be read, then forks it.
 //
-// Speculative decoding per sequence (GenerationRequest::ngram_draft): a generating
-// sequence's step may carry, after its next token, up to k tokens guessed by prompt
-// lookup (ngram_drafter.hpp), with logits for every one, in the same forward pass as the
-// other sequences' tokens. The rows are then read one by one, as plain steps would have
-// read them (draft_verification.hpp: greedy keeps a guess exactly when it is the token
-// chosen, sampling by the speculative-sampling rule); the first rejected guess gets the
-// token chosen in its place, every guess kept is a step saved, and the K/V of the
-// rejected positions is dropped from the pool. The draft length adapts per sequence
-// (draft_length.hpp). Guesses only fill the room left in the step's token budget after
-// every sequence's own token and the prompt chunks, and are dropped before any sequence
-// is preempted for pages: drafting never slows or displaces another request. With a
-// grammar, each row is masked by the grammar as it stands after the tokens kept before
-// it, so a guess the grammar forbids is rejected like any wrong guess.
+// Speculative decoding per sequence (GenerationRequest::draft): a generating sequence's
+// step may carry, after its next token, up to k tokens guessed by the scheduler's
+// drafter (drafter.hpp: prompt lookup by default, ngram_drafter.hpp; or a draft model
+// that advances every drafting sequence together, batch_model_drafter.hpp), with logits
+// for every one, in the same forward pass as the other sequences' tokens. The rows are
+// then read one by one, as plain steps would have read them (draft_verification.hpp:
+// greedy keeps a guess exactly when it is the token chosen, sampling by the
+// speculative-sampling rule); the first rejected guess gets the token chosen in its
+// place, every guess kept is a step saved, and the K/V of the rejected positions is
+// dropped from the pool. The draft length adapts per sequence (draft_length.hpp).
+// Guesses only fill the room left in the step's token budget after every sequence's own
+// token and the prompt chunks, and are dropped before any sequence is preempted for
+// pages: drafting never slows or displaces another request. With a grammar, each row is
+// masked by the grammar as it stands after the tokens kept before it, so a guess the
+// grammar forbids is rejected like any wrong guess. The drafter hears when a sequence
+// ends or is preempted (BatchDrafter::forget), so a draft model frees its K/V.
 // Exactness needs the engine's batch invariance (BatchOptions::invariant, the default):
 // a row's bits must not depend on how many tokens share its pass.
 //
@@ -60,6 +63,7 @@
 #include "smol/core/error.hpp"
 #include "smol/generate/draft_length.hpp"
 #include "smol/generate/draft_verification.hpp"
+#include "smol/generate/drafter.hpp"
 #include "smol/generate/generation_request.hpp"
 #include "smol/generate/ngram_drafter.hpp"
 #include "smol/generate/reply_stream.hpp"
@@ -81,8 +85,15 @@ struct SchedulerOptions {
 
 class Scheduler {
  public:
-  Scheduler(BatchTransformer& engine, const Tokenizer& tokenizer, SchedulerOptions options = {})
-      : engine_(&engine), tokenizer_(&tokenizer), options_(options) {
+  // `drafter`: where the guesses of requests that draft come from; null: prompt lookup.
+  Scheduler(BatchTransformer& engine, const Tokenizer& tokenizer, SchedulerOptions options = {},
+            std::unique_ptr<BatchDrafter> drafter = nullptr)
+      : engine_(&engine),
+        tokenizer_(&tokenizer),
+        options_(options),
+        drafter_(drafter
+                     ? std::move(drafter)
+                     : std::make_unique<EachSequenceDrafter>(std::make_unique<NgramDrafter>())) {
     if (options_.context == 0 || options_.context > engine.max_sequence_length()) {
       options_.context = engine.max_sequence_length();
     }
@@ -163,6 +174,8 @@ class Scheduler {
   }
   std::size_t running() const { return running_.size(); }
   std::size_t cached_sequences() const { return cache_.size(); }
+  // Sequences preempted so far: their K/V dropped for want of pages, to be recomputed.
+  std::size_t preemptions() const { return preemptions_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -176,7 +189,7 @@ class Scheduler {
           tokens(request.prompt),
           sampler(request.sampling),
           constraints(request.ignore_eos, request.grammar) {
-      if (request.ngram_draft) draft_length.emplace(*request.ngram_draft);
+      if (request.draft) draft_length.emplace(*request.draft);
     }
     RequestId id;
     GenerationRequest request;
@@ -191,7 +204,7 @@ class Scheduler {
     Clock::time_point submitted = Clock::now(), first_token_at{};
     double prefill_seconds = 0;
     std::size_t prompt_evaluated = 0;
-    std::optional<DraftLength> draft_length;  // with request.ngram_draft
+    std::optional<DraftLength> draft_length;  // with request.draft
     std::vector<TokenId> draft;               // the guesses this step verifies
   };
 
@@ -358,9 +371,13 @@ class Scheduler {
   }
 
   // Each drafting sequence's guesses for this step, as many as its draft length, its
-  // max_tokens and the context allow; build_batch cuts them to the room left.
+  // max_tokens and the context allow, asked of the drafter together; build_batch cuts
+  // them to the room left.
   void propose_drafts() {
+    const auto started = Clock::now();
     const std::size_t limit = std::min(options_.context, engine_->pool().capacity());
+    std::vector<BatchDrafter::Ask> asks;
+    std::vector<std::size_t> wants;
     for (auto& r : running_) {
       r->draft.clear();
       if (!r->draft_length || !decoding(*r)) continue;
@@ -373,9 +390,23 @@ class Scheduler {
                                    : 0;
       const std::size_t wanted = std::min({r->draft_length->next(), room, left});
       if (wanted == 0 || wanted < r->draft_length->settings().min) continue;
-      drafter_.draft(r->tokens, wanted, r->draft);
-      if (r->draft.size() > wanted) r->draft.resize(wanted);
+      asks.push_back({r->id, r->tokens, wanted, &r->draft});
+      wants.push_back(wanted);
     }
+    drafting_seconds_ = 0;
+    if (asks.empty()) return;
+    drafter_->draft(asks);
+    const std::size_t vocab = engine_->model().config().n_vocab;
+    for (std::size_t i = 0; i < asks.size(); ++i) {
+      std::vector<TokenId>& draft = *asks[i].draft;
+      if (draft.size() > wants[i]) draft.resize(wants[i]);
+      // A guess the model cannot take (a draft model's padding row) ends the draft.
+      const auto outside = std::find_if(draft.begin(), draft.end(), [&](TokenId t) {
+        return t < 0 || static_cast<std::size_t>(t) >= vocab;
+      });
+      draft.erase(outside, draft.end());
+    }
+    drafting_seconds_ = seconds_since(started);
   }
 
   // The sequence's next `n` tokens, and after its last one its guesses; every token
@@ -396,6 +427,8 @@ class Scheduler {
   }
 
   void preempt(std::unique_ptr<Active>& victim) {
+    ++preemptions_;
+    drafter_->forget(victim->id);
     engine_->pool().remove(*victim->sequence);
     victim->sequence.reset();
     victim->evaluated = 0;
@@ -435,7 +468,10 @@ class Scheduler {
         if (r->evaluated != r->tokens.size()) continue;  // a prompt chunk without logits
         stop = next_token(*r, logits.subspan(first_row * vocab, vocab));
       } else {
-        stop = verify(*r, logits.subspan(first_row * vocab, (drafted + 1) * vocab), timed);
+        // A pass's time includes drafting it (a draft model's passes, a lookup's
+        // microseconds): what the pause rule weighs is the whole cost of speculating.
+        stop = verify(*r, logits.subspan(first_row * vocab, (drafted + 1) * vocab),
+                      timed > 0 ? timed + drafting_seconds_ : 0.0);
       }
       if (stop) {
         finish(*r, *stop, /*keep=*/true);
@@ -538,6 +574,7 @@ class Scheduler {
 
   // Reports the end and frees the slot; `keep`: the sequence stays as a prompt cache.
   void finish(Active& a, StopReason stop, bool keep) {
+    drafter_->forget(a.id);
     GenerationResult& result = a.result;
     result.stop = stop;
     if (a.stream) {
@@ -580,8 +617,10 @@ class Scheduler {
   const Tokenizer* tokenizer_;
   SchedulerOptions options_;
   ThinkMarkers think_;
-  NgramDrafter drafter_;         // stateless: one serves every sequence
+  std::unique_ptr<BatchDrafter> drafter_;
+  double drafting_seconds_ = 0;  // the current step's drafting
   bool prompt_in_step_ = false;  // the current step's batch reads prompt chunks
+  std::size_t preemptions_ = 0;
 
   mutable std::mutex mutex_;  // guards the three members below
   RequestId next_id_ = 1;

@@ -47,8 +47,9 @@ struct RequestDefaults {
   // The chat template has a Hermes-style tool section (renders_hermes_tools): tools,
   // calls and results go to the template as data, in hermes_tool_calls.hpp's format.
   bool hermes_tools = false;
-  // --spec-type ngram-simple: prompt-lookup drafting and its lengths; nullopt: none.
-  std::optional<DraftLengthSettings> ngram_draft;
+  // --spec-type (ngram-simple, or draft with -md): drafting and its lengths; nullopt:
+  // none. Which drafter guesses is the scheduler's.
+  std::optional<DraftLengthSettings> draft;
 };
 
 // What both endpoints share.
@@ -72,9 +73,9 @@ struct CompletionParams {
   // llama-server's post_sampling_probs: the logprobs from the distribution the sampler
   // draws from, reported on the chat endpoint as probabilities ("prob", "top_probs").
   bool post_sampling_probs = false;
-  // Prompt-lookup drafting (the server's default, tuned by llama-server's
-  // `speculative.n_max` and `speculative.n_min`; n_max 0 turns it off); nullopt: none.
-  std::optional<DraftLengthSettings> ngram_draft;
+  // Drafting (the server's default, tuned by llama-server's `speculative.n_max` and
+  // `speculative.n_min`; n_max 0 turns it off); nullopt: none.
+  std::optional<DraftLengthSettings> draft;
 };
 
 struct ChatCompletionRequest {
@@ -262,7 +263,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     p.reasoning = *parsed;
   }
   p.output = parse_output_grammar(body, body_text);
-  p.ngram_draft = parse_draft(body, defaults.ngram_draft);
+  p.draft = parse_draft(body, defaults.draft);
   return p;
 }
 
