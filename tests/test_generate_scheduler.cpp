@@ -751,9 +751,10 @@ struct DraftModelRun {
 // The requests through a scheduler whose drafter is a draft model: the fixture itself,
 // on its own engine with a pool of `draft_positions`.
 DraftModelRun serve_with_draft_model(std::vector<smol::GenerationRequest> requests,
-                                     smol::SchedulerOptions options, std::size_t draft_positions) {
+                                     smol::SchedulerOptions options, std::size_t draft_positions,
+                                     std::size_t total_positions = 4096) {
   smol::Context ctx(2);
-  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 4096});
+  smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = total_positions});
   smol::BatchTransformer draft_engine(fixture().model, ctx, {.total_positions = draft_positions});
   auto owned = std::make_unique<smol::BatchModelDrafter>(draft_engine, fixture().tokenizer.size());
   const smol::BatchModelDrafter& drafter = *owned;
@@ -816,6 +817,42 @@ TEST_CASE(
     sampled_drafted += r.stats.drafted_tokens;
   }
   CHECK(sampled_drafted > 0);
+}
+
+TEST_CASE("a draft model follows a preempted sequence: forgotten, then caught up again") {
+  // Two pages: A and B each read a 230-token prompt into a page of their own, then both
+  // need a second page; B, the newer, is preempted (its guesses went first), waits for
+  // A to end, and is recomputed.
+  std::vector<smol::GenerationRequest> requests;
+  for (const char* text : {"The sea was calm and the ships sailed on. ",
+                           "Numbers: 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, "}) {
+    std::string long_text;
+    while (prompt_of(long_text).size() < 230) long_text += text;
+    smol::GenerationRequest request;
+    request.prompt = prompt_of(long_text);
+    request.prompt.resize(230);
+    request.sampling = smol::SamplerSettings::greedy();
+    request.max_tokens = 40;
+    request.ignore_eos = true;
+    requests.push_back(std::move(request));
+  }
+  const smol::SchedulerOptions options{.max_sequences = 2, .step_tokens = 512};
+  const auto plain = serve_with_draft_model(requests, options, 4096, 512);
+  for (auto& r : requests) r.draft = smol::DraftLengthSettings{.window = 100000};
+  const auto drafted = serve_with_draft_model(requests, options, 4096, 512);
+  CHECK(plain.preemptions > 0);
+  CHECK(drafted.preemptions > 0);
+  std::size_t guesses = 0, kept = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    CAPTURE(i);
+    CHECK(drafted.results[i].stop == smol::StopReason::max_tokens);
+    CHECK(drafted.results[i].tokens == plain.results[i].tokens);
+    guesses += drafted.results[i].stats.drafted_tokens;
+    kept += drafted.results[i].stats.accepted_draft_tokens;
+  }
+  CHECK(guesses > 0);
+  CHECK(kept * 10 >= guesses * 9);  // the draft model's K/V followed each sequence
+  CHECK(drafted.draft_sequences_left == 0);
 }
 
 }  // namespace test_generate_scheduler
