@@ -82,6 +82,12 @@ struct WeightKernels {
   void (*tile_dots)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                     const Activation* x, std::size_t x_stride, std::size_t nblocks,
                     std::size_t n_tokens, float* y, std::size_t y_stride) = nullptr;
+  // The same on the sixteen-row copy (`rows16`'s layout), for `n_rows` rows from the
+  // first group of `w`: where a set has it (AMX), prefill reads the copy that decode reads.
+  void (*tile_dots_rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>* w,
+                           std::size_t n_rows, const Activation* x, std::size_t x_stride,
+                           std::size_t nblocks, std::size_t n_tokens, float* y,
+                           std::size_t y_stride) = nullptr;
 };
 
 namespace detail {
