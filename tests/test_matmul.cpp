@@ -121,6 +121,37 @@ TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 th
   }
 }
 
+TEST_CASE("matmul on a sixteen-row Q4_1 copy: as the file's rows, bit for bit") {
+  // On AMX the tiles read the copy (amx_tile_dots_q4_1_rows16) and must round like the
+  // tiles on the file; elsewhere prefill reads the file's rows either way.
+  std::mt19937 rng(25);
+  for (std::size_t rows : {16, 37, 264}) {
+    for (std::size_t cols : {32, 576}) {
+      const auto bytes = random_matrix(GgmlType::Q4_1, rows, cols, rng);
+      const WeightMatrix file_rows = view(GgmlType::Q4_1, bytes, rows, cols);
+      const auto copy = rows8_copy(file_rows);
+      const WeightMatrix w = with_rows8(file_rows, copy);
+      for (std::size_t n_tokens : {2, 17}) {
+        const auto x = random_floats(n_tokens * cols, rng);
+        for (Isa isa : available_isas()) {
+          for (int threads : {1, 3}) {
+            Context ctx(threads, isa);
+            std::vector<float> want(n_tokens * rows, -1.0f), got(n_tokens * rows, -2.0f);
+            matmul(ctx, file_rows, x.data(), n_tokens, want.data());
+            matmul(ctx, w, x.data(), n_tokens, got.data());
+            CAPTURE(isa_name(isa));
+            CAPTURE(threads);
+            CAPTURE(rows);
+            CAPTURE(cols);
+            CAPTURE(n_tokens);
+            CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);

@@ -66,7 +66,9 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
   for (Shape s : {Shape{8, 256, GgmlType::Q4_K}, Shape{64, 768, GgmlType::Q4_K},
                   Shape{120, 2048, GgmlType::Q4_K}, Shape{512, 2048, GgmlType::Q4_K},
                   Shape{96, 11008, GgmlType::Q4_K}, Shape{8, 256, GgmlType::Q6_K},
-                  Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K}}) {
+                  Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K},
+                  Shape{16, 32, GgmlType::Q4_1}, Shape{37, 576, GgmlType::Q4_1},
+                  Shape{1536, 576, GgmlType::Q4_1}}) {
     const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
     const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);
@@ -90,6 +92,27 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
                    2e-6 * (ref[r].magnitude + std::fabs(want[r])) + 1e-30);
         }
         CHECK(bad == 0);
+        if (s.type == GgmlType::Q4_1) {
+          // The sixteen-row copy rounds like the AMX tiles' single token, on every ISA
+          // (the same float steps); on AMX the tiles themselves are the check.
+          std::vector<float> tiles(s.rows, -3.0f);
+          std::vector<BlockQ8_1> x1(s.cols / 32);  // as matvec quantizes x (bit for bit)
+          quantize_row_q8_1(x.data(), x1.data(), s.cols);
+          const auto& amx = kernels_for_isa(isa == Isa::amx ? Isa::amx : Isa::scalar);
+          const std::size_t nblocks = s.cols / 32, groups = (s.rows + 15) / 16;
+          if (isa == Isa::amx) {
+            amx.of<GgmlType::Q4_1>().tile_dots(file_rows.data, file_rows.row_bytes, s.rows,
+                                               x1.data(), nblocks, nblocks, 1, tiles.data(),
+                                               s.rows);
+          } else {
+            for (std::size_t g = 0; g < groups; ++g) {
+              rows16_q4_1_reference(
+                  reinterpret_cast<const BlockQ4_1Rows16*>(copy.data()) + g * nblocks, nblocks,
+                  s.rows - 16 * g, x1.data(), tiles.data() + 16 * g);
+            }
+          }
+          CHECK(std::memcmp(tiles.data(), y.data(), s.rows * sizeof(float)) == 0);
+        }
       }
     }
   }
@@ -134,7 +157,7 @@ TEST_CASE("matvec_shared_input equals one matvec per matrix, bit for bit") {
       ws.push_back(view(type, bytes.back(), rows, cols));
     }
     check_group(ws, random_floats(cols, rng), ggml_type_name(type).data());
-    if (type == GgmlType::Q4_K || type == GgmlType::Q6_K) {
+    if (type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q4_1) {
       std::vector<AlignedBuffer<std::byte>> copies;
       copies.reserve(ws.size());
       for (WeightMatrix& w : ws) {

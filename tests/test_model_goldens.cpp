@@ -13,6 +13,7 @@
 #include <functional>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "scratch_dir.hpp"
@@ -326,8 +327,20 @@ TEST_CASE("Q4_K_M fixture with Q8_K activations: within llama.cpp's own noise") 
 TEST_CASE("Q4_1, Q5_0 and Q5_1 fixtures with Q8 activations: close to llama.cpp's goldens") {
   smol::Context ctx;
   ctx.activation_precision = smol::ActivationPrecision::q8;
-  for (const char* kind : {"q4_1", "q5_0", "q5_1"}) {
-    const smol::Model model = smol::Model::open(kFixtures + "/tiny-smollm3-a." + kind + ".gguf");
+  // q4_1 twice: from the file's rows, and from its sixteen-row copies (decode on every
+  // set, prefill on AMX).
+  for (const char* kind : {"q4_1", "q4_1 copied", "q5_0", "q5_1"}) {
+    const bool copied = std::string_view(kind) == "q4_1 copied";
+    if (copied) kind = "q4_1";
+    const smol::Model model =
+        smol::Model::open(kFixtures + "/tiny-smollm3-a." + kind + ".gguf",
+                          {.repack = copied ? smol::Repack::always : smol::Repack::never});
+    if (copied) {  // the 56 Q4_1 matrices, and the tied Q6_K head's eight-row copy
+      const smol::WeightMatrix& head = model.weights().output;
+      CHECK(model.repacked().matrices() ==
+            56 + (head.type == smol::GgmlType::Q6_K && head.rows % smol::kRowsPerGroup == 0));
+      CHECK(model.weights().layers[0].ffn_down.rows8 != nullptr);
+    }
     for (const char* prompt : kPrompts) {
       const Agreement a =
           run_and_report(model, ctx, smol::KvType::f32, load_golden(kind, prompt), "q8 engine");

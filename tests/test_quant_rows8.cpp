@@ -1,11 +1,14 @@
 // Rows interleaved by eight (quant/rows8.hpp), for Q4_K and Q6_K: repacking keeps every
 // integer, the reference dot on the copy equals the scalar dot on the file's rows bit
 // for bit, and each ISA's kernel equals the reference to float rounding, for one token
-// and for several.
+// and for several. The sixteen-row copy of Q4_1 (quant/rows16.hpp) is tested at the end.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 
+#include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
 #include "smol/simd/kernels_impl.hpp"
 #include "test_simd_data.hpp"
@@ -189,5 +192,132 @@ TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar se
     // Only where measured faster: AVX2 and AVX-512. AMX keeps the file layout.
     CHECK(kernels_for_isa(isa).prefers_rows8 ==
           (isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni));
+  }
+}
+
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1: repacking keeps every
+// nibble and factor (a partial last group padded with zero rows), every ISA's kernel
+// equals the reference bit for bit (the same float steps), the reference is the scalar
+// dot on the file's rows to rounding, and on AMX both equal the prefill tiles' result
+// for a single token bit for bit.
+namespace {
+
+// Equal bits, or both NaN (a NaN's payload is not the point).
+bool same_float(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
+// The rows16 copy of a rows x nblocks Q4_1 matrix, group after group.
+std::vector<BlockQ4_1Rows16> repack_q4_1(const std::vector<BlockQ4_1>& rows, std::size_t n_rows,
+                                         std::size_t nblocks) {
+  const std::size_t groups = (n_rows + kRows16 - 1) / kRows16;
+  std::vector<BlockQ4_1Rows16> packed(groups * nblocks);
+  CHECK(packed.size() * sizeof(BlockQ4_1Rows16) == rows16_bytes(n_rows, 32 * nblocks));
+  for (std::size_t g = 0; g < groups; ++g) {
+    repack_q4_1_rows16(reinterpret_cast<const std::byte*>(rows.data() + g * kRows16 * nblocks),
+                       nblocks * sizeof(BlockQ4_1), n_rows - g * kRows16, nblocks,
+                       packed.data() + g * nblocks);
+  }
+  return packed;
+}
+
+}  // namespace
+
+TEST_CASE("repack_q4_1_rows16 keeps every nibble and factor in its lane, pads with zero rows") {
+  std::mt19937 rng(51);
+  for (std::size_t n_rows : {16, 21}) {
+    const std::size_t nblocks = 18;
+    const auto rows = q4_1_blocks(n_rows * nblocks, Pattern::random, rng);
+    const auto packed = repack_q4_1(rows, n_rows, nblocks);
+    for (std::size_t row = 0; row < packed.size() / nblocks * kRows16; ++row) {
+      const std::size_t g = row / kRows16, r = row % kRows16;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        const BlockQ4_1Rows16& p = packed[g * nblocks + b];
+        // AMX's order: quad q of row r at byte 64 q + 4 r (high nibbles for q >= 4).
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(&p);
+        CHECK(bytes[64 * 2 + 4 * r + 1] == p.qs[2][r][1]);
+        if (row >= n_rows) {
+          CHECK((p.d[r] == 0 && p.m[r] == 0));
+          for (std::size_t i = 0; i < 32; ++i) CHECK(rows16_q4_1_quant(p, r, i) == 0);
+          continue;
+        }
+        const BlockQ4_1& want = rows[row * nblocks + b];
+        CHECK((p.d[r] == want.d && p.m[r] == want.m));
+        for (std::size_t i = 0; i < 32; ++i) {
+          const int q = i < 16 ? (want.qs[i] & 0xF) : (want.qs[i - 16] >> 4);
+          CHECK(rows16_q4_1_quant(p, r, i) == q);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "rows16 Q4_1: every ISA's kernel equals the reference bit for bit, the reference the "
+    "scalar dot to rounding, and AMX's single-token tiles bit for bit") {
+  std::mt19937 rng(52);
+  const Kernels& scalar = kernels_for_isa(Isa::scalar);
+  CHECK((scalar.of<GgmlType::Q4_1>().rows16 == rows16_q4_1_reference));
+  for (Pattern pattern : kPatterns) {
+    for (std::size_t nblocks : {1, 18, 43}) {
+      for (std::size_t n_rows : {16, 37}) {
+        CAPTURE(static_cast<int>(pattern));
+        CAPTURE(nblocks);
+        CAPTURE(n_rows);
+        const auto rows = q4_1_blocks(n_rows * nblocks, pattern, rng);
+        const auto packed = repack_q4_1(rows, n_rows, nblocks);
+        const auto x = q8_1_activations(32 * nblocks, pattern, rng);
+        const std::size_t groups = packed.size() / nblocks;
+        std::vector<float> want(n_rows);
+        for (std::size_t g = 0; g < groups; ++g) {
+          rows16_q4_1_reference(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
+                                x.data(), want.data() + g * kRows16);
+        }
+        if (pattern != Pattern::huge_scales) {  // (huge scales overflow either way)
+          for (std::size_t r = 0; r < n_rows; ++r) {
+            const BlockQ4_1* row = rows.data() + r * nblocks;
+            double magnitude = 0;
+            for (std::size_t b = 0; b < nblocks; ++b) {
+              double s = 0;
+              for (std::size_t i = 0; i < 32; ++i) {
+                const int q = i < 16 ? (row[b].qs[i] & 0xF) : (row[b].qs[i - 16] >> 4);
+                s += std::abs(q * x[b].qs[i]);
+              }
+              magnitude += std::fabs(f16_to_f32(row[b].d) * f16_to_f32(x[b].d)) * s +
+                           std::fabs(f16_to_f32(row[b].m) * f16_to_f32(x[b].s));
+            }
+            const float dot = scalar.of<GgmlType::Q4_1>().dot(row, x.data(), nblocks);
+            CHECK(std::fabs(want[r] - dot) <= 1e-5 * magnitude + 1e-30);
+          }
+        }
+        for (Isa isa : available_isas()) {
+          CAPTURE(isa_name(isa));
+          const auto& k = kernels_for_isa(isa).of<GgmlType::Q4_1>();
+          // The x86 sets have a kernel of their own; the others fall back to the reference.
+          const bool own =
+              isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
+          CHECK(((k.rows16 != rows16_q4_1_reference) == own));
+          std::vector<float> y(groups * kRows16, -7.0f);
+          for (std::size_t g = 0; g < groups; ++g) {
+            k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(),
+                     y.data() + g * kRows16);
+          }
+          std::size_t bad = 0;
+          for (std::size_t r = 0; r < n_rows; ++r) bad += !same_float(y[r], want[r]);
+          CHECK(bad == 0);
+          // Rows past n_rows are not written.
+          for (std::size_t r = n_rows; r < y.size(); ++r) CHECK(y[r] == -7.0f);
+          if (isa == Isa::amx) {
+            std::vector<float> tiles(n_rows, -7.0f);
+            k.tile_dots(reinterpret_cast<const std::byte*>(rows.data()),
+                        nblocks * sizeof(BlockQ4_1), n_rows, x.data(), nblocks, nblocks, 1,
+                        tiles.data(), n_rows);
+            std::size_t differ = 0;
+            for (std::size_t r = 0; r < n_rows; ++r) differ += !same_float(tiles[r], y[r]);
+            CHECK(differ == 0);
+          }
+        }
+      }
+    }
   }
 }

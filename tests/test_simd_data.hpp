@@ -428,6 +428,13 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
 // The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8), as Model's
 // repack option makes it; with_rows8 points `w.rows8` at it.
 inline AlignedBuffer<std::byte> rows8_copy(const WeightMatrix& w) {
+  if (w.type == GgmlType::Q4_1) {  // sixteen rows per group (quant/rows16.hpp)
+    AlignedBuffer<std::byte> copy(rows16_bytes(w.rows, w.cols));
+    for (std::size_t g = 0; g < (w.rows + kRows16 - 1) / kRows16; ++g) {
+      repack_rows16_group(w.data, w.row_bytes, w.rows, w.cols, g, copy.data());
+    }
+    return copy;
+  }
   AlignedBuffer<std::byte> copy(rows8_bytes(w.type, w.rows, w.cols));
   for (std::size_t g = 0; g < w.rows / kRowsPerGroup; ++g) {
     repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, copy.data());

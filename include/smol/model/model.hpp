@@ -15,7 +15,7 @@
 
 namespace smol {
 
-// Whether to interleave the Q4_K / Q6_K matrices in groups of 8 rows at load time
+// Whether to interleave the Q4_K / Q6_K matrices in groups of 8 rows (Q4_1: 16) at load time
 // (RepackedWeights): faster decode and prefill where the kernels prefer it, for a few
 // seconds of copying at load. `never` reads every weight straight from the memory map.
 enum class Repack {
@@ -71,6 +71,14 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
   return kernels_for_isa(select_isa(isa)).prefers_rows8;
 }
 
+// Q4_1's sixteen-row copy (quant/rows16.hpp) where the prefill reads it too (AMX), so the
+// file's pages stay released. Elsewhere decode would gain as well, but prefill reads the
+// file's rows, whose pages then come back: the weights resident twice (Repack::always
+// still makes it, e.g. for decode-only use).
+inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
+  return kernels_for_isa(select_isa(isa)).of<GgmlType::Q4_1>().tile_dots_rows16 != nullptr;
+}
+
 class Model {
  public:
   static Model open(const std::string& path, ModelOptions options = {}) {
@@ -89,10 +97,11 @@ class Model {
     }
     // Views point into file_'s mapping, which a move of the GgufFile keeps in place.
     weights_ = ModelWeights::from_gguf(file_, config_);
-    if (options.repack == Repack::always ||
-        (options.repack == Repack::when_faster && repacking_pays())) {
-      repacked_ = RepackedWeights(weights_, file_);
-    }
+    const bool always = options.repack == Repack::always;
+    const bool automatic = options.repack == Repack::when_faster;
+    const RepackLayouts layouts{.rows8 = always || (automatic && repacking_pays()),
+                                .rows16 = always || (automatic && repacking_rows16_pays())};
+    if (layouts.rows8 || layouts.rows16) repacked_ = RepackedWeights(weights_, file_, layouts);
   }
 
   Model(Model&&) noexcept = default;

@@ -1,8 +1,9 @@
-// RepackedWeights: load-time interleaved copies of a model's Q4_K and Q6_K matrices.
+// RepackedWeights: load-time interleaved copies of a model's Q4_K and Q6_K matrices
+// (eight rows per group) and Q4_1 matrices (sixteen).
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
-// (quant/rows8.hpp) and hung on the matrix view as `rows8`, which the kernels
-// prefer. The file's pages of a copied matrix are released afterwards, so resident
+// (quant/rows8.hpp, quant/rows16.hpp) and hung on the matrix view as `rows8`, which the
+// kernels prefer. The file's pages of a copied matrix are released afterwards, so resident
 // memory holds the weights once, not twice; a path that still reads them (reference
 // mode) faults them back in from the page cache.
 #pragma once
@@ -15,17 +16,26 @@
 #include "smol/core/huge_page_buffer.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/weights.hpp"
+#include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
 
 namespace smol {
+
+// Which layouts to make: the K-quants' eight-row copies, Q4_1's sixteen-row ones.
+struct RepackLayouts {
+  bool rows8 = true;
+  bool rows16 = true;
+};
 
 class RepackedWeights {
  public:
   RepackedWeights() = default;
 
   // Repacks every Q4_K and Q6_K matrix of `weights` whose rows come in whole groups of
-  // 8 and points its view at the copy. Matrices of other types are left as they are.
-  RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file) {
+  // 8 (layouts.rows8) and every Q4_1 matrix (layouts.rows16; a partial last group is
+  // padded), and points its view at the copy. Matrices of other types are left as they are.
+  RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
+      : layouts_(layouts) {
     std::vector<WeightMatrix*> matrices;
     for (LayerWeights& layer : weights.layers) {
       for (WeightMatrix* w : {&layer.attn_q, &layer.attn_k, &layer.attn_v, &layer.attn_output,
@@ -52,24 +62,34 @@ class RepackedWeights {
   std::size_t bytes() const noexcept { return buffer_.size(); }
 
  private:
-  static bool repackable(const WeightMatrix& w) noexcept {
-    return (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) && w.rows % kRowsPerGroup == 0 &&
-           w.rows > 0;
+  bool repackable(const WeightMatrix& w) const noexcept {
+    if (w.type == GgmlType::Q4_1) return layouts_.rows16 && w.rows > 0;
+    return layouts_.rows8 && (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) &&
+           w.rows % kRowsPerGroup == 0 && w.rows > 0;
   }
   // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
   // is only a multiple of 16).
   static std::size_t copy_bytes(const WeightMatrix& w) noexcept {
-    return (rows8_bytes(w.type, w.rows, w.cols) + 63) / 64 * 64;
+    const std::size_t bytes = w.type == GgmlType::Q4_1 ? rows16_bytes(w.rows, w.cols)
+                                                       : rows8_bytes(w.type, w.rows, w.cols);
+    return (bytes + 63) / 64 * 64;
   }
 
   static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
-    tbb::parallel_for(std::size_t{0}, w.rows / kRowsPerGroup, [&](std::size_t g) {
-      repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, out);
-    });
+    if (w.type == GgmlType::Q4_1) {
+      tbb::parallel_for(std::size_t{0}, (w.rows + kRows16 - 1) / kRows16, [&](std::size_t g) {
+        repack_rows16_group(w.data, w.row_bytes, w.rows, w.cols, g, out);
+      });
+    } else {
+      tbb::parallel_for(std::size_t{0}, w.rows / kRowsPerGroup, [&](std::size_t g) {
+        repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, out);
+      });
+    }
     file.release_pages(w.data, w.rows * w.row_bytes);
     w.rows8 = out;
   }
 
+  RepackLayouts layouts_;
   HugePageBuffer buffer_;
   std::size_t matrices_ = 0;
 };

@@ -1,7 +1,8 @@
 // matmul: Y = X W^T for a block of tokens (prefill). Compute-bound, so each weight
 // block is loaded once and used for a tile of tokens: where a type's kernel unit has
 // them, the interleaved-rows, matrix-unit or tile kernels (simd/q8k_lanes.hpp, or the
-// type's own activation blocks for the 32-value types); otherwise its dot kernel looped over cache-sized blocks of rows and tokens.
+// type's own activation blocks for the 32-value types); otherwise its dot kernel looped over
+// cache-sized blocks of rows and tokens.
 #pragma once
 
 #include <algorithm>
@@ -148,6 +149,26 @@ void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Act
   });
 }
 
+// Prefill on a sixteen-row copy (WeightMatrix::rows8 of a 32-value type) where the set
+// reads it (AMX): threads take chunks of whole groups, 16 to 64 rows as matmul_tile_dots.
+template <class W>
+void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
+                   std::size_t n_tokens, float* y,
+                   decltype(WeightKernels<W>::tile_dots_rows16) tile) {
+  using Rows16 = typename WeightKernels<W>::Rows16;
+  const std::size_t nblocks = w.cols / 32, groups = (w.rows + kRows16 - 1) / kRows16;
+  const std::size_t threads = static_cast<std::size_t>(ctx.threads());
+  const std::size_t chunk_groups = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 64) / 16;
+  const auto* copy = reinterpret_cast<const Rows16*>(w.rows8);
+  parallel_chunks(ctx, groups, chunk_groups, [&](std::size_t first, std::size_t last) {
+    for (std::size_t g0 = first; g0 < last; g0 += chunk_groups) {
+      const std::size_t g1 = std::min(g0 + chunk_groups, last);
+      const std::size_t nr = std::min(g1 * kRows16, w.rows) - g0 * kRows16;
+      tile(copy + g0 * nblocks, nr, xs, nblocks, nblocks, n_tokens, y + g0 * kRows16, w.rows);
+    }
+  });
+}
+
 // Prefill for weights of type W, on the fastest path the set and the model offer: the
 // interleaved copy, the matrix unit, the tiles, else the dot kernel.
 template <class W>
@@ -159,6 +180,13 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
     if (w.rows8 != nullptr) {
       return matmul_rows8<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens,
                                  k.rows8, y);
+    }
+  }
+  using Rows16 = typename WeightKernels<W>::Rows16;
+  if constexpr (!std::is_void_v<Rows16>) {
+    if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
+      return matmul_rows16<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,
+                              k.tile_dots_rows16);
     }
   }
   if (k.matrix != nullptr) return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix);

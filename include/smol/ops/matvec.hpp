@@ -19,6 +19,7 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
 #include "smol/quant/weight_types.hpp"
 #include "smol/simd/q8k_lanes.hpp"
@@ -45,11 +46,13 @@ inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
          ggml_row_bytes(w.type, w.cols), " for ", w.cols, " ", info->name, " values");
   }
   if (w.data == nullptr && w.rows > 0) fail(op, ": weight '", w.name, "' has no data");
-  bool has_rows8_layout = false;
+  bool has_rows8_layout = false, has_rows16_layout = false;
   visit_weight_type(w.type, [&]<class W>(W) {
     has_rows8_layout = !std::is_void_v<typename Rows8Of<typename W::Block>::type>;
+    has_rows16_layout = !std::is_void_v<typename Rows16Of<typename W::Block>::type>;
   });
-  if (w.rows8 != nullptr && (!has_rows8_layout || w.rows % kRowsPerGroup != 0)) {
+  if (w.rows8 != nullptr && !has_rows16_layout &&
+      (!has_rows8_layout || w.rows % kRowsPerGroup != 0)) {
     fail(op, ": weight '", w.name, "' has an interleaved copy, but ", info->name,
          " has no such layout or the rows are not a multiple of ", kRowsPerGroup);
   }
@@ -167,6 +170,21 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8
                           });
 }
 
+// The sixteen-row copy of a 32-value type (WeightMatrix::rows8 holds it): sixteen rows
+// per kernel call, the last group's padding rows not written.
+template <class Rows16, class Act, class Kernel>
+void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel kernel, float* y) {
+  const std::size_t nblocks = w.cols / 32;
+  const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
+  for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
+                          [&](std::size_t first, std::size_t last) {
+                            for (std::size_t g = first; g < last; ++g) {
+                              kernel(groups + g * nblocks, nblocks, w.rows - g * kRows16, xq,
+                                     y + g * kRows16);
+                            }
+                          });
+}
+
 template <class Block, class Act, class Dot>
 void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, float* y) {
   const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
@@ -215,6 +233,10 @@ void matvec_of(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
   using Rows8 = typename WeightKernels<W>::Rows8;
   if constexpr (!std::is_void_v<Rows8>) {
     if (w.rows8 != nullptr) return matvec_rows8<Rows8>(ctx, w, xq, k.rows8, y);
+  }
+  using Rows16 = typename WeightKernels<W>::Rows16;
+  if constexpr (!std::is_void_v<Rows16>) {
+    if (w.rows8 != nullptr) return matvec_rows16<Rows16>(ctx, w, xq, k.rows16, y);
   }
   if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
     if (k.dot_lanes != nullptr) {
@@ -273,6 +295,29 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
                                    ys[j] + g * kRowsPerGroup, 0, WeightsFrom::memory);
                          }
                        });
+    }
+  }
+  using Rows16 = typename WeightKernels<W>::Rows16;
+  if constexpr (!std::is_void_v<Rows16>) {
+    if (std::all_of(ws.begin(), ws.end(), [](const WeightMatrix* w) { return w->rows8; })) {
+      const std::size_t nblocks = first.cols / 32;
+      // Items are groups of sixteen rows; a matrix's last group may be partial.
+      for (std::size_t j = 0; j < ws.size(); ++j) {
+        starts[j + 1] = starts[j] + (ws[j]->rows + kRows16 - 1) / kRows16;
+      }
+      return for_each_streamed_chunk(
+          ctx, starts[ws.size()], nblocks * sizeof(Rows16),
+          [&](std::size_t begin, std::size_t end) {
+            for (std::size_t j = 0; j < ws.size(); ++j) {
+              const auto* groups = reinterpret_cast<const Rows16*>(ws[j]->rows8);
+              const std::size_t lo = std::max(begin, starts[j]), hi = std::min(end, starts[j + 1]);
+              for (std::size_t item = lo; item < hi; ++item) {
+                const std::size_t g = item - starts[j];
+                k.rows16(groups + g * nblocks, nblocks, ws[j]->rows - g * kRows16, xq,
+                         ys[j] + g * kRows16);
+              }
+            }
+          });
     }
   }
   const std::size_t nblocks = first.cols / W::values_per_block;

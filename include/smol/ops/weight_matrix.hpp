@@ -17,9 +17,11 @@ struct WeightMatrix {
   std::size_t cols = 0;       // input features, the row length (GGUF dims[0])
   std::size_t row_bytes = 0;  // bytes of one row: ggml_row_bytes(type, cols)
   std::string_view name;      // for error messages
-  // Q4_K and Q6_K: the same rows interleaved in groups of 8 (rows / 8 groups of
-  // cols / 256 BlockQ4KRows8 or BlockQ6KRows8, quant/rows8.hpp), or nullptr. Made by
-  // Model's `repack` option.
+  // The same rows interleaved at load time, or nullptr; the layout is the type's. Q4_K
+  // and Q6_K: groups of 8 (rows / 8 groups of cols / 256 BlockQ4KRows8 or
+  // BlockQ6KRows8, quant/rows8.hpp). Q4_1: groups of 16, the last one padded with zero
+  // rows (cols / 32 BlockQ4_1Rows16 per group, quant/rows16.hpp; decode only: prefill
+  // reads `data`). Made by Model's `repack` option.
   const std::byte* rows8 = nullptr;
 
   const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }

@@ -19,6 +19,7 @@
 #include "smol/core/error.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
 #include "smol/quant/weight_types.hpp"
 #include "smol/simd/arch.hpp"
@@ -66,6 +67,12 @@ struct WeightKernels {
   LaneSums lanes = LaneSums::q4k_scaled_by_d;
   // Rows interleaved by eight (decode and prefill): the scalar set has the references.
   Rows8Fn<std::conditional_t<std::is_void_v<Rows8>, std::byte, Rows8>> rows8 = nullptr;
+  // Sixteen interleaved rows of a 32-value type (quant/rows16.hpp) dotted with one token:
+  // y[r] = row r . x for r < n_rows (n_rows <= 16), rounded like the AMX tiles' token
+  // (decode on the copy). The scalar set has the references.
+  using Rows16 = typename Rows16Of<Block>::type;  // void: the type has no such copy
+  void (*rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>*,
+                 std::size_t nblocks, std::size_t n_rows, const Activation* x, float* y) = nullptr;
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
   // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value
@@ -75,6 +82,12 @@ struct WeightKernels {
   void (*tile_dots)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                     const Activation* x, std::size_t x_stride, std::size_t nblocks,
                     std::size_t n_tokens, float* y, std::size_t y_stride) = nullptr;
+  // The same on the sixteen-row copy (`rows16`'s layout), for `n_rows` rows from the
+  // first group of `w`: where a set has it (AMX), prefill reads the copy that decode reads.
+  void (*tile_dots_rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>* w,
+                           std::size_t n_rows, const Activation* x, std::size_t x_stride,
+                           std::size_t nblocks, std::size_t n_tokens, float* y,
+                           std::size_t y_stride) = nullptr;
 };
 
 namespace detail {

@@ -84,6 +84,7 @@ inline Kernels with_scalar_fallbacks(Kernels k) noexcept {
     const auto& reference = s.of(w);
     if (!mine.dot) mine.dot = reference.dot;
     if (!mine.rows8) mine.rows8 = reference.rows8;
+    if (!mine.rows16) mine.rows16 = reference.rows16;
   });
   if (!k.quantize_row_q8k) k.quantize_row_q8k = s.quantize_row_q8k;
   if (!k.quantize_row_q8_0) k.quantize_row_q8_0 = s.quantize_row_q8_0;

@@ -20,9 +20,10 @@
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
-#include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
+#include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
+#include "smol/simd/x86_avx512_rows16.hpp"
 
 namespace smol {
 
@@ -348,15 +349,22 @@ struct LegacyKernelUnit {
     WeightKernels<BlockWeight<Block>> k;
     if constexpr (std::is_same_v<Arch, scalar_arch>) {
       k.dot = scalar::dot_legacy<Block>;
+      if constexpr (std::is_same_v<Block, BlockQ4_1>) k.rows16 = rows16_q4_1_reference;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       if constexpr (is_avx512_v<Arch>) {
+        if constexpr (std::is_same_v<Block, BlockQ4_1>) {
+          k.rows16 = simd::x86::rows16_q4_1_q8_1_512<Arch>;
+        }
         k.dot = [](const Block* x, const LegacyActivation<Block>* y, std::size_t n) noexcept {
           return simd::x86::dot_pairs_512<Arch>(
               x, y, n, [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
         };
       } else {
         k.dot = simd::x86::dot_legacy<Arch, Block>;
+        if constexpr (std::is_same_v<Block, BlockQ4_1>) {
+          k.rows16 = simd::x86::rows16_q4_1_q8_1_256<Arch>;
+        }
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
@@ -367,6 +375,9 @@ struct LegacyKernelUnit {
               w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
               [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
         };
+        if constexpr (std::is_same_v<Block, BlockQ4_1>) {
+          k.tile_dots_rows16 = simd::x86::amx_tile_dots_q4_1_rows16<Arch>;
+        }
       } else if constexpr (kHasMin<Block>) {
         k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
       }

@@ -32,6 +32,7 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/rows16.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/x86_amx.hpp"
 
@@ -71,45 +72,16 @@ inline Block32Scratch& block32_scratch() noexcept {
   return scratch;
 }
 
-// y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
-// `n_tokens` activation rows `x_stride` blocks apart. `levels(block)` gives a block's 32
-// integer levels as bytes in value order: unsigned for the types with a min (dotted with
-// Q8_1 blocks, whose s carries the min term), signed otherwise.
-template <class Arch, class Block, class Activation, class Levels>
-void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                            const Activation* x, std::size_t x_stride, std::size_t nblocks,
-                            std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels) {
+// The tile loop, on weights already expanded into the thread's scratch (planes, wd, wm)
+// for `n_rows` rows: y[t * y_stride + r] = row r . token t.
+template <class Arch, class Activation>
+void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activation* x,
+                           std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
+                           float* y, std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
-  Block32Scratch& s = block32_scratch();
-  s.planes.resize(groups * nblocks * 512);
-  s.wd.resize(groups * nblocks * kTokenTile);
-  s.wm.resize(groups * nblocks * kTokenTile);
   s.yd.resize(nblocks * kTokenTile);
   s.ys.resize(nblocks * kTokenTile);
-
-  // The weights, once: quad q of row r's block b goes to bytes 64 q + 4 r of the block's
-  // 512; rows past n_rows are zeros, their results dropped.
-  const __m256i quad_offsets = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
-  for (std::size_t g = 0; g < groups; ++g) {
-    for (std::size_t r = 0; r < kTokenTile; ++r) {
-      const std::size_t row = g * kTokenTile + r;
-      const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
-      for (std::size_t b = 0; b < nblocks; ++b) {
-        std::uint8_t* plane = s.planes.data() + (g * nblocks + b) * 512 + 4 * r;
-        const std::size_t at = (g * nblocks + b) * kTokenTile + r;
-        if (row < n_rows) {
-          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b]), 1);
-          s.wd[at] = f16_to_f32(blocks[b].d);
-          if constexpr (kMin) s.wm[at] = f16_to_f32(blocks[b].m);
-        } else {
-          _mm256_i32scatter_epi32(plane, quad_offsets, _mm256_setzero_si256(), 1);
-          s.wd[at] = s.wm[at] = 0.0f;
-        }
-      }
-    }
-  }
-
   memory_barrier<Arch>();  // the planes are stored before the tile loads read them
 
   // results[slot][i]: the sums of the i-th block of a pair; two slots, so that a pair's
@@ -202,6 +174,77 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
   _tile_release();
+}
+
+// y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
+// `n_tokens` activation rows `x_stride` blocks apart. `levels(block)` gives a block's 32
+// integer levels as bytes in value order: unsigned for the types with a min (dotted with
+// Q8_1 blocks, whose s carries the min term), signed otherwise.
+template <class Arch, class Block, class Activation, class Levels>
+void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                            const Activation* x, std::size_t x_stride, std::size_t nblocks,
+                            std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels) {
+  constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  Block32Scratch& s = block32_scratch();
+  s.planes.resize(groups * nblocks * 512);
+  s.wd.resize(groups * nblocks * kTokenTile);
+  s.wm.resize(groups * nblocks * kTokenTile);
+
+  // The weights, once: quad q of row r's block b goes to bytes 64 q + 4 r of the block's
+  // 512; rows past n_rows are zeros, their results dropped.
+  const __m256i quad_offsets = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
+  for (std::size_t g = 0; g < groups; ++g) {
+    for (std::size_t r = 0; r < kTokenTile; ++r) {
+      const std::size_t row = g * kTokenTile + r;
+      const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::uint8_t* plane = s.planes.data() + (g * nblocks + b) * 512 + 4 * r;
+        const std::size_t at = (g * nblocks + b) * kTokenTile + r;
+        if (row < n_rows) {
+          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b]), 1);
+          s.wd[at] = f16_to_f32(blocks[b].d);
+          if constexpr (kMin) s.wm[at] = f16_to_f32(blocks[b].m);
+        } else {
+          _mm256_i32scatter_epi32(plane, quad_offsets, _mm256_setzero_si256(), 1);
+          s.wd[at] = s.wm[at] = 0.0f;
+        }
+      }
+    }
+  }
+
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+}
+
+// The same on Q4_1 rows interleaved by sixteen (quant/rows16.hpp), whose byte order is
+// the planes' already: splitting each 64-byte vector of nibble pairs into its low and
+// high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter. Decode
+// (matvec) and prefill then read one copy, and a token's result is the same bit for
+// bit (the float steps are rows16_q4_1_reference's).
+template <class Arch>
+void amx_tile_dots_q4_1_rows16(const BlockQ4_1Rows16* copy, std::size_t n_rows, const BlockQ8_1* x,
+                               std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
+                               float* y, std::size_t y_stride) {
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  Block32Scratch& s = block32_scratch();
+  s.planes.resize(groups * nblocks * 512);
+  s.wd.resize(groups * nblocks * kTokenTile);
+  s.wm.resize(groups * nblocks * kTokenTile);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (std::size_t i = 0; i < groups * nblocks; ++i) {
+    const BlockQ4_1Rows16& c = copy[i];
+    std::uint8_t* plane = s.planes.data() + i * 512;
+    for (std::size_t q = 0; q < 4; ++q) {
+      const __m512i v = _mm512_load_si512(c.qs[q]);
+      _mm512_storeu_si512(plane + 64 * q, _mm512_and_si512(v, low));
+      _mm512_storeu_si512(plane + 64 * (q + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+    }
+    _mm512_storeu_ps(s.wd.data() + i * kTokenTile,
+                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d))));
+    _mm512_storeu_ps(s.wm.data() + i * kTokenTile,
+                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
+  }
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 }  // namespace smol::simd::x86
