@@ -165,6 +165,7 @@ TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
     CHECK((k.of<GgmlType::Q6_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q2_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q3_K>().tile_dots != nullptr) == x86);
+    CHECK((k.of<GgmlType::Q5_K>().tile_dots != nullptr) == x86);
   }
 }
 

@@ -385,10 +385,11 @@ TEST_CASE(
                 check_close(y[t * rows + r], ref.of(tag).dot(wr, ar, nblocks), m);
                 CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                       std::bit_cast<std::uint32_t>(one[r]));
-                // The Q2_K and Q3_K tiles do the set's own dot, operation for operation:
-                // prefill and decode give a token the same bits (IQ4_XS's tiles sum in
-                // another order than its dot).
-                if constexpr (W::type == GgmlType::Q2_K || W::type == GgmlType::Q3_K) {
+                // The Q2_K, Q3_K and Q5_K tiles do the set's own dot, operation for
+                // operation: prefill and decode give a token the same bits (IQ4_XS's
+                // tiles sum in another order than its dot).
+                if constexpr (W::type == GgmlType::Q2_K || W::type == GgmlType::Q3_K ||
+                              W::type == GgmlType::Q5_K) {
                   CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                         std::bit_cast<std::uint32_t>(k.of(tag).dot(wr, ar, nblocks)));
                 }

@@ -1,8 +1,9 @@
 // The kernel unit of Q5_K (quant/q5_k.hpp): its dot with Q8_K activations in every
 // instruction set, all here. Q5_K is Q4_K plus a fifth bit per value, so each kernel is
 // its Q4_K sibling with the bit from qh added to the nibble before the multiply; the
-// min term is Q4_K's. No interleaved copy or prefill tiles yet: matmul loops the dot
-// over cache-sized blocks of rows and tokens.
+// min term is Q4_K's. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots), each
+// weight block unpacked once per tile, with the dot's bits (as Q3_K's). No interleaved
+// copy and no matrix-unit kernel yet.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include "smol/quant/q5_k.hpp"
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
+#include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol {
@@ -42,45 +44,103 @@ inline float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nbloc
 #if defined(SMOL_X86)
 namespace simd::x86 {
 
-// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
-// Quants reach 31 and activations |127|, so a vpmaddubsw pair sum stays below 2^13.
+// A Q5_K block unpacked for the 256-bit kernels: the 5-bit quants of sub-block v in
+// quants[v], its scale as int16 in scales[v] (one per 16-bit pair), the eight mins as
+// int16 pairs matching the activations' sixteen bsums, and the two block scales.
 template <class Arch>
-float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+struct Q5KUnpacked {
+  __m256i quants[8];
+  __m256i scales[8];
+  __m256i mins16;
+  float d, dmin;
+};
+
+template <class Arch>
+inline void unpack_q5k(const BlockQ5K& x, Q5KUnpacked<Arch>& u) noexcept {
   const __m256i nibble = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m128i mins_per_group =
       _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-  __m256i pick[8];
-  for (int j = 0; j < 8; ++j) pick[j] = pick_words<Arch>(j, j);
+  const __m128i packed = q4k_scales_and_mins<Arch>(x);
+  const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
+  u.mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group));
+  // Bit 2c of each qh byte belongs to sub-block 2c: shifted down two bits per chunk.
+  // (A 16-bit shift moves the high byte's bits into the low byte's top, which the
+  // mask by 1 discards.)
+  __m256i high_bits = load256<Arch>(x.qh);
+  for (int c = 0; c < 4; ++c) {
+    const __m256i q = load256<Arch>(x.qs + 32 * c);
+    u.quants[2 * c] = _mm256_or_si256(_mm256_and_si256(q, nibble),
+                                      _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
+    u.quants[2 * c + 1] = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble),
+        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
+    high_bits = _mm256_srli_epi16(high_bits, 2);
+  }
+  for (int v = 0; v < 8; ++v) u.scales[v] = _mm256_shuffle_epi8(sc16, pick_words<Arch>(v, v));
+  u.d = _cvtsh_ss(x.d);
+  u.dmin = _cvtsh_ss(x.dmin);
+}
+
+// sum_j sc_j * sum_l q_l y_l of an unpacked block and one activation block, in int32
+// lanes. Quants reach 31 and activations |127|, so a vpmaddubsw pair sum stays below 2^13.
+template <class Arch>
+inline __m256i q5k_sums(const Q5KUnpacked<Arch>& u, const BlockQ8K& y) noexcept {
+  __m256i sumi = _mm256_setzero_si256();
+  for (int v = 0; v < 8; ++v) {
+    const __m256i p = _mm256_maddubs_epi16(u.quants[v], load256<Arch>(y.qs + 32 * v));
+    sumi = madd16_acc<Arch>(sumi, p, u.scales[v]);
+  }
+  return sumi;
+}
+
+// One block's two float steps for one token: the scaled sums into acc, the min term
+// (sum_j m_j * bsum_j) into acc_min, kept apart until the end as Q4_K's dot does.
+template <class Arch>
+inline void q5k_accumulate(const Q5KUnpacked<Arch>& u, const BlockQ8K& y, __m256& acc,
+                           __m256& acc_min) noexcept {
+  const __m256i min_products = _mm256_madd_epi16(u.mins16, load256<Arch>(y.bsums));
+  acc_min =
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products), _mm256_set1_ps(u.dmin * y.d), acc_min);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q5k_sums<Arch>(u, y)), _mm256_set1_ps(u.d * y.d), acc);
+}
+
+// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
+template <class Arch>
+float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
-    const float yd = y[b].d;
-    const __m128i packed = q4k_scales_and_mins<Arch>(x[b]);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-    const __m256i min_products = _mm256_madd_epi16(
-        _mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group)), load256<Arch>(y[b].bsums));
-    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products),
-                              _mm256_set1_ps(_cvtsh_ss(x[b].dmin) * yd), acc_min);
-    // Bit 2c of each qh byte belongs to sub-block 2c: shifted down two bits per chunk.
-    // (A 16-bit shift moves the high byte's bits into the low byte's top, which the
-    // mask by 1 discards.)
-    __m256i high_bits = load256<Arch>(x[b].qh);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256<Arch>(x[b].qs + 32 * c);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, nibble),
-                                         _mm256_slli_epi16(_mm256_and_si256(high_bits, one), 4));
-      const __m256i hi = _mm256_or_si256(
-          _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble),
-          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 1), one), 4));
-      high_bits = _mm256_srli_epi16(high_bits, 2);
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256<Arch>(y[b].qs + 64 * c));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256<Arch>(y[b].qs + 64 * c + 32));
-      sumi = madd16_acc<Arch>(sumi, p_lo, _mm256_shuffle_epi8(sc16, pick[2 * c]));
-      sumi = madd16_acc<Arch>(sumi, p_hi, _mm256_shuffle_epi8(sc16, pick[2 * c + 1]));
-    }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(_cvtsh_ss(x[b].d) * yd), acc);
+    Q5KUnpacked<Arch> u;
+    unpack_q5k<Arch>(x[b], u);
+    q5k_accumulate<Arch>(u, y[b], acc, acc_min);
   }
   return hsum<Arch>(acc) - hsum<Arch>(acc_min);
+}
+
+// Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
+// all T. Each token's accumulators see exactly the dot's operations in the dot's order, so
+// a tile gives every token the dot's bits, whatever the tile size.
+template <class Arch, std::size_t T>
+struct Q5KRowTile {
+  static void run(const BlockQ5K* row, const BlockQ8K* act, std::size_t act_stride,
+                  std::size_t nblocks, float* out) noexcept {
+    __m256 acc[T], acc_min[T];
+    for (std::size_t t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      Q5KUnpacked<Arch> u;
+      unpack_q5k<Arch>(row[b], u);
+      for (std::size_t t = 0; t < T; ++t)
+        q5k_accumulate<Arch>(u, act[t * act_stride + b], acc[t], acc_min[t]);
+    }
+    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]) - hsum<Arch>(acc_min[t]);
+  }
+};
+
+template <class Arch>
+void tile_dots_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows, const BlockQ8K* x,
+                   std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
+                   std::size_t y_stride) noexcept {
+  run_tiles<BlockQ5K, Arch, Q5KRowTile, is_avx512_v<Arch> ? 8 : 4, /*kAssign=*/true>(
+      w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 }  // namespace simd::x86
@@ -131,6 +191,7 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_q5k_q8k<Arch>;
+      k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {
