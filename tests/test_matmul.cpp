@@ -152,6 +152,34 @@ TEST_CASE("matmul on a sixteen-row Q4_1 copy: as the file's rows, bit for bit") 
   }
 }
 
+TEST_CASE("OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
+  // Where matvec rounds like the tiles (AMX on a Q4_1 copy), one token takes the decode
+  // kernel; it must still equal that token's row of a many-token call, and the file's
+  // rows (no copy) keep the tiles.
+  std::mt19937 rng(26);
+  const std::size_t rows = 37, cols = 576, n_tokens = 5;
+  const auto bytes = random_matrix(GgmlType::Q4_1, rows, cols, rng);
+  const WeightMatrix file_rows = view(GgmlType::Q4_1, bytes, rows, cols);
+  const auto copy = rows8_copy(file_rows);
+  const WeightMatrix w = with_rows8(file_rows, copy);
+  const auto x = random_floats(n_tokens * cols, rng);
+  for (Isa isa : available_isas()) {
+    Context ctx(2, isa);
+    CAPTURE(isa_name(isa));
+    CHECK_FALSE(matvec_rounds_like_tiles(ctx, file_rows));
+    CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
+    for (const WeightMatrix* m : {&file_rows, &w}) {
+      std::vector<float> many(n_tokens * rows), one(rows);
+      matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);
+      for (std::size_t t = 0; t < n_tokens; ++t) {
+        matmul(ctx, *m, x.data() + t * cols, 1, one.data(), OneToken::tiles);
+        CAPTURE(t);
+        CHECK(std::memcmp(one.data(), many.data() + t * rows, rows * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
   for (Isa isa : available_isas()) {
     const Kernels& k = kernels_for_isa(isa);

@@ -7,6 +7,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -177,13 +178,17 @@ class LayerPass {
   }
 
   // project() for matrices that read the same input: one pass over the threads for all
-  // of them when the batch is one token decoded with the matvec kernels (microseconds:
+  // of them when the batch is one token decoded with the matvec kernels (OneToken::matvec,
+  // or matrices whose matvec rounds like the tiles; microseconds:
   // `cancel` is polled once, after it); else one project() each, `cancel` polled after
   // each, so that a long prefill polls as often as with separate calls.
   void project_shared_input(std::initializer_list<const WeightMatrix*> ws, const float* x,
                             std::size_t n, std::initializer_list<float*> ys,
                             const CancelCheck& cancel) {
-    if (n == 1 && one_token_ == OneToken::matvec) {
+    if (n == 1 && (one_token_ == OneToken::matvec ||
+                   std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
+                     return matvec_rounds_like_tiles(*context_, *w);
+                   }))) {
       matvec_shared_input(*context_, std::span(ws.begin(), ws.size()), x,
                           std::span(ys.begin(), ys.size()));
       cancel.throw_if_requested();

@@ -222,12 +222,28 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 // the same at any n, so a token's result never depends on how many share its batch.
 enum class OneToken { matvec, tiles };
 
+// Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
+// may take the decode kernel for one token at no cost to batch invariance. True where
+// prefill reads a 32-value type's sixteen-row copy (AMX): the decode kernel on that copy
+// rounds like a tile's token (quant/rows16.hpp; tested bit for bit in test_matvec).
+// Elsewhere the two sum in different orders, and one token must run on the tiles.
+inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
+  if (ctx.activation_precision == ActivationPrecision::f32 || w.rows8 == nullptr) return false;
+  bool same = false;
+  visit_weight_type(w.type, [&]<class W>(W) {
+    if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
+      same = ctx.kernels().of(W{}).tile_dots_rows16 != nullptr;
+    }
+  });
+  return same;
+}
+
 // x: n_tokens x w.cols row-major; y: n_tokens x w.rows row-major.
 inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
                    float* y, OneToken one_token = OneToken::matvec) {
   detail::check_weight_matrix(w, "matmul");
   if (n_tokens == 0) return;
-  if (n_tokens == 1 && one_token == OneToken::matvec) {  // matmul(n = 1) equals matvec exactly
+  if (n_tokens == 1 && (one_token == OneToken::matvec || matvec_rounds_like_tiles(ctx, w))) {
     matvec(ctx, w, x, y);
     return;
   }
