@@ -149,12 +149,9 @@ std::shared_ptr<const Grammar> bench_grammar(const BenchOptions& options) {
 int run(const BenchOptions& options) {
   std::shared_ptr<const Grammar> grammar = bench_grammar(options);
   // auto asks the kernels of the ISA the tests run with (--isa, else the default).
-  Repack repack = options.repack;
-  if (repack == Repack::when_faster) {
-    repack = repacking_pays(options.isa) ? Repack::always : Repack::never;
-  }
-  const Model model =
-      Model::open(options.model_path, ModelOptions{.repack = repack, .rope = options.rope});
+  const Model model = Model::open(
+      options.model_path,
+      ModelOptions{.repack = options.repack, .rope = options.rope, .repack_for = options.isa});
   if (!options.parallel_sequences.empty()) return run_parallel_tests(model, options);
   if (options.speculation.enabled()) return run_speculative_tests(model, options);
   BenchReport report;

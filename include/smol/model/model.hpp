@@ -65,6 +65,9 @@ inline void apply_rope_overrides(ModelConfig& config, const RopeOverrides& o) {
 struct ModelOptions {
   Repack repack = Repack::never;
   RopeOverrides rope{};
+  // The instruction set whose kernels Repack::when_faster asks (a benchmark forcing one);
+  // unset: the one a Context would pick ($SMOL_ISA, else the best).
+  std::optional<Isa> repack_for{};
 };
 
 inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
@@ -99,8 +102,9 @@ class Model {
     weights_ = ModelWeights::from_gguf(file_, config_);
     const bool always = options.repack == Repack::always;
     const bool automatic = options.repack == Repack::when_faster;
-    const RepackLayouts layouts{.rows8 = always || (automatic && repacking_pays()),
-                                .rows16 = always || (automatic && repacking_rows16_pays())};
+    const RepackLayouts layouts{
+        .rows8 = always || (automatic && repacking_pays(options.repack_for)),
+        .rows16 = always || (automatic && repacking_rows16_pays(options.repack_for))};
     if (layouts.rows8 || layouts.rows16) repacked_ = RepackedWeights(weights_, file_, layouts);
   }
 
