@@ -20,7 +20,9 @@
 // rounding step, so the target must run one token on the tiles too
 // (TransformerOptions::one_token = OneToken::tiles, batch-invariant: a token's bits do not
 // depend on how many share its pass); then greedy output equals plain decoding token for
-// token, and sampling keeps plain decoding's distribution.
+// token, and sampling keeps plain decoding's distribution. (Where a matrix's matvec
+// rounds like its tiles, AMX on Q4_1's sixteen-row copy, one token takes matvec anyway:
+// ops/matmul.hpp's matvec_rounds_like_tiles.)
 //
 // ReplyGenerator drives it: choose() in place of Sampler::sample, advance() in place of
 // PromptCache::extend.
