@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 #include "scratch_dir.hpp"
 #include "smol/gguf/writer.hpp"
@@ -751,19 +752,17 @@ TEST_CASE(
   CHECK(a["logprobs"]["content"][0].contains("logprob"));
 }
 
-TEST_CASE(
-    "--spec-type ngram-simple: replies side by side are the undrafted ones; guesses counted") {
-  ServerProcess server({"-c", "2048", "-np", "4", "--spec-type", "ngram-simple"});
-  // Prompts that repeat themselves, so that prompt lookup has guesses the random
-  // fixture's loops then confirm.
-  const std::vector<std::string> prompts = {
-      "one two three one two three one two three one two",
-      "Numbers: 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2",
-      "The cat sat on the mat. The cat sat on the mat. The cat sat on the",
-      "red green blue red green blue red green"};
-  const auto body = [](const std::string& prompt, bool drafting) {
-    Json json = {{"prompt", prompt}, {"max_tokens", 40}, {"temperature", 0}, {"ignore_eos", true}};
-    if (!drafting) json["speculative.n_max"] = 0;  // llama-server's field: no drafts
+namespace {
+
+// Each prompt completed greedily alone with drafting off (`speculative.n_max: 0`,
+// llama-server's field), then all at once side by side with the server's drafting:
+// {plain, drafted}, in the prompts' order.
+std::pair<std::vector<Json>, std::vector<Json>> plain_and_drafted(
+    ServerProcess& server, const std::vector<std::string>& prompts, int max_tokens) {
+  const auto body = [&](const std::string& prompt, bool drafting) {
+    Json json = {
+        {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}};
+    if (!drafting) json["speculative.n_max"] = 0;
     return json.dump();
   };
   const auto complete = [&](const std::string& text) {
@@ -780,6 +779,22 @@ TEST_CASE(
     clients.emplace_back([&, i] { drafted[i] = complete(body(prompts[i], true)); });
   }
   for (auto& c : clients) c.join();
+  return {std::move(plain), std::move(drafted)};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "--spec-type ngram-simple: replies side by side are the undrafted ones; guesses counted") {
+  ServerProcess server({"-c", "2048", "-np", "4", "--spec-type", "ngram-simple"});
+  // Prompts that repeat themselves, so that prompt lookup has guesses the random
+  // fixture's loops then confirm.
+  const std::vector<std::string> prompts = {
+      "one two three one two three one two three one two",
+      "Numbers: 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2",
+      "The cat sat on the mat. The cat sat on the mat. The cat sat on the",
+      "red green blue red green blue red green"};
+  const auto [plain, drafted] = plain_and_drafted(server, prompts, 40);
   std::int64_t guesses = 0, kept = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     CAPTURE(i);
@@ -814,25 +829,7 @@ TEST_CASE("-md: a draft model's guesses, the undrafted replies, nearly all kept"
   // the very tokens the model chooses.
   ServerProcess server({"-c", "1024", "-np", "2", "-md", kFixture, "--draft-max", "8"});
   const std::vector<std::string> prompts = {"Once upon a time", "The cat sat on the mat."};
-  const auto body = [](const std::string& prompt, bool drafting) {
-    Json json = {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
-    if (!drafting) json["speculative.n_max"] = 0;
-    return json.dump();
-  };
-  const auto complete = [&](const std::string& text) {
-    httplib::Client client = server.client();
-    const auto res = client.Post("/v1/completions", text, "application/json");
-    REQUIRE(res);
-    REQUIRE(res->status == 200);
-    return Json::parse(res->body);
-  };
-  std::vector<Json> plain, drafted(prompts.size());
-  for (const std::string& p : prompts) plain.push_back(complete(body(p, false)));
-  std::vector<std::thread> clients;
-  for (std::size_t i = 0; i < prompts.size(); ++i) {
-    clients.emplace_back([&, i] { drafted[i] = complete(body(prompts[i], true)); });
-  }
-  for (auto& c : clients) c.join();
+  const auto [plain, drafted] = plain_and_drafted(server, prompts, 24);
   std::int64_t guesses = 0, kept = 0;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     CAPTURE(i);
