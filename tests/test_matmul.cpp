@@ -121,60 +121,66 @@ TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 th
   }
 }
 
-TEST_CASE("matmul on a sixteen-row Q4_1 copy: as the file's rows, bit for bit") {
-  // On AMX the tiles read the copy (amx_tile_dots_q4_1_rows16) and must round like the
-  // tiles on the file; elsewhere prefill reads the file's rows either way.
+TEST_CASE("matmul on a sixteen-row Q4_1 or Q8_0 copy: as the file's rows, bit for bit") {
+  // On AMX the tiles read the copy (amx_tile_dots_q4_1_rows16, _q8_0_rows16) and must
+  // round like the tiles on the file; elsewhere prefill reads the file's rows either way.
   std::mt19937 rng(25);
-  for (std::size_t rows : {16, 37, 264}) {
-    for (std::size_t cols : {32, 576}) {
-      const auto bytes = random_matrix(GgmlType::Q4_1, rows, cols, rng);
-      const WeightMatrix file_rows = view(GgmlType::Q4_1, bytes, rows, cols);
-      const auto copy = rows8_copy(file_rows);
-      const WeightMatrix w = with_rows8(file_rows, copy);
-      for (std::size_t n_tokens : {2, 17}) {
-        const auto x = random_floats(n_tokens * cols, rng);
-        for (Isa isa : available_isas()) {
-          for (int threads : {1, 3}) {
-            Context ctx(threads, isa);
-            std::vector<float> want(n_tokens * rows, -1.0f), got(n_tokens * rows, -2.0f);
-            matmul(ctx, file_rows, x.data(), n_tokens, want.data());
-            matmul(ctx, w, x.data(), n_tokens, got.data());
-            CAPTURE(isa_name(isa));
-            CAPTURE(threads);
-            CAPTURE(rows);
-            CAPTURE(cols);
-            CAPTURE(n_tokens);
-            CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0})
+    for (std::size_t rows : {16, 37, 264}) {
+      for (std::size_t cols : {32, 576}) {
+        CAPTURE(ggml_type_name(type));
+        const auto bytes = random_matrix(type, rows, cols, rng);
+        const WeightMatrix file_rows = view(type, bytes, rows, cols);
+        const auto copy = rows8_copy(file_rows);
+        const WeightMatrix w = with_rows8(file_rows, copy);
+        for (std::size_t n_tokens : {2, 8, 17}) {
+          const auto x = random_floats(n_tokens * cols, rng);
+          for (Isa isa : available_isas()) {
+            for (int threads : {1, 3}) {
+              Context ctx(threads, isa);
+              std::vector<float> want(n_tokens * rows, -1.0f), got(n_tokens * rows, -2.0f);
+              matmul(ctx, file_rows, x.data(), n_tokens, want.data());
+              matmul(ctx, w, x.data(), n_tokens, got.data());
+              CAPTURE(isa_name(isa));
+              CAPTURE(threads);
+              CAPTURE(rows);
+              CAPTURE(cols);
+              CAPTURE(n_tokens);
+              CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+            }
           }
         }
       }
     }
-  }
 }
 
-TEST_CASE("OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
-  // Where matvec rounds like the tiles (AMX on a Q4_1 copy), one token takes the decode
-  // kernel; it must still equal that token's row of a many-token call, and the file's
-  // rows (no copy) keep the tiles.
+TEST_CASE(
+    "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
+  // Where matvec rounds like the tiles (AMX on a Q4_1 or Q8_0 copy), one token takes the
+  // decode kernel; it must still equal that token's row of a many-token call, and the
+  // file's rows (no copy) keep the tiles.
   std::mt19937 rng(26);
   const std::size_t rows = 37, cols = 576, n_tokens = 5;
-  const auto bytes = random_matrix(GgmlType::Q4_1, rows, cols, rng);
-  const WeightMatrix file_rows = view(GgmlType::Q4_1, bytes, rows, cols);
-  const auto copy = rows8_copy(file_rows);
-  const WeightMatrix w = with_rows8(file_rows, copy);
-  const auto x = random_floats(n_tokens * cols, rng);
-  for (Isa isa : available_isas()) {
-    Context ctx(2, isa);
-    CAPTURE(isa_name(isa));
-    CHECK_FALSE(matvec_rounds_like_tiles(ctx, file_rows));
-    CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
-    for (const WeightMatrix* m : {&file_rows, &w}) {
-      std::vector<float> many(n_tokens * rows), one(rows);
-      matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);
-      for (std::size_t t = 0; t < n_tokens; ++t) {
-        matmul(ctx, *m, x.data() + t * cols, 1, one.data(), OneToken::tiles);
-        CAPTURE(t);
-        CHECK(std::memcmp(one.data(), many.data() + t * rows, rows * sizeof(float)) == 0);
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0}) {
+    CAPTURE(ggml_type_name(type));
+    const auto bytes = random_matrix(type, rows, cols, rng);
+    const WeightMatrix file_rows = view(type, bytes, rows, cols);
+    const auto copy = rows8_copy(file_rows);
+    const WeightMatrix w = with_rows8(file_rows, copy);
+    const auto x = random_floats(n_tokens * cols, rng);
+    for (Isa isa : available_isas()) {
+      Context ctx(2, isa);
+      CAPTURE(isa_name(isa));
+      CHECK_FALSE(matvec_rounds_like_tiles(ctx, file_rows));
+      CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
+      for (const WeightMatrix* m : {&file_rows, &w}) {
+        std::vector<float> many(n_tokens * rows), one(rows);
+        matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);
+        for (std::size_t t = 0; t < n_tokens; ++t) {
+          matmul(ctx, *m, x.data() + t * cols, 1, one.data(), OneToken::tiles);
+          CAPTURE(t);
+          CHECK(std::memcmp(one.data(), many.data() + t * rows, rows * sizeof(float)) == 0);
+        }
       }
     }
   }

@@ -68,7 +68,8 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
                   Shape{96, 11008, GgmlType::Q4_K}, Shape{8, 256, GgmlType::Q6_K},
                   Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K},
                   Shape{16, 32, GgmlType::Q4_1}, Shape{37, 576, GgmlType::Q4_1},
-                  Shape{1536, 576, GgmlType::Q4_1}}) {
+                  Shape{1536, 576, GgmlType::Q4_1}, Shape{16, 32, GgmlType::Q8_0},
+                  Shape{37, 576, GgmlType::Q8_0}, Shape{1536, 576, GgmlType::Q8_0}}) {
     const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
     const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);
@@ -92,24 +93,35 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
                    2e-6 * (ref[r].magnitude + std::fabs(want[r])) + 1e-30);
         }
         CHECK(bad == 0);
-        if (s.type == GgmlType::Q4_1) {
+        if (has_rows16_copy(s.type)) {
           // The sixteen-row copy rounds like the AMX tiles' single token, on every ISA
           // (the same float steps); on AMX the tiles themselves are the check.
           std::vector<float> tiles(s.rows, -3.0f);
-          std::vector<BlockQ8_1> x1(s.cols / 32);  // as matvec quantizes x (bit for bit)
-          quantize_row_q8_1(x.data(), x1.data(), s.cols);
-          const auto& amx = kernels_for_isa(isa == Isa::amx ? Isa::amx : Isa::scalar);
           const std::size_t nblocks = s.cols / 32, groups = (s.rows + 15) / 16;
-          if (isa == Isa::amx) {
-            amx.of<GgmlType::Q4_1>().tile_dots(file_rows.data, file_rows.row_bytes, s.rows,
-                                               x1.data(), nblocks, nblocks, 1, tiles.data(),
-                                               s.rows);
-          } else {
-            for (std::size_t g = 0; g < groups; ++g) {
-              rows16_q4_1_reference(
-                  reinterpret_cast<const BlockQ4_1Rows16*>(copy.data()) + g * nblocks, nblocks,
-                  s.rows - 16 * g, x1.data(), tiles.data() + 16 * g);
+          const auto& amx = kernels_for_isa(isa == Isa::amx ? Isa::amx : Isa::scalar);
+          const auto single_token = [&]<class W, class Act>(W, std::vector<Act> x1,
+                                                            auto reference) {
+            if (isa == Isa::amx) {
+              amx.of(W{}).tile_dots(file_rows.data, file_rows.row_bytes, s.rows, x1.data(), nblocks,
+                                    nblocks, 1, tiles.data(), s.rows);
+            } else {
+              using Rows16 = typename Rows16Of<typename W::Block>::type;
+              for (std::size_t g = 0; g < groups; ++g) {
+                reference(reinterpret_cast<const Rows16*>(copy.data()) + g * nblocks, nblocks,
+                          s.rows - 16 * g, x1.data(), nblocks, 1, nullptr, tiles.data() + 16 * g,
+                          0);
+              }
             }
+          };
+          // x quantized as matvec quantizes it (bit for bit).
+          if (s.type == GgmlType::Q4_1) {
+            std::vector<BlockQ8_1> x1(s.cols / 32);
+            quantize_row_q8_1(x.data(), x1.data(), s.cols);
+            single_token(weight_type_t<GgmlType::Q4_1>{}, x1, rows16_q4_1_reference);
+          } else {
+            std::vector<BlockQ8_0> x1(s.cols / 32);
+            scalar::quantize_row_q8_0(x.data(), x1.data(), s.cols);
+            single_token(weight_type_t<GgmlType::Q8_0>{}, x1, rows16_q8_0_reference);
           }
           CHECK(std::memcmp(tiles.data(), y.data(), s.rows * sizeof(float)) == 0);
         }
@@ -192,10 +204,10 @@ TEST_CASE("matvec: an interleaved copy on a matrix that cannot have one is an er
   std::vector<float> x(256, 1.0f), y(16);
   CHECK_THROWS_WITH_AS(matvec(ctx, odd_rows, x.data(), y.data()),
                        doctest::Contains("interleaved copy"), Error);
-  const auto q8 = random_matrix(GgmlType::Q8_0, 16, 256, rng);
-  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q8_0, q8, 16, 256), copy);
+  const auto q4 = random_matrix(GgmlType::Q4_0, 16, 256, rng);
+  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q4_0, q4, 16, 256), copy);
   CHECK_THROWS_WITH_AS(matvec(ctx, wrong_type, x.data(), y.data()),
-                       doctest::Contains("Q8_0 has no such layout"), Error);
+                       doctest::Contains("Q4_0 has no such layout"), Error);
 }
 
 TEST_CASE("matvec: SmolLM3 shapes") {

@@ -195,11 +195,11 @@ TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar se
   }
 }
 
-// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1: repacking keeps every
-// nibble and factor (a partial last group padded with zero rows), every ISA's kernel
-// equals the reference bit for bit (the same float steps), the reference is the scalar
-// dot on the file's rows to rounding, and on AMX both equal the prefill tiles' result
-// for a single token bit for bit.
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1 and Q8_0: repacking keeps
+// every quant and factor (a partial last group padded with zero rows), every ISA's
+// kernel equals the reference bit for bit (the same float steps), the reference is the
+// scalar dot on the file's rows to rounding, and on AMX both equal the prefill tiles'
+// result for a single token bit for bit, the tiles on the file's rows and on the copy.
 namespace {
 
 // Equal bits, or both NaN (a NaN's payload is not the point).
@@ -207,117 +207,233 @@ bool same_float(float a, float b) {
   return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
 }
 
-// The rows16 copy of a rows x nblocks Q4_1 matrix, group after group.
-std::vector<BlockQ4_1Rows16> repack_q4_1(const std::vector<BlockQ4_1>& rows, std::size_t n_rows,
-                                         std::size_t nblocks) {
+struct Q4_1Copy {
+  using W = weight_type_t<GgmlType::Q4_1>;
+  using Block = BlockQ4_1;
+  using Rows16 = BlockQ4_1Rows16;
+  static constexpr GgmlType type = GgmlType::Q4_1;
+  static constexpr auto repack = repack_q4_1_rows16;
+  static constexpr auto reference = rows16_q4_1_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q4_1_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) {
+    return i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4);
+  }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return rows16_q4_1_quant(p, r, i);
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) {
+    return p.d[r] == b.d && p.m[r] == b.m;
+  }
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0 && p.m[r] == 0; }
+  static double min_term(const Block& b, const BlockQ8_1& x) {
+    return std::fabs(f16_to_f32(b.m) * f16_to_f32(x.s));
+  }
+};
+
+struct Q8_0Copy {
+  using W = weight_type_t<GgmlType::Q8_0>;
+  using Block = BlockQ8_0;
+  using Rows16 = BlockQ8_0Rows16;
+  static constexpr GgmlType type = GgmlType::Q8_0;
+  static constexpr auto repack = repack_q8_0_rows16;
+  static constexpr auto reference = rows16_q8_0_reference;
+  // ggml's quantizer never writes -128, but a file may hold it: some blocks get a few.
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    auto v = q8_0_blocks(n, p, rng);
+    for (std::size_t b = 0; b < v.size(); b += 3) v[b].qs[rng() % 32] = -128;
+    return v;
+  }
+  static int quant(const Block& b, std::size_t i) { return b.qs[i]; }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return rows16_q8_0_quant(p, r, i);
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) { return p.d[r] == b.d; }
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
+  static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+};
+
+// The rows16 copy of a rows x nblocks matrix, group after group.
+template <class T>
+std::vector<typename T::Rows16> repack_rows16(const std::vector<typename T::Block>& rows,
+                                              std::size_t n_rows, std::size_t nblocks) {
   const std::size_t groups = (n_rows + kRows16 - 1) / kRows16;
-  std::vector<BlockQ4_1Rows16> packed(groups * nblocks);
-  CHECK(packed.size() * sizeof(BlockQ4_1Rows16) == rows16_bytes(n_rows, 32 * nblocks));
+  std::vector<typename T::Rows16> packed(groups * nblocks);
+  CHECK(packed.size() * sizeof(typename T::Rows16) == rows16_bytes(T::type, n_rows, 32 * nblocks));
   for (std::size_t g = 0; g < groups; ++g) {
-    repack_q4_1_rows16(reinterpret_cast<const std::byte*>(rows.data() + g * kRows16 * nblocks),
-                       nblocks * sizeof(BlockQ4_1), n_rows - g * kRows16, nblocks,
-                       packed.data() + g * nblocks);
+    T::repack(reinterpret_cast<const std::byte*>(rows.data() + g * kRows16 * nblocks),
+              nblocks * sizeof(typename T::Block), n_rows - g * kRows16, nblocks,
+              packed.data() + g * nblocks);
   }
   return packed;
 }
 
-}  // namespace
-
-TEST_CASE("repack_q4_1_rows16 keeps every nibble and factor in its lane, pads with zero rows") {
+template <class T>
+void check_rows16_repack() {
   std::mt19937 rng(51);
   for (std::size_t n_rows : {16, 21}) {
     const std::size_t nblocks = 18;
-    const auto rows = q4_1_blocks(n_rows * nblocks, Pattern::random, rng);
-    const auto packed = repack_q4_1(rows, n_rows, nblocks);
+    const auto rows = T::blocks(n_rows * nblocks, Pattern::random, rng);
+    const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
     for (std::size_t row = 0; row < packed.size() / nblocks * kRows16; ++row) {
       const std::size_t g = row / kRows16, r = row % kRows16;
       for (std::size_t b = 0; b < nblocks; ++b) {
-        const BlockQ4_1Rows16& p = packed[g * nblocks + b];
-        // AMX's order: quad q of row r at byte 64 q + 4 r (high nibbles for q >= 4).
+        const auto& p = packed[g * nblocks + b];
+        // AMX's order: quad q of row r at byte 64 q + 4 r.
         const auto* bytes = reinterpret_cast<const std::uint8_t*>(&p);
         CHECK(bytes[64 * 2 + 4 * r + 1] == p.qs[2][r][1]);
         if (row >= n_rows) {
-          CHECK((p.d[r] == 0 && p.m[r] == 0));
-          for (std::size_t i = 0; i < 32; ++i) CHECK(rows16_q4_1_quant(p, r, i) == 0);
+          CHECK(T::zero_factors(p, r));
+          for (std::size_t i = 0; i < 32; ++i) CHECK(T::copy_quant(p, r, i) == 0);
           continue;
         }
-        const BlockQ4_1& want = rows[row * nblocks + b];
-        CHECK((p.d[r] == want.d && p.m[r] == want.m));
-        for (std::size_t i = 0; i < 32; ++i) {
-          const int q = i < 16 ? (want.qs[i] & 0xF) : (want.qs[i - 16] >> 4);
-          CHECK(rows16_q4_1_quant(p, r, i) == q);
-        }
+        const auto& want = rows[row * nblocks + b];
+        CHECK(T::same_factors(p, r, want));
+        for (std::size_t i = 0; i < 32; ++i) CHECK(T::copy_quant(p, r, i) == T::quant(want, i));
       }
     }
   }
 }
 
-TEST_CASE(
-    "rows16 Q4_1: every ISA's kernel equals the reference bit for bit, the reference the "
-    "scalar dot to rounding, and AMX's single-token tiles bit for bit") {
+template <class T>
+void check_rows16_kernels() {
   std::mt19937 rng(52);
   const Kernels& scalar = kernels_for_isa(Isa::scalar);
-  CHECK((scalar.of<GgmlType::Q4_1>().rows16 == rows16_q4_1_reference));
+  const auto& scalar_k = scalar.of<T::type>();
+  CHECK((scalar_k.rows16 == T::reference));
   for (Pattern pattern : kPatterns) {
     for (std::size_t nblocks : {1, 18, 43}) {
       for (std::size_t n_rows : {16, 37}) {
         CAPTURE(static_cast<int>(pattern));
         CAPTURE(nblocks);
         CAPTURE(n_rows);
-        const auto rows = q4_1_blocks(n_rows * nblocks, pattern, rng);
-        const auto packed = repack_q4_1(rows, n_rows, nblocks);
-        const auto x = q8_1_activations(32 * nblocks, pattern, rng);
+        const auto rows = T::blocks(n_rows * nblocks, pattern, rng);
+        const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
+        const auto x = weight_activations<typename T::W>(32 * nblocks, pattern, rng);
+        std::vector<std::int32_t> offsets(nblocks, 0);
+        if constexpr (T::type == GgmlType::Q8_0) offset_sums(x.data(), nblocks, offsets.data());
         const std::size_t groups = packed.size() / nblocks;
         std::vector<float> want(n_rows);
         for (std::size_t g = 0; g < groups; ++g) {
-          rows16_q4_1_reference(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
-                                x.data(), want.data() + g * kRows16);
+          T::reference(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(),
+                       nblocks, 1, nullptr, want.data() + g * kRows16, 0);
         }
         if (pattern != Pattern::huge_scales) {  // (huge scales overflow either way)
           for (std::size_t r = 0; r < n_rows; ++r) {
-            const BlockQ4_1* row = rows.data() + r * nblocks;
+            const auto* row = rows.data() + r * nblocks;
             double magnitude = 0;
             for (std::size_t b = 0; b < nblocks; ++b) {
               double s = 0;
-              for (std::size_t i = 0; i < 32; ++i) {
-                const int q = i < 16 ? (row[b].qs[i] & 0xF) : (row[b].qs[i - 16] >> 4);
-                s += std::abs(q * x[b].qs[i]);
-              }
+              for (std::size_t i = 0; i < 32; ++i) s += std::abs(T::quant(row[b], i) * x[b].qs[i]);
               magnitude += std::fabs(f16_to_f32(row[b].d) * f16_to_f32(x[b].d)) * s +
-                           std::fabs(f16_to_f32(row[b].m) * f16_to_f32(x[b].s));
+                           T::min_term(row[b], x[b]);
             }
-            const float dot = scalar.of<GgmlType::Q4_1>().dot(row, x.data(), nblocks);
+            const float dot = scalar_k.dot(row, x.data(), nblocks);
             CHECK(std::fabs(want[r] - dot) <= 1e-5 * magnitude + 1e-30);
           }
         }
         for (Isa isa : available_isas()) {
           CAPTURE(isa_name(isa));
-          const auto& k = kernels_for_isa(isa).of<GgmlType::Q4_1>();
+          const auto& k = kernels_for_isa(isa).of<T::type>();
           // The x86 sets have a kernel of their own; the others fall back to the reference.
           const bool own =
               isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
-          CHECK(((k.rows16 != rows16_q4_1_reference) == own));
+          CHECK(((k.rows16 != T::reference) == own));
           std::vector<float> y(groups * kRows16, -7.0f);
           for (std::size_t g = 0; g < groups; ++g) {
-            k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(),
-                     y.data() + g * kRows16);
+            k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(), nblocks,
+                     1, offsets.data(), y.data() + g * kRows16, 0);
           }
           std::size_t bad = 0;
           for (std::size_t r = 0; r < n_rows; ++r) bad += !same_float(y[r], want[r]);
           CHECK(bad == 0);
           // Rows past n_rows are not written.
           for (std::size_t r = n_rows; r < y.size(); ++r) CHECK(y[r] == -7.0f);
+          CHECK(((k.tile_dots_rows16 != nullptr) == (isa == Isa::amx)));
           if (isa == Isa::amx) {
-            std::vector<float> tiles(n_rows, -7.0f);
+            std::vector<float> tiles(n_rows, -7.0f), copy_tiles(n_rows, -7.0f);
             k.tile_dots(reinterpret_cast<const std::byte*>(rows.data()),
-                        nblocks * sizeof(BlockQ4_1), n_rows, x.data(), nblocks, nblocks, 1,
+                        nblocks * sizeof(typename T::Block), n_rows, x.data(), nblocks, nblocks, 1,
                         tiles.data(), n_rows);
+            k.tile_dots_rows16(packed.data(), n_rows, x.data(), nblocks, nblocks, 1,
+                               copy_tiles.data(), n_rows);
             std::size_t differ = 0;
-            for (std::size_t r = 0; r < n_rows; ++r) differ += !same_float(tiles[r], y[r]);
+            for (std::size_t r = 0; r < n_rows; ++r) {
+              differ += !same_float(tiles[r], y[r]) + !same_float(copy_tiles[r], y[r]);
+            }
             CHECK(differ == 0);
           }
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rows16 repacking keeps every quant and factor in its lane, pads with zero rows") {
+  SUBCASE("Q4_1") {
+    check_rows16_repack<Q4_1Copy>();
+  }
+  SUBCASE("Q8_0") {
+    check_rows16_repack<Q8_0Copy>();
+  }
+}
+
+TEST_CASE(
+    "rows16: every ISA's kernel equals the reference bit for bit, the reference the scalar "
+    "dot to rounding, and AMX's single-token tiles (file rows and copy) bit for bit") {
+  SUBCASE("Q4_1") {
+    check_rows16_kernels<Q4_1Copy>();
+  }
+  SUBCASE("Q8_0") {
+    check_rows16_kernels<Q8_0Copy>();
+  }
+}
+
+TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA") {
+  // The few-token passes on AMX (matmul_rows16_few) rely on it: 1 to 9 tokens, so the
+  // four-token steps and every remainder run, tokens and outputs strided.
+  std::mt19937 rng(53);
+  const auto check = [&]<class T>(T) {
+    const std::size_t nblocks = 18, n_rows = 21, groups = 2, x_stride = nblocks + 3;
+    const auto rows = T::blocks(n_rows * nblocks, Pattern::random, rng);
+    const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
+    for (std::size_t n_tokens = 1; n_tokens <= 9; ++n_tokens) {
+      const auto x =
+          weight_activations<typename T::W>(32 * x_stride * n_tokens, Pattern::random, rng);
+      std::vector<std::int32_t> offsets(x.size(), 0);
+      if constexpr (T::type == GgmlType::Q8_0) offset_sums(x.data(), x.size(), offsets.data());
+      for (Isa isa : available_isas()) {
+        CAPTURE(isa_name(isa));
+        CAPTURE(n_tokens);
+        const auto& k = kernels_for_isa(isa).of<T::type>();
+        const std::size_t y_stride = groups * kRows16 + 5;
+        std::vector<float> many(n_tokens * y_stride, -7.0f), one(groups * kRows16, -7.0f);
+        for (std::size_t g = 0; g < groups; ++g) {
+          k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(), x_stride,
+                   n_tokens, offsets.data(), many.data() + g * kRows16, y_stride);
+        }
+        std::size_t differ = 0;
+        for (std::size_t t = 0; t < n_tokens; ++t) {
+          for (std::size_t g = 0; g < groups; ++g) {
+            k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
+                     x.data() + t * x_stride, x_stride, 1, offsets.data() + t * x_stride,
+                     one.data() + g * kRows16, 0);
+          }
+          for (std::size_t r = 0; r < n_rows; ++r)
+            differ += !same_float(one[r], many[t * y_stride + r]);
+          for (std::size_t r = n_rows; r < y_stride; ++r) differ += many[t * y_stride + r] != -7.0f;
+        }
+        CHECK(differ == 0);
+      }
+    }
+  };
+  SUBCASE("Q4_1") {
+    check(Q4_1Copy{});
+  }
+  SUBCASE("Q8_0") {
+    check(Q8_0Copy{});
   }
 }

@@ -425,13 +425,13 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
   return out;
 }
 
-// The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8), as Model's
-// repack option makes it; with_rows8 points `w.rows8` at it.
+// The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8) or a Q4_1 or Q8_0
+// one, as Model's repack option makes it; with_rows8 points `w.rows8` at it.
 inline AlignedBuffer<std::byte> rows8_copy(const WeightMatrix& w) {
-  if (w.type == GgmlType::Q4_1) {  // sixteen rows per group (quant/rows16.hpp)
-    AlignedBuffer<std::byte> copy(rows16_bytes(w.rows, w.cols));
+  if (has_rows16_copy(w.type)) {  // sixteen rows per group (quant/rows16.hpp)
+    AlignedBuffer<std::byte> copy(rows16_bytes(w.type, w.rows, w.cols));
     for (std::size_t g = 0; g < (w.rows + kRows16 - 1) / kRows16; ++g) {
-      repack_rows16_group(w.data, w.row_bytes, w.rows, w.cols, g, copy.data());
+      repack_rows16_group(w.type, w.data, w.row_bytes, w.rows, w.cols, g, copy.data());
     }
     return copy;
   }

@@ -21,7 +21,7 @@
 
 namespace smol {
 
-// Which layouts to make: the K-quants' eight-row copies, Q4_1's sixteen-row ones.
+// Which layouts to make: the K-quants' eight-row copies, Q4_1's and Q8_0's sixteen-row ones.
 struct RepackLayouts {
   bool rows8 = true;
   bool rows16 = true;
@@ -32,7 +32,7 @@ class RepackedWeights {
   RepackedWeights() = default;
 
   // Repacks every Q4_K and Q6_K matrix of `weights` whose rows come in whole groups of
-  // 8 (layouts.rows8) and every Q4_1 matrix (layouts.rows16; a partial last group is
+  // 8 (layouts.rows8) and every Q4_1 and Q8_0 matrix (layouts.rows16; a partial last group is
   // padded), and points its view at the copy. Matrices of other types are left as they are.
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
       : layouts_(layouts) {
@@ -63,22 +63,22 @@ class RepackedWeights {
 
  private:
   bool repackable(const WeightMatrix& w) const noexcept {
-    if (w.type == GgmlType::Q4_1) return layouts_.rows16 && w.rows > 0;
+    if (has_rows16_copy(w.type)) return layouts_.rows16 && w.rows > 0;
     return layouts_.rows8 && (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) &&
            w.rows % kRowsPerGroup == 0 && w.rows > 0;
   }
   // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
   // is only a multiple of 16).
   static std::size_t copy_bytes(const WeightMatrix& w) noexcept {
-    const std::size_t bytes = w.type == GgmlType::Q4_1 ? rows16_bytes(w.rows, w.cols)
-                                                       : rows8_bytes(w.type, w.rows, w.cols);
+    const std::size_t bytes = has_rows16_copy(w.type) ? rows16_bytes(w.type, w.rows, w.cols)
+                                                      : rows8_bytes(w.type, w.rows, w.cols);
     return (bytes + 63) / 64 * 64;
   }
 
   static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
-    if (w.type == GgmlType::Q4_1) {
+    if (has_rows16_copy(w.type)) {
       tbb::parallel_for(std::size_t{0}, (w.rows + kRows16 - 1) / kRows16, [&](std::size_t g) {
-        repack_rows16_group(w.data, w.row_bytes, w.rows, w.cols, g, out);
+        repack_rows16_group(w.type, w.data, w.row_bytes, w.rows, w.cols, g, out);
       });
     } else {
       tbb::parallel_for(std::size_t{0}, w.rows / kRowsPerGroup, [&](std::size_t g) {

@@ -169,6 +169,31 @@ void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activa
   });
 }
 
+// Up to this many tokens, a sixteen-row copy that AMX's tiles read takes the decode
+// kernel over the tokens instead (WeightKernels::rows16, each block's weights loaded
+// once for all of them): the tiles' fixed cost per call (the weights unpacked into tile
+// order, the tile configuration) outweighs their speed for a few tokens, as when
+// speculative decoding verifies a draft or a server decodes a few sequences. Both round
+// a token alike, so the choice is speed alone (bench: smol-bench --spec-type).
+inline constexpr std::size_t kRows16FewTokens = 8;
+
+// A few tokens on a sixteen-row copy: groups streamed over the threads as decode does.
+template <class W>
+void matmul_rows16_few(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
+                       std::size_t n_tokens, float* y, decltype(WeightKernels<W>::rows16) kernel) {
+  using Rows16 = typename WeightKernels<W>::Rows16;
+  const std::size_t nblocks = w.cols / 32;
+  const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
+  const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xs, nblocks, n_tokens);
+  for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
+                          [&](std::size_t first, std::size_t last) {
+                            for (std::size_t g = first; g < last; ++g) {
+                              kernel(groups + g * nblocks, nblocks, w.rows - g * kRows16, xs,
+                                     nblocks, n_tokens, offsets, y + g * kRows16, w.rows);
+                            }
+                          });
+}
+
 // Prefill for weights of type W, on the fastest path the set and the model offer: the
 // interleaved copy, the matrix unit, the tiles, else the dot kernel.
 template <class W>
@@ -185,8 +210,10 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   using Rows16 = typename WeightKernels<W>::Rows16;
   if constexpr (!std::is_void_v<Rows16>) {
     if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
-      return matmul_rows16<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,
-                              k.tile_dots_rows16);
+      const auto* xs = activations_for<W>(ctx, x, w.cols, n_tokens);
+      if (n_tokens <= kRows16FewTokens)
+        return matmul_rows16_few<W>(ctx, w, xs, n_tokens, y, k.rows16);
+      return matmul_rows16<W>(ctx, w, xs, n_tokens, y, k.tile_dots_rows16);
     }
   }
   if (k.matrix != nullptr) return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix);

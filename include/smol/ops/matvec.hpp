@@ -170,17 +170,33 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8
                           });
 }
 
+// The tokens' offset sums where a sixteen-row copy stores its quants plus 128 (Q8_0),
+// made once for all the groups, `nblocks` apart like the tokens; null for the other
+// copies.
+template <class Rows16, class Act>
+const std::int32_t* rows16_offsets(Context& ctx, const Act* xq, std::size_t nblocks,
+                                   std::size_t n_tokens = 1) {
+  if constexpr (std::is_same_v<Rows16, BlockQ8_0Rows16>) {
+    auto* offsets = ctx.scratch_as<std::int32_t>(Scratch::offset_sums, n_tokens * nblocks);
+    offset_sums(xq, n_tokens * nblocks, offsets);
+    return offsets;
+  } else {
+    return nullptr;
+  }
+}
+
 // The sixteen-row copy of a 32-value type (WeightMatrix::rows8 holds it): sixteen rows
 // per kernel call, the last group's padding rows not written.
 template <class Rows16, class Act, class Kernel>
 void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel kernel, float* y) {
   const std::size_t nblocks = w.cols / 32;
   const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
+  const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks);
   for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
                           [&](std::size_t first, std::size_t last) {
                             for (std::size_t g = first; g < last; ++g) {
                               kernel(groups + g * nblocks, nblocks, w.rows - g * kRows16, xq,
-                                     y + g * kRows16);
+                                     nblocks, 1, offsets, y + g * kRows16, 0);
                             }
                           });
 }
@@ -301,6 +317,7 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
   if constexpr (!std::is_void_v<Rows16>) {
     if (std::all_of(ws.begin(), ws.end(), [](const WeightMatrix* w) { return w->rows8; })) {
       const std::size_t nblocks = first.cols / 32;
+      const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks);
       // Items are groups of sixteen rows; a matrix's last group may be partial.
       for (std::size_t j = 0; j < ws.size(); ++j) {
         starts[j + 1] = starts[j] + (ws[j]->rows + kRows16 - 1) / kRows16;
@@ -313,8 +330,8 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
               const std::size_t lo = std::max(begin, starts[j]), hi = std::min(end, starts[j + 1]);
               for (std::size_t item = lo; item < hi; ++item) {
                 const std::size_t g = item - starts[j];
-                k.rows16(groups + g * nblocks, nblocks, ws[j]->rows - g * kRows16, xq,
-                         ys[j] + g * kRows16);
+                k.rows16(groups + g * nblocks, nblocks, ws[j]->rows - g * kRows16, xq, nblocks, 1,
+                         offsets, ys[j] + g * kRows16, 0);
               }
             }
           });

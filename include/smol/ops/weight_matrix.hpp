@@ -19,9 +19,10 @@ struct WeightMatrix {
   std::string_view name;      // for error messages
   // The same rows interleaved at load time, or nullptr; the layout is the type's. Q4_K
   // and Q6_K: groups of 8 (rows / 8 groups of cols / 256 BlockQ4KRows8 or
-  // BlockQ6KRows8, quant/rows8.hpp). Q4_1: groups of 16, the last one padded with zero
-  // rows (cols / 32 BlockQ4_1Rows16 per group, quant/rows16.hpp; decode only: prefill
-  // reads `data`). Made by Model's `repack` option.
+  // BlockQ6KRows8, quant/rows8.hpp). Q4_1 and Q8_0: groups of 16, the last one padded
+  // with zero rows (cols / 32 BlockQ4_1Rows16 or BlockQ8_0Rows16 per group,
+  // quant/rows16.hpp; prefill reads it on AMX, `data` elsewhere). Made by Model's
+  // `repack` option.
   const std::byte* rows8 = nullptr;
 
   const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }

@@ -1,20 +1,24 @@
 // Rows interleaved by sixteen for the 32-value block types: block b of sixteen
-// consecutive Q4_1 rows, laid side by side at load time (BlockQ4_1Rows16).
+// consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ8_0Rows16).
 //
-// Why: on the file's layout a decode dot on Q4_1 spends its instructions per row
+// Why: on the file's layout a decode dot on these types spends its instructions per row
 // (gathering two blocks into one vector, a horizontal sum, a call), and a 576-wide row
 // is only 18 blocks. With sixteen rows side by side, 32-bit lane r of a 512-bit vector
 // belongs to row r: each 4-byte group of the activations is broadcast, one vpdpbusd
-// serves sixteen rows, the rows' d and m are one f16 vector each, and the sixteen
-// results leave as one store with no horizontal sum (the eight-row copy of the K-quants,
+// serves sixteen rows, the rows' scales are one f16 vector, and the sixteen results
+// leave as one store with no horizontal sum (the eight-row copy of the K-quants,
 // rows8.hpp, works the same way; sixteen here because a 32-value block has no sub-block
 // scales to shuffle, so a whole zmm of int32 lanes is filled by one block).
 //
 // The order is the AMX tile kernel's (x86_amx_blocks32.hpp): value quad q of row r at
-// byte 64 q + 4 r, kept as packed nibbles (the low nibbles of qs[c] are quad c, the high
-// nibbles quad c + 4), so the copy has the file's size. Each row's float arithmetic is
-// also the tile kernel's per-token arithmetic (rows16_q4_1_reference below), so a
-// decode on the copy equals the prefill tiles' result for the same token bit for bit.
+// byte 64 q + 4 r, so the AMX prefill reads the copy as it is, and the copy has the
+// file's size. Q4_1 keeps its nibbles packed (low nibbles of qs[c] are quad c, high
+// nibbles quad c + 4). Q8_0 stores each quant plus 128 (its sign bit flipped): vpdpbusd
+// and AMX's TDPBSUD take one operand unsigned, so the weights become the unsigned one
+// and the kernels subtract 128 x the token block's quant sum (`offset_sums` below), an
+// exact integer step. Each row's float arithmetic is the tile kernel's per-token
+// arithmetic (the references below), so a decode on the copy equals the prefill tiles'
+// result for the same token bit for bit.
 #pragma once
 
 #include <algorithm>
@@ -23,7 +27,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "smol/core/ggml_type.hpp"
 #include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 
 namespace smol {
@@ -39,6 +45,16 @@ struct alignas(64) BlockQ4_1Rows16 {
 };
 static_assert(sizeof(BlockQ4_1Rows16) == kRows16 * sizeof(BlockQ4_1) &&
               offsetof(BlockQ4_1Rows16, d) == 256);
+
+// 32-byte alignment only: 16 x 34 bytes is 544, and padding to a multiple of 64 would add
+// 6 % to every token's read (half the blocks' 64-byte loads then straddle two lines).
+struct alignas(32) BlockQ8_0Rows16 {
+  // qs[q][r][e] = quant 4 q + e of row r, plus 128 (the sign bit flipped).
+  std::uint8_t qs[8][kRows16][4];
+  f16_bits d[kRows16];
+};
+static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
+              offsetof(BlockQ8_0Rows16, d) == 512);
 
 // Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1 blocks, `row_bytes` apart, into
 // out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so their results are 0.
@@ -56,44 +72,122 @@ inline void repack_q4_1_rows16(const std::byte* first_row, std::size_t row_bytes
   }
 }
 
+// The same for Q8_0: every quant stored plus 128.
+inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes,
+                               std::size_t n_rows, std::size_t nblocks,
+                               BlockQ8_0Rows16* out) noexcept {
+  std::memset(static_cast<void*>(out), 0, nblocks * sizeof(BlockQ8_0Rows16));
+  for (std::size_t r = 0; r < kRows16; ++r) {
+    if (r >= n_rows) {  // a padding row: quants 0 (stored 128), d = 0
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        for (auto& quad : out[b].qs) std::memset(quad[r], 0x80, 4);
+      }
+      continue;
+    }
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      for (std::size_t i = 0; i < 32; ++i) {
+        out[b].qs[i / 4][r][i % 4] = static_cast<std::uint8_t>(row[b].qs[i]) ^ 0x80;
+      }
+      out[b].d[r] = row[b].d;
+    }
+  }
+}
+
 // The 4-bit quant of value i (0..31) of row r.
 inline int rows16_q4_1_quant(const BlockQ4_1Rows16& w, std::size_t r, std::size_t i) noexcept {
   const std::uint8_t byte = w.qs[(i % 16) / 4][r][i % 4];
   return i < 16 ? (byte & 0xF) : (byte >> 4);
 }
 
-// Bytes of the interleaved copy of a rows x cols Q4_1 matrix: the last group is padded
-// to sixteen rows.
-inline std::size_t rows16_bytes(std::size_t rows, std::size_t cols) noexcept {
-  return (rows + kRows16 - 1) / kRows16 * (cols / 32) * sizeof(BlockQ4_1Rows16);
+// The 8-bit quant of value i (0..31) of row r.
+inline int rows16_q8_0_quant(const BlockQ8_0Rows16& w, std::size_t r, std::size_t i) noexcept {
+  return static_cast<std::int8_t>(w.qs[i / 4][r][i % 4] ^ 0x80);
 }
 
-// Interleaves group g (rows [16g, 16g + 16), fewer in a partial last group) of a Q4_1
-// matrix of `n_rows` rows starting at `rows`, `row_bytes` apart, into the copy starting
-// at `copy` (rows16_bytes(n_rows, cols) bytes); groups are independent.
-inline void repack_rows16_group(const std::byte* rows, std::size_t row_bytes, std::size_t n_rows,
-                                std::size_t cols, std::size_t g, std::byte* copy) noexcept {
+// offsets[b] = 128 x the sum of token block b's quants: what the Q8_0 copy's stored +128
+// adds to every row's integer sum of that block, for the kernels to take off. Made once
+// per token, since every group of sixteen rows needs the same ones.
+inline void offset_sums(const BlockQ8_0* x, std::size_t nblocks, std::int32_t* offsets) noexcept {
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sum = 0;
+    for (std::int8_t q : x[b].qs) sum += q;
+    offsets[b] = 128 * sum;
+  }
+}
+
+// Whether a type's sixteen-row copy is one (the types the copy exists for).
+inline constexpr bool has_rows16_copy(GgmlType type) noexcept {
+  return type == GgmlType::Q4_1 || type == GgmlType::Q8_0;
+}
+
+// Bytes of the interleaved copy of a rows x cols matrix of such a type: the copy of a
+// group is its sixteen rows' bytes, the last group padded to sixteen rows.
+inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
+  const std::size_t block =
+      type == GgmlType::Q8_0 ? sizeof(BlockQ8_0Rows16) : sizeof(BlockQ4_1Rows16);
+  return (rows + kRows16 - 1) / kRows16 * (cols / 32) * block;
+}
+
+// Interleaves group g (rows [16g, 16g + 16), fewer in a partial last group) of a matrix
+// of `type` of `n_rows` rows starting at `rows`, `row_bytes` apart, into the copy
+// starting at `copy` (rows16_bytes(type, n_rows, cols) bytes); groups are independent.
+inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
+                                std::size_t n_rows, std::size_t cols, std::size_t g,
+                                std::byte* copy) noexcept {
   const std::size_t nblocks = cols / 32;
-  repack_q4_1_rows16(rows + g * kRows16 * row_bytes, row_bytes, n_rows - g * kRows16, nblocks,
-                     reinterpret_cast<BlockQ4_1Rows16*>(copy) + g * nblocks);
+  const std::byte* first = rows + g * kRows16 * row_bytes;
+  if (type == GgmlType::Q8_0) {
+    repack_q8_0_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
+                       reinterpret_cast<BlockQ8_0Rows16*>(copy) + g * nblocks);
+  } else {
+    repack_q4_1_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
+                       reinterpret_cast<BlockQ4_1Rows16*>(copy) + g * nblocks);
+  }
 }
 
-// Scalar reference: y[r] = row r . x for r < n_rows (n_rows <= 16), over `nblocks`
-// blocks. Per block, in block order and with one accumulator per row, exactly the AMX
-// tile kernel's float steps: v = float(isum) * wd; acc = fma(v, yd, acc);
-// acc = fma(wm, ys, acc). std::fma keeps the compiler from contracting differently.
+// Scalar references: y[t * y_stride + r] = row r . token t for r < n_rows (n_rows <= 16),
+// tokens `x_stride` blocks apart, over `nblocks` blocks. Per block, in block order and
+// with one accumulator per row and token, exactly the AMX tile kernel's float steps:
+// v = float(isum) * wd; acc = fma(v, yd, acc); and for Q4_1 acc = fma(wm, ys, acc).
+// std::fma keeps the compiler from contracting differently. The integer sums are taken
+// from the quants directly (the kernels reach Q8_0's through the offsets, unused here).
 inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks, std::size_t n_rows,
-                                  const BlockQ8_1* x, float* y) noexcept {
-  for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
-    float acc = 0.0f;
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      std::int32_t isum = 0;
-      for (std::size_t i = 0; i < 32; ++i) isum += rows16_q4_1_quant(w[b], r, i) * x[b].qs[i];
-      const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
-      acc = std::fma(v, f16_to_f32(x[b].d), acc);
-      acc = std::fma(f16_to_f32(w[b].m[r]), f16_to_f32(x[b].s), acc);
+                                  const BlockQ8_1* x, std::size_t x_stride, std::size_t n_tokens,
+                                  const std::int32_t* /*offsets*/, float* y,
+                                  std::size_t y_stride) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8_1* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
+      float acc = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t isum = 0;
+        for (std::size_t i = 0; i < 32; ++i) isum += rows16_q4_1_quant(w[b], r, i) * xt[b].qs[i];
+        const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
+        acc = std::fma(v, f16_to_f32(xt[b].d), acc);
+        acc = std::fma(f16_to_f32(w[b].m[r]), f16_to_f32(xt[b].s), acc);
+      }
+      y[t * y_stride + r] = acc;
     }
-    y[r] = acc;
+  }
+}
+
+inline void rows16_q8_0_reference(const BlockQ8_0Rows16* w, std::size_t nblocks, std::size_t n_rows,
+                                  const BlockQ8_0* x, std::size_t x_stride, std::size_t n_tokens,
+                                  const std::int32_t* /*offsets*/, float* y,
+                                  std::size_t y_stride) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8_0* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
+      float acc = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t isum = 0;
+        for (std::size_t i = 0; i < 32; ++i) isum += rows16_q8_0_quant(w[b], r, i) * xt[b].qs[i];
+        const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
+        acc = std::fma(v, f16_to_f32(xt[b].d), acc);
+      }
+      y[t * y_stride + r] = acc;
+    }
   }
 }
 
@@ -105,6 +199,10 @@ struct Rows16Of {
 template <>
 struct Rows16Of<BlockQ4_1> {
   using type = BlockQ4_1Rows16;
+};
+template <>
+struct Rows16Of<BlockQ8_0> {
+  using type = BlockQ8_0Rows16;
 };
 
 }  // namespace smol

@@ -67,12 +67,16 @@ struct WeightKernels {
   LaneSums lanes = LaneSums::q4k_scaled_by_d;
   // Rows interleaved by eight (decode and prefill): the scalar set has the references.
   Rows8Fn<std::conditional_t<std::is_void_v<Rows8>, std::byte, Rows8>> rows8 = nullptr;
-  // Sixteen interleaved rows of a 32-value type (quant/rows16.hpp) dotted with one token:
-  // y[r] = row r . x for r < n_rows (n_rows <= 16), rounded like the AMX tiles' token
-  // (decode on the copy). The scalar set has the references.
+  // Sixteen interleaved rows of a 32-value type (quant/rows16.hpp) dotted with `n_tokens`
+  // tokens `x_stride` blocks apart: y[t * y_stride + r] = row r . token t for r < n_rows
+  // (n_rows <= 16), each token rounded like the AMX tiles' (decode on the copy, and few
+  // tokens on AMX). `offsets`: the tokens' offset_sums, `x_stride` apart, for Q8_0's copy
+  // (stored plus 128); unused by Q4_1's. The scalar set has the references.
   using Rows16 = typename Rows16Of<Block>::type;  // void: the type has no such copy
   void (*rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>*,
-                 std::size_t nblocks, std::size_t n_rows, const Activation* x, float* y) = nullptr;
+                 std::size_t nblocks, std::size_t n_rows, const Activation* x, std::size_t x_stride,
+                 std::size_t n_tokens, const std::int32_t* offsets, float* y,
+                 std::size_t y_stride) = nullptr;
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
   // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value

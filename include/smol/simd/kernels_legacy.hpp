@@ -354,7 +354,7 @@ struct LegacyKernelUnit {
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       if constexpr (is_avx512_v<Arch>) {
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
-          k.rows16 = simd::x86::rows16_q4_1_q8_1_512<Arch>;
+          k.rows16 = simd::x86::rows16_512<Arch, BlockQ4_1Rows16>;
         }
         k.dot = [](const Block* x, const LegacyActivation<Block>* y, std::size_t n) noexcept {
           return simd::x86::dot_pairs_512<Arch>(
@@ -363,7 +363,7 @@ struct LegacyKernelUnit {
       } else {
         k.dot = simd::x86::dot_legacy<Arch, Block>;
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
-          k.rows16 = simd::x86::rows16_q4_1_q8_1_256<Arch>;
+          k.rows16 = simd::x86::rows16_256<Arch, BlockQ4_1Rows16>;
         }
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {

@@ -62,9 +62,10 @@ inline void written_by_tiles(T& object) noexcept {
 // scales, and a token tile's activation scales. Kept between calls (prefill calls this
 // for every chunk of rows of every matrix).
 struct Block32Scratch {
-  std::vector<std::uint8_t> planes;  // [16-row group][block][8 quads][16 rows][4]
-  std::vector<float> wd, wm;         // [16-row group][block][16 rows]
-  std::vector<float> yd, ys;         // [block][16 tokens]
+  std::vector<std::uint8_t> planes;   // [16-row group][block][8 quads][16 rows][4]
+  std::vector<float> wd, wm;          // [16-row group][block][16 rows]
+  std::vector<float> yd, ys;          // [block][16 tokens]
+  std::vector<std::int32_t> offsets;  // [block][16 tokens]: offset_sums, for Q8_0's copy
 };
 
 inline Block32Scratch& block32_scratch() noexcept {
@@ -72,16 +73,21 @@ inline Block32Scratch& block32_scratch() noexcept {
   return scratch;
 }
 
-// The tile loop, on weights already expanded into the thread's scratch (planes, wd, wm)
-// for `n_rows` rows: y[t * y_stride + r] = row r . token t.
-template <class Arch, class Activation>
-void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activation* x,
+// The tile loop for `n_rows` rows: y[t * y_stride + r] = row r . token t. The weights'
+// planes (512 bytes per block of sixteen rows, AMX's order) lie `block_bytes` apart from
+// `planes` on (the thread's scratch, or a sixteen-row copy as it is); their scales are in
+// the scratch's wd and wm. kOffset128: the planes hold each quant plus 128 (Q8_0's copy),
+// and each token block's sums lose 128 x its quant sum before they become floats.
+template <class Arch, class Activation, bool kOffset128 = false>
+void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
+                           std::size_t block_bytes, std::size_t n_rows, const Activation* x,
                            std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
                            float* y, std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   s.yd.resize(nblocks * kTokenTile);
   s.ys.resize(nblocks * kTokenTile);
+  if constexpr (kOffset128) s.offsets.resize(nblocks * kTokenTile);
   memory_barrier<Arch>();  // the planes are stored before the tile loads read them
 
   // results[slot][i]: the sums of the i-th block of a pair; two slots, so that a pair's
@@ -97,6 +103,11 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
         const Activation* a = t < nt ? x + (t0 + t) * x_stride + b : nullptr;
         s.yd[b * kTokenTile + t] = a ? f16_to_f32(a->d) : 0.0f;
         if constexpr (kMin) s.ys[b * kTokenTile + t] = a ? f16_to_f32(a->s) : 0.0f;
+        if constexpr (kOffset128) {
+          std::int32_t offset = 0;
+          if (a) offset_sums(a, 1, &offset);
+          s.offsets[b * kTokenTile + t] = offset;
+        }
       }
     }
     if (nt < kTokenTile) std::memset(partial, 0, sizeof(partial));
@@ -119,18 +130,18 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
       }
     };
     for (std::size_t g = 0; g < groups; ++g) {
-      const std::uint8_t* planes = s.planes.data() + g * nblocks * 512;
+      const std::uint8_t* planes = planes_from + g * nblocks * block_bytes;
       // Blocks b and b + 1 (when `two`) multiplied into results[slot].
       const auto multiply = [&](std::size_t b, bool two, std::size_t slot) {
         load_tokens(b, 0);
-        _tile_loadd(2, planes + b * 512, 64);
+        _tile_loadd(2, planes + b * block_bytes, 64);
         _tile_zero(0);
         if (two) {
           load_tokens(b + 1, 1);
-          _tile_loadd(5, planes + (b + 1) * 512, 64);
+          _tile_loadd(5, planes + (b + 1) * block_bytes, 64);
           _tile_zero(3);
         }
-        if constexpr (kMin) {  // signed tokens x unsigned weights
+        if constexpr (kMin || kOffset128) {  // signed tokens x unsigned weights
           _tile_dpbsud(0, 1, 2);
           if (two) _tile_dpbsud(3, 4, 5);
         } else {
@@ -146,10 +157,15 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
       const auto finish_block = [&](std::size_t b, const std::int32_t* sums) {
         const std::size_t at = (g * nblocks + b) * kTokenTile;
         const __m512 wd = _mm512_loadu_ps(s.wd.data() + at);
-        [[maybe_unused]] const __m512 wm = _mm512_loadu_ps(s.wm.data() + at);
+        [[maybe_unused]] __m512 wm = _mm512_setzero_ps();
+        if constexpr (kMin) wm = _mm512_loadu_ps(s.wm.data() + at);
 #pragma GCC unroll 16
         for (std::size_t t = 0; t < kTokenTile; ++t) {
-          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * t)), wd);
+          __m512i isum = _mm512_load_si512(sums + 16 * t);
+          if constexpr (kOffset128) {
+            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(s.offsets[b * kTokenTile + t]));
+          }
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
           acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(s.yd[b * kTokenTile + t]), acc[t]);
           if constexpr (kMin) {
             acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(s.ys[b * kTokenTile + t]), acc[t]);
@@ -213,7 +229,8 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
 
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch>(s, s.planes.data(), 512, n_rows, x, x_stride, nblocks, n_tokens, y,
+                              y_stride);
 }
 
 // The same on Q4_1 rows interleaved by sixteen (quant/rows16.hpp), whose byte order is
@@ -244,7 +261,27 @@ void amx_tile_dots_q4_1_rows16(const BlockQ4_1Rows16* copy, std::size_t n_rows, 
     _mm512_storeu_ps(s.wm.data() + i * kTokenTile,
                      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
   }
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch>(s, s.planes.data(), 512, n_rows, x, x_stride, nblocks, n_tokens, y,
+                              y_stride);
+}
+
+// The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes already
+// (plus 128, taken off per token block), so the tiles load them where they lie and only
+// the scales become floats.
+template <class Arch>
+void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows, const BlockQ8_0* x,
+                               std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
+                               float* y, std::size_t y_stride) {
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  Block32Scratch& s = block32_scratch();
+  s.wd.resize(groups * nblocks * kTokenTile);
+  for (std::size_t i = 0; i < groups * nblocks; ++i) {
+    _mm512_storeu_ps(
+        s.wd.data() + i * kTokenTile,
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(copy[i].d))));
+  }
+  amx_multiply_blocks32<Arch, BlockQ8_0, true>(s, copy[0].qs[0][0], sizeof(BlockQ8_0Rows16), n_rows,
+                                               x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 }  // namespace smol::simd::x86

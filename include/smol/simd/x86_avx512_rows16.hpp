@@ -1,17 +1,26 @@
-// AVX-512 and AVX2 decode kernels on sixteen interleaved Q4_1 rows (quant/rows16.hpp) times one
-// Q8_1 token.
+// AVX-512 and AVX2 kernels on sixteen interleaved rows (quant/rows16.hpp) times a few
+// tokens: Q4_1 rows times Q8_1 tokens, Q8_0 rows times Q8_0 tokens. Decode (one token),
+// and on AMX the passes of a few tokens (speculative verification, small batches),
+// where AMX's tiles cost more than they save.
 //
-// Lane r of every vector is row r: a 64-byte load of qs[c] holds quad c (low nibbles)
-// and quad c + 4 (high nibbles) of all sixteen rows, the token's matching 4 bytes are
-// broadcast, and one u8 x s8 dot (vpdpbusd; on AVX-512 without VNNI, vpmaddubsw and
-// vpmaddwd, whose 16-bit pair sums stay below 2 x 15 x 128) adds them to each row's
-// int32 sum. Eight such dots make a block, exact integers like the reference.
+// Lane r of every vector is row r: a 64-byte load of qs[c] holds quad c (Q4_1: low
+// nibbles, and quad c + 4 in the high ones) of all sixteen rows, the token's matching 4
+// bytes are broadcast, and one u8 x s8 dot (vpdpbusd; on AVX-512 without VNNI, vpmaddubsw
+// and vpmaddwd, whose 16-bit pair sums stay below 2 x 15 x 128 for Q4_1) adds them to
+// each row's int32 sum. Eight such dots make a block, exact integers like the reference.
+// With several tokens, a block's weights are loaded and unpacked once for all of them.
 //
-// The floats are then those of the AMX tile kernel (x86_amx_blocks32.hpp) for one
+// The floats are then those of the AMX tile kernel (x86_amx_blocks32.hpp) for each
 // token, step for step: v = float(isum) * wd, acc = fma(v, yd, acc), acc = fma(wm, ys,
-// acc), blocks in order, one accumulator per row. So on AMX a decode on the copy gives
-// the prefill tiles' result bit for bit (tested). Intrinsics, because xsimd 8.1 has no
-// u8 x s8 dot.
+// acc) (Q4_1), blocks in order, one accumulator per row and token. So on AMX the copy
+// gives a token the prefill tiles' result bit for bit, however many tokens share the
+// call (tested). Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
+//
+// Q8_0's copy holds each quant plus 128. With VNNI the stored bytes are vpdpbusd's
+// unsigned operand as they are, and each block's int32 sums start from minus the token's
+// offset sum, so they end exact. Without VNNI, vpmaddubsw would saturate on 255 x 127
+// pairs: the kernels flip the bytes back and move each weight's sign onto the token's
+// byte (|w| x sign(w) y, pairs within 2 x 128 x 127), the other exact way to the same sums.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -22,8 +31,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/core/half.hpp"
+#include "smol/quant/blocks.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/rows16.hpp"
 #include "smol/simd/arch.hpp"
@@ -44,80 +55,205 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
 // Decode streams the copy from memory: asks for the group four ahead of `group` (320
 // bytes, five lines). Through an integer address, since near the copy's end that group
 // lies past it: a prefetch there does not fault, but forming the pointer would be UB.
-inline void prefetch_group_ahead(const BlockQ4_1Rows16* group) noexcept {
-  const std::uintptr_t ahead =
-      reinterpret_cast<std::uintptr_t>(group) + 4 * sizeof(BlockQ4_1Rows16);
-  for (std::uintptr_t line = 0; line < sizeof(BlockQ4_1Rows16); line += 64) {
+template <class Group>
+inline void prefetch_group_ahead(const Group* group) noexcept {
+  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(group) + 4 * sizeof(Group);
+  for (std::uintptr_t line = 0; line < sizeof(Group); line += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
   }
 }
 
+// What a group type's token is and how its sums finish: Q4_1 rows take Q8_1 tokens and
+// add the min term; Q8_0 rows take Q8_0 tokens and start each sum at minus the offset.
+template <class Group>
+struct Rows16Traits;
+template <>
+struct Rows16Traits<BlockQ4_1Rows16> {
+  using Token = BlockQ8_1;
+  static constexpr bool kMin = true, kOffset = false;
+};
+template <>
+struct Rows16Traits<BlockQ8_0Rows16> {
+  using Token = BlockQ8_0;
+  static constexpr bool kMin = false, kOffset = true;
+};
+
+// A block's eight quad vectors (quad c of all sixteen rows) as vpdpbusd's unsigned
+// operand: Q4_1's nibbles split, Q8_0's stored bytes (quants plus 128) as they are.
 template <class Arch>
-void rows16_q4_1_q8_1_512(const BlockQ4_1Rows16* w, std::size_t nblocks, std::size_t n_rows,
-                          const BlockQ8_1* x, float* y) noexcept {
+inline void unsigned_quads(const BlockQ4_1Rows16& blk, __m512i q[8]) noexcept {
   const __m512i low = _mm512_set1_epi8(0x0F);
-  __m512 acc = _mm512_setzero_ps();
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    const BlockQ4_1Rows16& blk = w[b];
-    prefetch_group_ahead(w + b);
-    std::int32_t quads[8];
-    std::memcpy(quads, x[b].qs, sizeof(quads));
-    __m512i isum = _mm512_setzero_si512();
-    for (std::size_t c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_load_si512(blk.qs[c]);
-      isum = dot4_u8s8_512<Arch>(isum, _mm512_and_si512(v, low), _mm512_set1_epi32(quads[c]));
-      isum = dot4_u8s8_512<Arch>(isum, _mm512_and_si512(_mm512_srli_epi16(v, 4), low),
-                                 _mm512_set1_epi32(quads[c + 4]));
-    }
-    const __m512 wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.d)));
-    const __m512 wm = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.m)));
-    const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
-    acc = _mm512_fmadd_ps(v, _mm512_set1_ps(f16_to_f32(x[b].d)), acc);
-    acc = _mm512_fmadd_ps(wm, _mm512_set1_ps(f16_to_f32(x[b].s)), acc);
+  for (std::size_t c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_load_si512(blk.qs[c]);
+    q[c] = _mm512_and_si512(v, low);
+    q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
   }
+}
+template <class Arch>
+inline void unsigned_quads(const BlockQ8_0Rows16& blk, __m512i q[8]) noexcept {
+  for (std::size_t c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(blk.qs[c]);
+}
+
+// One token's exact int32 sums of a block for the sixteen rows, from `start`.
+template <class Arch, class Group>
+inline __m512i block_sums_512(const __m512i q[8], const std::int32_t quads[8],
+                              __m512i start) noexcept {
+  __m512i isum = start;
+  if constexpr (std::is_same_v<Group, BlockQ8_0Rows16> && !has_vnni_v<Arch>) {
+    // Without VNNI: |w| x (y with w's sign), pairs within 2 x 128 x 127 (see above).
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (std::size_t c = 0; c < 8; ++c) {
+      const __m512i wq = _mm512_xor_si512(q[c], flip);
+      const __m512i xq = _mm512_set1_epi32(quads[c]);
+      const __m512i signed_x =
+          _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), xq);
+      isum = _mm512_add_epi32(isum,
+                              _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(wq), signed_x),
+                                                _mm512_set1_epi16(1)));
+    }
+  } else {
+    for (std::size_t c = 0; c < 8; ++c) {
+      isum = dot4_u8s8_512<Arch>(isum, q[c], _mm512_set1_epi32(quads[c]));
+    }
+  }
+  return isum;
+}
+
+// T tokens (x[t * x_stride], offsets likewise) times one group: each block's weights are
+// loaded and unpacked once for all T, and each token keeps its own accumulator, so a
+// token's floats are the same for any T.
+template <class Arch, std::size_t T, class Group>
+inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 rows,
+                              const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
+                              const std::int32_t* offsets, float* y,
+                              std::size_t y_stride) noexcept {
+  using Traits = Rows16Traits<Group>;
+  __m512 acc[T];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const Group& blk = w[b];
+    prefetch_group_ahead(w + b);
+    __m512i q[8];
+    unsigned_quads<Arch>(blk, q);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.d)));
+    [[maybe_unused]] __m512 wm = _mm512_setzero_ps();
+    if constexpr (Traits::kMin) {
+      wm = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.m)));
+    }
+#pragma GCC unroll 4
+    for (std::size_t t = 0; t < T; ++t) {
+      const auto& a = x[t * x_stride + b];
+      std::int32_t quads[8];
+      std::memcpy(quads, a.qs, sizeof(quads));
+      __m512i start = _mm512_setzero_si512();
+      if constexpr (Traits::kOffset && has_vnni_v<Arch>) {
+        start = _mm512_set1_epi32(-offsets[t * x_stride + b]);
+      }
+      const __m512i isum = block_sums_512<Arch, Group>(q, quads, start);
+      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
+      acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(f16_to_f32(a.d)), acc[t]);
+      if constexpr (Traits::kMin)
+        acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(f16_to_f32(a.s)), acc[t]);
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, acc[t]);
+}
+
+// The WeightKernels::rows16 kernel: tokens four at a time, then the rest.
+template <class Arch, class Group>
+void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
+                const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
+                std::size_t n_tokens, const std::int32_t* offsets, float* y,
+                std::size_t y_stride) noexcept {
   const std::size_t nr = n_rows < kRows16 ? n_rows : kRows16;
-  _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << nr) - 1), acc);
+  const auto rows = static_cast<__mmask16>((1u << nr) - 1);
+  const auto at = [&](std::size_t t) { return offsets ? offsets + t * x_stride : nullptr; };
+  std::size_t t = 0;
+  for (; t + 4 <= n_tokens; t += 4) {
+    rows16_tokens_512<Arch, 4>(w, nblocks, rows, x + t * x_stride, x_stride, at(t),
+                               y + t * y_stride, y_stride);
+  }
+  switch (n_tokens - t) {
+    case 3:
+      return rows16_tokens_512<Arch, 3>(w, nblocks, rows, x + t * x_stride, x_stride, at(t),
+                                        y + t * y_stride, y_stride);
+    case 2:
+      return rows16_tokens_512<Arch, 2>(w, nblocks, rows, x + t * x_stride, x_stride, at(t),
+                                        y + t * y_stride, y_stride);
+    case 1:
+      return rows16_tokens_512<Arch, 1>(w, nblocks, rows, x + t * x_stride, x_stride, at(t),
+                                        y + t * y_stride, y_stride);
+    default:
+      return;
+  }
 }
 
 // AVX2: the same steps on two 256-bit halves, rows 0-7 and rows 8-15 of each 64-byte
-// quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above).
+// quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0 with
+// the signs moved), one token at a time.
 template <class Arch>
-void rows16_q4_1_q8_1_256(const BlockQ4_1Rows16* w, std::size_t nblocks, std::size_t n_rows,
-                          const BlockQ8_1* x, float* y) noexcept {
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    const BlockQ4_1Rows16& blk = w[b];
-    prefetch_group_ahead(w + b);
-    std::int32_t quads[8];
-    std::memcpy(quads, x[b].qs, sizeof(quads));
-    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-    for (std::size_t c = 0; c < 4; ++c) {
-      const __m256i xl = _mm256_set1_epi32(quads[c]), xh = _mm256_set1_epi32(quads[c + 4]);
-      for (std::size_t h = 0; h < 2; ++h) {
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
-        const __m256i lo = _mm256_and_si256(v, low);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), ones));
-        isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), ones));
-      }
-    }
-    const __m256 yd = _mm256_set1_ps(f16_to_f32(x[b].d)), ys = _mm256_set1_ps(f16_to_f32(x[b].s));
+inline void block_sums_256(const BlockQ4_1Rows16& blk, const std::int32_t quads[8],
+                           __m256i isum[2]) noexcept {
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (std::size_t c = 0; c < 4; ++c) {
+    const __m256i xl = _mm256_set1_epi32(quads[c]), xh = _mm256_set1_epi32(quads[c + 4]);
     for (std::size_t h = 0; h < 2; ++h) {
-      const __m256 wd =
-          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
-      const __m256 wm =
-          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
-      const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd);
-      acc[h] = _mm256_fmadd_ps(v, yd, acc[h]);
-      acc[h] = _mm256_fmadd_ps(wm, ys, acc[h]);
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
+      const __m256i lo = _mm256_and_si256(v, low);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), ones));
+      isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), ones));
     }
   }
-  alignas(32) float out[kRows16];
-  _mm256_store_ps(out, acc[0]);
-  _mm256_store_ps(out + 8, acc[1]);
-  std::memcpy(y, out, (n_rows < kRows16 ? n_rows : kRows16) * sizeof(float));
+}
+template <class Arch>
+inline void block_sums_256(const BlockQ8_0Rows16& blk, const std::int32_t quads[8],
+                           __m256i isum[2]) noexcept {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+  for (std::size_t c = 0; c < 8; ++c) {
+    const __m256i xq = _mm256_set1_epi32(quads[c]);
+    for (std::size_t h = 0; h < 2; ++h) {
+      const __m256i wq = _mm256_xor_si256(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h])), flip);
+      const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
+      isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones));
+    }
+  }
+}
+
+template <class Arch, class Group>
+void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
+                const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
+                std::size_t n_tokens, const std::int32_t* /*offsets*/, float* y,
+                std::size_t y_stride) noexcept {
+  using Traits = Rows16Traits<Group>;
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const auto* xt = x + t * x_stride;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      const Group& blk = w[b];
+      prefetch_group_ahead(w + b);
+      std::int32_t quads[8];
+      std::memcpy(quads, xt[b].qs, sizeof(quads));
+      __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      block_sums_256<Arch>(blk, quads, isum);
+      const __m256 yd = _mm256_set1_ps(f16_to_f32(xt[b].d));
+      for (std::size_t h = 0; h < 2; ++h) {
+        const __m256 wd =
+            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd), yd, acc[h]);
+        if constexpr (Traits::kMin) {
+          const __m256 wm =
+              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
+          acc[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(f16_to_f32(xt[b].s)), acc[h]);
+        }
+      }
+    }
+    alignas(32) float out[kRows16];
+    _mm256_store_ps(out, acc[0]);
+    _mm256_store_ps(out + 8, acc[1]);
+    std::memcpy(y + t * y_stride, out, (n_rows < kRows16 ? n_rows : kRows16) * sizeof(float));
+  }
 }
 
 }  // namespace smol::simd::x86
