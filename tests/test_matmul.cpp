@@ -121,11 +121,11 @@ TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 th
   }
 }
 
-TEST_CASE("matmul on a sixteen-row Q4_1 or Q8_0 copy: as the file's rows, bit for bit") {
-  // On AMX the tiles read the copy (amx_tile_dots_q4_1_rows16, _q8_0_rows16) and must
+TEST_CASE("matmul on a sixteen-row Q4_1, Q8_0 or Q4_0 copy: as the file's rows, bit for bit") {
+  // On AMX the tiles read the copy (amx_tile_dots_nibbles_rows16, _q8_0_rows16) and must
   // round like the tiles on the file; elsewhere prefill reads the file's rows either way.
   std::mt19937 rng(25);
-  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0})
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0})
     for (std::size_t rows : {16, 37, 264}) {
       for (std::size_t cols : {32, 576}) {
         CAPTURE(ggml_type_name(type));
@@ -156,12 +156,12 @@ TEST_CASE("matmul on a sixteen-row Q4_1 or Q8_0 copy: as the file's rows, bit fo
 
 TEST_CASE(
     "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
-  // Where matvec rounds like the tiles (AMX on a Q4_1 or Q8_0 copy), one token takes the
+  // Where matvec rounds like the tiles (AMX on a Q4_1, Q8_0 or Q4_0 copy), one token takes the
   // decode kernel; it must still equal that token's row of a many-token call, and the
   // file's rows (no copy) keep the tiles.
   std::mt19937 rng(26);
   const std::size_t rows = 37, cols = 576, n_tokens = 5;
-  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0}) {
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0}) {
     CAPTURE(ggml_type_name(type));
     const auto bytes = random_matrix(type, rows, cols, rng);
     const WeightMatrix file_rows = view(type, bytes, rows, cols);

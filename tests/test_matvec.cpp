@@ -69,7 +69,8 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
                   Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K},
                   Shape{16, 32, GgmlType::Q4_1}, Shape{37, 576, GgmlType::Q4_1},
                   Shape{1536, 576, GgmlType::Q4_1}, Shape{16, 32, GgmlType::Q8_0},
-                  Shape{37, 576, GgmlType::Q8_0}, Shape{1536, 576, GgmlType::Q8_0}}) {
+                  Shape{37, 576, GgmlType::Q8_0}, Shape{1536, 576, GgmlType::Q8_0},
+                  Shape{37, 576, GgmlType::Q4_0}, Shape{1536, 576, GgmlType::Q4_0}}) {
     const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
     const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);
@@ -121,7 +122,11 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
           } else {
             std::vector<BlockQ8_0> x1(s.cols / 32);
             scalar::quantize_row_q8_0(x.data(), x1.data(), s.cols);
-            single_token(weight_type_t<GgmlType::Q8_0>{}, x1, rows16_q8_0_reference);
+            if (s.type == GgmlType::Q8_0) {
+              single_token(weight_type_t<GgmlType::Q8_0>{}, x1, rows16_q8_0_reference);
+            } else {
+              single_token(weight_type_t<GgmlType::Q4_0>{}, x1, rows16_q4_0_reference);
+            }
           }
           CHECK(std::memcmp(tiles.data(), y.data(), s.rows * sizeof(float)) == 0);
         }
@@ -204,10 +209,10 @@ TEST_CASE("matvec: an interleaved copy on a matrix that cannot have one is an er
   std::vector<float> x(256, 1.0f), y(16);
   CHECK_THROWS_WITH_AS(matvec(ctx, odd_rows, x.data(), y.data()),
                        doctest::Contains("interleaved copy"), Error);
-  const auto q4 = random_matrix(GgmlType::Q4_0, 16, 256, rng);
-  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q4_0, q4, 16, 256), copy);
+  const auto q5 = random_matrix(GgmlType::Q5_0, 16, 256, rng);
+  WeightMatrix wrong_type = with_rows8(view(GgmlType::Q5_0, q5, 16, 256), copy);
   CHECK_THROWS_WITH_AS(matvec(ctx, wrong_type, x.data(), y.data()),
-                       doctest::Contains("Q4_0 has no such layout"), Error);
+                       doctest::Contains("Q5_0 has no such layout"), Error);
 }
 
 TEST_CASE("matvec: SmolLM3 shapes") {

@@ -195,7 +195,7 @@ TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar se
   }
 }
 
-// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1 and Q8_0: repacking keeps
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0 and Q4_0: repacking keeps
 // every quant and factor (a partial last group padded with zero rows), every ISA's
 // kernel equals the reference bit for bit (the same float steps), the reference is the
 // scalar dot on the file's rows to rounding, and on AMX both equal the prefill tiles'
@@ -254,6 +254,37 @@ struct Q8_0Copy {
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
 };
 
+struct Q4_0Copy {
+  using W = weight_type_t<GgmlType::Q4_0>;
+  using Block = BlockQ4_0;
+  using Rows16 = BlockQ4_0Rows16;
+  static constexpr GgmlType type = GgmlType::Q4_0;
+  static constexpr auto repack = repack_q4_0_rows16;
+  static constexpr auto reference = rows16_q4_0_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q4_0_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) {
+    return (i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)) - 8;
+  }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return rows16_nibble(p, r, i) - 8;
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) { return p.d[r] == b.d; }
+  // A padding row's nibbles are 0 (level -8) with d = 0: its results are 0 all the same.
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
+  static constexpr int kPaddingLevel = -8;
+  static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+};
+
+// The tokens' offset sums where the copy has an offset (Q8_0, Q4_0), as matvec makes them.
+template <class T, class Act>
+void offset_sums_for(const std::vector<Act>& x, std::vector<std::int32_t>& offsets) {
+  if constexpr (T::Rows16::kOffset != 0) {
+    offset_sums(x.data(), x.size(), T::Rows16::kOffset, offsets.data());
+  }
+}
+
 // The rows16 copy of a rows x nblocks matrix, group after group.
 template <class T>
 std::vector<typename T::Rows16> repack_rows16(const std::vector<typename T::Block>& rows,
@@ -267,6 +298,16 @@ std::vector<typename T::Rows16> repack_rows16(const std::vector<typename T::Bloc
               packed.data() + g * nblocks);
   }
   return packed;
+}
+
+// The level a padding row holds: 0, or Q4_0's nibble 0.
+template <class T>
+constexpr int padding_level() {
+  if constexpr (requires { T::kPaddingLevel; }) {
+    return T::kPaddingLevel;
+  } else {
+    return 0;
+  }
 }
 
 template <class T>
@@ -285,7 +326,7 @@ void check_rows16_repack() {
         CHECK(bytes[64 * 2 + 4 * r + 1] == p.qs[2][r][1]);
         if (row >= n_rows) {
           CHECK(T::zero_factors(p, r));
-          for (std::size_t i = 0; i < 32; ++i) CHECK(T::copy_quant(p, r, i) == 0);
+          for (std::size_t i = 0; i < 32; ++i) CHECK(T::copy_quant(p, r, i) == padding_level<T>());
           continue;
         }
         const auto& want = rows[row * nblocks + b];
@@ -312,7 +353,7 @@ void check_rows16_kernels() {
         const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
         const auto x = weight_activations<typename T::W>(32 * nblocks, pattern, rng);
         std::vector<std::int32_t> offsets(nblocks, 0);
-        if constexpr (T::type == GgmlType::Q8_0) offset_sums(x.data(), nblocks, offsets.data());
+        offset_sums_for<T>(x, offsets);
         const std::size_t groups = packed.size() / nblocks;
         std::vector<float> want(n_rows);
         for (std::size_t g = 0; g < groups; ++g) {
@@ -379,6 +420,9 @@ TEST_CASE("rows16 repacking keeps every quant and factor in its lane, pads with 
   SUBCASE("Q8_0") {
     check_rows16_repack<Q8_0Copy>();
   }
+  SUBCASE("Q4_0") {
+    check_rows16_repack<Q4_0Copy>();
+  }
 }
 
 TEST_CASE(
@@ -389,6 +433,9 @@ TEST_CASE(
   }
   SUBCASE("Q8_0") {
     check_rows16_kernels<Q8_0Copy>();
+  }
+  SUBCASE("Q4_0") {
+    check_rows16_kernels<Q4_0Copy>();
   }
 }
 
@@ -404,7 +451,7 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
       const auto x =
           weight_activations<typename T::W>(32 * x_stride * n_tokens, Pattern::random, rng);
       std::vector<std::int32_t> offsets(x.size(), 0);
-      if constexpr (T::type == GgmlType::Q8_0) offset_sums(x.data(), x.size(), offsets.data());
+      offset_sums_for<T>(x, offsets);
       for (Isa isa : available_isas()) {
         CAPTURE(isa_name(isa));
         CAPTURE(n_tokens);
@@ -435,5 +482,8 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
   }
   SUBCASE("Q8_0") {
     check(Q8_0Copy{});
+  }
+  SUBCASE("Q4_0") {
+    check(Q4_0Copy{});
   }
 }

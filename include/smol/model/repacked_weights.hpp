@@ -1,5 +1,5 @@
 // RepackedWeights: load-time interleaved copies of a model's Q4_K and Q6_K matrices
-// (eight rows per group) and Q4_1 matrices (sixteen).
+// (eight rows per group) and Q4_0, Q4_1 and Q8_0 matrices (sixteen).
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
 // (quant/rows8.hpp, quant/rows16.hpp) and hung on the matrix view as `rows8`, which the
@@ -21,7 +21,8 @@
 
 namespace smol {
 
-// Which layouts to make: the K-quants' eight-row copies, Q4_1's and Q8_0's sixteen-row ones.
+// Which layouts to make: the K-quants' eight-row copies, Q4_0's, Q4_1's and Q8_0's sixteen-row
+// ones.
 struct RepackLayouts {
   bool rows8 = true;
   bool rows16 = true;
@@ -32,7 +33,7 @@ class RepackedWeights {
   RepackedWeights() = default;
 
   // Repacks every Q4_K and Q6_K matrix of `weights` whose rows come in whole groups of
-  // 8 (layouts.rows8) and every Q4_1 and Q8_0 matrix (layouts.rows16; a partial last group is
+  // 8 (layouts.rows8) and every Q4_0, Q4_1 and Q8_0 matrix (layouts.rows16; a partial last group is
   // padded), and points its view at the copy. Matrices of other types are left as they are.
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
       : layouts_(layouts) {

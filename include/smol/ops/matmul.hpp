@@ -171,10 +171,11 @@ void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activa
 
 // Up to this many tokens, a sixteen-row copy that AMX's tiles read takes the decode
 // kernel over the tokens instead (WeightKernels::rows16, each block's weights loaded
-// once for all of them): the tiles' fixed cost per call (the weights unpacked into tile
-// order, the tile configuration) outweighs their speed for a few tokens, as when
-// speculative decoding verifies a draft or a server decodes a few sequences. Both round
-// a token alike, so the choice is speed alone (bench: smol-bench --spec-type).
+// once for all of them), and so does a remainder this small past whole tiles of 16: the
+// tiles' fixed cost per call (the weights unpacked into tile order, a whole tile's work
+// for any count up to 16) outweighs their speed for a few tokens, as when speculative
+// decoding verifies a draft or a server decodes a few sequences. Both round a token
+// alike, so the choice is speed alone (bench: smol-bench --spec-type).
 inline constexpr std::size_t kRows16FewTokens = 8;
 
 // A few tokens on a sixteen-row copy: groups streamed over the threads as decode does.
@@ -210,10 +211,17 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   using Rows16 = typename WeightKernels<W>::Rows16;
   if constexpr (!std::is_void_v<Rows16>) {
     if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
+      // Whole tiles of 16 tokens on the tiles; a remainder of a few on the decode kernel
+      // (a tile costs the same for 1 token as for 16).
       const auto* xs = activations_for<W>(ctx, x, w.cols, n_tokens);
-      if (n_tokens <= kRows16FewTokens)
-        return matmul_rows16_few<W>(ctx, w, xs, n_tokens, y, k.rows16);
-      return matmul_rows16<W>(ctx, w, xs, n_tokens, y, k.tile_dots_rows16);
+      const std::size_t part = n_tokens % kTokenTile;
+      const std::size_t rest = part <= kRows16FewTokens ? part : 0;
+      const std::size_t tiled = n_tokens - rest, nblocks = w.cols / 32;
+      if (tiled > 0) matmul_rows16<W>(ctx, w, xs, tiled, y, k.tile_dots_rows16);
+      if (rest > 0) {
+        matmul_rows16_few<W>(ctx, w, xs + tiled * nblocks, rest, y + tiled * w.rows, k.rows16);
+      }
+      return;
     }
   }
   if (k.matrix != nullptr) return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix);

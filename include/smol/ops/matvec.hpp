@@ -170,15 +170,16 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8
                           });
 }
 
-// The tokens' offset sums where a sixteen-row copy stores its quants plus 128 (Q8_0),
+// The tokens' offset sums where a sixteen-row copy stores its levels plus an offset
+// (Q8_0, Q4_0),
 // made once for all the groups, `nblocks` apart like the tokens; null for the other
 // copies.
 template <class Rows16, class Act>
 const std::int32_t* rows16_offsets(Context& ctx, const Act* xq, std::size_t nblocks,
                                    std::size_t n_tokens = 1) {
-  if constexpr (std::is_same_v<Rows16, BlockQ8_0Rows16>) {
+  if constexpr (Rows16::kOffset != 0) {
     auto* offsets = ctx.scratch_as<std::int32_t>(Scratch::offset_sums, n_tokens * nblocks);
-    offset_sums(xq, n_tokens * nblocks, offsets);
+    offset_sums(xq, n_tokens * nblocks, Rows16::kOffset, offsets);
     return offsets;
   } else {
     return nullptr;

@@ -1,5 +1,6 @@
 // Rows interleaved by sixteen for the 32-value block types: block b of sixteen
-// consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ8_0Rows16).
+// consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ4_0Rows16,
+// BlockQ8_0Rows16).
 //
 // Why: on the file's layout a decode dot on these types spends its instructions per row
 // (gathering two blocks into one vector, a horizontal sum, a call), and a 576-wide row
@@ -11,12 +12,13 @@
 // scales to shuffle, so a whole zmm of int32 lanes is filled by one block).
 //
 // The order is the AMX tile kernel's (x86_amx_blocks32.hpp): value quad q of row r at
-// byte 64 q + 4 r, so the AMX prefill reads the copy as it is, and the copy has the
-// file's size. Q4_1 keeps its nibbles packed (low nibbles of qs[c] are quad c, high
-// nibbles quad c + 4). Q8_0 stores each quant plus 128 (its sign bit flipped): vpdpbusd
-// and AMX's TDPBSUD take one operand unsigned, so the weights become the unsigned one
-// and the kernels subtract 128 x the token block's quant sum (`offset_sums` below), an
-// exact integer step. Each row's float arithmetic is the tile kernel's per-token
+// byte 64 q + 4 r, so the AMX prefill reads the copy as it is (Q8_0) or splits its
+// nibbles (Q4_1, Q4_0), and the copy has the file's size. Q4_1 and Q4_0 keep their
+// nibbles packed (low nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd and
+// AMX's TDPBSUD take one operand unsigned, so the weights are the unsigned one: Q4_0's
+// nibble q as it is (its level is q - 8), Q8_0's quant plus 128 (its sign bit flipped);
+// the kernels then subtract 8 or 128 x the token block's quant sum (`offset_sums`
+// below), an exact integer step. Each row's float arithmetic is the tile kernel's per-token
 // arithmetic (the references below), so a decode on the copy equals the prefill tiles'
 // result for the same token bit for bit.
 #pragma once
@@ -26,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/core/ggml_type.hpp"
 #include "smol/core/half.hpp"
@@ -42,9 +45,21 @@ struct alignas(64) BlockQ4_1Rows16 {
   std::uint8_t qs[4][kRows16][4];
   f16_bits d[kRows16];
   f16_bits m[kRows16];
+  // What a stored quant exceeds its level by (none: Q4_1's min is its own term).
+  static constexpr std::int32_t kOffset = 0;
 };
 static_assert(sizeof(BlockQ4_1Rows16) == kRows16 * sizeof(BlockQ4_1) &&
               offsetof(BlockQ4_1Rows16, d) == 256);
+
+// Q4_0: Q4_1's nibble order without the min; a nibble q is the level q - 8. 16 x 18 bytes
+// is 288, so 32-byte alignment (as Q8_0's below).
+struct alignas(32) BlockQ4_0Rows16 {
+  std::uint8_t qs[4][kRows16][4];
+  f16_bits d[kRows16];
+  static constexpr std::int32_t kOffset = 8;
+};
+static_assert(sizeof(BlockQ4_0Rows16) == kRows16 * sizeof(BlockQ4_0) &&
+              offsetof(BlockQ4_0Rows16, d) == 256);
 
 // 32-byte alignment only: 16 x 34 bytes is 544, and padding to a multiple of 64 would add
 // 6 % to every token's read (half the blocks' 64-byte loads then straddle two lines).
@@ -52,6 +67,7 @@ struct alignas(32) BlockQ8_0Rows16 {
   // qs[q][r][e] = quant 4 q + e of row r, plus 128 (the sign bit flipped).
   std::uint8_t qs[8][kRows16][4];
   f16_bits d[kRows16];
+  static constexpr std::int32_t kOffset = 128;
 };
 static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
               offsetof(BlockQ8_0Rows16, d) == 512);
@@ -68,6 +84,20 @@ inline void repack_q4_1_rows16(const std::byte* first_row, std::size_t row_bytes
       for (std::size_t c = 0; c < 4; ++c) std::memcpy(out[b].qs[c][r], row[b].qs + 4 * c, 4);
       out[b].d[r] = row[b].d;
       out[b].m[r] = row[b].m;
+    }
+  }
+}
+
+// The same for Q4_0 (padding rows: nibbles 0 and d = 0, so their results are 0 too).
+inline void repack_q4_0_rows16(const std::byte* first_row, std::size_t row_bytes,
+                               std::size_t n_rows, std::size_t nblocks,
+                               BlockQ4_0Rows16* out) noexcept {
+  std::memset(static_cast<void*>(out), 0, nblocks * sizeof(BlockQ4_0Rows16));
+  for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
+    const auto* row = reinterpret_cast<const BlockQ4_0*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      for (std::size_t c = 0; c < 4; ++c) std::memcpy(out[b].qs[c][r], row[b].qs + 4 * c, 4);
+      out[b].d[r] = row[b].d;
     }
   }
 }
@@ -94,10 +124,14 @@ inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes
   }
 }
 
-// The 4-bit quant of value i (0..31) of row r.
-inline int rows16_q4_1_quant(const BlockQ4_1Rows16& w, std::size_t r, std::size_t i) noexcept {
+// The 4-bit quant of value i (0..31) of row r (Q4_0: its level is this minus 8).
+template <class Group>
+inline int rows16_nibble(const Group& w, std::size_t r, std::size_t i) noexcept {
   const std::uint8_t byte = w.qs[(i % 16) / 4][r][i % 4];
   return i < 16 ? (byte & 0xF) : (byte >> 4);
+}
+inline int rows16_q4_1_quant(const BlockQ4_1Rows16& w, std::size_t r, std::size_t i) noexcept {
+  return rows16_nibble(w, r, i);
 }
 
 // The 8-bit quant of value i (0..31) of row r.
@@ -105,27 +139,30 @@ inline int rows16_q8_0_quant(const BlockQ8_0Rows16& w, std::size_t r, std::size_
   return static_cast<std::int8_t>(w.qs[i / 4][r][i % 4] ^ 0x80);
 }
 
-// offsets[b] = 128 x the sum of token block b's quants: what the Q8_0 copy's stored +128
-// adds to every row's integer sum of that block, for the kernels to take off. Made once
-// per token, since every group of sixteen rows needs the same ones.
-inline void offset_sums(const BlockQ8_0* x, std::size_t nblocks, std::int32_t* offsets) noexcept {
+// offsets[b] = `offset` x the sum of token block b's quants: what a copy whose stored
+// quants exceed their levels by `offset` (Group::kOffset: Q8_0's 128, Q4_0's 8) adds to
+// every row's integer sum of that block, for the kernels to take off. Made once per
+// token, since every group of sixteen rows needs the same ones.
+inline void offset_sums(const BlockQ8_0* x, std::size_t nblocks, std::int32_t offset,
+                        std::int32_t* offsets) noexcept {
   for (std::size_t b = 0; b < nblocks; ++b) {
     std::int32_t sum = 0;
     for (std::int8_t q : x[b].qs) sum += q;
-    offsets[b] = 128 * sum;
+    offsets[b] = offset * sum;
   }
 }
 
 // Whether a type's sixteen-row copy is one (the types the copy exists for).
 inline constexpr bool has_rows16_copy(GgmlType type) noexcept {
-  return type == GgmlType::Q4_1 || type == GgmlType::Q8_0;
+  return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q8_0;
 }
 
 // Bytes of the interleaved copy of a rows x cols matrix of such a type: the copy of a
-// group is its sixteen rows' bytes, the last group padded to sixteen rows.
+// group is its sixteen rows' bytes (the file's size), the last group padded to sixteen.
 inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
-  const std::size_t block =
-      type == GgmlType::Q8_0 ? sizeof(BlockQ8_0Rows16) : sizeof(BlockQ4_1Rows16);
+  const std::size_t block = type == GgmlType::Q8_0   ? sizeof(BlockQ8_0Rows16)
+                            : type == GgmlType::Q4_0 ? sizeof(BlockQ4_0Rows16)
+                                                     : sizeof(BlockQ4_1Rows16);
   return (rows + kRows16 - 1) / kRows16 * (cols / 32) * block;
 }
 
@@ -140,6 +177,9 @@ inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_
   if (type == GgmlType::Q8_0) {
     repack_q8_0_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
                        reinterpret_cast<BlockQ8_0Rows16*>(copy) + g * nblocks);
+  } else if (type == GgmlType::Q4_0) {
+    repack_q4_0_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
+                       reinterpret_cast<BlockQ4_0Rows16*>(copy) + g * nblocks);
   } else {
     repack_q4_1_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
                        reinterpret_cast<BlockQ4_1Rows16*>(copy) + g * nblocks);
@@ -172,17 +212,27 @@ inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks,
   }
 }
 
-inline void rows16_q8_0_reference(const BlockQ8_0Rows16* w, std::size_t nblocks, std::size_t n_rows,
-                                  const BlockQ8_0* x, std::size_t x_stride, std::size_t n_tokens,
-                                  const std::int32_t* /*offsets*/, float* y,
-                                  std::size_t y_stride) noexcept {
+// Q8_0 and Q4_0 (no min), their levels taken from the quants directly (the kernels reach
+// the same sums through the offsets, unused here).
+template <class Group>
+inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
+                                    const BlockQ8_0* x, std::size_t x_stride, std::size_t n_tokens,
+                                    const std::int32_t* /*offsets*/, float* y,
+                                    std::size_t y_stride) noexcept {
+  const auto level = [&](const Group& blk, std::size_t r, std::size_t i) {
+    if constexpr (std::is_same_v<Group, BlockQ8_0Rows16>) {
+      return rows16_q8_0_quant(blk, r, i);
+    } else {
+      return rows16_nibble(blk, r, i) - 8;
+    }
+  };
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const BlockQ8_0* xt = x + t * x_stride;
     for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
       float acc = 0.0f;
       for (std::size_t b = 0; b < nblocks; ++b) {
         std::int32_t isum = 0;
-        for (std::size_t i = 0; i < 32; ++i) isum += rows16_q8_0_quant(w[b], r, i) * xt[b].qs[i];
+        for (std::size_t i = 0; i < 32; ++i) isum += level(w[b], r, i) * xt[b].qs[i];
         const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
         acc = std::fma(v, f16_to_f32(xt[b].d), acc);
       }
@@ -190,6 +240,8 @@ inline void rows16_q8_0_reference(const BlockQ8_0Rows16* w, std::size_t nblocks,
     }
   }
 }
+inline constexpr auto rows16_q8_0_reference = rows16_no_min_reference<BlockQ8_0Rows16>;
+inline constexpr auto rows16_q4_0_reference = rows16_no_min_reference<BlockQ4_0Rows16>;
 
 // The sixteen-row layout of a block type, or void where there is none.
 template <class Block>
@@ -203,6 +255,10 @@ struct Rows16Of<BlockQ4_1> {
 template <>
 struct Rows16Of<BlockQ8_0> {
   using type = BlockQ8_0Rows16;
+};
+template <>
+struct Rows16Of<BlockQ4_0> {
+  using type = BlockQ4_0Rows16;
 };
 
 }  // namespace smol

@@ -376,7 +376,7 @@ struct LegacyKernelUnit {
               [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
         };
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
-          k.tile_dots_rows16 = simd::x86::amx_tile_dots_q4_1_rows16<Arch>;
+          k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockQ4_1Rows16>;
         }
       } else if constexpr (kHasMin<Block>) {
         k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;

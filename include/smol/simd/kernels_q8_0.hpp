@@ -1,6 +1,6 @@
 // The kernel units of the 32-value block types Q4_0 and Q8_0, dotted with Q8_0
-// activations: one 256-bit kernel serves every x86 set (a Q8_0 block is one ymm). Q8_0
-// also has the sixteen-row copy (quant/rows16.hpp): decode kernels on it in every x86
+// activations: one 256-bit kernel serves every x86 set (a Q8_0 block is one ymm). Both
+// also have the sixteen-row copy (quant/rows16.hpp): decode kernels on it in every x86
 // set (simd/x86_avx512_rows16.hpp) and, on AMX, the prefill tiles that read it.
 #pragma once
 
@@ -90,23 +90,28 @@ void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* quer
 }
 
 // Q4_0 and Q8_0: the dot in every set, and prefill tiles on AMX
-// (simd/x86_amx_blocks32.hpp); Q8_0's sixteen-row copy as said above.
+// (simd/x86_amx_blocks32.hpp); their sixteen-row copies as said above.
 template <class Block>
 struct Q8_0ActivationKernelUnit {
   template <class Arch>
   static WeightKernels<BlockWeight<Block>> make() noexcept {
     WeightKernels<BlockWeight<Block>> k;
     k.dot = q8_0_activation_dot<Arch, Block>();
-    constexpr bool q8 = std::is_same_v<Block, BlockQ8_0>;
-    if constexpr (q8 && std::is_same_v<Arch, scalar_arch>) k.rows16 = rows16_q8_0_reference;
+    // Both have the sixteen-row copy (quant/rows16.hpp).
+    using Rows16 = typename Rows16Of<Block>::type;
+    if constexpr (std::is_same_v<Arch, scalar_arch>) k.rows16 = rows16_no_min_reference<Rows16>;
 #if defined(SMOL_X86)
-    if constexpr (q8 && is_avx512_v<Arch>) {
-      k.rows16 = simd::x86::rows16_512<Arch, BlockQ8_0Rows16>;
-    } else if constexpr (q8 && std::is_same_v<Arch, avx2_arch>) {
-      k.rows16 = simd::x86::rows16_256<Arch, BlockQ8_0Rows16>;
+    if constexpr (is_avx512_v<Arch>) {
+      k.rows16 = simd::x86::rows16_512<Arch, Rows16>;
+    } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.rows16 = simd::x86::rows16_256<Arch, Rows16>;
     }
-    if constexpr (q8 && std::is_same_v<Arch, amx_arch>) {
-      k.tile_dots_rows16 = simd::x86::amx_tile_dots_q8_0_rows16<Arch>;
+    if constexpr (std::is_same_v<Arch, amx_arch>) {
+      if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+        k.tile_dots_rows16 = simd::x86::amx_tile_dots_q8_0_rows16<Arch>;
+      } else {
+        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, Rows16>;
+      }
     }
     if constexpr (std::is_same_v<Arch, amx_arch>) {
       k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,

@@ -76,9 +76,10 @@ inline Block32Scratch& block32_scratch() noexcept {
 // The tile loop for `n_rows` rows: y[t * y_stride + r] = row r . token t. The weights'
 // planes (512 bytes per block of sixteen rows, AMX's order) lie `block_bytes` apart from
 // `planes` on (the thread's scratch, or a sixteen-row copy as it is); their scales are in
-// the scratch's wd and wm. kOffset128: the planes hold each quant plus 128 (Q8_0's copy),
-// and each token block's sums lose 128 x its quant sum before they become floats.
-template <class Arch, class Activation, bool kOffset128 = false>
+// the scratch's wd and wm. kOffset: the planes hold each level plus kOffset (Q8_0's copy:
+// 128, Q4_0's: 8), and each token block's sums lose kOffset x its quant sum before they
+// become floats.
+template <class Arch, class Activation, std::int32_t kOffset = 0>
 void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
                            std::size_t block_bytes, std::size_t n_rows, const Activation* x,
                            std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
@@ -87,7 +88,7 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   s.yd.resize(nblocks * kTokenTile);
   s.ys.resize(nblocks * kTokenTile);
-  if constexpr (kOffset128) s.offsets.resize(nblocks * kTokenTile);
+  if constexpr (kOffset != 0) s.offsets.resize(nblocks * kTokenTile);
   memory_barrier<Arch>();  // the planes are stored before the tile loads read them
 
   // results[slot][i]: the sums of the i-th block of a pair; two slots, so that a pair's
@@ -103,9 +104,9 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
         const Activation* a = t < nt ? x + (t0 + t) * x_stride + b : nullptr;
         s.yd[b * kTokenTile + t] = a ? f16_to_f32(a->d) : 0.0f;
         if constexpr (kMin) s.ys[b * kTokenTile + t] = a ? f16_to_f32(a->s) : 0.0f;
-        if constexpr (kOffset128) {
+        if constexpr (kOffset != 0) {
           std::int32_t offset = 0;
-          if (a) offset_sums(a, 1, &offset);
+          if (a) offset_sums(a, 1, kOffset, &offset);
           s.offsets[b * kTokenTile + t] = offset;
         }
       }
@@ -141,7 +142,7 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
           _tile_loadd(5, planes + (b + 1) * block_bytes, 64);
           _tile_zero(3);
         }
-        if constexpr (kMin || kOffset128) {  // signed tokens x unsigned weights
+        if constexpr (kMin || kOffset != 0) {  // signed tokens x unsigned weights
           _tile_dpbsud(0, 1, 2);
           if (two) _tile_dpbsud(3, 4, 5);
         } else {
@@ -162,7 +163,7 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
 #pragma GCC unroll 16
         for (std::size_t t = 0; t < kTokenTile; ++t) {
           __m512i isum = _mm512_load_si512(sums + 16 * t);
-          if constexpr (kOffset128) {
+          if constexpr (kOffset != 0) {
             isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(s.offsets[b * kTokenTile + t]));
           }
           const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
@@ -233,36 +234,42 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
                               y_stride);
 }
 
-// The same on Q4_1 rows interleaved by sixteen (quant/rows16.hpp), whose byte order is
-// the planes' already: splitting each 64-byte vector of nibble pairs into its low and
-// high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter. Decode
-// (matvec) and prefill then read one copy, and a token's result is the same bit for
-// bit (the float steps are rows16_q4_1_reference's).
-template <class Arch>
-void amx_tile_dots_q4_1_rows16(const BlockQ4_1Rows16* copy, std::size_t n_rows, const BlockQ8_1* x,
-                               std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
-                               float* y, std::size_t y_stride) {
+// The same on Q4_1 or Q4_0 rows interleaved by sixteen (quant/rows16.hpp), whose byte
+// order is the planes' already: splitting each 64-byte vector of nibble pairs into its
+// low and high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter
+// (Q4_0's nibbles are its levels plus 8, taken off per token block). Decode (matvec) and
+// prefill then read one copy, and a token's result is the same bit for bit (the float
+// steps are the references').
+template <class Arch, class Group>
+void amx_tile_dots_nibbles_rows16(
+    const Group* copy, std::size_t n_rows,
+    const std::conditional_t<std::is_same_v<Group, BlockQ4_1Rows16>, BlockQ8_1, BlockQ8_0>* x,
+    std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
+    std::size_t y_stride) {
+  constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
   s.wd.resize(groups * nblocks * kTokenTile);
-  s.wm.resize(groups * nblocks * kTokenTile);
+  if constexpr (kMin) s.wm.resize(groups * nblocks * kTokenTile);
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (std::size_t i = 0; i < groups * nblocks; ++i) {
-    const BlockQ4_1Rows16& c = copy[i];
+    const Group& c = copy[i];
     std::uint8_t* plane = s.planes.data() + i * 512;
     for (std::size_t q = 0; q < 4; ++q) {
-      const __m512i v = _mm512_load_si512(c.qs[q]);
+      const __m512i v = _mm512_loadu_si512(c.qs[q]);
       _mm512_storeu_si512(plane + 64 * q, _mm512_and_si512(v, low));
       _mm512_storeu_si512(plane + 64 * (q + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
     }
     _mm512_storeu_ps(s.wd.data() + i * kTokenTile,
                      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d))));
-    _mm512_storeu_ps(s.wm.data() + i * kTokenTile,
-                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
+    if constexpr (kMin) {
+      _mm512_storeu_ps(s.wm.data() + i * kTokenTile,
+                       _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
+    }
   }
-  amx_multiply_blocks32<Arch>(s, s.planes.data(), 512, n_rows, x, x_stride, nblocks, n_tokens, y,
-                              y_stride);
+  amx_multiply_blocks32<Arch, std::remove_cvref_t<decltype(*x)>, Group::kOffset>(
+      s, s.planes.data(), 512, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 // The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes already
@@ -280,8 +287,9 @@ void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows, 
         s.wd.data() + i * kTokenTile,
         _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(copy[i].d))));
   }
-  amx_multiply_blocks32<Arch, BlockQ8_0, true>(s, copy[0].qs[0][0], sizeof(BlockQ8_0Rows16), n_rows,
-                                               x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch, BlockQ8_0, BlockQ8_0Rows16::kOffset>(
+      s, copy[0].qs[0][0], sizeof(BlockQ8_0Rows16), n_rows, x, x_stride, nblocks, n_tokens, y,
+      y_stride);
 }
 
 }  // namespace smol::simd::x86

@@ -77,11 +77,25 @@ struct Rows16Traits<BlockQ8_0Rows16> {
   using Token = BlockQ8_0;
   static constexpr bool kMin = false, kOffset = true;
 };
+template <>
+struct Rows16Traits<BlockQ4_0Rows16> {
+  using Token = BlockQ8_0;
+  static constexpr bool kMin = false, kOffset = true;
+};
+
+// Whether a kernel of set Arch starts each block's sums at minus the token's offset:
+// every copy with an offset, except Q8_0's without VNNI, whose sign-moving dot gives the
+// levels' sums directly.
+template <class Arch, class Group>
+inline constexpr bool kSubtractsOffset = Rows16Traits<Group>::kOffset &&
+                                         (has_vnni_v<Arch> ||
+                                          !std::is_same_v<Group, BlockQ8_0Rows16>);
 
 // A block's eight quad vectors (quad c of all sixteen rows) as vpdpbusd's unsigned
 // operand: Q4_1's nibbles split, Q8_0's stored bytes (quants plus 128) as they are.
-template <class Arch>
-inline void unsigned_quads(const BlockQ4_1Rows16& blk, __m512i q[8]) noexcept {
+template <class Arch, class Group>
+requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
+inline void unsigned_quads(const Group& blk, __m512i q[8]) noexcept {
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (std::size_t c = 0; c < 4; ++c) {
     const __m512i v = _mm512_load_si512(blk.qs[c]);
@@ -146,7 +160,7 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
       std::int32_t quads[8];
       std::memcpy(quads, a.qs, sizeof(quads));
       __m512i start = _mm512_setzero_si512();
-      if constexpr (Traits::kOffset && has_vnni_v<Arch>) {
+      if constexpr (kSubtractsOffset<Arch, Group>) {
         start = _mm512_set1_epi32(-offsets[t * x_stride + b]);
       }
       const __m512i isum = block_sums_512<Arch, Group>(q, quads, start);
@@ -191,8 +205,9 @@ void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
 // AVX2: the same steps on two 256-bit halves, rows 0-7 and rows 8-15 of each 64-byte
 // quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0 with
 // the signs moved), one token at a time.
-template <class Arch>
-inline void block_sums_256(const BlockQ4_1Rows16& blk, const std::int32_t quads[8],
+template <class Arch, class Group>
+requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
+inline void block_sums_256(const Group& blk, const std::int32_t quads[8],
                            __m256i isum[2]) noexcept {
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   for (std::size_t c = 0; c < 4; ++c) {
@@ -224,7 +239,7 @@ inline void block_sums_256(const BlockQ8_0Rows16& blk, const std::int32_t quads[
 template <class Arch, class Group>
 void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
                 const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
-                std::size_t n_tokens, const std::int32_t* /*offsets*/, float* y,
+                std::size_t n_tokens, const std::int32_t* offsets, float* y,
                 std::size_t y_stride) noexcept {
   using Traits = Rows16Traits<Group>;
   for (std::size_t t = 0; t < n_tokens; ++t) {
@@ -236,6 +251,9 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
       std::int32_t quads[8];
       std::memcpy(quads, xt[b].qs, sizeof(quads));
       __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      if constexpr (kSubtractsOffset<Arch, Group>) {
+        isum[0] = isum[1] = _mm256_set1_epi32(-offsets[t * x_stride + b]);
+      }
       block_sums_256<Arch>(blk, quads, isum);
       const __m256 yd = _mm256_set1_ps(f16_to_f32(xt[b].d));
       for (std::size_t h = 0; h < 2; ++h) {
