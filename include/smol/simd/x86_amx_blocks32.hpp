@@ -65,7 +65,7 @@ struct Block32Scratch {
   std::vector<std::uint8_t> planes;   // [16-row group][block][8 quads][16 rows][4]
   std::vector<float> wd, wm;          // [16-row group][block][16 rows]
   std::vector<float> yd, ys;          // [block][16 tokens]
-  std::vector<std::int32_t> offsets;  // [block][16 tokens]: offset_sums, for Q8_0's copy
+  std::vector<std::int32_t> offsets;  // [block][16 tokens]: offset_sums (Q8_0, Q4_0 copies)
 };
 
 inline Block32Scratch& block32_scratch() noexcept {
