@@ -23,6 +23,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -39,11 +40,12 @@
 namespace smol::simd::x86 {
 
 // Tile registers (literals below), two blocks at a time: 0 and 3 their sums, 1 and 4 the
-// tokens' quants (16 rows x 32 bytes), 2 and 5 the weights (8 rows x 64 bytes).
+// tokens' quants (16 rows x 32 bytes), 2 and 5 the weights (8 rows x 64 bytes); 6 a
+// weights-shaped tile of one constant, for the copies stored with an offset.
 template <class Arch>
 inline void configure_amx_block32_tiles() noexcept {
   constexpr TileShape sums{16, 64}, tokens{16, 32}, weights{8, 64}, unused{};
-  configure_tiles<Arch>({sums, tokens, weights, sums, tokens, weights, unused, unused});
+  configure_tiles<Arch>({sums, tokens, weights, sums, tokens, weights, weights, unused});
 }
 
 // Tile loads and stores are asm that names no memory: these tell the compiler that the
@@ -62,10 +64,9 @@ inline void written_by_tiles(T& object) noexcept {
 // scales, and a token tile's activation scales. Kept between calls (prefill calls this
 // for every chunk of rows of every matrix).
 struct Block32Scratch {
-  std::vector<std::uint8_t> planes;   // [16-row group][block][8 quads][16 rows][4]
-  std::vector<float> wd, wm;          // [16-row group][block][16 rows]
-  std::vector<float> yd, ys;          // [block][16 tokens]
-  std::vector<std::int32_t> offsets;  // [block][16 tokens]: offset_sums (Q8_0, Q4_0 copies)
+  std::vector<std::uint8_t> planes;  // [16-row group][block][8 quads][16 rows][4]
+  std::vector<float> wd, wm;         // [16-row group][block][16 rows]
+  std::vector<float> yd, ys;         // [block][16 tokens]
 };
 
 inline Block32Scratch& block32_scratch() noexcept {
@@ -77,8 +78,10 @@ inline Block32Scratch& block32_scratch() noexcept {
 // planes (512 bytes per block of sixteen rows, AMX's order) lie `block_bytes` apart from
 // `planes` on (the thread's scratch, or a sixteen-row copy as it is); their scales are in
 // the scratch's wd and wm. kOffset: the planes hold each level plus kOffset (Q8_0's copy:
-// 128, Q4_0's: 8), and each token block's sums lose kOffset x its quant sum before they
-// become floats.
+// 128, Q4_0's: 8); a second tile multiply of the tokens by a tile of -kOffset adds
+// -kOffset x each token block's quant sum to every row's sum, so the sums are the
+// levels' exactly before they become floats (the tile unit has time to spare here: the
+// float steps after each block are the slow part, and they stay as they are).
 template <class Arch, class Activation, std::int32_t kOffset = 0>
 void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
                            std::size_t block_bytes, std::size_t n_rows, const Activation* x,
@@ -88,7 +91,6 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   s.yd.resize(nblocks * kTokenTile);
   s.ys.resize(nblocks * kTokenTile);
-  if constexpr (kOffset != 0) s.offsets.resize(nblocks * kTokenTile);
   memory_barrier<Arch>();  // the planes are stored before the tile loads read them
 
   // results[slot][i]: the sums of the i-th block of a pair; two slots, so that a pair's
@@ -97,6 +99,14 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
   alignas(64) std::int8_t partial[2][kTokenTile * 32];  // a last tile's tokens, zero-padded
   const long act_stride = static_cast<long>(x_stride * sizeof(Activation));
   configure_amx_block32_tiles<Arch>();
+  if constexpr (kOffset != 0) {
+    alignas(64) static constexpr auto minus_offset = [] {
+      std::array<std::int8_t, 512> bytes{};
+      bytes.fill(static_cast<std::int8_t>(-kOffset));
+      return bytes;
+    }();
+    _tile_loadd(6, minus_offset.data(), 64);
+  }
   for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
     for (std::size_t b = 0; b < nblocks; ++b) {
@@ -104,11 +114,6 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
         const Activation* a = t < nt ? x + (t0 + t) * x_stride + b : nullptr;
         s.yd[b * kTokenTile + t] = a ? f16_to_f32(a->d) : 0.0f;
         if constexpr (kMin) s.ys[b * kTokenTile + t] = a ? f16_to_f32(a->s) : 0.0f;
-        if constexpr (kOffset != 0) {
-          std::int32_t offset = 0;
-          if (a) offset_sums(a, 1, kOffset, &offset);
-          s.offsets[b * kTokenTile + t] = offset;
-        }
       }
     }
     if (nt < kTokenTile) std::memset(partial, 0, sizeof(partial));
@@ -145,6 +150,10 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
         if constexpr (kMin || kOffset != 0) {  // signed tokens x unsigned weights
           _tile_dpbsud(0, 1, 2);
           if (two) _tile_dpbsud(3, 4, 5);
+          if constexpr (kOffset != 0) {  // and the offsets taken off
+            _tile_dpbssd(0, 1, 6);
+            if (two) _tile_dpbssd(3, 4, 6);
+          }
         } else {
           _tile_dpbssd(0, 1, 2);
           if (two) _tile_dpbssd(3, 4, 5);
@@ -162,11 +171,7 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
         if constexpr (kMin) wm = _mm512_loadu_ps(s.wm.data() + at);
 #pragma GCC unroll 16
         for (std::size_t t = 0; t < kTokenTile; ++t) {
-          __m512i isum = _mm512_load_si512(sums + 16 * t);
-          if constexpr (kOffset != 0) {
-            isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(s.offsets[b * kTokenTile + t]));
-          }
-          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * t)), wd);
           acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(s.yd[b * kTokenTile + t]), acc[t]);
           if constexpr (kMin) {
             acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(s.ys[b * kTokenTile + t]), acc[t]);
