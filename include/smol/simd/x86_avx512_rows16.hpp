@@ -108,9 +108,16 @@ inline void unsigned_quads(const BlockQ8_0Rows16& blk, __m512i q[8]) noexcept {
   for (std::size_t c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(blk.qs[c]);
 }
 
+// Quad c of a token's 32 quants in every lane: a broadcast straight from memory (one load,
+// no shuffle; through a 32-bit register it would cost a shuffle-port step per dot).
+template <class Arch>
+inline __m512i token_quad(const std::int8_t* qs, std::size_t c) noexcept {
+  return _mm512_broadcastd_epi32(_mm_loadu_si32(qs + 4 * c));
+}
+
 // One token's exact int32 sums of a block for the sixteen rows, from `start`.
 template <class Arch, class Group>
-inline __m512i block_sums_512(const __m512i q[8], const std::int32_t quads[8],
+inline __m512i block_sums_512(const __m512i q[8], const std::int8_t* token_qs,
                               __m512i start) noexcept {
   __m512i isum = start;
   if constexpr (std::is_same_v<Group, BlockQ8_0Rows16> && !has_vnni_v<Arch>) {
@@ -118,7 +125,7 @@ inline __m512i block_sums_512(const __m512i q[8], const std::int32_t quads[8],
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (std::size_t c = 0; c < 8; ++c) {
       const __m512i wq = _mm512_xor_si512(q[c], flip);
-      const __m512i xq = _mm512_set1_epi32(quads[c]);
+      const __m512i xq = token_quad<Arch>(token_qs, c);
       const __m512i signed_x =
           _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq), _mm512_setzero_si512(), xq);
       isum = _mm512_add_epi32(isum,
@@ -127,7 +134,7 @@ inline __m512i block_sums_512(const __m512i q[8], const std::int32_t quads[8],
     }
   } else {
     for (std::size_t c = 0; c < 8; ++c) {
-      isum = dot4_u8s8_512<Arch>(isum, q[c], _mm512_set1_epi32(quads[c]));
+      isum = dot4_u8s8_512<Arch>(isum, q[c], token_quad<Arch>(token_qs, c));
     }
   }
   return isum;
@@ -157,13 +164,11 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
 #pragma GCC unroll 4
     for (std::size_t t = 0; t < T; ++t) {
       const auto& a = x[t * x_stride + b];
-      std::int32_t quads[8];
-      std::memcpy(quads, a.qs, sizeof(quads));
       __m512i start = _mm512_setzero_si512();
       if constexpr (kSubtractsOffset<Arch, Group>) {
         start = _mm512_set1_epi32(-offsets[t * x_stride + b]);
       }
-      const __m512i isum = block_sums_512<Arch, Group>(q, quads, start);
+      const __m512i isum = block_sums_512<Arch, Group>(q, a.qs, start);
       const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
       acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(f16_to_f32(a.d)), acc[t]);
       if constexpr (Traits::kMin)
