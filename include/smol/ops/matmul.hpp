@@ -176,7 +176,7 @@ void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activa
 // for any count up to 16) outweighs their speed for a few tokens, as when speculative
 // decoding verifies a draft or a server decodes a few sequences. Both round a token
 // alike, so the choice is speed alone (bench: smol-bench --spec-type).
-inline constexpr std::size_t kRows16FewTokens = 8;
+inline constexpr std::size_t kRows16FewTokens = 16;
 
 // A few tokens on a sixteen-row copy: groups streamed over the threads as decode does.
 template <class W>
@@ -214,8 +214,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       // Whole tiles of 16 tokens on the tiles; a remainder of a few on the decode kernel
       // (a tile costs the same for 1 token as for 16).
       const auto* xs = activations_for<W>(ctx, x, w.cols, n_tokens);
-      const std::size_t part = n_tokens % kTokenTile;
-      const std::size_t rest = part <= kRows16FewTokens ? part : 0;
+      const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
       const std::size_t tiled = n_tokens - rest, nblocks = w.cols / 32;
       if (tiled > 0) matmul_rows16<W>(ctx, w, xs, tiled, y, k.tile_dots_rows16);
       if (rest > 0) {
