@@ -72,35 +72,24 @@ struct alignas(32) BlockQ8_0Rows16 {
 static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
               offsetof(BlockQ8_0Rows16, d) == 512);
 
-// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1 blocks, `row_bytes` apart, into
-// out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so their results are 0.
-inline void repack_q4_1_rows16(const std::byte* first_row, std::size_t row_bytes,
-                               std::size_t n_rows, std::size_t nblocks,
-                               BlockQ4_1Rows16* out) noexcept {
-  std::memset(static_cast<void*>(out), 0, nblocks * sizeof(BlockQ4_1Rows16));
+// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1 or Q4_0 blocks, `row_bytes`
+// apart, into out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so their results
+// are 0.
+template <class Block, class Group>
+inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_bytes,
+                                 std::size_t n_rows, std::size_t nblocks, Group* out) noexcept {
+  std::memset(static_cast<void*>(out), 0, nblocks * sizeof(Group));
   for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
-    const auto* row = reinterpret_cast<const BlockQ4_1*>(first_row + r * row_bytes);
+    const auto* row = reinterpret_cast<const Block*>(first_row + r * row_bytes);
     for (std::size_t b = 0; b < nblocks; ++b) {
       for (std::size_t c = 0; c < 4; ++c) std::memcpy(out[b].qs[c][r], row[b].qs + 4 * c, 4);
       out[b].d[r] = row[b].d;
-      out[b].m[r] = row[b].m;
+      if constexpr (requires { row[b].m; }) out[b].m[r] = row[b].m;
     }
   }
 }
-
-// The same for Q4_0 (padding rows: nibbles 0 and d = 0, so their results are 0 too).
-inline void repack_q4_0_rows16(const std::byte* first_row, std::size_t row_bytes,
-                               std::size_t n_rows, std::size_t nblocks,
-                               BlockQ4_0Rows16* out) noexcept {
-  std::memset(static_cast<void*>(out), 0, nblocks * sizeof(BlockQ4_0Rows16));
-  for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
-    const auto* row = reinterpret_cast<const BlockQ4_0*>(first_row + r * row_bytes);
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      for (std::size_t c = 0; c < 4; ++c) std::memcpy(out[b].qs[c][r], row[b].qs + 4 * c, 4);
-      out[b].d[r] = row[b].d;
-    }
-  }
-}
+inline constexpr auto repack_q4_1_rows16 = repack_nibble_rows16<BlockQ4_1, BlockQ4_1Rows16>;
+inline constexpr auto repack_q4_0_rows16 = repack_nibble_rows16<BlockQ4_0, BlockQ4_0Rows16>;
 
 // The same for Q8_0: every quant stored plus 128.
 inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes,
