@@ -98,7 +98,7 @@ requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4
 inline void unsigned_quads(const Group& blk, __m512i q[8]) noexcept {
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (std::size_t c = 0; c < 4; ++c) {
-    const __m512i v = _mm512_load_si512(blk.qs[c]);
+    const __m512i v = _mm512_loadu_si512(blk.qs[c]);  // Q4_0's groups: 32-byte aligned
     q[c] = _mm512_and_si512(v, low);
     q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
   }
