@@ -148,7 +148,7 @@ std::vector<std::int32_t> greedy(smol::Transformer& session, const Golden& golde
 
 const char* const kPrompts[] = {"P1", "P2", "P3"};
 
-// The prompts a case runs: all three, or under the sanitizers (fewer_repeats.hpp) one,
+// The prompts a case runs: all three, or with fewer repeats (fewer_repeats.hpp) one,
 // each call the next in turn, so that the cases between them still run the short (20
 // tokens), middle (125) and long (324) prefill. Every check in a loop over these holds
 // for each prompt alone; a check across prompts loops over kPrompts itself.
