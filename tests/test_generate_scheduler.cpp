@@ -630,8 +630,8 @@ TEST_CASE("guesses take only the room prompts leave: a prompt is read as fast be
     a.sampling = smol::SamplerSettings::greedy();
     a.max_tokens = 200;
     a.ignore_eos = true;
-    // A window no pass fills: drafting never pauses, whatever the steps' times.
-    if (drafting) a.draft = smol::DraftLengthSettings{.window = 100000};
+    // Pauses of no tokens: drafting never pauses, whatever the steps' times.
+    if (drafting) a.draft = smol::DraftLengthSettings{.pause = 0};
     a.on_done = [&out](const smol::GenerationResult& r) { out.a = r; };
     scheduler.submit(std::move(a));
     for (int i = 0; i < 12; ++i) scheduler.step();
@@ -679,10 +679,11 @@ class EagerDrafter final : public smol::BatchDrafter {
 
 TEST_CASE("guesses that need KV pages no one has free step aside before anyone is preempted") {
   // Two pages of 256 positions. A reads a 252-token prompt, B a short one: a page each.
-  // B ends after 3 tokens, before A's own tokens reach position 256, and its cached
-  // sequence then gives its page up. A's first guesses (step 3: its token at 253, four
-  // guesses at 254..257) need that page while B still runs: they must be dropped, and B
-  // (the newest, the one preemption would take) must not be preempted.
+  // B ends after 4 tokens, before A's own tokens reach position 256, and its cached
+  // sequence then gives its page up. A's first guesses (step 4, after two timed plain
+  // steps: its token at 254, four guesses at 255..258) need that page while B still runs:
+  // they must be dropped, and B (the newest, the one preemption would take) must not be
+  // preempted.
   std::string text;
   while (prompt_of(text).size() < 252) text += "The sea was calm and the ships sailed on. ";
   std::vector<smol::TokenId> long_prompt = prompt_of(text);
@@ -702,14 +703,14 @@ TEST_CASE("guesses that need KV pages no one has free step aside before anyone i
     a.sampling = smol::SamplerSettings::greedy();
     a.max_tokens = 8;
     a.ignore_eos = true;
-    // A window no pass fills: drafting never pauses, whatever the steps' times.
-    if (drafting) a.draft = smol::DraftLengthSettings{.window = 100000};
+    // Pauses of no tokens: drafting never pauses, whatever the steps' times.
+    if (drafting) a.draft = smol::DraftLengthSettings{.pause = 0};
     a.on_done = [&out](const smol::GenerationResult& r) { out.a = r; };
     smol::GenerationRequest b;
     b.prompt = prompt_of(kPrompts[5]);
     REQUIRE(b.prompt.front() != a.prompt.front());  // no shared prefix to wait for
     b.sampling = smol::SamplerSettings::greedy();
-    b.max_tokens = 3;
+    b.max_tokens = 4;
     b.ignore_eos = true;
     b.on_done = [&out](const smol::GenerationResult& r) { out.b = r; };
     scheduler.submit(std::move(a));
@@ -838,7 +839,7 @@ TEST_CASE("a draft model follows a preempted sequence: forgotten, then caught up
   }
   const smol::SchedulerOptions options{.max_sequences = 2, .step_tokens = 512};
   const auto plain = serve_with_draft_model(requests, options, 4096, 512);
-  for (auto& r : requests) r.draft = smol::DraftLengthSettings{.window = 100000};
+  for (auto& r : requests) r.draft = smol::DraftLengthSettings{.pause = 0};  // never pauses
   const auto drafted = serve_with_draft_model(requests, options, 4096, 512);
   CHECK(plain.preemptions > 0);
   CHECK(drafted.preemptions > 0);

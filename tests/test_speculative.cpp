@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,8 @@ TEST_CASE(
     "the draft length grows on acceptance, shrinks on rejection, pauses when it does not pay") {
   smol::DraftLength length({.max = 16, .window = 20, .min_acceptance = 0.3, .pause = 5});
   CHECK(length.next() == 0);  // no step timed yet: the first one runs plain
+  length.record_step(1.0);    // the first, cold, is no yardstick
+
   length.record_step(1.0);
   CHECK(length.next() == 4);
   length.record(4, 4);  // all kept: twice as long
@@ -204,6 +207,8 @@ TEST_CASE(
   // without drafting, then drafting again.
   smol::DraftLength poor({.max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5});
   poor.record_step(1.0);
+
+  poor.record_step(1.0);
   for (int i = 0; i < 5; ++i) poor.record(4, 0);
   CHECK(poor.paused());
   for (int i = 0; i < 5; ++i) CHECK(poor.next() == 0);
@@ -217,6 +222,8 @@ TEST_CASE(
   // Enough accepted over the window: never paused.
   smol::DraftLength good({.max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5});
   good.record_step(1.0);
+
+  good.record_step(1.0);
   for (int i = 0; i < 50; ++i) {
     good.record(4, i % 2 == 0 ? 1 : 2);
     CHECK_FALSE(good.paused());
@@ -229,21 +236,98 @@ TEST_CASE("with timed passes, drafting pauses when its passes are slower than pl
       .max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5};
   smol::DraftLength cheap(settings);  // a pass costs 1.5 s: pays, at 25 % acceptance
   cheap.record_step(1.0);
+
+  cheap.record_step(1.0);
   for (int i = 0; i < 20; ++i) {
     cheap.record(4, 1, 1.5);
     CHECK_FALSE(cheap.paused());
   }
   smol::DraftLength dear(settings);  // a pass costs 2.5 s: does not pay
   dear.record_step(1.0);
+
+  dear.record_step(1.0);
   for (int i = 0; i < 5; ++i) dear.record(4, 1, 2.5);
   CHECK(dear.paused());
   // At 75 % kept, 4 tokens per pass against 3.5 s: pays.
   smol::DraftLength good(settings);
   good.record_step(1.0);
+
+  good.record_step(1.0);
   for (int i = 0; i < 20; ++i) {
     good.record(4, 3, 3.5);
     CHECK_FALSE(good.paused());
   }
+}
+
+TEST_CASE("with timed passes, the length is the one that yields the most tokens per step") {
+  const smol::DraftLengthSettings settings{.max = 16, .window = 48, .pause = 5};
+  // Dear passes (0.8 + 0.3 k steps for k guesses) and a drafter that is right three
+  // times, then wrong: the fourth guess never pays its 0.3 steps, and neither does
+  // doubling after a draft kept whole.
+  smol::DraftLength dear(settings);
+  dear.record_step(1.0);
+
+  dear.record_step(1.0);
+  std::vector<std::size_t> lengths;
+  for (int i = 0; i < 30; ++i) {
+    const std::size_t k = dear.next();
+    REQUIRE(k > 0);
+    lengths.push_back(k);
+    dear.record(k, std::min<std::size_t>(k, 3), 0.8 + 0.3 * static_cast<double>(k));
+  }
+  // Three guesses nearly always; now and then a probe past what the window has tested
+  // (at most twice as far), never the doubling to 16 after each draft kept whole.
+  std::string seen;
+  for (const std::size_t k : lengths) seen += std::to_string(k) + " ";
+  CAPTURE(seen);
+  CHECK(*std::max_element(lengths.begin(), lengths.end()) <= 8);
+  CHECK(std::count_if(lengths.begin(), lengths.end(), [](std::size_t k) { return k > 4; }) <= 3);
+  CHECK(std::count(lengths.begin(), lengths.end(), std::size_t{3}) >= 24);
+
+  // Cheap passes (1 + 0.02 k) and every guess kept: as long as allowed.
+  smol::DraftLength cheap(settings);
+  cheap.record_step(1.0);
+
+  cheap.record_step(1.0);
+  for (int i = 0; i < 6; ++i) {
+    const std::size_t k = cheap.next();
+    cheap.record(k, k, 1.0 + 0.02 * static_cast<double>(k));
+  }
+  CHECK(cheap.next() == 16);
+
+  // Half the guesses kept, each position alike, passes at 1 + 0.25 k: one guess yields
+  // 1.5 tokens for 1.25 steps, two 1.75 for 1.5, and longer drafts less a step.
+  smol::DraftLength coin(settings);
+  coin.record_step(1.0);
+  coin.record_step(1.0);
+  std::mt19937 random(7);
+  std::size_t paused = 0, last = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::size_t k = coin.next();
+    if (k == 0) {  // a pause: eight unlucky passes can call one, rarely
+      ++paused;
+      continue;
+    }
+    last = k;
+    std::size_t accepted = 0;
+    while (accepted < k && random() % 2 == 0) ++accepted;
+    coin.record(k, accepted, 1.0 + 0.25 * static_cast<double>(k));
+  }
+  CHECK(last == 1);
+  CHECK(paused <= 40);
+
+  // Guesses never kept, passes at 1 + 0.25 k: the passes' verdict pauses drafting after
+  // eight of them, long before the window of 48 drafted tokens fills.
+  smol::DraftLength never(settings);
+  never.record_step(1.0);
+  never.record_step(1.0);
+  std::size_t passes = 0;
+  for (std::size_t k = never.next(); k > 0; k = never.next()) {
+    never.record(k, 0, 1.0 + 0.25 * static_cast<double>(k));
+    ++passes;
+  }
+  CHECK(passes == 8);
+  CHECK(never.paused());
 }
 
 // ---- the acceptance rule -------------------------------------------------------------
@@ -370,10 +454,10 @@ TEST_CASE("after a rejected guess the reply goes on as plain decoding (the KV is
   // guesses before a wrong one, rejects it, and the next pass starts over it.
   const std::vector<std::size_t> wrong_at = {3, 4, 9, 17};
   smol::Transformer session(f.model, f.context, invariant_session());
-  // pause never: every rejection must be retried
+  // Pauses of no tokens: every rejection must be retried.
   smol::SpeculativeDecoder speculation(
       std::make_unique<ScriptedDrafter>(prompt.size(), plain.tokens, wrong_at),
-      {.max = 6, .min_acceptance = 0.0});
+      {.max = 6, .min_acceptance = 0.0, .pause = 0});
   const Generated spec =
       generate(session, prompt, 30, smol::SamplerSettings::greedy(), &speculation);
   CHECK(spec.tokens == plain.tokens);
@@ -458,7 +542,7 @@ TEST_CASE("sampled replies keep their token frequencies with speculation") {
       smol::SpeculativeDecoder speculation(
           std::make_unique<ScriptedDrafter>(prompt.size(), greedy.tokens,
                                             std::vector<std::size_t>{}),
-          {.max = 4, .min_acceptance = 0.0});
+          {.max = 4, .min_acceptance = 0.0, .pause = 0});
       const Generated reply =
           generate(session, cache, prompt, kLength, settings, mode == 1 ? &speculation : nullptr);
       REQUIRE(reply.tokens.size() == kLength);
