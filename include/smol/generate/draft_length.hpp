@@ -12,7 +12,7 @@
 //     j; one that kept fewer never tested j), drawn towards the window's overall keep
 //     rate where a position has few passes (so lengths not tried yet are judged by it);
 //   - what a pass costs, in one-token steps: a + b k, fitted to the timed passes and to
-//     the one-token step itself (a pass of no guesses). A pass of 17 tokens cost 4.4-5.7
+//     the one-token step itself (a pass of no guesses). A pass of 17 tokens cost 4.4-6.1
 //     steps where one of 4 cost 1.3 on SmolLM2 with AMX: doubling up to --draft-max after
 //     every draft kept whole, the rule before this one, drafted at the dear end.
 // The length grows at most twofold past the farthest position the window has tested, so
