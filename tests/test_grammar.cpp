@@ -15,6 +15,9 @@
 #include "smol/grammar/token_mask_table.hpp"
 #include "smol/grammar/token_trie.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_grammar {
+
 namespace {
 
 using smol::GrammarRecognizer;
@@ -350,3 +353,5 @@ TEST_CASE("token masks equal the brute force: SmolLM2's vocabulary (real_model f
       "日本語 XYZ\n12,3456,", 15, 5, 2);
   MESSAGE(checked << " states checked");
 }
+
+}  // namespace test_grammar
