@@ -230,7 +230,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("with timed passes, drafting pauses when its passes are slower than plain steps") {
+TEST_CASE(
+    "with timed passes, dear passes shorten the draft; a full window that never pays pauses it") {
   // Steps of 1 s. Passes of 4 guesses keeping 1 yield 2 tokens: worth 2 s of steps.
   const smol::DraftLengthSettings settings{
       .max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5};
@@ -242,12 +243,25 @@ TEST_CASE("with timed passes, drafting pauses when its passes are slower than pl
     cheap.record(4, 1, 1.5);
     CHECK_FALSE(cheap.paused());
   }
-  smol::DraftLength dear(settings);  // a pass costs 2.5 s: does not pay
+  // A pass costs 2.5 s: four guesses do not pay, but the first guess, kept every time,
+  // would (about 1.9 tokens for 1.4 steps by the cost line): the draft shortens to it,
+  // and drafting goes on.
+  smol::DraftLength dear(settings);
   dear.record_step(1.0);
 
   dear.record_step(1.0);
   for (int i = 0; i < 5; ++i) dear.record(4, 1, 2.5);
-  CHECK(dear.paused());
+  CHECK_FALSE(dear.paused());
+  CHECK(dear.next() == 1);
+  // Nothing kept at that price: the window (20 drafted tokens, five passes, fewer than the
+  // eight timed passes the verdict otherwise waits for) pauses drafting.
+  smol::DraftLength hopeless(settings);
+  hopeless.record_step(1.0);
+  hopeless.record_step(1.0);
+  for (int i = 0; i < 4; ++i) hopeless.record(4, 0, 2.5);
+  CHECK_FALSE(hopeless.paused());
+  hopeless.record(4, 0, 2.5);
+  CHECK(hopeless.paused());
   // At 75 % kept, 4 tokens per pass against 3.5 s: pays.
   smol::DraftLength good(settings);
   good.record_step(1.0);

@@ -19,14 +19,16 @@
 // a probe into the untested costs little. Until passes have been timed, the length
 // doubles after a draft kept whole and is one more than the kept guesses after a
 // rejection.
-// Over the passes of the last `window` drafted tokens, drafting that did not pay stops
-// for `pause` generated tokens, then tries again (a pause that is followed by another
-// failure doubles, up to `max_pause`), so open-ended text that never repeats runs as
-// plain decoding. Whether it paid is measured when the caller times its work (record's
-// seconds): the passes took longer than one-token steps would have for the tokens they
-// yielded. What a guess costs differs tenfold between machines, models and kernels, so
-// a fixed acceptance threshold cannot say it; `min_acceptance` is the rule only until a
-// step is timed.
+// Drafting that does not pay stops for `pause` generated tokens, then tries again (a
+// pause that is followed by another failure doubles, up to `max_pause`), so open-ended
+// text that never repeats runs as plain decoding. When the caller times its work
+// (record's seconds), the timed passes say whether it pays: once kMinTimedPasses of them
+// (or the passes of the last `window` drafted tokens) are in, does any length yield more
+// tokens per step than a plain step's one? (Not "were the last passes slower than plain
+// steps": that judges their length, which the model shortens instead.) What a guess
+// costs differs tenfold between machines, models and kernels, so a fixed acceptance
+// threshold cannot say it; untimed, the rule is the acceptance rate over the passes of
+// the last `window` drafted tokens, against `min_acceptance`.
 #pragma once
 
 #include <algorithm>
@@ -41,7 +43,7 @@ struct DraftLengthSettings {
   // --draft-min: a shorter draft is not worth its pass and is dropped (llama.cpp's
   // meaning; its default 0 verifies any draft).
   std::size_t min = 0;
-  std::size_t window = 48;      // drafted tokens the acceptance rate is measured over
+  std::size_t window = 48;      // drafted tokens the passes are judged over
   double min_acceptance = 0.2;  // below it, drafting pauses
   std::size_t pause = 16;       // generated tokens without drafting, at first (0: never pauses)
   std::size_t max_pause = 256;
@@ -87,34 +89,34 @@ class DraftLength {
     // What plain steps would have taken for the pass's tokens: the kept guesses and the
     // token of its own.
     const bool timed = seconds > 0 && step_seconds_ > 0;
-    const double plain_seconds = timed ? static_cast<double>(accepted + 1) * step_seconds_ : 0;
-    outcomes_.push_back(
-        {drafted, accepted, seconds, plain_seconds, timed ? seconds / step_seconds_ : 0});
+    outcomes_.push_back({drafted, accepted, timed ? seconds / step_seconds_ : 0});
     in_window_ += drafted;
     accepted_in_window_ += accepted;
+    timed_in_window_ += timed ? 1 : 0;
     while (!outcomes_.empty() && in_window_ - outcomes_.front().drafted >= settings_.window) {
       in_window_ -= outcomes_.front().drafted;
       accepted_in_window_ -= outcomes_.front().accepted;
+      timed_in_window_ -= outcomes_.front().steps > 0 ? 1 : 0;
       outcomes_.pop_front();
     }
-    // By the passes' times: the best length, and whether even it yields more than the
-    // one token a plain step does (after kMinTimedPasses passes: a few unlucky guesses
-    // are no verdict). A stop is a pause, as the window's rule below makes.
-    bool model_says_stop = false;
+    bool pays = true;
     if (timed) {
+      // By the passes' times: the best length, and whether even it yields more than the
+      // one token a plain step does (a few unlucky guesses are no verdict).
       double tokens_per_step = 0;
       length_ = most_tokens_per_step(tokens_per_step);
-      const auto timed_passes = std::count_if(outcomes_.begin(), outcomes_.end(),
-                                              [](const Outcome& o) { return o.steps > 0; });
-      model_says_stop = timed_passes >= kMinTimedPasses && tokens_per_step < kStopBelow;
+      if (timed_in_window_ < kMinTimedPasses && in_window_ < settings_.window) return;
+      pays = tokens_per_step >= kStopBelow;
     } else {
       // A draft shorter than asked for (the drafter had no more) says nothing against
       // the length asked for.
       length_ = accepted == drafted ? std::min(settings_.max, std::max(length_, 2 * drafted))
                                     : std::min(settings_.max, accepted + 1);
+      if (in_window_ < settings_.window) return;  // not enough evidence yet
+      pays = static_cast<double>(accepted_in_window_) >=
+             settings_.min_acceptance * static_cast<double>(in_window_);
     }
-    if (!model_says_stop && in_window_ < settings_.window) return;  // not enough evidence yet
-    if (model_says_stop || !pays()) {
+    if (!pays) {
       paused_for_ = pause_;
       pause_ = std::min(settings_.max_pause, 2 * pause_);
       forget_window();
@@ -128,16 +130,18 @@ class DraftLength {
  private:
   struct Outcome {
     std::size_t drafted, accepted;
-    double seconds, plain_seconds;  // the pass's time, and plain steps' for its tokens
-    double steps;                   // the pass's time in one-token steps (0: not timed)
+    double steps;  // the pass's time in one-token steps (0: not timed)
   };
 
   // The length (settings' min, at least 1, to max) whose passes yield the most tokens per
   // step, by the window's passes (the header says how).
-  std::size_t most_tokens_per_step(double& tokens_per_step) const {
+  std::size_t most_tokens_per_step(double& tokens_per_step) {
     const std::size_t longest = std::max<std::size_t>(settings_.max, 1);
     // Per guess position j (1-based): how many passes tested it, and kept it.
-    std::vector<double> tested(longest + 1, 0.0), kept(longest + 1, 0.0);
+    std::vector<double>& tested = tested_;
+    std::vector<double>& kept = kept_;
+    tested.assign(longest + 1, 0.0);  // no allocation after the first pass
+    kept.assign(longest + 1, 0.0);
     double all_tested = 0, all_kept = 0;
     std::size_t farthest = 0;  // the farthest position tested
     // The cost line's sums, guesses x against steps y: a one-token step is a pass of no
@@ -183,30 +187,16 @@ class DraftLength {
   // position's keep rate counts the window's overall rate as kKeepRateWeight passes.
   static constexpr double kStepWeight = 2.0, kSlopeFloor = 0.01, kBaseFloor = 0.1;
   static constexpr double kKeepRateWeight = 2.0;
-  // The passes' verdict needs kMinTimedPasses timed passes, and says stop below kStopBelow
-  // tokens a step (a plain step yields 1): at half the guesses kept, where one guess
-  // pays, eight passes show that few kept (one or none) 4 times in 100.
-  static constexpr std::ptrdiff_t kMinTimedPasses = 8;
+  // The passes' verdict needs kMinTimedPasses timed passes (or a full window), and says
+  // stop below kStopBelow tokens a step (a plain step yields 1): at half the guesses
+  // kept, where one guess pays, eight passes show that few kept (one or none) 4 times
+  // in 100.
+  static constexpr std::size_t kMinTimedPasses = 8;
   static constexpr double kStopBelow = 0.95;
-
-  // Whether the window's passes beat plain steps: by their times when every pass in it
-  // was timed against a known step, else by the acceptance rate.
-  bool pays() const {
-    double pass = 0, plain = 0;
-    for (const Outcome& o : outcomes_) {
-      if (o.seconds <= 0 || o.plain_seconds <= 0) {
-        return static_cast<double>(accepted_in_window_) >=
-               settings_.min_acceptance * static_cast<double>(in_window_);
-      }
-      pass += o.seconds;
-      plain += o.plain_seconds;
-    }
-    return pass <= plain;
-  }
 
   void forget_window() {
     outcomes_.clear();
-    in_window_ = accepted_in_window_ = 0;
+    in_window_ = accepted_in_window_ = timed_in_window_ = 0;
     length_ = std::min<std::size_t>(settings_.max, 4);
   }
 
@@ -215,8 +205,9 @@ class DraftLength {
   std::size_t pause_;
   std::size_t paused_for_ = 0;
   std::deque<Outcome> outcomes_;
-  std::size_t in_window_ = 0, accepted_in_window_ = 0;
-  double step_seconds_ = 0;  // a one-token step, smoothed; 0 until one is timed
+  std::size_t in_window_ = 0, accepted_in_window_ = 0, timed_in_window_ = 0;
+  std::vector<double> tested_, kept_;  // most_tokens_per_step's counts, kept for reuse
+  double step_seconds_ = 0;            // a one-token step, smoothed; 0 until one is timed
   bool first_step_timed_ = false;
 };
 
