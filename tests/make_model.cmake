@@ -13,6 +13,14 @@ set_tests_properties(make_model_tiny PROPERTIES
   FIXTURES_SETUP synthetic_tiny
   PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 Q4_K, 9 Q6_K\\)")
 
+# llama-quantize's IQ4_XS mix: attn_v Q5_K (four query heads a KV head), the tied LM head
+# Q6_K, the rest IQ4_XS.
+add_test(NAME make_model_tiny_iq4_xs
+  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type iq4_xs
+          -o "${make_model_dir}/synthetic-tiny.iq4_xs.gguf")
+set_tests_properties(make_model_tiny_iq4_xs PROPERTIES
+  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 IQ4_XS, 8 Q5_K, 1 Q6_K\\)")
+
 add_test(NAME make_model_llama_f16
   COMMAND $<TARGET_FILE:smol-make-model> --arch llama --layers 2 --hidden 128 --ffn 384
           --heads 4 --kv-heads 2 --vocab 512 --type f16 -o "${make_model_llama}")

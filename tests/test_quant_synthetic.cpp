@@ -159,21 +159,33 @@ TEST_CASE("Weights: the Q4_K_M file is the F32 file quantized, with the intended
 }
 
 TEST_CASE("Fast mode writes valid random blocks of the same scale") {
-  auto spec = smol::synthetic_preset("tiny");
-  spec.fast = true;
-  const auto fast = write_in_memory(spec);
-  spec.fast = false;
-  const auto slow = write_in_memory(spec);
-  for (const auto& tensor : fast.tensors()) {
-    CAPTURE(tensor.name);
-    const auto values = dequantized(tensor);
-    std::size_t finite = 0;
-    for (float v : values) finite += std::isfinite(v);
-    CHECK(finite == values.size());
-    const auto m = moments(values);
-    const auto reference = moments(dequantized(slow.tensor(tensor.name)));
-    CHECK(m.stddev == doctest::Approx(reference.stddev).epsilon(0.15));
-    CHECK(std::fabs(m.mean - reference.mean) < 0.1 * reference.stddev + 0.05 * reference.mean);
+  // Q4_K_M: Q4_K and Q6_K blocks; IQ4_XS: IQ4_XS, Q5_K (attn_v, four query heads a KV
+  // head) and Q6_K.
+  for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs}) {
+    auto spec = smol::synthetic_preset("tiny");
+    spec.weights = weights;
+    spec.fast = true;
+    const auto fast = write_in_memory(spec);
+    spec.fast = false;
+    const auto slow = write_in_memory(spec);
+    for (const auto& tensor : fast.tensors()) {
+      CAPTURE(tensor.name);
+      CAPTURE(smol::ggml_type_name(tensor.type));
+      const auto values = dequantized(tensor);
+      std::size_t finite = 0;
+      for (float v : values) finite += std::isfinite(v);
+      CHECK(finite == values.size());
+      const auto m = moments(values);
+      const auto reference = moments(dequantized(slow.tensor(tensor.name)));
+      CHECK(m.stddev == doctest::Approx(reference.stddev).epsilon(0.15));
+      CHECK(std::fabs(m.mean - reference.mean) < 0.1 * reference.stddev + 0.05 * reference.mean);
+    }
+    if (weights == smol::SyntheticWeights::iq4_xs) {
+      CHECK(fast.tensor("blk.0.attn_q.weight").type == smol::GgmlType::IQ4_XS);
+      CHECK(fast.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q5_K);
+      CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);  // tied: the LM head
+      CHECK(fast.get<std::uint32_t>("general.file_type") == 30);  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+    }
   }
 }
 
@@ -197,8 +209,9 @@ TEST_CASE("Other shapes: llama, untied, explicit head_dim, every weight format")
   spec.head_dim = 32;  // 8 x 32 = 256, not hidden
   spec.vocab = 600;
   spec.tied = false;
-  for (auto weights : {smol::SyntheticWeights::f32, smol::SyntheticWeights::f16,
-                       smol::SyntheticWeights::q8_0, smol::SyntheticWeights::q4_k_m}) {
+  for (auto weights :
+       {smol::SyntheticWeights::f32, smol::SyntheticWeights::f16, smol::SyntheticWeights::q8_0,
+        smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs}) {
     spec.weights = weights;
     const auto file = write_in_memory(spec);
     CHECK(file.get<std::uint32_t>("llama.attention.key_length") == 32);
@@ -210,6 +223,11 @@ TEST_CASE("Other shapes: llama, untied, explicit head_dim, every weight format")
     if (weights == smol::SyntheticWeights::q4_k_m) {
       CHECK(embd == smol::GgmlType::Q4_K);  // untied: only output.weight gets Q6_K
       CHECK(head == smol::GgmlType::Q6_K);
+    }
+    if (weights == smol::SyntheticWeights::iq4_xs) {
+      CHECK(embd == smol::GgmlType::IQ4_XS);
+      CHECK(head == smol::GgmlType::Q6_K);
+      CHECK(file.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q5_K);  // 8 over 2 heads
     }
     if (weights == smol::SyntheticWeights::q8_0) CHECK(head == smol::GgmlType::Q8_0);
     if (weights == smol::SyntheticWeights::f16) CHECK(head == smol::GgmlType::F16);
@@ -226,6 +244,10 @@ TEST_CASE("Other shapes: llama, untied, explicit head_dim, every weight format")
   const auto narrow = write_in_memory(spec);
   CHECK(narrow.tensor("blk.0.attn_q.weight").type == smol::GgmlType::Q8_0);
   CHECK(narrow.tensor("blk.2.ffn_down.weight").type == smol::GgmlType::Q6_K);  // last eighth
+  // IQ4_XS falls back to IQ4_NL, its 32-value sibling, as in llama-quantize.
+  spec.weights = smol::SyntheticWeights::iq4_xs;
+  CHECK(write_in_memory(spec).tensor("blk.0.attn_q.weight").type == smol::GgmlType::IQ4_NL);
+  spec.weights = smol::SyntheticWeights::q4_k_m;
 
   spec.heads = 5;
   CHECK_THROWS_AS(smol::plan_synthetic_tensors(spec), smol::Error);

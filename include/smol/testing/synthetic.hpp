@@ -34,6 +34,8 @@
 #include "smol/gguf/writer.hpp"
 #include "smol/model/architecture.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/iq4.hpp"
+#include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/testing/synthetic_vocabulary.hpp"
 #include "smol/text/smollm3_template.hpp"
@@ -46,6 +48,8 @@ enum class SyntheticWeights {
   f16,     // matrices F16, norms F32 (1)
   q8_0,    // matrices Q8_0, norms F32 (7)
   q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
+  iq4_xs,  // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
+           // head, the LM head Q6_K, norms F32 (30)
 };
 
 struct SyntheticSpec {
@@ -208,10 +212,12 @@ struct SyntheticTensor {
 
 namespace detail {
 
-// What llama-quantize falls back to when a row does not split into 256-value blocks.
+// What llama-quantize falls back to when a row does not split into 256-value blocks
+// (IQ4_XS: IQ4_NL, its 32-value sibling).
 inline GgmlType fit_row(GgmlType wanted, std::uint64_t row_length) {
   if (row_length % ggml_type_info(wanted).block_values == 0) return wanted;
-  return row_length % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
+  if (row_length % 32 != 0) return GgmlType::F16;
+  return wanted == GgmlType::IQ4_XS ? GgmlType::IQ4_NL : GgmlType::Q8_0;
 }
 
 inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_view role,
@@ -224,10 +230,16 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
     case SyntheticWeights::q8_0:
       return fit_row(GgmlType::Q8_0, row_length);
     case SyntheticWeights::q4_k_m:
+    case SyntheticWeights::iq4_xs:
       break;
   }
   // The LM head (output, or token_embd when tied) is Q6_K.
   const bool lm_head = role == "output" || (role == "token_embd" && spec.tied);
+  if (spec.weights == SyntheticWeights::iq4_xs) {
+    if (lm_head) return fit_row(GgmlType::Q6_K, row_length);
+    const bool grouped = spec.kv_heads != 0 && spec.heads / spec.kv_heads >= 4;
+    return fit_row(role == "attn_v" && grouped ? GgmlType::Q5_K : GgmlType::IQ4_XS, row_length);
+  }
   const bool more_bits =
       (role == "attn_v" || role == "ffn_down") && uses_more_bits(layer, spec.layers);
   return fit_row(lm_head || more_bits ? GgmlType::Q6_K : GgmlType::Q4_K, row_length);
@@ -397,6 +409,34 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
         block.d = f32_to_f16(stddev / (90.0f * 18.5f));
       });
       return;
+    case GgmlType::Q5_K:
+      // As Q4_K with 5-bit q: d * sc * (q - 15.5), q uniform in 0..31 (std 9.23).
+      for_each_block(BlockQ5K{}, [&](BlockQ5K& block) {
+        std::uint8_t scales[8];
+        for (auto& s : scales) s = static_cast<std::uint8_t>(rng.uniform_int(32, 63));
+        pack_q4k_scales(scales, scales, block.scales);
+        const float d = stddev / (48.8f * 9.23f);
+        block.d = f32_to_f16(d);
+        block.dmin = f32_to_f16(15.5f * d);
+      });
+      return;
+    case GgmlType::IQ4_XS:
+      // value = d * (s - 32) * level, levels kIq4nlValues (rms 67.4 over random indices,
+      // mean -5.9: a scale of one sign would bias every block), s - 32 in 16..31 or
+      // -32..-17 (the high two bits of s both set or both clear; rms 24.4).
+      for_each_block(BlockIQ4XS{}, [&](BlockIQ4XS& block) {
+        std::uint16_t high = 0;
+        for (unsigned j = 0; j < 8; ++j) high |= (rng.next() & 1) ? 3u << (2 * j) : 0u;
+        block.scales_h = high;
+        block.d = f32_to_f16(stddev / (24.4f * 67.4f));
+      });
+      return;
+    case GgmlType::IQ4_NL:
+      // value = d * level: d of either sign, for IQ4_XS's reason.
+      for_each_block(BlockIQ4NL{}, [&](BlockIQ4NL& block) {
+        block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 67.4f);
+      });
+      return;
     case GgmlType::Q8_0:
       // q uniform in -128..127 (std 73.9).
       for_each_block(BlockQ8_0{}, [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
@@ -407,7 +447,8 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
 }
 
 inline bool is_block_quantized(GgmlType type) {
-  return type == GgmlType::Q4_K || type == GgmlType::Q6_K || type == GgmlType::Q8_0;
+  return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
+         type == GgmlType::Q8_0 || type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL;
 }
 
 inline std::uint32_t file_type_id(SyntheticWeights weights) {
@@ -420,6 +461,8 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
       return 7;
     case SyntheticWeights::q4_k_m:
       return 15;
+    case SyntheticWeights::iq4_xs:
+      return 30;
   }
   return 0;
 }
