@@ -75,6 +75,15 @@ inline __m256i iq4nl_levels(const BlockIQ4NL& b, __m256i table) noexcept {
   return _mm256_shuffle_epi8(table, low_nibbles<Arch>(b));
 }
 
+// IQ4_XS's sub-block j (values 32 j .. 32 j + 31) as signed levels, in value order.
+template <class Arch>
+inline __m256i iq4xs_sub_block_levels(const BlockIQ4XS& b, std::size_t j) noexcept {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j));
+  return _mm256_shuffle_epi8(iq4_table<Arch>(),
+                             _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
+                                              _mm256_set1_epi8(0x0F)));
+}
+
 // 256-bit, for every x86 set (a block is one ymm; the VNNI sets use vpdpbusd). |level|
 // <= 127 and |y| <= 127, so vpmaddubsw's pairs stay below 2^15.
 template <class Arch>
@@ -294,8 +303,6 @@ inline void iq4xs_scale_words(const BlockIQ4XS& b, short* out) noexcept {
 template <class Arch, std::size_t T>
 inline void iq4xs_row_tile(const BlockIQ4XS* row, std::size_t nb, const BlockQ8K* x,
                            std::size_t x_stride, float* out) noexcept {
-  const __m256i table = iq4_table<Arch>();
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
   alignas(64) float acc[T][16];
   for (std::size_t t = 0; t < T; ++t) {
     for (float& a : acc[t]) a = 0.0f;
@@ -305,11 +312,7 @@ inline void iq4xs_row_tile(const BlockIQ4XS* row, std::size_t nb, const BlockQ8K
     iq4xs_scale_words<Arch>(row[b], scale);
     const float dx = _cvtsh_ss(row[b].d);
     __m256i lev[8];
-    for (std::size_t j = 0; j < 8; ++j) {
-      const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[b].qs + 16 * j));
-      lev[j] = _mm256_shuffle_epi8(
-          table, _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), nibble));
-    }
+    for (std::size_t j = 0; j < 8; ++j) lev[j] = iq4xs_sub_block_levels<Arch>(row[b], j);
     if constexpr (is_avx512_v<Arch>) {
       __m512i sumi[T];
 #pragma GCC unroll 16
@@ -479,9 +482,10 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
         k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                          const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
                          std::size_t n_tokens, float* y, std::size_t y_stride) {
-          simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4NL>(w, row_bytes, n_rows, x, x_stride,
-                                                              nblocks, n_tokens, y, y_stride,
-                                                              decltype(levels){});
+          simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4NL>(
+              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+              [](const BlockIQ4NL& b, std::size_t) { return decltype(levels){}(b); },
+              [](const BlockIQ4NL& b, std::size_t) { return f16_to_f32(b.d); });
         };
       } else {
         k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
@@ -506,7 +510,24 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
-      k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        // x86_amx_blocks32.hpp: each 32-value sub-block a block of its own, scaled by
+        // d (s_j - 32) in floats.
+        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                         const BlockQ8K* x, std::size_t x_stride, std::size_t nblocks,
+                         std::size_t n_tokens, float* y, std::size_t y_stride) {
+          simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4XS>(
+              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+              [](const BlockIQ4XS& b, std::size_t j) {
+                return simd::x86::iq4xs_sub_block_levels<Arch>(b, j);
+              },
+              [](const BlockIQ4XS& b, std::size_t j) {
+                return f16_to_f32(b.d) * static_cast<float>(iq4xs_scale(b, j));
+              });
+        };
+      } else {
+        k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
+      }
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

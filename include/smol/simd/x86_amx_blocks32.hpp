@@ -1,12 +1,14 @@
-// AMX-INT8 prefill tiles for the 32-value block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1):
-// per weight block, one tile multiply of 16 tokens x 32 values x 16 rows.
+// AMX-INT8 prefill tiles for the 32-value block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
+// IQ4_NL), and for IQ4_XS, whose eight 32-value sub-blocks each have a scale of their own:
+// per 32 values, one tile multiply of 16 tokens x 32 values x 16 rows.
 //
 // Each of these blocks has its own float scale, so the products are summed per block and
 // the floats applied after each multiply (the K-quants instead fold their integer
 // sub-block scales into the weights and multiply 64 values at a time: x86_amx.hpp).
 // The roles are the transpose of the K-quants' kernel: the activations are the A operand,
-// read straight from their Q8_0 / Q8_1 blocks (one token's 32 quants per tile row, the
-// tokens x_stride blocks apart; TDPBSUD / TDPBSSD take A signed); the weights are the B
+// read straight from their Q8_0 / Q8_1 blocks, or from each 32 quants of IQ4_XS's Q8_K
+// blocks (one token's 32 quants per tile row, the tokens x_stride blocks apart; TDPBSUD /
+// TDPBSSD take A signed); the weights are the B
 // operand, expanded once per call into AMX's order (for each 4 consecutive values, the
 // 4 bytes of 16 rows side by side) with their scales as floats. A result tile row then
 // holds one token's 16 rows, scaled by a vector of the rows' d (and min) and a broadcast
@@ -32,6 +34,7 @@
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/rows16.hpp"
 #include "smol/simd/arch.hpp"
@@ -74,6 +77,31 @@ inline Block32Scratch& block32_scratch() noexcept {
   return scratch;
 }
 
+// The 32-value blocks of a weight block: the block itself, or IQ4_XS's eight sub-blocks.
+template <class Block>
+inline constexpr std::size_t kBlocks32In = 1;
+template <>
+inline constexpr std::size_t kBlocks32In<BlockIQ4XS> = 8;
+
+// 32-value block b of a token's activations (`row`, its first block): a Q8_0 / Q8_1
+// block, or the b % 8-th 32 quants of Q8_K block b / 8, under that block's scale.
+template <class Activation>
+inline const std::int8_t* block32_quants(const Activation* row, std::size_t b) noexcept {
+  if constexpr (std::is_same_v<Activation, BlockQ8K>) {
+    return row[b / 8].qs + 32 * (b % 8);
+  } else {
+    return row[b].qs;
+  }
+}
+template <class Activation>
+inline float block32_scale(const Activation* row, std::size_t b) noexcept {
+  if constexpr (std::is_same_v<Activation, BlockQ8K>) {
+    return row[b / 8].d;
+  } else {
+    return f16_to_f32(row[b].d);
+  }
+}
+
 // The tile loop for `n_rows` rows: y[t * y_stride + r] = row r . token t. The weights'
 // planes (512 bytes per block of sixteen rows, AMX's order) lie `block_bytes` apart from
 // `planes` on (the thread's scratch, or a sixteen-row copy as it is); their scales are in
@@ -111,19 +139,19 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
     const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
     for (std::size_t b = 0; b < nblocks; ++b) {
       for (std::size_t t = 0; t < kTokenTile; ++t) {
-        const Activation* a = t < nt ? x + (t0 + t) * x_stride + b : nullptr;
-        s.yd[b * kTokenTile + t] = a ? f16_to_f32(a->d) : 0.0f;
-        if constexpr (kMin) s.ys[b * kTokenTile + t] = a ? f16_to_f32(a->s) : 0.0f;
+        const Activation* row = t < nt ? x + (t0 + t) * x_stride : nullptr;
+        s.yd[b * kTokenTile + t] = row ? block32_scale(row, b) : 0.0f;
+        if constexpr (kMin) s.ys[b * kTokenTile + t] = row ? f16_to_f32(row[b].s) : 0.0f;
       }
     }
     if (nt < kTokenTile) std::memset(partial, 0, sizeof(partial));
     // The tokens' quants of block b as tile 1 (i = 0) or 4 (i = 1).
     const auto load_tokens = [&](std::size_t b, int i) {
-      const std::int8_t* from = x[t0 * x_stride + b].qs;
+      const std::int8_t* from = block32_quants(x + t0 * x_stride, b);
       long stride = act_stride;
       if (nt < kTokenTile) {
         for (std::size_t t = 0; t < nt; ++t) {
-          std::memcpy(partial[i] + 32 * t, x[(t0 + t) * x_stride + b].qs, 32);
+          std::memcpy(partial[i] + 32 * t, block32_quants(x + (t0 + t) * x_stride, b), 32);
         }
         read_by_tiles<Arch>(partial[i]);
         from = partial[i];
@@ -199,19 +227,23 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
 }
 
 // y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
-// `n_tokens` activation rows `x_stride` blocks apart. `levels(block)` gives a block's 32
-// integer levels as bytes in value order: unsigned for the types with a min (dotted with
-// Q8_1 blocks, whose s carries the min term), signed otherwise.
-template <class Arch, class Block, class Activation, class Levels>
+// `n_tokens` activation rows `x_stride` blocks apart. `levels(block, j)` gives the 32
+// integer levels of the block's j-th 32-value block (j < kBlocks32In<Block>) as bytes in
+// value order: unsigned for the types with a min (dotted with Q8_1 blocks, whose s carries
+// the min term), signed otherwise; `scale(block, j)` their float scale.
+template <class Arch, class Block, class Activation, class Levels, class Scale>
 void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                             const Activation* x, std::size_t x_stride, std::size_t nblocks,
-                            std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels) {
+                            std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels,
+                            Scale scale) {
   constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
+  constexpr std::size_t kSub = kBlocks32In<Block>;
+  const std::size_t n32 = nblocks * kSub;  // 32-value blocks per row
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
-  s.planes.resize(groups * nblocks * 512);
-  s.wd.resize(groups * nblocks * kTokenTile);
-  s.wm.resize(groups * nblocks * kTokenTile);
+  s.planes.resize(groups * n32 * 512);
+  s.wd.resize(groups * n32 * kTokenTile);
+  s.wm.resize(groups * n32 * kTokenTile);
 
   // The weights, once: quad q of row r's block b goes to bytes 64 q + 4 r of the block's
   // 512; rows past n_rows are zeros, their results dropped.
@@ -220,12 +252,13 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     for (std::size_t r = 0; r < kTokenTile; ++r) {
       const std::size_t row = g * kTokenTile + r;
       const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
-      for (std::size_t b = 0; b < nblocks; ++b) {
-        std::uint8_t* plane = s.planes.data() + (g * nblocks + b) * 512 + 4 * r;
-        const std::size_t at = (g * nblocks + b) * kTokenTile + r;
+      for (std::size_t i = 0; i < n32; ++i) {
+        const std::size_t b = i / kSub, j = i % kSub;
+        std::uint8_t* plane = s.planes.data() + (g * n32 + i) * 512 + 4 * r;
+        const std::size_t at = (g * n32 + i) * kTokenTile + r;
         if (row < n_rows) {
-          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b]), 1);
-          s.wd[at] = f16_to_f32(blocks[b].d);
+          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b], j), 1);
+          s.wd[at] = scale(blocks[b], j);
           if constexpr (kMin) s.wm[at] = f16_to_f32(blocks[b].m);
         } else {
           _mm256_i32scatter_epi32(plane, quad_offsets, _mm256_setzero_si256(), 1);
@@ -235,7 +268,7 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
 
-  amx_multiply_blocks32<Arch>(s, s.planes.data(), 512, n_rows, x, x_stride, nblocks, n_tokens, y,
+  amx_multiply_blocks32<Arch>(s, s.planes.data(), 512, n_rows, x, x_stride, n32, n_tokens, y,
                               y_stride);
 }
 
