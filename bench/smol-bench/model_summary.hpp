@@ -54,6 +54,12 @@ inline std::string file_type_name(std::uint32_t file_type) {
       return "Q5_K - Medium";
     case 18:
       return "Q6_K";
+    case 21:
+      return "Q2_K - Small";
+    case 25:
+      return "IQ4_NL - 4.5 bpw";
+    case 30:
+      return "IQ4_XS - 4.25 bpw";
     case 32:
       return "BF16";
     default:
