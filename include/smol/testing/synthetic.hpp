@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -389,17 +390,29 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
       std::memcpy(out.data() + at, &block, sizeof(Block));
     }
   };
+  // Q4_K's or Q5_K's blocks, as `type` says, through one setter.
+  const auto for_each_k_quant = [&](auto&& set_scales) {
+    if (type == GgmlType::Q4_K) {
+      for_each_block(BlockQ4K{}, set_scales);
+    } else {
+      for_each_block(BlockQ5K{}, set_scales);
+    }
+  };
   switch (type) {
     case GgmlType::Q4_K:
-      // value = d * sc * q - dmin * m with dmin = 7.5 d and m = sc: d * sc * (q - 7.5),
-      // q uniform in 0..15 (mean 7.5, std 4.6), sc in 32..63 (rms 48.8).
-      for_each_block(BlockQ4K{}, [&](BlockQ4K& block) {
+    case GgmlType::Q5_K:
+      // value = d * sc * q - dmin * m with dmin = d * half and m = sc: d * sc * (q - half),
+      // q uniform in 0..2 half (Q4_K: half 7.5, std 4.6; Q5_K: 15.5, 9.23), sc in 32..63
+      // (rms 48.8).
+      for_each_k_quant([&](auto& block) {
+        constexpr bool five_bits = std::is_same_v<std::remove_cvref_t<decltype(block)>, BlockQ5K>;
+        const float half = five_bits ? 15.5f : 7.5f, q_std = five_bits ? 9.23f : 4.6f;
         std::uint8_t scales[8];
         for (auto& s : scales) s = static_cast<std::uint8_t>(rng.uniform_int(32, 63));
         pack_q4k_scales(scales, scales, block.scales);
-        const float d = stddev / (48.8f * 4.6f);
+        const float d = stddev / (48.8f * q_std);
         block.d = f32_to_f16(d);
-        block.dmin = f32_to_f16(7.5f * d);
+        block.dmin = f32_to_f16(half * d);
       });
       return;
     case GgmlType::Q6_K:
@@ -407,17 +420,6 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
       for_each_block(BlockQ6K{}, [&](BlockQ6K& block) {
         for (auto& s : block.scales) s = static_cast<std::int8_t>(rng.uniform_int(48, 127));
         block.d = f32_to_f16(stddev / (90.0f * 18.5f));
-      });
-      return;
-    case GgmlType::Q5_K:
-      // As Q4_K with 5-bit q: d * sc * (q - 15.5), q uniform in 0..31 (std 9.23).
-      for_each_block(BlockQ5K{}, [&](BlockQ5K& block) {
-        std::uint8_t scales[8];
-        for (auto& s : scales) s = static_cast<std::uint8_t>(rng.uniform_int(32, 63));
-        pack_q4k_scales(scales, scales, block.scales);
-        const float d = stddev / (48.8f * 9.23f);
-        block.d = f32_to_f16(d);
-        block.dmin = f32_to_f16(15.5f * d);
       });
       return;
     case GgmlType::IQ4_XS:
