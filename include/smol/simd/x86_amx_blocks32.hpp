@@ -8,11 +8,11 @@
 // The roles are the transpose of the K-quants' kernel: the activations are the A operand,
 // read straight from their Q8_0 / Q8_1 blocks, or from each 32 quants of IQ4_XS's Q8_K
 // blocks (one token's 32 quants per tile row, the tokens x_stride blocks apart; TDPBSUD /
-// TDPBSSD take A signed); the weights are the B
-// operand, expanded once per call into AMX's order (for each 4 consecutive values, the
-// 4 bytes of 16 rows side by side) with their scales as floats. A result tile row then
-// holds one token's 16 rows, scaled by a vector of the rows' d (and min) and a broadcast
-// of the token's d (and s), and leaves as one 64-byte store.
+// TDPBSSD take A signed); the weights are the B operand, expanded once per call into
+// AMX's order (for each 4 consecutive values, the 4 bytes of 16 rows side by side) with
+// their scales as floats. A result tile row then holds one token's 16 rows, scaled by a
+// vector of the rows' d (and min) and a broadcast of the token's d (and s), and leaves as
+// one 64-byte store.
 //
 // A token's float order depends on neither the number of tokens nor of rows (every
 // token's sums are its own), as WeightKernels::tile_dots requires. Hand-written because
