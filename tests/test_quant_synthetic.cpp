@@ -164,6 +164,9 @@ TEST_CASE("Fast mode writes valid random blocks of the same scale") {
   for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs}) {
     auto spec = smol::synthetic_preset("tiny");
     spec.weights = weights;
+    // Two blocks are values enough for the IQ4_XS mix's moments (its quantizer's search
+    // is the slow part under the sanitizers: eight blocks took 19 s there).
+    if (weights == smol::SyntheticWeights::iq4_xs) spec.layers = 2;
     spec.fast = true;
     const auto fast = write_in_memory(spec);
     spec.fast = false;
