@@ -112,7 +112,7 @@ stage_cuda() {
   # again. The CPU suites ran in the release stage; CUDA changes nothing in them.
   cmake -S . -B "$root/release" "${release_flags[@]}" -DSMOL_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" &&
-  cmake --build "$root/release" -j "$jobs" --target smol_cuda smol_cuda_tests smol-chat &&
+  cmake --build "$root/release" -j "$jobs" --target smol_cuda_tests &&
   ctest --test-dir "$root/release" --output-on-failure -j "$jobs" -L cuda
 }
 

@@ -8,7 +8,8 @@
 #
 # The two GPU tests print "skipped: no CUDA device" and exit 77, which CTest counts as
 # skipped, when there is no device; that is the only reason they do not run.
-# `smol_cuda_tests` builds everything these need except smol-chat.
+# `smol_cuda_tests` builds everything these need, smol-chat included (one build goal, so
+# that Make compiles them side by side: goals given one by one build one after another).
 find_program(SMOL_SH sh REQUIRED)
 set(cuda_fixture "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
 
@@ -52,6 +53,9 @@ set_tests_properties(cuda_decode_speed PROPERTIES LABELS cuda SKIP_RETURN_CODE 7
                                                   RUN_SERIAL TRUE)
 
 if(EXISTS "${PROJECT_SOURCE_DIR}/examples/chat")
+  if(SMOL_BUILD_EXAMPLES)
+    add_dependencies(smol_cuda_tests smol-chat)  # resolved when the build is generated
+  endif()
   add_test(NAME chat_gpu
            COMMAND ${SMOL_SH} "${CMAKE_CURRENT_SOURCE_DIR}/cuda/chat_gpu.sh" $<TARGET_FILE:smol-chat>
                    $<TARGET_FILE:smol-cuda-bench> "${cuda_fixture}")
