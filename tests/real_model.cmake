@@ -119,10 +119,14 @@ set_tests_properties(real_model_gemma3_server PROPERTIES FIXTURES_REQUIRED real_
 # Gemma 3 270M against llama.cpp, as SmolLM2 above but sized for a model four times as
 # large with a 262144-token vocabulary: three plain-text prompts for the pretrained model
 # (their <bos> spelled out: llama.cpp's tokenize adds none) and 32 greedy steps, all
-# equal; a divergence passes as a near-tie only below 0.25 too (these prompts' closest
-# steps are 0.18, 0.28 and 0.46 apart; llama.cpp's own largest move, the default bound,
-# is 0.7-1.75 and let a local RoPE base of 20000 instead of 10000 pass, parting at
-# 0.74). Perplexity over the first 5500 characters of the Apache license (1122 tokens,
+# equal; a divergence passes as a near-tie only below 0.6 too (llama.cpp's own largest
+# move, the default bound, is 0.5-1.75). The kernels' rounding moves the parting point
+# with the instruction set: on AVX2 (AMD Zen 1) smol parts from llama.cpp on the code
+# prompt after 25 tokens, where llama.cpp's top two are 0.515 apart (max |d| 1.03,
+# llama.cpp's own 1.03); on the scalar set after 11 tokens at 0.161; on AMX none.
+# A local RoPE base of 20000 instead of 10000 parts at the same 0.515 step on AVX2 (and
+# at 0.74 on AMX), so this check cannot tell it from rounding: synthetic_gemma3_greedy,
+# below, catches that bug on every set. Perplexity over the first 5500 characters of the Apache license (1122 tokens,
 # two chunks of 512: llama-perplexity needs two). Measured: greedy mean |d| 0.18-0.28,
 # max 1.38 against llama.cpp's own 0.16-0.33, 1.75; perplexity 10.371 against 10.353
 # (0.17 %). About 5, 15 and 25 s (the perplexity's llama.cpp side, one thread, most).
@@ -135,7 +139,7 @@ add_test(NAME real_model_gemma3_tokenize
 add_test(NAME real_model_gemma3_greedy
          COMMAND ${Python3_EXECUTABLE} ${gemma3_check} greedy --work "${real_dir}/gemma3/greedy"
                  --prompts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/gemma3_prompts.json" --steps 32
-                 --near-tie 0.25)
+                 --near-tie 0.6)
 add_test(NAME real_model_gemma3_perplexity
          COMMAND ${Python3_EXECUTABLE} ${gemma3_check} perplexity
                  --work "${real_dir}/gemma3/perplexity"
