@@ -145,3 +145,11 @@ add_test(NAME bench_smol_bench_parallel
          COMMAND $<TARGET_FILE:smol-bench> -m "${bench_model}" -npp 8 -ntg 4 -npl 1,3 -t 1)
 set_tests_properties(bench_smol_bench_parallel PROPERTIES RUN_SERIAL TRUE
   PASS_REGULAR_EXPRESSION "\\|  *PP \\|  *TG \\|  *B \\|  *N_KV \\|.*\\|  *8 \\|  *4 \\|  *1 \\|  *12 \\|.*\\|  *8 \\|  *4 \\|  *3 \\|  *36 \\|")
+
+# The model column names the file type as llama-bench does: general.file_type 25 in the
+# IQ4_NL fixture (tests/make_model.cmake checks 30 on a synthetic IQ4_XS file).
+add_test(NAME bench_names_iq4_nl_fixture
+  COMMAND $<TARGET_FILE:smol-bench> -m "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.iq4_nl.gguf"
+          -p 4 -n 0 -r 1)
+set_tests_properties(bench_names_iq4_nl_fixture PROPERTIES
+  RUN_SERIAL TRUE PASS_REGULAR_EXPRESSION "\\| smollm3 [0-9.]+[MK] IQ4_NL - 4\\.5 bpw \\|")

@@ -19,7 +19,20 @@ add_test(NAME make_model_tiny_iq4_xs
   COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type iq4_xs
           -o "${make_model_dir}/synthetic-tiny.iq4_xs.gguf")
 set_tests_properties(make_model_tiny_iq4_xs PROPERTIES
+  FIXTURES_SETUP synthetic_tiny_iq4_xs
   PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 IQ4_XS, 8 Q5_K, 1 Q6_K\\)")
+
+# smol-bench's model column names the file type as llama-bench does (general.file_type 30;
+# tests/bench.cmake checks 25 on the IQ4_NL fixture); an unnamed one would read "file type
+# 30". RUN_SERIAL: smol-bench reads a 1 GiB buffer for its roofline.
+if(SMOL_BUILD_BENCH)
+  add_test(NAME make_model_bench_names_iq4_xs
+    COMMAND $<TARGET_FILE:smol-bench> -m "${make_model_dir}/synthetic-tiny.iq4_xs.gguf"
+            -p 4 -n 0 -r 1)
+  set_tests_properties(make_model_bench_names_iq4_xs PROPERTIES
+    FIXTURES_REQUIRED synthetic_tiny_iq4_xs RUN_SERIAL TRUE
+    PASS_REGULAR_EXPRESSION "\\| smollm3 6M IQ4_XS - 4\\.25 bpw \\|")
+endif()
 
 add_test(NAME make_model_llama_f16
   COMMAND $<TARGET_FILE:smol-make-model> --arch llama --layers 2 --hidden 128 --ffn 384
