@@ -108,29 +108,24 @@ inline __m256i legacy_levels(const BlockQ5_1& b) noexcept {
 // reach 31 and activations |127|, so vpmaddubsw's pairs stay below 2^13.
 template <class Arch, class Block>
 float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t nblocks) noexcept {
-  __m256 acc = _mm256_setzero_ps();
-  float sum_min = 0.0f;
-  for (std::size_t b = 0; b < nblocks; ++b) {
+  return scaled_block_sums<Arch>(x, y, nblocks, [&](std::size_t b) {
     const __m256i yq = load256<Arch>(y[b].qs);
     const __m256i levels = legacy_levels<Arch>(x[b]);
-    __m256i sumi;
     if constexpr (kHasMin<Block>) {
-      sumi = dot_u8s8<Arch>(levels, yq);  // unsigned levels
+      return dot_u8s8<Arch>(levels, yq);  // unsigned levels
     } else {
-      sumi = dot_s8s8<Arch>(levels, yq);
+      return dot_s8s8<Arch>(levels, yq);
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
-                          _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
-    if constexpr (kHasMin<Block>) sum_min += _cvtsh_ss(x[b].m) * _cvtsh_ss(y[b].s);
-  }
-  return hsum<Arch>(acc) + sum_min;
+  });
 }
 
 // Prefill tiles (WeightKernels::tile_dots) for the types with a min (Q4_1, Q5_1): each
 // weight block is unpacked once for a tile of tokens. The tile's activations are first
 // copied, per segment of at most kLegacySegment blocks, into a plain layout (quants side
-// by side, d and s as floats), so that a 64-byte vector holds two blocks of a token and
-// each block's d is stored eight times, a vector to load. Per token and segment: one float vector
+// by side, d and s as floats), so that a 64-byte vector holds two blocks of a token; the
+// 512-bit sets store each block's d eight times (a vector to load beside the pair), the
+// 256-bit ones each block's d for the tile's tokens side by side (one multiply by the
+// weight's d per block). Per token and segment: one float vector
 // accumulates d_x d_y sum_i for every block (exact integers first), then the min terms
 // m_x s_y, then a horizontal sum added to y. Each token has its own accumulator, so its
 // float order depends neither on the tile size nor on the number of rows.
@@ -139,7 +134,8 @@ inline constexpr std::size_t kLegacySegment = 32;  // blocks; a multiple of 16
 template <std::size_t T>
 struct LegacyTileActs {
   alignas(64) std::int8_t qs[T][kLegacySegment * 32];
-  alignas(64) float d[T][kLegacySegment * 8];  // each block's d eight times
+  alignas(64) float d[T][kLegacySegment * 8];     // 512-bit: each block's d eight times
+  alignas(64) float d_tokens[kLegacySegment][T];  // 256-bit: each block's d, token by token
   alignas(64) float s[T][kLegacySegment];
 };
 
@@ -152,13 +148,17 @@ inline void pack_legacy_tile(const BlockQ8_1* x, std::size_t x_stride, std::size
     const BlockQ8_1* row = x + t * x_stride + b0;
     for (std::size_t b = 0; b < nb; ++b) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * b), load256<Arch>(row[b].qs));
-      _mm256_store_ps(a.d[t] + 8 * b, _mm256_set1_ps(_cvtsh_ss(row[b].d)));
+      if constexpr (is_avx512_v<Arch>) {
+        _mm256_store_ps(a.d[t] + 8 * b, _mm256_set1_ps(_cvtsh_ss(row[b].d)));
+      } else {
+        a.d_tokens[b][t] = _cvtsh_ss(row[b].d);
+      }
       a.s[t][b] = _cvtsh_ss(row[b].s);
     }
     for (std::size_t b = nb; b < kLegacySegment; ++b) a.s[t][b] = 0.0f;
     if (nb % 2 != 0) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * nb), _mm256_setzero_si256());
-      _mm256_store_ps(a.d[t] + 8 * nb, _mm256_setzero_ps());
+      if constexpr (is_avx512_v<Arch>) _mm256_store_ps(a.d[t] + 8 * nb, _mm256_setzero_ps());
     }
   }
 }
@@ -166,11 +166,17 @@ inline void pack_legacy_tile(const BlockQ8_1* x, std::size_t x_stride, std::size
 // One row's d and m as floats, zero up to a multiple of 16.
 template <class Arch, class Block>
 inline void legacy_row_scales(const Block* row, std::size_t nb, float* d, float* m) noexcept {
-  for (std::size_t b = 0; b < nb; ++b) {
+  std::size_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const LeadingHalves4 dm = leading_halves4<Arch>(row + b);
+    _mm_storeu_ps(d + b, dm.first);
+    _mm_storeu_ps(m + b, dm.second);
+  }
+  for (; b < nb; ++b) {
     d[b] = _cvtsh_ss(row[b].d);
     m[b] = _cvtsh_ss(row[b].m);
   }
-  for (std::size_t b = nb; b < (nb + 15) / 16 * 16; ++b) d[b] = m[b] = 0.0f;
+  for (b = nb; b < (nb + 15) / 16 * 16; ++b) d[b] = m[b] = 0.0f;
 }
 
 // One row (nb <= kLegacySegment blocks) times T tokens of `a`: out[t].
@@ -212,17 +218,27 @@ inline void legacy_row_tile(const Block* row, std::size_t nb, const LegacyTileAc
 #pragma GCC unroll 16
     for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
   } else {
+    // The scale products d_x d_y for the whole row first, one multiply per block for the
+    // tile's T tokens rather than one per block and token: the loop below then spends its
+    // float work on the convert and the FMA, its scale a broadcast from memory (a load,
+    // not an arithmetic operation). The products are the same floats either way.
+    alignas(32) float dd[kLegacySegment][T];
+    for (std::size_t b = 0; b < nb; ++b) {
+      if constexpr (T == 8) {  // written out: GCC's own vectorizing of it transposes
+        _mm256_store_ps(dd[b], _mm256_mul_ps(_mm256_set1_ps(dx[b]), _mm256_load_ps(a.d_tokens[b])));
+      } else {
+        for (std::size_t t = 0; t < T; ++t) dd[b][t] = dx[b] * a.d_tokens[b][t];
+      }
+    }
     __m256 acc[T];
 #pragma GCC unroll 8
     for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (std::size_t b = 0; b < nb; ++b) {
       const __m256i lev = legacy_levels<Arch>(row[b]);
-      const __m256 dxv = _mm256_set1_ps(dx[b]);
 #pragma GCC unroll 8
       for (std::size_t t = 0; t < T; ++t) {
         const __m256i sumi = dot_u8s8<Arch>(lev, load256<Arch>(a.qs[t] + 32 * b));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
-                                 _mm256_mul_ps(dxv, _mm256_load_ps(a.d[t] + 8 * b)), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_broadcast_ss(&dd[b][t]), acc[t]);
       }
     }
     for (std::size_t b = 0; b < nb; b += 8) {
