@@ -126,10 +126,15 @@ set_tests_properties(real_model_gemma3_server PROPERTIES FIXTURES_REQUIRED real_
 # llama.cpp's own 1.03); on the scalar set after 11 tokens at 0.161; on AMX none.
 # A local RoPE base of 20000 instead of 10000 parts at the same 0.515 step on AVX2 (and
 # at 0.74 on AMX), so this check cannot tell it from rounding: synthetic_gemma3_greedy,
-# below, catches that bug on every set. Perplexity over the first 5500 characters of the Apache license (1122 tokens,
-# two chunks of 512: llama-perplexity needs two). Measured: greedy mean |d| 0.18-0.28,
-# max 1.38 against llama.cpp's own 0.16-0.33, 1.75; perplexity 10.371 against 10.353
-# (0.17 %). About 5, 15 and 25 s (the perplexity's llama.cpp side, one thread, most).
+# below, catches that bug on every set. Perplexity over the first 5500 characters of the
+# Apache license (1122 tokens, two chunks of 512: llama-perplexity needs two, and scores
+# 510 tokens of them), within 1 %, not SmolLM2's 0.5 %: on so few tokens this model's
+# perplexity moves with the kernels' rounding alone. Measured on AMD Zen 1, smol's four
+# equally exact builds (every dot within 2e-6 of the exact sum): the scalar set 10.367,
+# AVX2 10.402, 10.383 and 10.327 (its 32-value dots' sums in other orders), 0.74 %
+# apart, against llama.cpp's 10.401 (flash attention on) and 10.417 (off). Greedy mean
+# |d| 0.18-0.28, max 1.38 against llama.cpp's own 0.16-0.33, 1.75. About 5, 15 and 25 s
+# (the perplexity's llama.cpp side, one thread, most).
 set(gemma3_check "${CMAKE_CURRENT_SOURCE_DIR}/real_model/real_model_check.py"
     --model "${SMOL_REAL_GEMMA3}" --bin "${real_bin}" --node "${SMOL_NODE}"
     --oracle "${real_npm}/llamacpp_oracle.mjs")
@@ -143,7 +148,8 @@ add_test(NAME real_model_gemma3_greedy
 add_test(NAME real_model_gemma3_perplexity
          COMMAND ${Python3_EXECUTABLE} ${gemma3_check} perplexity
                  --work "${real_dir}/gemma3/perplexity"
-                 --text "${PROJECT_SOURCE_DIR}/third_party_licenses/Apache-2.0.txt" --text-chars 5500)
+                 --text "${PROJECT_SOURCE_DIR}/third_party_licenses/Apache-2.0.txt" --text-chars 5500
+                 --ppl-tolerance 0.01)
 set_tests_properties(real_model_gemma3_tokenize real_model_gemma3_greedy
                      real_model_gemma3_perplexity PROPERTIES
                      FIXTURES_REQUIRED "real_model_gemma3;real_model_npm" TIMEOUT 300

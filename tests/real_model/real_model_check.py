@@ -3,8 +3,8 @@ and through llama.cpp itself (llamacpp_oracle.mjs, node-llama-cpp's prebuilt CPU
 
     real_model_check.py tokenize|greedy|perplexity --model M --bin DIR --node NODE
                         --oracle llamacpp_oracle.mjs --work DIR [--steps 64] [--text FILE]
-                        [--text-chars N] [--ctx 512] [--prompts FILE] [--near-tie X]
-                        [--top K] [--exact] [--f32-activations] [--tolerance MEAN MAX TOP1]
+                        [--text-chars N] [--ctx 512] [--ppl-tolerance 0.005]
+                        [--prompts FILE] [--near-tie X] [--top K] [--exact] [--f32-activations] [--tolerance MEAN MAX TOP1]
     real_model_check.py synthetic --make-model smol-make-model --preset qwen3-tiny
                         --bin DIR --node NODE --oracle ... --work DIR [--prompts FILE]
                         [--steps N] [--top K] [--f32-tolerance MEAN MAX]
@@ -36,7 +36,7 @@ synthetic:  greedy on a family's synthetic files, written into --work by
             fixture's Q4_K_M bounds, Q4_K_M_TOLERANCE).
 perplexity: smol-perplexity and llama.cpp over the same text (--text-chars N: its first
             N characters, whole lines), llama-perplexity's protocol (-c --ctx, bos first
-            in every chunk for a model that adds it), within 0.5 %.
+            in every chunk for a model that adds it), within --ppl-tolerance (0.5 %).
 Every run writes into --work, a directory of its own.
 """
 import argparse
@@ -271,7 +271,7 @@ def check_perplexity(args):
     ratio = ours / want["ppl"]
     print("perplexity over %s: smol %.4f, llama.cpp %.4f (%d tokens, %d chunks), ratio %.5f" %
           (text, ours, want["ppl"], want["tokens"], want["chunks"], ratio))
-    return abs(ratio - 1) <= 0.005
+    return abs(ratio - 1) <= args.ppl_tolerance
 
 
 def check_synthetic(args):
@@ -312,6 +312,8 @@ def main():
     parser.add_argument("--ctx", type=int, default=512, help="perplexity: the chunk size (-c)")
     parser.add_argument("--text-chars", type=int,
                         help="perplexity: only the text's first N characters (whole lines)")
+    parser.add_argument("--ppl-tolerance", type=float, default=0.005,
+                        help="perplexity: the largest |smol / llama.cpp - 1| (0.005)")
     parser.add_argument("--prompts", help="greedy: a JSON list of prompts (default: SmolLM2's)")
     parser.add_argument("--top", type=int, default=5,
                         help="greedy: llama.cpp's best K logits per step are compared")
