@@ -5,8 +5,9 @@
 //   Q5_0 . Q8_0:        d_x d_y sum (q - 16) y
 //   Q4_1, Q5_1 . Q8_1:  d_x d_y sum q y  +  m_x s_y     (s_y = d_y sum y, from the block)
 // The sum is exact in integers; floats appear once per block.
-// No interleaved copy. Prefill: tiles of tokens for the types with a min on x86
-// (tile_dots_legacy below); Q5_0 and NEON loop the dot over cache-sized blocks, and
+// No interleaved copy. Prefill: tiles of tokens on x86 (every type on AVX2,
+// x86_avx2_blocks32.hpp; the types with a min on AVX-512, tile_dots_legacy below; AMX's
+// tiles); Q5_0 on AVX-512 and NEON loop the dot over cache-sized blocks, and
 // matvec streams the rows with its prefetch (ops/matvec.hpp), as for Q4_0.
 #pragma once
 
@@ -22,6 +23,7 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_avx512_rows16.hpp"
 
@@ -119,23 +121,21 @@ float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t n
   });
 }
 
-// Prefill tiles (WeightKernels::tile_dots) for the types with a min (Q4_1, Q5_1): each
+// 512-bit prefill tiles (WeightKernels::tile_dots) for the types with a min (Q4_1, Q5_1);
+// the 256-bit set's tiles, for every 32-value type, are in x86_avx2_blocks32.hpp. Each
 // weight block is unpacked once for a tile of tokens. The tile's activations are first
 // copied, per segment of at most kLegacySegment blocks, into a plain layout (quants side
-// by side, d and s as floats), so that a 64-byte vector holds two blocks of a token; the
-// 512-bit sets store each block's d eight times (a vector to load beside the pair), the
-// 256-bit ones each block's d for the tile's tokens side by side (one multiply by the
-// weight's d per block). Per token and segment: one float vector
-// accumulates d_x d_y sum_i for every block (exact integers first), then the min terms
-// m_x s_y, then a horizontal sum added to y. Each token has its own accumulator, so its
-// float order depends neither on the tile size nor on the number of rows.
+// by side, d and s as floats), so that a 64-byte vector holds two blocks of a token and
+// each block's d is stored eight times, a vector to load. Per token and segment: one float
+// vector accumulates d_x d_y sum_i for every block (exact integers first), then the min
+// terms m_x s_y, then a horizontal sum added to y. Each token has its own accumulator, so
+// its float order depends neither on the tile size nor on the number of rows.
 inline constexpr std::size_t kLegacySegment = 32;  // blocks; a multiple of 16
 
 template <std::size_t T>
 struct LegacyTileActs {
   alignas(64) std::int8_t qs[T][kLegacySegment * 32];
-  alignas(64) float d[T][kLegacySegment * 8];     // 512-bit: each block's d eight times
-  alignas(64) float d_tokens[kLegacySegment][T];  // 256-bit: each block's d, token by token
+  alignas(64) float d[T][kLegacySegment * 8];  // each block's d eight times
   alignas(64) float s[T][kLegacySegment];
 };
 
@@ -148,17 +148,13 @@ inline void pack_legacy_tile(const BlockQ8_1* x, std::size_t x_stride, std::size
     const BlockQ8_1* row = x + t * x_stride + b0;
     for (std::size_t b = 0; b < nb; ++b) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * b), load256<Arch>(row[b].qs));
-      if constexpr (is_avx512_v<Arch>) {
-        _mm256_store_ps(a.d[t] + 8 * b, _mm256_set1_ps(_cvtsh_ss(row[b].d)));
-      } else {
-        a.d_tokens[b][t] = _cvtsh_ss(row[b].d);
-      }
+      _mm256_store_ps(a.d[t] + 8 * b, _mm256_set1_ps(_cvtsh_ss(row[b].d)));
       a.s[t][b] = _cvtsh_ss(row[b].s);
     }
     for (std::size_t b = nb; b < kLegacySegment; ++b) a.s[t][b] = 0.0f;
     if (nb % 2 != 0) {
       _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * nb), _mm256_setzero_si256());
-      if constexpr (is_avx512_v<Arch>) _mm256_store_ps(a.d[t] + 8 * nb, _mm256_setzero_ps());
+      _mm256_store_ps(a.d[t] + 8 * nb, _mm256_setzero_ps());
     }
   }
 }
@@ -183,81 +179,47 @@ inline void legacy_row_scales(const Block* row, std::size_t nb, float* d, float*
 template <class Arch, class Block, std::size_t T, std::size_t TA>
 inline void legacy_row_tile(const Block* row, std::size_t nb, const LegacyTileActs<TA>& a,
                             float* out) noexcept {
+  static_assert(is_avx512_v<Arch>);
   alignas(64) float dx[kLegacySegment], mx[kLegacySegment];
   legacy_row_scales<Arch>(row, nb, dx, mx);
-  if constexpr (is_avx512_v<Arch>) {
-    __m512 acc[T];
+  __m512 acc[T];
 #pragma GCC unroll 16
-    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (std::size_t b = 0; b < nb; b += 2) {
-      const __m256i lo = legacy_levels<Arch>(row[b]);
-      const __m256i hi = b + 1 < nb ? legacy_levels<Arch>(row[b + 1]) : _mm256_setzero_si256();
-      const __m512i lev = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-      const __m512 dxv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dx[b])),
-                                            _mm256_set1_ps(dx[b + 1]), 1);
+  for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nb; b += 2) {
+    const __m256i lo = legacy_levels<Arch>(row[b]);
+    const __m256i hi = b + 1 < nb ? legacy_levels<Arch>(row[b + 1]) : _mm256_setzero_si256();
+    const __m512i lev = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    const __m512 dxv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dx[b])),
+                                          _mm256_set1_ps(dx[b + 1]), 1);
 #pragma GCC unroll 16
-      for (std::size_t t = 0; t < T; ++t) {
-        const __m512i act = _mm512_load_si512(a.qs[t] + 32 * b);
-        __m512i sumi;
-        if constexpr (has_vnni_v<Arch>) {
-          sumi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lev, act);
-        } else {
-          sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(lev, act), _mm512_set1_epi16(1));
-        }
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
-                                 _mm512_mul_ps(dxv, _mm512_load_ps(a.d[t] + 8 * b)), acc[t]);
-      }
-    }
-    for (std::size_t b = 0; b < nb; b += 16) {
-      const __m512 m = _mm512_load_ps(mx + b);
-#pragma GCC unroll 16
-      for (std::size_t t = 0; t < T; ++t) {
-        acc[t] = _mm512_fmadd_ps(m, _mm512_load_ps(a.s[t] + b), acc[t]);
-      }
-    }
-#pragma GCC unroll 16
-    for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-  } else {
-    // The scale products d_x d_y for the whole row first, one multiply per block for the
-    // tile's T tokens rather than one per block and token: the loop below then spends its
-    // float work on the convert and the FMA, its scale a broadcast from memory (a load,
-    // not an arithmetic operation). The products are the same floats either way.
-    alignas(32) float dd[kLegacySegment][T];
-    for (std::size_t b = 0; b < nb; ++b) {
-      if constexpr (T == 8) {  // written out: GCC's own vectorizing of it transposes
-        _mm256_store_ps(dd[b], _mm256_mul_ps(_mm256_set1_ps(dx[b]), _mm256_load_ps(a.d_tokens[b])));
+    for (std::size_t t = 0; t < T; ++t) {
+      const __m512i act = _mm512_load_si512(a.qs[t] + 32 * b);
+      __m512i sumi;
+      if constexpr (has_vnni_v<Arch>) {
+        sumi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lev, act);
       } else {
-        for (std::size_t t = 0; t < T; ++t) dd[b][t] = dx[b] * a.d_tokens[b][t];
+        sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(lev, act), _mm512_set1_epi16(1));
       }
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
+                               _mm512_mul_ps(dxv, _mm512_load_ps(a.d[t] + 8 * b)), acc[t]);
     }
-    __m256 acc[T];
-#pragma GCC unroll 8
-    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    for (std::size_t b = 0; b < nb; ++b) {
-      const __m256i lev = legacy_levels<Arch>(row[b]);
-#pragma GCC unroll 8
-      for (std::size_t t = 0; t < T; ++t) {
-        const __m256i sumi = dot_u8s8<Arch>(lev, load256<Arch>(a.qs[t] + 32 * b));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_broadcast_ss(&dd[b][t]), acc[t]);
-      }
-    }
-    for (std::size_t b = 0; b < nb; b += 8) {
-      const __m256 m = _mm256_load_ps(mx + b);
-#pragma GCC unroll 8
-      for (std::size_t t = 0; t < T; ++t) {
-        acc[t] = _mm256_fmadd_ps(m, _mm256_load_ps(a.s[t] + b), acc[t]);
-      }
-    }
-#pragma GCC unroll 8
-    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]);
   }
+  for (std::size_t b = 0; b < nb; b += 16) {
+    const __m512 m = _mm512_load_ps(mx + b);
+#pragma GCC unroll 16
+    for (std::size_t t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(m, _mm512_load_ps(a.s[t] + b), acc[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
 template <class Arch, class Block>
 void tile_dots_legacy(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                       const BlockQ8_1* x, std::size_t x_stride, std::size_t nblocks,
                       std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
-  constexpr std::size_t kTile = is_avx512_v<Arch> ? 16 : 8;
+  constexpr std::size_t kTile = 16;
   LegacyTileActs<kTile> acts;
   float out[kTile];
   for (std::size_t t0 = 0; t0 < n_tokens;) {
@@ -271,7 +233,7 @@ void tile_dots_legacy(const std::byte* w, std::size_t row_bytes, std::size_t n_r
         const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes) + b0;
         switch (tn) {
           case 16:
-            if constexpr (kTile >= 16) legacy_row_tile<Arch, Block, 16>(row, nb, acts, out);
+            legacy_row_tile<Arch, Block, 16>(row, nb, acts, out);
             break;
           case 8:
             legacy_row_tile<Arch, Block, 8>(row, nb, acts, out);
@@ -395,8 +357,17 @@ struct LegacyKernelUnit {
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
           k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockQ4_1Rows16>;
         }
-      } else if constexpr (kHasMin<Block>) {
-        k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
+      } else if constexpr (is_avx512_v<Arch>) {
+        if constexpr (kHasMin<Block>) k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
+      } else {
+        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                         const LegacyActivation<Block>* x, std::size_t x_stride,
+                         std::size_t nblocks, std::size_t n_tokens, float* y,
+                         std::size_t y_stride) {
+          simd::x86::tile_dots_blocks32<Arch, Block, !kHasMin<Block>>(
+              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+              [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
+        };
       }
 #endif
 #if defined(__aarch64__)

@@ -9,6 +9,7 @@
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_avx512_rows16.hpp"
 #include "smol/simd/x86_key_scores.hpp"
@@ -89,8 +90,9 @@ void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* quer
   }
 }
 
-// Q4_0 and Q8_0: the dot in every set, and prefill tiles on AMX
-// (simd/x86_amx_blocks32.hpp); their sixteen-row copies as said above.
+// Q4_0 and Q8_0: the dot in every set, and prefill tiles on AVX2
+// (simd/x86_avx2_blocks32.hpp) and AMX (simd/x86_amx_blocks32.hpp); their sixteen-row
+// copies as said above.
 template <class Block>
 struct Q8_0ActivationKernelUnit {
   template <class Arch>
@@ -112,6 +114,15 @@ struct Q8_0ActivationKernelUnit {
       } else {
         k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, Rows16>;
       }
+    }
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                       const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
+                       std::size_t n_tokens, float* y, std::size_t y_stride) {
+        simd::x86::tile_dots_blocks32<Arch, Block, true>(
+            w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+            [](const Block& b) { return simd::x86::block_quants<Arch>(b); });
+      };
     }
     if constexpr (std::is_same_v<Arch, amx_arch>) {
       k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,

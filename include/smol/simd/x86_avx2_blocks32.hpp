@@ -1,0 +1,169 @@
+// 256-bit prefill tiles (WeightKernels::tile_dots) for the 32-value block types: Q4_0,
+// Q8_0 and Q5_0 (signed levels, Q8_0 activations), Q4_1 and Q5_1 (unsigned levels and a
+// min, Q8_1 activations). The AVX-512 sets have tiles of their own for the types with a
+// min (kernels_legacy.hpp) and AMX has its tile unit (x86_amx_blocks32.hpp); without
+// these tiles, prefill on AVX2 dotted every row with every token, unpacking each weight
+// block once per token (Q8_0 at 0.78x llama.cpp's pp512 on a SmolLM2-135M shape).
+//
+// Each weight block is unpacked once for a tile of up to eight tokens. The tile's
+// activations are first copied, per segment of at most kBlocks32Segment blocks, into a
+// plain layout: quants side by side, each block's d for the tile's tokens side by side
+// (one multiply by the weight's d per block gives all eight scale products, so the inner
+// loop's float work is a convert and an FMA, the scale a broadcast from memory), and s
+// (Q8_1's d times its quants' sum) where the weights have a min. Per token and segment
+// one float vector accumulates d_x d_y sum_i for every block (exact integers first), then
+// the min terms m_x s_y, then a horizontal sum is added to y. Each token has its own
+// accumulator, so its float order depends neither on the tile size nor on the number of
+// rows, as tile_dots requires. Hand-written: xsimd has no u8 x s8 dot.
+#pragma once
+
+#include "smol/simd/cpu_features.hpp"
+
+#if defined(SMOL_X86)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "smol/simd/x86_avx2.hpp"
+
+namespace smol::simd::x86 {
+
+inline constexpr std::size_t kBlocks32Segment = 32;  // blocks; a multiple of 8
+inline constexpr std::size_t kBlocks32Tile = 8;      // tokens
+
+// Whether a block type's values carry a min (value = d * q + m): its activations are
+// Q8_1, whose s carries the min term.
+template <class Block>
+inline constexpr bool kBlocks32HasMin = requires(const Block& b) {
+  b.m;
+};
+
+struct Blocks32TileActs {
+  alignas(32) std::int8_t qs[kBlocks32Tile][kBlocks32Segment * 32];
+  alignas(32) float d[kBlocks32Segment][kBlocks32Tile];  // block by block, token by token
+  alignas(32) float s[kBlocks32Tile][kBlocks32Segment];  // zero past the segment's blocks
+};
+
+// Tokens [0, tn) of x, blocks [b0, b0 + nb) into `a`.
+template <class Arch, class Activation>
+inline void pack_blocks32_tile(const Activation* x, std::size_t x_stride, std::size_t b0,
+                               std::size_t nb, std::size_t tn, Blocks32TileActs& a) noexcept {
+  for (std::size_t t = 0; t < tn; ++t) {
+    const Activation* row = x + t * x_stride + b0;
+    for (std::size_t b = 0; b < nb; ++b) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * b), load256<Arch>(row[b].qs));
+      a.d[b][t] = _cvtsh_ss(row[b].d);
+      if constexpr (std::is_same_v<Activation, BlockQ8_1>) a.s[t][b] = _cvtsh_ss(row[b].s);
+    }
+    if constexpr (std::is_same_v<Activation, BlockQ8_1>) {
+      for (std::size_t b = nb; b < kBlocks32Segment; ++b) a.s[t][b] = 0.0f;
+    }
+  }
+}
+
+// One row's d (and m) as floats, m zero up to a multiple of 8.
+template <class Arch, class Block>
+inline void blocks32_row_scales(const Block* row, std::size_t nb, float* d, float* m) noexcept {
+  std::size_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const LeadingHalves4 dm = leading_halves4<Arch>(row + b);
+    _mm_storeu_ps(d + b, dm.first);
+    if constexpr (kBlocks32HasMin<Block>) _mm_storeu_ps(m + b, dm.second);
+  }
+  for (; b < nb; ++b) {
+    d[b] = _cvtsh_ss(row[b].d);
+    if constexpr (kBlocks32HasMin<Block>) m[b] = _cvtsh_ss(row[b].m);
+  }
+  if constexpr (kBlocks32HasMin<Block>) {
+    for (b = nb; b < (nb + 7) / 8 * 8; ++b) m[b] = 0.0f;
+  }
+}
+
+// One row (nb <= kBlocks32Segment blocks) times T tokens of `a`: out[t]. `levels` gives a
+// block's 32 integer levels as bytes, signed where kSigned (then |w| times y with w's sign,
+// as dot_s8s8), else unsigned.
+template <class Arch, class Block, bool kSigned, std::size_t T, class Levels>
+inline void blocks32_row_tile(const Block* row, std::size_t nb, const Blocks32TileActs& a,
+                              Levels levels, float* out) noexcept {
+  alignas(32) float dx[kBlocks32Segment], mx[kBlocks32Segment];
+  blocks32_row_scales<Arch>(row, nb, dx, mx);
+  alignas(32) float dd[kBlocks32Segment][T];
+  for (std::size_t b = 0; b < nb; ++b) {
+    if constexpr (T == 8) {  // written out: GCC's own vectorizing of it transposes
+      _mm256_store_ps(dd[b], _mm256_mul_ps(_mm256_set1_ps(dx[b]), _mm256_load_ps(a.d[b])));
+    } else {
+      for (std::size_t t = 0; t < T; ++t) dd[b][t] = dx[b] * a.d[b][t];
+    }
+  }
+  __m256 acc[T];
+#pragma GCC unroll 8
+  for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nb; ++b) {
+    const __m256i lev = levels(row[b]);
+    const __m256i u = kSigned ? _mm256_sign_epi8(lev, lev) : lev;
+#pragma GCC unroll 8
+    for (std::size_t t = 0; t < T; ++t) {
+      __m256i y = load256<Arch>(a.qs[t] + 32 * b);
+      if constexpr (kSigned) y = _mm256_sign_epi8(y, lev);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8<Arch>(u, y)),
+                               _mm256_broadcast_ss(&dd[b][t]), acc[t]);
+    }
+  }
+  if constexpr (kBlocks32HasMin<Block>) {
+    for (std::size_t b = 0; b < nb; b += 8) {
+      const __m256 m = _mm256_load_ps(mx + b);
+#pragma GCC unroll 8
+      for (std::size_t t = 0; t < T; ++t) {
+        acc[t] = _mm256_fmadd_ps(m, _mm256_load_ps(a.s[t] + b), acc[t]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]);
+}
+
+template <class Arch, class Block, bool kSigned, class Activation, class Levels>
+void tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                        const Activation* x, std::size_t x_stride, std::size_t nblocks,
+                        std::size_t n_tokens, float* y, std::size_t y_stride,
+                        Levels levels) noexcept {
+  Blocks32TileActs acts;
+  float out[kBlocks32Tile];
+  for (std::size_t t0 = 0; t0 < n_tokens;) {
+    const std::size_t left = n_tokens - t0;
+    std::size_t tn = 1;
+    while (tn < kBlocks32Tile && 2 * tn <= left) tn *= 2;
+    for (std::size_t b0 = 0; b0 < nblocks; b0 += kBlocks32Segment) {
+      const std::size_t nb = std::min(kBlocks32Segment, nblocks - b0);
+      pack_blocks32_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
+      for (std::size_t r = 0; r < n_rows; ++r) {
+        const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes) + b0;
+        switch (tn) {
+          case 8:
+            blocks32_row_tile<Arch, Block, kSigned, 8>(row, nb, acts, levels, out);
+            break;
+          case 4:
+            blocks32_row_tile<Arch, Block, kSigned, 4>(row, nb, acts, levels, out);
+            break;
+          case 2:
+            blocks32_row_tile<Arch, Block, kSigned, 2>(row, nb, acts, levels, out);
+            break;
+          default:
+            blocks32_row_tile<Arch, Block, kSigned, 1>(row, nb, acts, levels, out);
+            break;
+        }
+        for (std::size_t t = 0; t < tn; ++t) {
+          float& dst = y[(t0 + t) * y_stride + r];
+          dst = b0 == 0 ? out[t] : dst + out[t];
+        }
+      }
+    }
+    t0 += tn;
+  }
+}
+
+}  // namespace smol::simd::x86
+#endif  // SMOL_X86
