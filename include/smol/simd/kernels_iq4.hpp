@@ -6,7 +6,8 @@
 //   IQ4_NL . Q8_0:  d_x d_y sum level * y
 //   IQ4_XS . Q8_K:  d_x d_y sum_j s_j sum level * y     (s_j the sub-block scale - 32)
 // with the sums exact in integers and floats once per block.
-// Prefill: tiles of tokens on x86 (tile_dots_iq4nl, tile_dots_iq4xs below); NEON loops
+// Prefill: tiles of tokens on x86 (tile_dots_iq4nl on AVX-512, x86_avx2_blocks32.hpp's
+// on AVX2, tile_dots_iq4xs below); NEON loops
 // the dot.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 
 namespace smol {
@@ -157,13 +159,14 @@ float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks)
   return hsum<Arch>(acc);
 }
 
-// Prefill tiles (WeightKernels::tile_dots), as Q4_1's (kernels_legacy.hpp): the tile's
+// 512-bit prefill tiles (WeightKernels::tile_dots), as Q4_1's (kernels_legacy.hpp); the
+// 256-bit set's are every 32-value type's (x86_avx2_blocks32.hpp). The tile's
 // Q8_0 activations are copied per segment of kLegacySegment blocks into a plain layout
 // (quants side by side, each block's d eight times), each weight block's levels are
 // made once for the tile, and each token keeps its own float accumulator, so its bits
 // depend on neither the tile size nor the row count. The levels are signed: u8 x s8
-// multiplies take |level| and the activation with the level's sign (AVX2: vpsignb;
-// AVX-512: a masked negation, the mask made once per weight vector).
+// multiplies take |level| and the activation with the level's sign (a masked negation,
+// the mask made once per weight vector).
 template <std::size_t T>
 struct Iq4nlTileActs {
   alignas(64) std::int8_t qs[T][kLegacySegment * 32];
@@ -192,64 +195,43 @@ inline void pack_iq4nl_tile(const BlockQ8_0* x, std::size_t x_stride, std::size_
 template <class Arch, std::size_t T, std::size_t TA>
 inline void iq4nl_row_tile(const BlockIQ4NL* row, std::size_t nb, const Iq4nlTileActs<TA>& a,
                            float* out) noexcept {
+  static_assert(is_avx512_v<Arch>);
   const __m256i table = iq4_table<Arch>();
-  if constexpr (is_avx512_v<Arch>) {
-    __m512 acc[T];
+  __m512 acc[T];
 #pragma GCC unroll 16
-    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (std::size_t b = 0; b < nb; b += 2) {
-      const __m256i lo = iq4nl_levels<Arch>(row[b], table);
-      const __m256i hi =
-          b + 1 < nb ? iq4nl_levels<Arch>(row[b + 1], table) : _mm256_setzero_si256();
-      const __m512i lev = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-      const __m512i magnitude = _mm512_abs_epi8(lev);
-      const __mmask64 negative = _mm512_movepi8_mask(lev);
-      const float d1 = b + 1 < nb ? _cvtsh_ss(row[b + 1].d) : 0.0f;
-      const __m512 dxv = _mm512_insertf32x8(
-          _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(row[b].d))), _mm256_set1_ps(d1), 1);
+  for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nb; b += 2) {
+    const __m256i lo = iq4nl_levels<Arch>(row[b], table);
+    const __m256i hi = b + 1 < nb ? iq4nl_levels<Arch>(row[b + 1], table) : _mm256_setzero_si256();
+    const __m512i lev = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    const __m512i magnitude = _mm512_abs_epi8(lev);
+    const __mmask64 negative = _mm512_movepi8_mask(lev);
+    const float d1 = b + 1 < nb ? _cvtsh_ss(row[b + 1].d) : 0.0f;
+    const __m512 dxv = _mm512_insertf32x8(
+        _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(row[b].d))), _mm256_set1_ps(d1), 1);
 #pragma GCC unroll 16
-      for (std::size_t t = 0; t < T; ++t) {
-        const __m512i act = _mm512_load_si512(a.qs[t] + 32 * b);
-        const __m512i signed_act = _mm512_mask_sub_epi8(act, negative, _mm512_setzero_si512(), act);
-        __m512i sumi;
-        if constexpr (has_vnni_v<Arch>) {
-          sumi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_act);
-        } else {
-          sumi =
-              _mm512_madd_epi16(_mm512_maddubs_epi16(magnitude, signed_act), _mm512_set1_epi16(1));
-        }
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
-                                 _mm512_mul_ps(dxv, _mm512_load_ps(a.d[t] + 8 * b)), acc[t]);
+    for (std::size_t t = 0; t < T; ++t) {
+      const __m512i act = _mm512_load_si512(a.qs[t] + 32 * b);
+      const __m512i signed_act = _mm512_mask_sub_epi8(act, negative, _mm512_setzero_si512(), act);
+      __m512i sumi;
+      if constexpr (has_vnni_v<Arch>) {
+        sumi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_act);
+      } else {
+        sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(magnitude, signed_act), _mm512_set1_epi16(1));
       }
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
+                               _mm512_mul_ps(dxv, _mm512_load_ps(a.d[t] + 8 * b)), acc[t]);
     }
-#pragma GCC unroll 16
-    for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-  } else {
-    __m256 acc[T];
-#pragma GCC unroll 8
-    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    for (std::size_t b = 0; b < nb; ++b) {
-      const __m256i lev = iq4nl_levels<Arch>(row[b], table);
-      const __m256i magnitude = _mm256_sign_epi8(lev, lev);
-      const __m256 dxv = _mm256_set1_ps(_cvtsh_ss(row[b].d));
-#pragma GCC unroll 8
-      for (std::size_t t = 0; t < T; ++t) {
-        const __m256i act = _mm256_sign_epi8(load256<Arch>(a.qs[t] + 32 * b), lev);
-        const __m256i sumi = dot_u8s8<Arch>(magnitude, act);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
-                                 _mm256_mul_ps(dxv, _mm256_load_ps(a.d[t] + 8 * b)), acc[t]);
-      }
-    }
-#pragma GCC unroll 8
-    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]);
   }
+#pragma GCC unroll 16
+  for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
 template <class Arch>
 void tile_dots_iq4nl(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                      const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
                      std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
-  constexpr std::size_t kTile = is_avx512_v<Arch> ? 16 : 8;
+  constexpr std::size_t kTile = 16;
   Iq4nlTileActs<kTile> acts;
   float out[kTile];
   for (std::size_t t0 = 0; t0 < n_tokens;) {
@@ -263,7 +245,7 @@ void tile_dots_iq4nl(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
         const BlockIQ4NL* row = reinterpret_cast<const BlockIQ4NL*>(w + r * row_bytes) + b0;
         switch (tn) {
           case 16:
-            if constexpr (kTile >= 16) iq4nl_row_tile<Arch, 16>(row, nb, acts, out);
+            iq4nl_row_tile<Arch, 16>(row, nb, acts, out);
             break;
           case 8:
             iq4nl_row_tile<Arch, 8>(row, nb, acts, out);
@@ -487,8 +469,16 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
               [](const BlockIQ4NL& b, std::size_t) { return decltype(levels){}(b); },
               [](const BlockIQ4NL& b, std::size_t) { return f16_to_f32(b.d); });
         };
-      } else {
+      } else if constexpr (is_avx512_v<Arch>) {
         k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
+      } else {  // x86_avx2_blocks32.hpp
+        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                         const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
+                         std::size_t n_tokens, float* y, std::size_t y_stride) {
+          simd::x86::tile_dots_blocks32<Arch, BlockIQ4NL, true>(w, row_bytes, n_rows, x, x_stride,
+                                                                nblocks, n_tokens, y, y_stride,
+                                                                decltype(levels){});
+        };
       }
 #endif
 #if defined(__aarch64__)
