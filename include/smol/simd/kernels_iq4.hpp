@@ -22,6 +22,7 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/neon.hpp"
+#include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx2_blocks32.hpp"
@@ -233,41 +234,16 @@ void tile_dots_iq4nl(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
                      std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
   constexpr std::size_t kTile = 16;
   Iq4nlTileActs<kTile> acts;
-  float out[kTile];
-  for (std::size_t t0 = 0; t0 < n_tokens;) {
-    const std::size_t left = n_tokens - t0;
-    std::size_t tn = 1;
-    while (tn < kTile && 2 * tn <= left) tn *= 2;
-    for (std::size_t b0 = 0; b0 < nblocks; b0 += kLegacySegment) {
-      const std::size_t nb = std::min(kLegacySegment, nblocks - b0);
-      pack_iq4nl_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
-      for (std::size_t r = 0; r < n_rows; ++r) {
-        const BlockIQ4NL* row = reinterpret_cast<const BlockIQ4NL*>(w + r * row_bytes) + b0;
-        switch (tn) {
-          case 16:
-            iq4nl_row_tile<Arch, 16>(row, nb, acts, out);
-            break;
-          case 8:
-            iq4nl_row_tile<Arch, 8>(row, nb, acts, out);
-            break;
-          case 4:
-            iq4nl_row_tile<Arch, 4>(row, nb, acts, out);
-            break;
-          case 2:
-            iq4nl_row_tile<Arch, 2>(row, nb, acts, out);
-            break;
-          default:
-            iq4nl_row_tile<Arch, 1>(row, nb, acts, out);
-            break;
-        }
-        for (std::size_t t = 0; t < tn; ++t) {
-          float& dst = y[(t0 + t) * y_stride + r];
-          dst = b0 == 0 ? out[t] : dst + out[t];
-        }
-      }
-    }
-    t0 += tn;
-  }
+  for_each_tile<kTile>(
+      n_rows, nblocks, kLegacySegment, n_tokens, y, y_stride, /*assign=*/true,
+      [&](std::size_t t0, std::size_t tn, std::size_t b0, std::size_t nb) {
+        pack_iq4nl_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
+      },
+      [&]<std::size_t T>(TileTokens<T>, std::size_t r, std::size_t, std::size_t b0, std::size_t nb,
+                         float* out) {
+        const auto* row = reinterpret_cast<const BlockIQ4NL*>(w + r * row_bytes) + b0;
+        iq4nl_row_tile<Arch, T>(row, nb, acts, out);
+      });
 }
 
 // IQ4_XS prefill tiles (WeightKernels::tile_dots) on Q8_K activations: each weight
@@ -360,35 +336,13 @@ void tile_dots_iq4xs(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
                      const BlockQ8K* x, std::size_t x_stride, std::size_t nblocks,
                      std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
   constexpr std::size_t kTile = is_avx512_v<Arch> ? 16 : 8;
-  float out[kTile];
-  for (std::size_t t0 = 0; t0 < n_tokens;) {
-    const std::size_t left = n_tokens - t0;
-    std::size_t tn = 1;
-    while (tn < kTile && 2 * tn <= left) tn *= 2;
-    const BlockQ8K* xt = x + t0 * x_stride;
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      const auto* row = reinterpret_cast<const BlockIQ4XS*>(w + r * row_bytes);
-      switch (tn) {
-        case 16:
-          if constexpr (kTile >= 16) iq4xs_row_tile<Arch, 16>(row, nblocks, xt, x_stride, out);
-          break;
-        case 8:
-          iq4xs_row_tile<Arch, 8>(row, nblocks, xt, x_stride, out);
-          break;
-        case 4:
-          iq4xs_row_tile<Arch, 4>(row, nblocks, xt, x_stride, out);
-          break;
-        case 2:
-          iq4xs_row_tile<Arch, 2>(row, nblocks, xt, x_stride, out);
-          break;
-        default:
-          iq4xs_row_tile<Arch, 1>(row, nblocks, xt, x_stride, out);
-          break;
-      }
-      for (std::size_t t = 0; t < tn; ++t) y[(t0 + t) * y_stride + r] = out[t];
-    }
-    t0 += tn;
-  }
+  for_each_tile<kTile>(n_rows, nblocks, nblocks, n_tokens, y, y_stride, /*assign=*/true,
+                       NoTilePacking{},
+                       [&]<std::size_t T>(TileTokens<T>, std::size_t r, std::size_t t0, std::size_t,
+                                          std::size_t, float* out) {
+                         const auto* row = reinterpret_cast<const BlockIQ4XS*>(w + r * row_bytes);
+                         iq4xs_row_tile<Arch, T>(row, nblocks, x + t0 * x_stride, x_stride, out);
+                       });
 }
 
 }  // namespace simd::x86

@@ -21,6 +21,7 @@
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
+#include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx2_blocks32.hpp"
@@ -221,41 +222,16 @@ void tile_dots_legacy(const std::byte* w, std::size_t row_bytes, std::size_t n_r
                       std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
   constexpr std::size_t kTile = 16;
   LegacyTileActs<kTile> acts;
-  float out[kTile];
-  for (std::size_t t0 = 0; t0 < n_tokens;) {
-    const std::size_t left = n_tokens - t0;
-    std::size_t tn = 1;
-    while (tn < kTile && 2 * tn <= left) tn *= 2;
-    for (std::size_t b0 = 0; b0 < nblocks; b0 += kLegacySegment) {
-      const std::size_t nb = std::min(kLegacySegment, nblocks - b0);
-      pack_legacy_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
-      for (std::size_t r = 0; r < n_rows; ++r) {
+  for_each_tile<kTile>(
+      n_rows, nblocks, kLegacySegment, n_tokens, y, y_stride, /*assign=*/true,
+      [&](std::size_t t0, std::size_t tn, std::size_t b0, std::size_t nb) {
+        pack_legacy_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
+      },
+      [&]<std::size_t T>(TileTokens<T>, std::size_t r, std::size_t, std::size_t b0, std::size_t nb,
+                         float* out) {
         const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes) + b0;
-        switch (tn) {
-          case 16:
-            legacy_row_tile<Arch, Block, 16>(row, nb, acts, out);
-            break;
-          case 8:
-            legacy_row_tile<Arch, Block, 8>(row, nb, acts, out);
-            break;
-          case 4:
-            legacy_row_tile<Arch, Block, 4>(row, nb, acts, out);
-            break;
-          case 2:
-            legacy_row_tile<Arch, Block, 2>(row, nb, acts, out);
-            break;
-          default:
-            legacy_row_tile<Arch, Block, 1>(row, nb, acts, out);
-            break;
-        }
-        for (std::size_t t = 0; t < tn; ++t) {
-          float& dst = y[(t0 + t) * y_stride + r];
-          dst = b0 == 0 ? out[t] : dst + out[t];
-        }
-      }
-    }
-    t0 += tn;
-  }
+        legacy_row_tile<Arch, Block, T>(row, nb, acts, out);
+      });
 }
 
 }  // namespace simd::x86

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol::simd::x86 {
@@ -131,38 +132,16 @@ void tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n
                         std::size_t n_tokens, float* y, std::size_t y_stride,
                         Levels levels) noexcept {
   Blocks32TileActs acts;
-  float out[kBlocks32Tile];
-  for (std::size_t t0 = 0; t0 < n_tokens;) {
-    const std::size_t left = n_tokens - t0;
-    std::size_t tn = 1;
-    while (tn < kBlocks32Tile && 2 * tn <= left) tn *= 2;
-    for (std::size_t b0 = 0; b0 < nblocks; b0 += kBlocks32Segment) {
-      const std::size_t nb = std::min(kBlocks32Segment, nblocks - b0);
-      pack_blocks32_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
-      for (std::size_t r = 0; r < n_rows; ++r) {
+  for_each_tile<kBlocks32Tile>(
+      n_rows, nblocks, kBlocks32Segment, n_tokens, y, y_stride, /*assign=*/true,
+      [&](std::size_t t0, std::size_t tn, std::size_t b0, std::size_t nb) {
+        pack_blocks32_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
+      },
+      [&]<std::size_t T>(TileTokens<T>, std::size_t r, std::size_t, std::size_t b0, std::size_t nb,
+                         float* out) {
         const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes) + b0;
-        switch (tn) {
-          case 8:
-            blocks32_row_tile<Arch, Block, kSigned, 8>(row, nb, acts, levels, out);
-            break;
-          case 4:
-            blocks32_row_tile<Arch, Block, kSigned, 4>(row, nb, acts, levels, out);
-            break;
-          case 2:
-            blocks32_row_tile<Arch, Block, kSigned, 2>(row, nb, acts, levels, out);
-            break;
-          default:
-            blocks32_row_tile<Arch, Block, kSigned, 1>(row, nb, acts, levels, out);
-            break;
-        }
-        for (std::size_t t = 0; t < tn; ++t) {
-          float& dst = y[(t0 + t) * y_stride + r];
-          dst = b0 == 0 ? out[t] : dst + out[t];
-        }
-      }
-    }
-    t0 += tn;
-  }
+        blocks32_row_tile<Arch, Block, kSigned, T>(row, nb, acts, levels, out);
+      });
 }
 
 }  // namespace smol::simd::x86
