@@ -134,6 +134,7 @@ float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks)
   for (int p = 0; p < 4; ++p) pick[p] = pick_words<Arch>(2 * p, 2 * p + 1);
   __m256 acc = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    prefetch_ahead<Arch>(x + b, sizeof(BlockIQ4XS));
     const __m256i scales = iq4xs_scales16<Arch>(x[b]);
     __m256i sumi = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {

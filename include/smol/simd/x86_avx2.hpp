@@ -106,6 +106,20 @@ inline LeadingHalves4 leading_halves4(const Block* blocks) noexcept {
           _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))};
 }
 
+// How far ahead of the bytes a decode kernel reads it asks for the next ones: the
+// hardware prefetcher alone falls behind a weight stream. On Zen 3, 8 to 16 KB read 10 %
+// faster than 4 KB with one or two threads (the interleaved Q4_K rows); on AMD Zen 1 the
+// 32-value types' dots without it waited on their loads for half their time.
+inline constexpr std::size_t kPrefetchAheadBytes = 8192;
+
+// Asks for the `bytes` that lie kPrefetchAheadBytes past `p` (a prefetch never faults,
+// so past the end of a matrix is harmless).
+template <class Arch>
+inline void prefetch_ahead(const void* p, std::size_t bytes) noexcept {
+  const char* ahead = static_cast<const char*>(p) + kPrefetchAheadBytes;
+  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}
+
 // sum_b d_x d_y sums(b), plus m_x s_y where the weight block has a min (Q4_1, Q5_1 with
 // Q8_1): the dot of the 32-value types given each block's exact integer sums (int32
 // lanes). Scales four blocks at a time (leading_halves4), and two accumulators, so that
@@ -121,6 +135,7 @@ inline float scaled_block_sums(const X* x, const Y* y, std::size_t nblocks,
   __m128 acc_min = _mm_setzero_ps();
   std::size_t b = 0;
   for (; b + 4 <= nblocks; b += 4) {
+    prefetch_ahead<Arch>(x + b, 4 * sizeof(X));
     const LeadingHalves4 xs = leading_halves4<Arch>(x + b), ys = leading_halves4<Arch>(y + b);
     alignas(16) float dd[4];
     _mm_store_ps(dd, _mm_mul_ps(xs.first, ys.first));

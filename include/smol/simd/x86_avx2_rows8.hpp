@@ -29,14 +29,6 @@ namespace smol::simd::x86 {
 // (the int32 sums spill, but they are touched once per 64 values).
 inline constexpr std::size_t kRows8Tokens = 4;
 inline constexpr std::size_t kRows8TokensQ6K = 4;
-inline constexpr std::size_t kRows8PrefetchBytes = 8192;
-
-// Asks for the `bytes` that lie kRows8PrefetchBytes past `block`.
-template <class Arch>
-inline void prefetch_rows8_ahead(const void* block, std::size_t bytes) noexcept {
-  const char* ahead = static_cast<const char*>(block) + kRows8PrefetchBytes;
-  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-}
 
 template <class Arch>
 inline __m256i broadcast4(const std::int8_t* p) noexcept {
@@ -105,7 +97,7 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
     // read 10 % faster than 4 KB with one or two threads. Unlike AVX-512, every pass
     // asks, streamed or not: from L2 into L1 it still pays (prefill 1.6 % slower on a
     // Zen 5 when only the first pass asked).
-    prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    prefetch_ahead<Arch>(&wb, sizeof wb);
     __m256i isum[T], msum[T];
     for (std::size_t t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -185,7 +177,7 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ6KRows8& wb = w[b];
-    prefetch_rows8_ahead<Arch>(&wb, sizeof wb);
+    prefetch_ahead<Arch>(&wb, sizeof wb);
     __m256i isum[T];
     for (auto& s : isum) s = _mm256_setzero_si256();
     // Half h of the block: ql chunks 2h (s = 0) and 2h + 1 (s = 1) share qh bytes; the
