@@ -13,6 +13,10 @@
 include_guard(GLOBAL)
 
 set(SMOL_DISPATCH_DIR "${SMOL_DISPATCH_DIR}" CACHE INTERNAL "per-ISA kernel units")
+# Extra compile options for the kernel units alone, after the build type's. The sanitizer
+# stages of scripts/test.sh build everything at -Og but these at -O1: at -Og GCC leaves
+# xsimd's one-line operators as calls, and the suites spent most of their time in them.
+set(SMOL_DISPATCH_FLAGS "" CACHE STRING "extra compile options for the per-ISA kernel units")
 
 function(_smol_make_dispatch_targets)
   add_library(smol_dispatch INTERFACE)
@@ -30,7 +34,7 @@ function(_smol_make_dispatch_targets)
   foreach(isa IN LISTS isas)
     add_library(smol_dispatch_${isa} STATIC "${SMOL_DISPATCH_DIR}/isa_${isa}.cpp")
     target_link_libraries(smol_dispatch_${isa} PRIVATE smol::smol)
-    target_compile_options(smol_dispatch_${isa} PRIVATE ${${isa}_flags})
+    target_compile_options(smol_dispatch_${isa} PRIVATE ${${isa}_flags} ${SMOL_DISPATCH_FLAGS})
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # GCC 12's own AVX-512 intrinsics (reached through xsimd and our kernels) trip
       # its -W(maybe-)uninitialized at low optimisation levels: GCC bug 105593. The
