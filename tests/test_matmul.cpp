@@ -156,30 +156,42 @@ TEST_CASE("matmul on a sixteen-row Q4_1, Q8_0 or Q4_0 copy: as the file's rows, 
 
 TEST_CASE(
     "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
-  // Where matvec rounds like the tiles (AMX on a Q4_1, Q8_0 or Q4_0 copy), one token takes the
-  // decode kernel; it must still equal that token's row of a many-token call, and the
-  // file's rows (no copy) keep the tiles.
+  // Where matvec rounds like the tiles, one token takes the decode kernel; it must still
+  // equal that token's row of a many-token call. AMX on a Q4_1, Q8_0 or Q4_0 copy (the
+  // file's rows keep the tiles there); AVX2 on the file's rows of every 32-value type
+  // (its dots sum as its tiles: scaled_block_sums), not on a copy (decode reads the copy,
+  // prefill the file). 18 blocks a row, and 45: a segment of 32 and one of 13, whose
+  // last five blocks' min terms are summed one by one.
   std::mt19937 rng(26);
-  const std::size_t rows = 37, cols = 576, n_tokens = 5;
-  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0}) {
-    CAPTURE(ggml_type_name(type));
-    const auto bytes = random_matrix(type, rows, cols, rng);
-    const WeightMatrix file_rows = view(type, bytes, rows, cols);
-    const auto copy = rows8_copy(file_rows);
-    const WeightMatrix w = with_rows8(file_rows, copy);
-    const auto x = random_floats(n_tokens * cols, rng);
-    for (Isa isa : available_isas()) {
-      Context ctx(2, isa);
-      CAPTURE(isa_name(isa));
-      CHECK_FALSE(matvec_rounds_like_tiles(ctx, file_rows));
-      CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
-      for (const WeightMatrix* m : {&file_rows, &w}) {
-        std::vector<float> many(n_tokens * rows), one(rows);
-        matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);
-        for (std::size_t t = 0; t < n_tokens; ++t) {
-          matmul(ctx, *m, x.data() + t * cols, 1, one.data(), OneToken::tiles);
-          CAPTURE(t);
-          CHECK(std::memcmp(one.data(), many.data() + t * rows, rows * sizeof(float)) == 0);
+  const std::size_t rows = 37, n_tokens = 5;
+  for (GgmlType type :
+       {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1}) {
+    for (std::size_t cols : {576, 1440}) {
+      CAPTURE(ggml_type_name(type));
+      CAPTURE(cols);
+      const auto bytes = random_matrix(type, rows, cols, rng);
+      const WeightMatrix file_rows = view(type, bytes, rows, cols);
+      const bool has_copy = has_rows16_copy(type);
+      const auto copy = has_copy ? rows8_copy(file_rows) : AlignedBuffer<std::byte>(0);
+      const WeightMatrix w = has_copy ? with_rows8(file_rows, copy) : file_rows;
+      const auto x = random_floats(n_tokens * cols, rng);
+      for (Isa isa : available_isas()) {
+        Context ctx(2, isa);
+        CAPTURE(isa_name(isa));
+        CHECK(matvec_rounds_like_tiles(ctx, file_rows) == (isa == Isa::avx2));
+        if (has_copy) CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
+        for (const WeightMatrix* m : {&file_rows, &w}) {
+          std::vector<float> many(n_tokens * rows), one(rows), decoded(rows);
+          matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);
+          for (std::size_t t = 0; t < n_tokens; ++t) {
+            matmul(ctx, *m, x.data() + t * cols, 1, one.data(), OneToken::tiles);
+            CAPTURE(t);
+            CHECK(std::memcmp(one.data(), many.data() + t * rows, rows * sizeof(float)) == 0);
+            if (matvec_rounds_like_tiles(ctx, *m)) {  // and that is matvec's own result
+              matvec(ctx, *m, x.data() + t * cols, decoded.data());
+              CHECK(std::memcmp(decoded.data(), one.data(), rows * sizeof(float)) == 0);
+            }
+          }
         }
       }
     }

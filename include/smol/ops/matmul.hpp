@@ -259,14 +259,23 @@ enum class OneToken { matvec, tiles };
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. True where
 // prefill reads a 32-value type's sixteen-row copy (AMX): the decode kernel on that copy
-// rounds like a tile's token (quant/rows16.hpp; tested bit for bit in test_matvec).
-// Elsewhere the two sum in different orders, and one token must run on the tiles.
+// rounds like a tile's token (quant/rows16.hpp); and on the file's rows where the set's
+// dot sums as its tile_dots do (WeightKernels::dot_rounds_like_tile_dots: the 32-value
+// types on AVX2). Both tested bit for bit in test_matmul. Elsewhere the two sum in
+// different orders, and one token must run on the tiles.
 inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
-  if (ctx.activation_precision == ActivationPrecision::f32 || w.rows8 == nullptr) return false;
+  if (ctx.activation_precision == ActivationPrecision::f32) return false;
   bool same = false;
   visit_weight_type(w.type, [&]<class W>(W) {
-    if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
-      same = ctx.kernels().of(W{}).tile_dots_rows16 != nullptr;
+    const WeightKernels<W>& k = ctx.kernels().of(W{});
+    if (w.rows8 != nullptr) {
+      if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
+        same = k.tile_dots_rows16 != nullptr;
+      }
+    } else {
+      // matmul_of's choice for the file's rows is tile_dots only without these
+      same = k.dot_rounds_like_tile_dots && k.tile_dots != nullptr && k.matrix == nullptr &&
+             k.tile == nullptr;
     }
   });
   return same;

@@ -92,6 +92,10 @@ struct WeightKernels {
                            std::size_t n_rows, const Activation* x, std::size_t x_stride,
                            std::size_t nblocks, std::size_t n_tokens, float* y,
                            std::size_t y_stride) = nullptr;
+  // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
+  // 32-value types on AVX2, simd/x86_avx2.hpp's scaled_block_sums), so that a one-token
+  // step of a batch-invariant path (speculative decoding, the server) may take matvec.
+  bool dot_rounds_like_tile_dots = false;
 };
 
 namespace detail {

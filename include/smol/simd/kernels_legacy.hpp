@@ -344,6 +344,7 @@ struct LegacyKernelUnit {
               w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
               [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
         };
+        k.dot_rounds_like_tile_dots = true;  // dot_legacy sums as the tile does
       }
 #endif
 #if defined(__aarch64__)

@@ -123,6 +123,7 @@ struct Q8_0ActivationKernelUnit {
             w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
             [](const Block& b) { return simd::x86::block_quants<Arch>(b); });
       };
+      k.dot_rounds_like_tile_dots = true;  // dot_q8_0_q8_0 / dot_q4_0_q8_0 sum as the tile
     }
     if constexpr (std::is_same_v<Arch, amx_arch>) {
       k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,

@@ -11,6 +11,7 @@
 #if defined(SMOL_X86)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -120,42 +121,73 @@ inline void prefetch_ahead(const void* p, std::size_t bytes) noexcept {
   for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
 }
 
+// Blocks per segment of a row of a 32-value type: the 256-bit prefill tiles
+// (x86_avx2_blocks32.hpp) pack a token's activations this many blocks at a time, and
+// scaled_block_sums sums in the same segments.
+inline constexpr std::size_t kBlocks32Segment = 32;  // a multiple of 8
+
+// c + a * b, rounded once (the min terms past a segment's last whole eight blocks):
+// written out, so that no compiler's choice to contract a * b + c or not parts the dot
+// from the tiles.
+inline float fmadd_ss(float a, float b, float c) noexcept {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
 // sum_b d_x d_y sums(b), plus m_x s_y where the weight block has a min (Q4_1, Q5_1 with
 // Q8_1): the dot of the 32-value types given each block's exact integer sums (int32
-// lanes). Scales four blocks at a time (leading_halves4), and two accumulators, so that
-// an FMA does not wait on the one before it (five cycles on Zen 1, more than a block's
-// integer work).
+// lanes). The float order is a token's in the 256-bit tiles (x86_avx2_blocks32.hpp), bit
+// for bit, so that decode gives a token what a prefill or a speculative verification pass
+// gives it (WeightKernels::dot_rounds_like_tile_dots): per segment of kBlocks32Segment
+// blocks, one vector accumulates d_x d_y sums(b) block after block and another the min
+// terms of whole groups of eight blocks (block 8k + j in lane j); the horizontal sum of
+// the two, plus the min terms of the last few blocks one by one, is added to the total. The scales
+// are converted four blocks at a time (leading_halves4). One accumulator for the sums costs nothing
+// here: on AMD Zen 1 SmolLM2's decode ran at the same speed with two (even and odd blocks), the FMA
+// chain hidden under the blocks' loads and integer work.
 template <class Arch, class X, class Y, class BlockSums>
 inline float scaled_block_sums(const X* x, const Y* y, std::size_t nblocks,
                                BlockSums sums) noexcept {
   constexpr bool kMins = requires(const X& xb) {
     xb.m;
   };
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m128 acc_min = _mm_setzero_ps();
-  std::size_t b = 0;
-  for (; b + 4 <= nblocks; b += 4) {
-    prefetch_ahead<Arch>(x + b, 4 * sizeof(X));
-    const LeadingHalves4 xs = leading_halves4<Arch>(x + b), ys = leading_halves4<Arch>(y + b);
-    alignas(16) float dd[4];
-    _mm_store_ps(dd, _mm_mul_ps(xs.first, ys.first));
-    if constexpr (kMins) acc_min = _mm_fmadd_ps(xs.second, ys.second, acc_min);
-    for (std::size_t i = 0; i < 4; ++i) {
-      acc[i % 2] =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums(b + i)), _mm256_set1_ps(dd[i]), acc[i % 2]);
+  float total = 0.0f;
+  for (std::size_t b0 = 0; b0 < nblocks; b0 += kBlocks32Segment) {
+    const std::size_t end = std::min(nblocks, b0 + kBlocks32Segment);
+    const std::size_t whole = b0 + (end - b0) / 8 * 8;  // the min terms' vector part
+    __m256 acc = _mm256_setzero_ps();
+    __m128 mins[2] = {_mm_setzero_ps(), _mm_setzero_ps()};  // lanes 0-3 and 4-7 of eight
+    float tail = 0.0f;
+    std::size_t b = b0;
+    for (; b + 4 <= end; b += 4) {
+      prefetch_ahead<Arch>(x + b, 4 * sizeof(X));
+      const LeadingHalves4 xs = leading_halves4<Arch>(x + b), ys = leading_halves4<Arch>(y + b);
+      alignas(16) float dd[4];
+      _mm_store_ps(dd, _mm_mul_ps(xs.first, ys.first));
+      if constexpr (kMins) {
+        if (b < whole) {
+          mins[(b - b0) / 4 % 2] = _mm_fmadd_ps(xs.second, ys.second, mins[(b - b0) / 4 % 2]);
+        } else {
+          for (std::size_t i = 0; i < 4; ++i) {
+            tail = fmadd_ss(_cvtsh_ss(x[b + i].m), _cvtsh_ss(y[b + i].s), tail);
+          }
+        }
+      }
+      for (std::size_t i = 0; i < 4; ++i) {
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums(b + i)), _mm256_set1_ps(dd[i]), acc);
+      }
     }
-  }
-  float tail_min = 0.0f;
-  for (; b < nblocks; ++b) {
-    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums(b)),
-                             _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc[0]);
-    if constexpr (kMins) tail_min += _cvtsh_ss(x[b].m) * _cvtsh_ss(y[b].s);
-  }
-  float total = hsum<Arch>(_mm256_add_ps(acc[0], acc[1]));
-  if constexpr (kMins) {
-    __m128 m = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    total += _mm_cvtss_f32(m) + tail_min;
+    for (; b < end; ++b) {
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums(b)),
+                            _mm256_set1_ps(_cvtsh_ss(x[b].d) * _cvtsh_ss(y[b].d)), acc);
+      if constexpr (kMins) tail = fmadd_ss(_cvtsh_ss(x[b].m), _cvtsh_ss(y[b].s), tail);
+    }
+    float segment;
+    if constexpr (kMins) {
+      segment = hsum<Arch>(_mm256_add_ps(acc, _mm256_set_m128(mins[1], mins[0]))) + tail;
+    } else {
+      segment = hsum<Arch>(acc);
+    }
+    total = b0 == 0 ? segment : total + segment;
   }
   return total;
 }

@@ -11,10 +11,14 @@
 // (one multiply by the weight's d per block gives all eight scale products, so the inner
 // loop's float work is a convert and an FMA, the scale a broadcast from memory), and s
 // (Q8_1's d times its quants' sum) where the weights have a min. Per token and segment
-// one float vector accumulates d_x d_y sum_i for every block (exact integers first), then
-// the min terms m_x s_y, then a horizontal sum is added to y. Each token has its own
-// accumulator, so its float order depends neither on the tile size nor on the number of
-// rows, as tile_dots requires. Hand-written: xsimd has no u8 x s8 dot.
+// one float vector accumulates d_x d_y sum_i for every block (exact integers first) and
+// another the min terms m_x s_y of whole groups of eight blocks (block 8k + j in lane j);
+// the horizontal sum of the two, plus the min terms of the blocks past the last whole
+// eight one by one, is added to y. Each token has its own accumulators, so its float order depends
+// neither on the tile size nor on the number of rows, as tile_dots requires; and it is
+// the order of the decode dot, scaled_block_sums (x86_avx2.hpp), so that a token gets
+// the same bits from either (WeightKernels::dot_rounds_like_tile_dots). Hand-written: xsimd has no
+// u8 x s8 dot.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -32,8 +36,7 @@
 
 namespace smol::simd::x86 {
 
-inline constexpr std::size_t kBlocks32Segment = 32;  // blocks; a multiple of 8
-inline constexpr std::size_t kBlocks32Tile = 8;      // tokens
+inline constexpr std::size_t kBlocks32Tile = 8;  // tokens
 
 // Whether a block type's values carry a min (value = d * q + m): its activations are
 // Q8_1, whose s carries the min term.
@@ -113,17 +116,21 @@ inline void blocks32_row_tile(const Block* row, std::size_t nb, const Blocks32Ti
                                _mm256_broadcast_ss(&dd[b][t]), acc[t]);
     }
   }
-  if constexpr (kBlocks32HasMin<Block>) {
-    for (std::size_t b = 0; b < nb; b += 8) {
-      const __m256 m = _mm256_load_ps(mx + b);
 #pragma GCC unroll 8
-      for (std::size_t t = 0; t < T; ++t) {
-        acc[t] = _mm256_fmadd_ps(m, _mm256_load_ps(a.s[t] + b), acc[t]);
+  for (std::size_t t = 0; t < T; ++t) {
+    if constexpr (kBlocks32HasMin<Block>) {
+      __m256 mins = _mm256_setzero_ps();
+      std::size_t b = 0;
+      for (; b + 8 <= nb; b += 8) {
+        mins = _mm256_fmadd_ps(_mm256_load_ps(mx + b), _mm256_load_ps(a.s[t] + b), mins);
       }
+      float tail = 0.0f;
+      for (; b < nb; ++b) tail = fmadd_ss(mx[b], a.s[t][b], tail);
+      out[t] = hsum<Arch>(_mm256_add_ps(acc[t], mins)) + tail;
+    } else {
+      out[t] = hsum<Arch>(acc[t]);
     }
   }
-#pragma GCC unroll 8
-  for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]);
 }
 
 template <class Arch, class Block, bool kSigned, class Activation, class Levels>
