@@ -213,11 +213,20 @@ TEST_CASE(
   CHECK(poor.paused());
   for (int i = 0; i < 5; ++i) CHECK(poor.next() == 0);
   CHECK(poor.next() > 0);
-  // A second failure pauses twice as long.
-  for (int i = 0; i < 20; ++i) poor.record(1, 0);
+  // That pass is a probe, judged alone, the window that called the pause kept: keeping
+  // nothing, it pauses drafting again at once, twice as long.
+  poor.record(1, 0);
   std::size_t paused_steps = 0;
   while (poor.next() == 0) ++paused_steps;
   CHECK(paused_steps == 10);
+  // A probe that keeps its guess says the text has changed: the window starts afresh, and
+  // drafting goes on until a new window of 20 drafted tokens says otherwise.
+  poor.record(1, 1);
+  CHECK_FALSE(poor.paused());
+  for (int i = 0; i < 4; ++i) poor.record(4, 0);
+  CHECK_FALSE(poor.paused());  // 17 drafted tokens
+  poor.record(4, 0);
+  CHECK(poor.paused());
 
   // Enough accepted over the window: never paused.
   smol::DraftLength good({.max = 8, .window = 20, .min_acceptance = 0.3, .pause = 5});
@@ -342,6 +351,17 @@ TEST_CASE("with timed passes, the length is the one that yields the most tokens 
   }
   CHECK(passes == 8);
   CHECK(never.paused());
+  // After the pause (the loop's last next() was its first step), one pass, the probe,
+  // that keeps nothing pauses again, twice as long: not eight more passes.
+  int paused_steps = 1;
+  for (int pause = 5; pause <= 10; pause *= 2) {
+    std::size_t k = 0;
+    while ((k = never.next()) == 0) ++paused_steps;
+    CHECK(paused_steps == pause);
+    never.record(k, 0, 1.0 + 0.25 * static_cast<double>(k));
+    CHECK(never.paused());
+    paused_steps = 0;
+  }
 }
 
 // ---- the acceptance rule -------------------------------------------------------------
