@@ -262,12 +262,13 @@ TEST_CASE(
   for (int i = 0; i < 5; ++i) dear.record(4, 1, 2.5);
   CHECK_FALSE(dear.paused());
   CHECK(dear.next() == 1);
-  // Nothing kept at that price: the window (20 drafted tokens, five passes, fewer than the
-  // eight timed passes the verdict otherwise waits for) pauses drafting.
+  // Nothing kept at that price: three passes, fewer than the eight timed passes the
+  // verdict otherwise waits for, pause drafting, since even one more guess kept at each
+  // position (a first guess kept one time in four) would not pay.
   smol::DraftLength hopeless(settings);
   hopeless.record_step(1.0);
   hopeless.record_step(1.0);
-  for (int i = 0; i < 4; ++i) hopeless.record(4, 0, 2.5);
+  for (int i = 0; i < 2; ++i) hopeless.record(4, 0, 2.5);
   CHECK_FALSE(hopeless.paused());
   hopeless.record(4, 0, 2.5);
   CHECK(hopeless.paused());
@@ -340,7 +341,9 @@ TEST_CASE("with timed passes, the length is the one that yields the most tokens 
   CHECK(paused <= 40);
 
   // Guesses never kept, passes at 1 + 0.25 k: the passes' verdict pauses drafting after
-  // eight of them, long before the window of 48 drafted tokens fills.
+  // five of them, long before the window of 48 drafted tokens fills, and before the eight
+  // a verdict otherwise waits for: then even a first guess kept one time in six, what
+  // one more kept would make it, does not pay its quarter step.
   smol::DraftLength never(settings);
   never.record_step(1.0);
   never.record_step(1.0);
@@ -349,10 +352,10 @@ TEST_CASE("with timed passes, the length is the one that yields the most tokens 
     never.record(k, 0, 1.0 + 0.25 * static_cast<double>(k));
     ++passes;
   }
-  CHECK(passes == 8);
+  CHECK(passes == 5);
   CHECK(never.paused());
   // After the pause (the loop's last next() was its first step), one pass, the probe,
-  // that keeps nothing pauses again, twice as long: not eight more passes.
+  // that keeps nothing pauses again, twice as long: not five more passes.
   int paused_steps = 1;
   for (int pause = 5; pause <= 10; pause *= 2) {
     std::size_t k = 0;

@@ -22,6 +22,8 @@
 // When the caller times its work (record's seconds), the timed passes say whether
 // drafting pays: once kMinTimedPasses of them (or the passes of the last `window` drafted
 // tokens) are in, does any length yield more tokens per step than a plain step's one?
+// (From kMinEarlyPasses on, a no is a verdict if even one more kept guess at every
+// position would not make it a yes.)
 // (Not "were the last passes slower than plain steps": that judges their length, which
 // the model shortens instead.) What a guess costs differs tenfold between machines,
 // models and kernels, so a fixed acceptance threshold cannot say it; untimed, the rule is
@@ -116,7 +118,14 @@ class DraftLength {
       // one token a plain step does (a few unlucky guesses are no verdict).
       double tokens_per_step = 0;
       length_ = most_tokens_per_step(tokens_per_step);
-      if (timed_in_window_ < kMinTimedPasses && in_window_ < settings_.window) return;
+      if (timed_in_window_ < kMinTimedPasses && in_window_ < settings_.window) {
+        // Too few passes for a verdict, unless even a hopeful reading of them (one more
+        // guess kept at every position) says no length pays.
+        double hopeful = 0;
+        if (timed_in_window_ < kMinEarlyPasses) return;
+        most_tokens_per_step(hopeful, /*hope=*/1.0);
+        if (hopeful >= kStopBelow) return;
+      }
       pays = tokens_per_step >= kStopBelow;
     } else {
       // A draft shorter than asked for (the drafter had no more) says nothing against
@@ -143,8 +152,9 @@ class DraftLength {
   };
 
   // The length (settings' min, at least 1, to max) whose passes yield the most tokens per
-  // step, by the window's passes (the header says how).
-  std::size_t most_tokens_per_step(double& tokens_per_step) {
+  // step, by the window's passes (the header says how); `hope` counts that many more
+  // kept guesses at every position, and overall.
+  std::size_t most_tokens_per_step(double& tokens_per_step, double hope = 0) {
     const std::size_t longest = std::max<std::size_t>(settings_.max, 1);
     // Per guess position j (1-based): how many passes tested it, and kept it.
     std::vector<double>& tested = tested_;
@@ -170,7 +180,7 @@ class DraftLength {
         n += 1, sx += x, sy += o.steps, sxx += x * x, sxy += x * o.steps;
       }
     }
-    const double keep_rate = all_tested > 0 ? all_kept / all_tested : 0.5;
+    const double keep_rate = all_tested + hope > 0 ? (all_kept + hope) / (all_tested + hope) : 0.5;
     const double mean_x = sx / n, mean_y = sy / n;
     const double slope = std::max(
         kSlopeFloor, (sxy - n * mean_x * mean_y) / std::max(1e-9, sxx - n * mean_x * mean_x));
@@ -181,7 +191,8 @@ class DraftLength {
     std::size_t best = std::clamp<std::size_t>(settings_.min, 1, longest);
     double best_rate = 0, yield = 1, reach = 1;  // tokens a pass yields; P(all so far kept)
     for (std::size_t k = 1; k <= reachable; ++k) {
-      const double p = (kept[k] + kKeepRateWeight * keep_rate) / (tested[k] + kKeepRateWeight);
+      const double p =
+          (kept[k] + hope + kKeepRateWeight * keep_rate) / (tested[k] + hope + kKeepRateWeight);
       reach *= p;
       yield += reach;
       const double rate = yield / (base + slope * static_cast<double>(k));
@@ -199,8 +210,10 @@ class DraftLength {
   // The passes' verdict needs kMinTimedPasses timed passes (or a full window), and says
   // stop below kStopBelow tokens a step (a plain step yields 1): at half the guesses
   // kept, where one guess pays, eight passes show that few kept (one or none) 4 times
-  // in 100.
-  static constexpr std::size_t kMinTimedPasses = 8;
+  // in 100. From kMinEarlyPasses on, passes that keep so little that even one more kept
+  // guess a position would not pay are a verdict too: where a pass of one guess costs
+  // 1.75 steps (SmolLM2 on an AMD Zen 1), three passes that keep nothing.
+  static constexpr std::size_t kMinTimedPasses = 8, kMinEarlyPasses = 3;
   static constexpr double kStopBelow = 0.95;
 
   // An outcome into the window, which keeps the passes of the last `window` drafted tokens.
