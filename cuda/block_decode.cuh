@@ -147,12 +147,11 @@ struct GroupFormat<GgmlType::F32> {
 
 // ---- one group -> values[GroupFormat<T>::values] -------------------------------
 
-// Q4_K: sub-block j of a super-block: d * scale[j] * q - dmin * min[j]. The 6-bit
-// scale and min are unpacked as smol::unpack_q4k_scales does; sub-block j's quants are
-// the low (even j) or high (odd j) nibbles of the 32 bytes qs[32 * (j / 2) ...].
-SMOL_HD void decode_group_q4k(const std::uint8_t* row, std::size_t group, float* out) {
-  const std::uint8_t* block = row + GroupFormat<GgmlType::Q4_K>::block_bytes * (group / 8);
-  const unsigned j = static_cast<unsigned>(group % 8);
+// Sub-block j's d * scale and dmin * min, from a Q4_K super-block's header.
+struct Q4kScales {
+  float d_scale, d_min;
+};
+SMOL_HD Q4kScales q4k_sub_block_scales(const std::uint8_t* block, unsigned j) {
   const std::uint32_t d_dmin = load<std::uint32_t>(block);
   const float d = half_to_float(static_cast<std::uint16_t>(d_dmin & 0xFFFFu));
   const float dmin = half_to_float(static_cast<std::uint16_t>(d_dmin >> 16));
@@ -168,8 +167,17 @@ SMOL_HD void decode_group_q4k(const std::uint8_t* row, std::size_t group, float*
     scale = (byte_of(w2, j - 4) & 0xFu) | ((byte_of(w0, j - 4) >> 6) << 4);
     min = (byte_of(w2, j - 4) >> 4) | ((byte_of(w1, j - 4) >> 6) << 4);
   }
-  const float d_scale = d * static_cast<float>(static_cast<std::uint8_t>(scale));
-  const float d_min = dmin * static_cast<float>(static_cast<std::uint8_t>(min));
+  return {d * static_cast<float>(static_cast<std::uint8_t>(scale)),
+          dmin * static_cast<float>(static_cast<std::uint8_t>(min))};
+}
+
+// Q4_K: sub-block j of a super-block: d * scale[j] * q - dmin * min[j]. The 6-bit
+// scale and min are unpacked as smol::unpack_q4k_scales does; sub-block j's quants are
+// the low (even j) or high (odd j) nibbles of the 32 bytes qs[32 * (j / 2) ...].
+SMOL_HD void decode_group_q4k(const std::uint8_t* row, std::size_t group, float* out) {
+  const std::uint8_t* block = row + GroupFormat<GgmlType::Q4_K>::block_bytes * (group / 8);
+  const unsigned j = static_cast<unsigned>(group % 8);
+  const auto [d_scale, d_min] = q4k_sub_block_scales(block, j);
 
   const std::uint8_t* qs = block + 16 + 32 * (j / 2);
   const uint4 first = load<uint4>(qs);
@@ -181,6 +189,26 @@ SMOL_HD void decode_group_q4k(const std::uint8_t* row, std::size_t group, float*
   for (int l = 0; l < 32; ++l) {
     const unsigned q = (byte_of(quants[l / 4], l % 4) >> shift) & 0xFu;
     out[l] = d_scale * static_cast<float>(q) - d_min;
+  }
+}
+
+// Q4_K, a warp's lane's share of one super-block: values 4 lane .. 4 lane + 3 and 128 +
+// 4 lane .. 128 + 4 lane + 3 (lane < 32), out[0, 8). So a warp's lanes read the quants as
+// two runs of 64 bytes and each token's activations as two runs of 512 bytes, one wide
+// load a lane each, where a lane per whole sub-block strode 128 bytes apart (32 cache
+// lines a load instruction).
+SMOL_HD void decode_lane_q4k(const std::uint8_t* block, unsigned lane, float (&out)[8]) {
+  SMOL_UNROLL
+  for (unsigned h = 0; h < 2; ++h) {
+    const unsigned j = 4 * h + lane / 8;  // the sub-block; value 4 (lane % 8) of it
+    const auto [d_scale, d_min] = q4k_sub_block_scales(block, j);
+    const std::uint32_t quants = load<std::uint32_t>(block + 16 + 32 * (j / 2) + 4 * (lane % 8));
+    const unsigned shift = 4 * (j & 1u);
+    SMOL_UNROLL
+    for (unsigned k = 0; k < 4; ++k) {
+      const unsigned q = (byte_of(quants, k) >> shift) & 0xFu;
+      out[4 * h + k] = d_scale * static_cast<float>(q) - d_min;
+    }
   }
 }
 
@@ -311,9 +339,10 @@ SMOL_HD float dot_group(const float* w, const float* x) {
   return sum;
 }
 
-// One lane's share of `n_tokens` (<= kTokens) dot products with one weight row: the
-// groups lane, lane + lanes, ... of the row, each decoded once and dotted with every
-// token's activations (row t of x starts at x + t * cols). A warp sums its lanes'
+// One lane's share of `n_tokens` (<= kTokens) dot products with one weight row: for Q4_K
+// in a warp of 32 lanes, its eight values of every super-block (decode_lane_q4k);
+// otherwise the groups lane, lane + lanes, ... of the row, each decoded once and dotted
+// with every token's activations (row t of x starts at x + t * cols). A warp sums its lanes'
 // acc[t] to get y[t]; decoding once for kTokens tokens is what makes prefill cheaper
 // per token than decode.
 template <GgmlType T, int kTokens>
@@ -321,6 +350,22 @@ SMOL_HD void lane_row_partials(const std::uint8_t* row, std::size_t n_groups, un
                                unsigned lanes, const float* x, std::size_t cols, int n_tokens,
                                float (&acc)[kTokens]) {
   constexpr int N = GroupFormat<T>::values;
+  if constexpr (T == GgmlType::Q4_K) {
+    if (lanes == 32) {  // the warp's lanes share each super-block (decode_lane_q4k)
+      constexpr std::size_t kBlockBytes = GroupFormat<T>::block_bytes;
+      for (std::size_t b = 0; b < n_groups / 8; ++b) {
+        float w[8];
+        decode_lane_q4k(row + kBlockBytes * b, lane, w);
+        SMOL_UNROLL
+        for (int t = 0; t < kTokens; ++t) {
+          if (t >= n_tokens) continue;
+          const float* xt = x + static_cast<std::size_t>(t) * cols + 256 * b + 4 * lane;
+          acc[t] += dot_group<4>(w, xt) + dot_group<4>(w + 4, xt + 128);
+        }
+      }
+      return;
+    }
+  }
   for (std::size_t g = lane; g < n_groups; g += lanes) {
     float w[N];
     decode_group<T>(row, g, w);
