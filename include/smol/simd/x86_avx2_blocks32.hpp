@@ -48,7 +48,7 @@ inline constexpr bool kBlocks32HasMin = requires(const Block& b) {
 struct Blocks32TileActs {
   alignas(32) std::int8_t qs[kBlocks32Tile][kBlocks32Segment * 32];
   alignas(32) float d[kBlocks32Segment][kBlocks32Tile];  // block by block, token by token
-  alignas(32) float s[kBlocks32Tile][kBlocks32Segment];  // zero past the segment's blocks
+  alignas(32) float s[kBlocks32Tile][kBlocks32Segment];
 };
 
 // Tokens [0, tn) of x, blocks [b0, b0 + nb) into `a`.
@@ -62,9 +62,6 @@ inline void pack_blocks32_tile(const Activation* x, std::size_t x_stride, std::s
       a.d[b][t] = _cvtsh_ss(row[b].d);
       if constexpr (std::is_same_v<Activation, BlockQ8_1>) a.s[t][b] = _cvtsh_ss(row[b].s);
     }
-    if constexpr (std::is_same_v<Activation, BlockQ8_1>) {
-      for (std::size_t b = nb; b < kBlocks32Segment; ++b) a.s[t][b] = 0.0f;
-    }
   }
   // A smaller tile's d is zero for the tokens it lacks, so that the row tile scales all
   // eight tokens' d with one multiply whatever the tile's size.
@@ -73,7 +70,7 @@ inline void pack_blocks32_tile(const Activation* x, std::size_t x_stride, std::s
   }
 }
 
-// One row's d (and m) as floats, m zero up to a multiple of 8.
+// One row's d (and m) as floats.
 template <class Arch, class Block>
 inline void blocks32_row_scales(const Block* row, std::size_t nb, float* d, float* m) noexcept {
   std::size_t b = 0;
@@ -85,9 +82,6 @@ inline void blocks32_row_scales(const Block* row, std::size_t nb, float* d, floa
   for (; b < nb; ++b) {
     d[b] = _cvtsh_ss(row[b].d);
     if constexpr (kBlocks32HasMin<Block>) m[b] = _cvtsh_ss(row[b].m);
-  }
-  if constexpr (kBlocks32HasMin<Block>) {
-    for (b = nb; b < (nb + 7) / 8 * 8; ++b) m[b] = 0.0f;
   }
 }
 
