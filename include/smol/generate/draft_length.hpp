@@ -22,13 +22,12 @@
 // When the caller times its work (record's seconds), the timed passes say whether
 // drafting pays: once kMinTimedPasses of them (or the passes of the last `window` drafted
 // tokens) are in, does any length yield more tokens per step than a plain step's one?
-// (From kMinEarlyPasses on, a no is a verdict if even one more kept guess at every
-// position would not make it a yes.)
 // (Not "were the last passes slower than plain steps": that judges their length, which
-// the model shortens instead.) What a guess costs differs tenfold between machines,
-// models and kernels, so a fixed acceptance threshold cannot say it; untimed, the rule is
-// the acceptance rate over the passes of the last `window` drafted tokens, against
-// `min_acceptance`.
+// the model shortens instead.) From kMinEarlyPasses on, a no is a verdict already if even
+// one more kept guess at every position would not make it a yes. What a guess costs
+// differs tenfold between machines, models and kernels, so a fixed acceptance threshold
+// cannot say it; untimed, the rule is the acceptance rate over the passes of the last
+// `window` drafted tokens, against `min_acceptance`.
 // Drafting that does not pay stops for `pause` generated tokens, then tries one pass, a
 // probe, so open-ended text that never repeats runs as plain decoding. The window that
 // called the pause is kept: a probe that does not pay on its own (by its time; untimed,
@@ -121,8 +120,8 @@ class DraftLength {
       if (timed_in_window_ < kMinTimedPasses && in_window_ < settings_.window) {
         // Too few passes for a verdict, unless even a hopeful reading of them (one more
         // guess kept at every position) says no length pays.
-        double hopeful = 0;
         if (timed_in_window_ < kMinEarlyPasses) return;
+        double hopeful = 0;
         most_tokens_per_step(hopeful, /*hope=*/1.0);
         if (hopeful >= kStopBelow) return;
       }
