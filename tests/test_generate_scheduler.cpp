@@ -529,7 +529,8 @@ std::vector<smol::GenerationRequest> drafting_requests(bool drafting, bool sampl
     }
     request.max_tokens = max_tokens;
     request.ignore_eos = true;
-    if (drafting) request.draft = smol::DraftLengthSettings{};
+    // Never paused: whether guesses are kept must not hang on the passes' times.
+    if (drafting) request.draft = smol::DraftLengthSettings{.pause = 0};
     requests.push_back(std::move(request));
   }
   return requests;
