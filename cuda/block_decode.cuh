@@ -42,6 +42,10 @@
 
 namespace smol::cuda::detail {
 
+// The lanes of a warp, among which the matmul kernels share a weight row
+// (lane_row_partials).
+constexpr int kWarp = 32;
+
 // A load of T at `p`, which the caller guarantees is aligned to alignof(T). The device
 // issues one wide load; the host copies the bytes, and stops the program when the
 // promise is broken, since the same address on a GPU would fault.
@@ -151,24 +155,29 @@ struct GroupFormat<GgmlType::F32> {
 struct Q4kScales {
   float d_scale, d_min;
 };
-SMOL_HD Q4kScales q4k_sub_block_scales(const std::uint8_t* block, unsigned j) {
+// Sub-blocks i and i + 4 (i < 4) from one reading of the header: the low one's 6-bit
+// scale and min are bytes i of the first and second words; the high one's, nibbles of
+// byte i of the third word topped by those bytes' two high bits.
+struct Q4kScalePair {
+  Q4kScales low, high;
+};
+SMOL_HD Q4kScalePair q4k_sub_block_scale_pair(const std::uint8_t* block, unsigned i) {
   const std::uint32_t d_dmin = load<std::uint32_t>(block);
   const float d = half_to_float(static_cast<std::uint16_t>(d_dmin & 0xFFFFu));
   const float dmin = half_to_float(static_cast<std::uint16_t>(d_dmin >> 16));
-  const std::uint32_t w0 = load<std::uint32_t>(block + 4);
-  const std::uint32_t w1 = load<std::uint32_t>(block + 8);
-  const std::uint32_t w2 = load<std::uint32_t>(block + 12);
-  unsigned scale, min;
-  if (j < 4) {
-    scale = byte_of(w0, j) & 63u;
-    min = byte_of(w1, j) & 63u;
-  } else {
-    // j + 4 is in the third word, j - 4 in the first, j in the second
-    scale = (byte_of(w2, j - 4) & 0xFu) | ((byte_of(w0, j - 4) >> 6) << 4);
-    min = (byte_of(w2, j - 4) >> 4) | ((byte_of(w1, j - 4) >> 6) << 4);
-  }
-  return {d * static_cast<float>(static_cast<std::uint8_t>(scale)),
-          dmin * static_cast<float>(static_cast<std::uint8_t>(min))};
+  const unsigned b0 = byte_of(load<std::uint32_t>(block + 4), i);
+  const unsigned b1 = byte_of(load<std::uint32_t>(block + 8), i);
+  const unsigned b2 = byte_of(load<std::uint32_t>(block + 12), i);
+  const auto scaled = [](float by, unsigned six_bits) {
+    return by * static_cast<float>(static_cast<std::uint8_t>(six_bits));
+  };
+  return {{scaled(d, b0 & 63u), scaled(dmin, b1 & 63u)},
+          {scaled(d, (b2 & 0xFu) | ((b0 >> 6) << 4)), scaled(dmin, (b2 >> 4) | ((b1 >> 6) << 4))}};
+}
+// Sub-block j's alone.
+SMOL_HD Q4kScales q4k_sub_block_scales(const std::uint8_t* block, unsigned j) {
+  const Q4kScalePair pair = q4k_sub_block_scale_pair(block, j % 4);
+  return j < 4 ? pair.low : pair.high;
 }
 
 // Q4_K: sub-block j of a super-block: d * scale[j] * q - dmin * min[j]. The 6-bit
@@ -193,15 +202,17 @@ SMOL_HD void decode_group_q4k(const std::uint8_t* row, std::size_t group, float*
 }
 
 // Q4_K, a warp's lane's share of one super-block: values 4 lane .. 4 lane + 3 and 128 +
-// 4 lane .. 128 + 4 lane + 3 (lane < 32), out[0, 8). So a warp's lanes read the quants as
-// two runs of 64 bytes and each token's activations as two runs of 512 bytes, one wide
-// load a lane each, where a lane per whole sub-block strode 128 bytes apart (32 cache
-// lines a load instruction).
+// 4 lane .. 128 + 4 lane + 3 (lane < kWarp = 32), out[0, 8): sub-blocks lane / 8 and
+// lane / 8 + 4, whose scales one reading of the header gives. So a warp's lanes read the
+// quants as two runs of 64 bytes and each token's activations as two runs of 512 bytes,
+// one wide load a lane each, where a lane per whole sub-block strode 128 bytes apart (32
+// cache lines a load instruction).
 SMOL_HD void decode_lane_q4k(const std::uint8_t* block, unsigned lane, float (&out)[8]) {
+  const Q4kScalePair scales = q4k_sub_block_scale_pair(block, lane / 8);
   SMOL_UNROLL
   for (unsigned h = 0; h < 2; ++h) {
     const unsigned j = 4 * h + lane / 8;  // the sub-block; value 4 (lane % 8) of it
-    const auto [d_scale, d_min] = q4k_sub_block_scales(block, j);
+    const auto [d_scale, d_min] = h == 0 ? scales.low : scales.high;
     const std::uint32_t quants = load<std::uint32_t>(block + 16 + 32 * (j / 2) + 4 * (lane % 8));
     const unsigned shift = 4 * (j & 1u);
     SMOL_UNROLL
@@ -339,39 +350,40 @@ SMOL_HD float dot_group(const float* w, const float* x) {
   return sum;
 }
 
-// One lane's share of `n_tokens` (<= kTokens) dot products with one weight row: for Q4_K
-// in a warp of 32 lanes, its eight values of every super-block (decode_lane_q4k);
-// otherwise the groups lane, lane + lanes, ... of the row, each decoded once and dotted
-// with every token's activations (row t of x starts at x + t * cols). A warp sums its lanes'
-// acc[t] to get y[t]; decoding once for kTokens tokens is what makes prefill cheaper
-// per token than decode.
+// One lane's share (lane < kWarp) of `n_tokens` (<= kTokens) dot products with one weight
+// row: for Q4_K its eight values of every super-block (decode_lane_q4k); otherwise the
+// groups lane, lane + kWarp, ... of the row, each decoded once and dotted with every
+// token's activations (row t of x starts at x + t * cols). A warp sums its lanes' acc[t]
+// to get y[t]; decoding once for kTokens tokens is what makes prefill cheaper per token
+// than decode.
 template <GgmlType T, int kTokens>
 SMOL_HD void lane_row_partials(const std::uint8_t* row, std::size_t n_groups, unsigned lane,
-                               unsigned lanes, const float* x, std::size_t cols, int n_tokens,
+                               const float* x, std::size_t cols, int n_tokens,
                                float (&acc)[kTokens]) {
-  constexpr int N = GroupFormat<T>::values;
-  if constexpr (T == GgmlType::Q4_K) {
-    if (lanes == 32) {  // the warp's lanes share each super-block (decode_lane_q4k)
-      constexpr std::size_t kBlockBytes = GroupFormat<T>::block_bytes;
-      for (std::size_t b = 0; b < n_groups / 8; ++b) {
-        float w[8];
-        decode_lane_q4k(row + kBlockBytes * b, lane, w);
-        SMOL_UNROLL
-        for (int t = 0; t < kTokens; ++t) {
-          if (t >= n_tokens) continue;
-          const float* xt = x + static_cast<std::size_t>(t) * cols + 256 * b + 4 * lane;
-          acc[t] += dot_group<4>(w, xt) + dot_group<4>(w + 4, xt + 128);
+  if constexpr (T == GgmlType::Q4_K) {  // the warp's lanes share each super-block
+    static_assert(kWarp == 32, "decode_lane_q4k splits a super-block in 32 shares");
+    constexpr std::size_t kBlockBytes = GroupFormat<T>::block_bytes;
+    for (std::size_t b = 0; b < n_groups / 8; ++b) {
+      float w[8];
+      decode_lane_q4k(row + kBlockBytes * b, lane, w);
+      SMOL_UNROLL
+      for (int t = 0; t < kTokens; ++t) {
+        if (t >= n_tokens) continue;
+        const float* xt = x + static_cast<std::size_t>(t) * cols + 256 * b + 4 * lane;
+        acc[t] += dot_group<4>(w, xt) + dot_group<4>(w + 4, xt + 128);
+      }
+    }
+  } else {
+    constexpr int N = GroupFormat<T>::values;
+    for (std::size_t g = lane; g < n_groups; g += kWarp) {
+      float w[N];
+      decode_group<T>(row, g, w);
+      SMOL_UNROLL
+      for (int t = 0; t < kTokens; ++t) {
+        if (t < n_tokens) {
+          acc[t] += dot_group<N>(w, x + static_cast<std::size_t>(t) * cols + g * N);
         }
       }
-      return;
-    }
-  }
-  for (std::size_t g = lane; g < n_groups; g += lanes) {
-    float w[N];
-    decode_group<T>(row, g, w);
-    SMOL_UNROLL
-    for (int t = 0; t < kTokens; ++t) {
-      if (t < n_tokens) acc[t] += dot_group<N>(w, x + static_cast<std::size_t>(t) * cols + g * N);
     }
   }
 }

@@ -146,8 +146,8 @@ class HostBackend {
       for (std::size_t r = 0; r < w.rows; ++r) {
         float lanes[kWarp][kTokens] = {};
         for (int lane = 0; lane < kWarp; ++lane) {
-          lane_row_partials<T, kTokens>(w.data + r * w.row_bytes, groups, lane, kWarp,
-                                        x + first * w.cols, w.cols, tokens, lanes[lane]);
+          lane_row_partials<T, kTokens>(w.data + r * w.row_bytes, groups, lane, x + first * w.cols,
+                                        w.cols, tokens, lanes[lane]);
         }
         for (int t = 0; t < tokens; ++t) {
           // The butterfly of __shfl_xor_sync: lane l adds lane l ^ offset.

@@ -179,7 +179,6 @@ SMOL_HD float rms_apply(float x, float scale, float weight) {
 // Tokens per weight decode: one for decode (a matvec), a tile of 8 for prefill, which
 // decodes each weight group once for 8 tokens. Both backends choose with this.
 constexpr int kMatmulTile = 8;
-constexpr int kWarp = 32;
 constexpr int kMatmulWarpsPerBlock = 4;  // one weight row per warp
 
 // ---- attention ------------------------------------------------------------------

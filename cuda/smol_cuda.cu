@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(kMatmulWarpsPerBlock* kWarp) matmul_kernel(Mat
   const std::size_t first = static_cast<std::size_t>(blockIdx.y) * kTokens;
   const int tokens = static_cast<int>(smaller(kTokens, a.n - first));
   float acc[kTokens] = {};
-  lane_row_partials<T, kTokens>(a.weights + row * a.row_bytes, a.groups, lane, kWarp,
-                                a.x + first * a.cols, a.cols, tokens, acc);
+  lane_row_partials<T, kTokens>(a.weights + row * a.row_bytes, a.groups, lane, a.x + first * a.cols,
+                                a.cols, tokens, acc);
   SMOL_UNROLL
   for (int t = 0; t < kTokens; ++t) {
     const float sum = warp_sum(acc[t]);

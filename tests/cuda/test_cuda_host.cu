@@ -223,10 +223,9 @@ TEST_CASE("A warp's lane partials add up to the row's dot product, for 1 and 8 t
         const std::size_t groups = w.cols / cd::GroupFormat<T>::values;
         for (const int tokens : {1, 5, kTokens}) {
           float total[kTokens] = {};
-          for (unsigned lane = 0; lane < 32; ++lane) {
+          for (unsigned lane = 0; lane < cd::kWarp; ++lane) {
             float acc[kTokens] = {};
-            cd::lane_row_partials<T, kTokens>(bytes, groups, lane, 32, x.data(), w.cols, tokens,
-                                              acc);
+            cd::lane_row_partials<T, kTokens>(bytes, groups, lane, x.data(), w.cols, tokens, acc);
             for (int t = 0; t < kTokens; ++t) total[t] += acc[t];
           }
           for (int t = 0; t < kTokens; ++t) {
