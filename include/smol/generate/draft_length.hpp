@@ -115,6 +115,7 @@ class DraftLength {
     if (timed) {
       // By the passes' times: the best length, and whether even it yields more than the
       // one token a plain step does (a few unlucky guesses are no verdict).
+      count_window();
       double tokens_per_step = 0;
       length_ = most_tokens_per_step(tokens_per_step);
       if (timed_in_window_ < kMinTimedPasses && in_window_ < settings_.window) {
@@ -150,51 +151,55 @@ class DraftLength {
     double steps;  // the pass's time in one-token steps (0: not timed)
   };
 
-  // The length (settings' min, at least 1, to max) whose passes yield the most tokens per
-  // step, by the window's passes (the header says how); `hope` counts that many more
-  // kept guesses at every position, and overall.
-  std::size_t most_tokens_per_step(double& tokens_per_step, double hope = 0) {
+  // The window's passes as most_tokens_per_step reads them: per guess position j
+  // (1-based), how many passes tested it and kept it; the farthest position tested; and
+  // the cost line, guesses x against steps y, fitted to the one-token step (a pass of no
+  // guesses and 1 step, kStepWeight passes' worth) and the timed passes.
+  void count_window() {
     const std::size_t longest = std::max<std::size_t>(settings_.max, 1);
-    // Per guess position j (1-based): how many passes tested it, and kept it.
-    std::vector<double>& tested = tested_;
-    std::vector<double>& kept = kept_;
-    tested.assign(longest + 1, 0.0);  // no allocation after the first pass
-    kept.assign(longest + 1, 0.0);
-    double all_tested = 0, all_kept = 0;
-    std::size_t farthest = 0;  // the farthest position tested
-    // The cost line's sums, guesses x against steps y: a one-token step is a pass of no
-    // guesses and 1 step (kStepWeight passes' worth), then the timed passes.
+    tested_.assign(longest + 1, 0.0);  // no allocation after the first pass
+    kept_.assign(longest + 1, 0.0);
+    all_tested_ = all_kept_ = 0;
+    farthest_ = 0;
     double n = kStepWeight, sx = 0, sy = kStepWeight, sxx = 0, sxy = 0;
     for (const Outcome& o : outcomes_) {
       const std::size_t reached = std::min({o.drafted, o.accepted + 1, longest});
       for (std::size_t j = 1; j <= reached; ++j) {
-        tested[j] += 1;
-        if (j <= o.accepted) kept[j] += 1;
+        tested_[j] += 1;
+        if (j <= o.accepted) kept_[j] += 1;
       }
-      farthest = std::max(farthest, reached);
-      all_tested += static_cast<double>(reached);
-      all_kept += static_cast<double>(std::min(o.accepted, reached));
+      farthest_ = std::max(farthest_, reached);
+      all_tested_ += static_cast<double>(reached);
+      all_kept_ += static_cast<double>(std::min(o.accepted, reached));
       if (o.steps > 0) {
         const double x = static_cast<double>(o.drafted);
         n += 1, sx += x, sy += o.steps, sxx += x * x, sxy += x * o.steps;
       }
     }
-    const double keep_rate = all_tested + hope > 0 ? (all_kept + hope) / (all_tested + hope) : 0.5;
     const double mean_x = sx / n, mean_y = sy / n;
-    const double slope = std::max(
-        kSlopeFloor, (sxy - n * mean_x * mean_y) / std::max(1e-9, sxx - n * mean_x * mean_x));
-    const double base = std::max(kBaseFloor, mean_y - slope * mean_x);
+    slope_ = std::max(kSlopeFloor,
+                      (sxy - n * mean_x * mean_y) / std::max(1e-9, sxx - n * mean_x * mean_x));
+    base_ = std::max(kBaseFloor, mean_y - slope_ * mean_x);
+  }
+
+  // The length (settings' min, at least 1, to max) whose passes yield the most tokens per
+  // step, by count_window's reading of the window (the header says how); `hope` counts
+  // that many more kept guesses at every position, and overall.
+  std::size_t most_tokens_per_step(double& tokens_per_step, double hope = 0) const {
+    const std::size_t longest = std::max<std::size_t>(settings_.max, 1);
+    const double keep_rate =
+        all_tested_ + hope > 0 ? (all_kept_ + hope) / (all_tested_ + hope) : 0.5;
     // Positions past twice the farthest tested are not tried yet: a draft grows at most
     // twofold a pass, as the untimed rule does, so a probe of the untested costs little.
-    const std::size_t reachable = std::min(longest, std::max<std::size_t>(2 * farthest, 1));
+    const std::size_t reachable = std::min(longest, std::max<std::size_t>(2 * farthest_, 1));
     std::size_t best = std::clamp<std::size_t>(settings_.min, 1, longest);
     double best_rate = 0, yield = 1, reach = 1;  // tokens a pass yields; P(all so far kept)
     for (std::size_t k = 1; k <= reachable; ++k) {
       const double p =
-          (kept[k] + hope + kKeepRateWeight * keep_rate) / (tested[k] + hope + kKeepRateWeight);
+          (kept_[k] + hope + kKeepRateWeight * keep_rate) / (tested_[k] + hope + kKeepRateWeight);
       reach *= p;
       yield += reach;
-      const double rate = yield / (base + slope * static_cast<double>(k));
+      const double rate = yield / (base_ + slope_ * static_cast<double>(k));
       if (k >= settings_.min && rate > best_rate) best = k, best_rate = rate;
     }
     tokens_per_step = best_rate;
@@ -247,8 +252,12 @@ class DraftLength {
   bool probing_ = false;  // the next pass is the probe after a pause
   std::deque<Outcome> outcomes_;
   std::size_t in_window_ = 0, accepted_in_window_ = 0, timed_in_window_ = 0;
-  std::vector<double> tested_, kept_;  // most_tokens_per_step's counts, kept for reuse
-  double step_seconds_ = 0;            // a one-token step, smoothed; 0 until one is timed
+  // count_window's reading of the window, which most_tokens_per_step weighs.
+  std::vector<double> tested_, kept_;  // per guess position; kept for reuse
+  double all_tested_ = 0, all_kept_ = 0;
+  std::size_t farthest_ = 0;
+  double slope_ = 0, base_ = 0;  // a pass of k guesses costs base_ + slope_ k steps
+  double step_seconds_ = 0;      // a one-token step, smoothed; 0 until one is timed
   bool first_step_timed_ = false;
 };
 
