@@ -191,12 +191,12 @@ TEST_CASE(
   length.record_step(1.0);    // the first, cold, is no yardstick
 
   length.record_step(1.0);
-  CHECK(length.next() == 4);
-  length.record(4, 4);  // all kept: twice as long
-  CHECK(length.next() == 8);
-  length.record(8, 8);
-  CHECK(length.next() == 16);
-  length.record(16, 16);
+  CHECK(length.next() == 3);
+  length.record(3, 3);  // all kept: 2 k + 1, a pass of whole tiles
+  CHECK(length.next() == 7);
+  length.record(7, 7);
+  CHECK(length.next() == 15);
+  length.record(15, 15);
   CHECK(length.next() == 16);  // at most max
   length.record(16, 2);        // two kept: one more than that next
   CHECK(length.next() == 3);
@@ -300,13 +300,17 @@ TEST_CASE("with timed passes, the length is the one that yields the most tokens 
     dear.record(k, std::min<std::size_t>(k, 3), 0.8 + 0.3 * static_cast<double>(k));
   }
   // Three guesses nearly always; now and then a probe past what the window has tested
-  // (at most twice as far), never the doubling to 16 after each draft kept whole.
+  // (to 7, the next length whose pass fills whole tiles: 2 f + 1 past the farthest f
+  // tested), never the growth to 15 after each draft kept whole. Every length fills
+  // whole tiles (k + 1 tokens a power of two).
   std::string seen;
   for (const std::size_t k : lengths) seen += std::to_string(k) + " ";
   CAPTURE(seen);
-  CHECK(*std::max_element(lengths.begin(), lengths.end()) <= 8);
-  CHECK(std::count_if(lengths.begin(), lengths.end(), [](std::size_t k) { return k > 4; }) <= 3);
+  CHECK(*std::max_element(lengths.begin(), lengths.end()) <= 7);
+  CHECK(std::count_if(lengths.begin(), lengths.end(), [](std::size_t k) { return k > 3; }) <= 4);
   CHECK(std::count(lengths.begin(), lengths.end(), std::size_t{3}) >= 24);
+  CHECK(std::all_of(lengths.begin(), lengths.end(),
+                    [](std::size_t k) { return ((k + 1) & k) == 0; }));
 
   // Cheap passes (1 + 0.02 k) and every guess kept: as long as allowed.
   smol::DraftLength cheap(settings);

@@ -15,10 +15,16 @@
 //     the one-token step itself (a pass of no guesses). A pass of 17 tokens cost 4.4-6.1
 //     steps where one of 4 cost 1.3 on SmolLM2 with AMX: doubling up to --draft-max after
 //     every draft kept whole, the rule before this one, drafted at the dear end.
-// The length grows at most twofold past the farthest position the window has tested, so
-// a probe into the untested costs little. Until passes have been timed, the length
-// doubles after a draft kept whole and is one more than the kept guesses after a
-// rejection.
+// The lengths weighed are those whose passes fill whole tiles: k + 1 tokens a power of
+// two (1, 3, 7, 15 guesses), or --draft-max itself. The prefill kernels take a pass's
+// tokens in tiles of 16, 8, 4, 2 and 1 (simd/tile_loop.hpp), so a pass of 3 tokens costs
+// a 2-token pass and a step (on SmolLM2 with AVX2, 2.7 steps, as much as 4 tokens), and
+// the straight cost line, blind to that, chose 5 or 6 guesses where 7 cost less (54-60
+// ms a pass against 61-70 for 6; the grounded task of smol-bench --spec-type ran 1.07-1.14x
+// plain decoding before, 1.19-1.28x after). The length grows at most to 2 f + 1, f the
+// farthest position the window has tested, so a probe into the untested costs little.
+// Until passes have been timed, the length starts at 3, grows to 2 k + 1 after a draft of
+// k kept whole, and is one more than the kept guesses after a rejection.
 // When the caller times its work (record's seconds), the timed passes say whether
 // drafting pays: once kMinTimedPasses of them (or the passes of the last `window` drafted
 // tokens) are in, does any length yield more tokens per step than a plain step's one?
@@ -59,7 +65,7 @@ class DraftLength {
  public:
   explicit DraftLength(DraftLengthSettings settings = {})
       : settings_(settings),
-        length_(std::min<std::size_t>(settings.max, 4)),
+        length_(std::min<std::size_t>(settings.max, 3)),
         pause_(settings.pause) {}
 
   const DraftLengthSettings& settings() const noexcept { return settings_; }
@@ -130,7 +136,7 @@ class DraftLength {
     } else {
       // A draft shorter than asked for (the drafter had no more) says nothing against
       // the length asked for.
-      length_ = accepted == drafted ? std::min(settings_.max, std::max(length_, 2 * drafted))
+      length_ = accepted == drafted ? std::min(settings_.max, std::max(length_, 2 * drafted + 1))
                                     : std::min(settings_.max, accepted + 1);
       if (in_window_ < settings_.window) return;  // not enough evidence yet
       pays = static_cast<double>(accepted_in_window_) >=
@@ -189,9 +195,9 @@ class DraftLength {
     const std::size_t longest = std::max<std::size_t>(settings_.max, 1);
     const double keep_rate =
         all_tested_ + hope > 0 ? (all_kept_ + hope) / (all_tested_ + hope) : 0.5;
-    // Positions past twice the farthest tested are not tried yet: a draft grows at most
-    // twofold a pass, as the untimed rule does, so a probe of the untested costs little.
-    const std::size_t reachable = std::min(longest, std::max<std::size_t>(2 * farthest_, 1));
+    // Positions past 2 f + 1 (f the farthest tested) are not tried yet: a draft grows at
+    // most so far a pass, as the untimed rule does, so a probe of the untested costs little.
+    const std::size_t reachable = std::min(longest, 2 * farthest_ + 1);
     std::size_t best = std::clamp<std::size_t>(settings_.min, 1, longest);
     double best_rate = 0, yield = 1, reach = 1;  // tokens a pass yields; P(all so far kept)
     for (std::size_t k = 1; k <= reachable; ++k) {
@@ -200,7 +206,8 @@ class DraftLength {
       reach *= p;
       yield += reach;
       const double rate = yield / (base_ + slope_ * static_cast<double>(k));
-      if (k >= settings_.min && rate > best_rate) best = k, best_rate = rate;
+      const bool whole_tiles = ((k + 1) & k) == 0 || k == longest;  // k + 1 a power of two
+      if (k >= settings_.min && whole_tiles && rate > best_rate) best = k, best_rate = rate;
     }
     tokens_per_step = best_rate;
     return best;
@@ -242,7 +249,7 @@ class DraftLength {
   void forget_window() {
     outcomes_.clear();
     in_window_ = accepted_in_window_ = timed_in_window_ = 0;
-    length_ = std::min<std::size_t>(settings_.max, 4);
+    length_ = std::min<std::size_t>(settings_.max, 3);
   }
 
   DraftLengthSettings settings_;
