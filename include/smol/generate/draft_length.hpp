@@ -65,7 +65,7 @@ class DraftLength {
  public:
   explicit DraftLength(DraftLengthSettings settings = {})
       : settings_(settings),
-        length_(std::min<std::size_t>(settings.max, 3)),
+        length_(std::min(settings.max, kFirstLength)),
         pause_(settings.pause) {}
 
   const DraftLengthSettings& settings() const noexcept { return settings_; }
@@ -226,6 +226,9 @@ class DraftLength {
   // 1.75 steps (SmolLM2 on an AMD Zen 1), three passes that keep nothing.
   static constexpr std::size_t kMinTimedPasses = 8, kMinEarlyPasses = 3;
   static constexpr double kStopBelow = 0.95;
+  // The length before any pass is weighed, and after a paying probe: a pass of 4 tokens,
+  // one whole tile.
+  static constexpr std::size_t kFirstLength = 3;
 
   // An outcome into the window, which keeps the passes of the last `window` drafted tokens.
   void push(const Outcome& o) {
@@ -249,7 +252,7 @@ class DraftLength {
   void forget_window() {
     outcomes_.clear();
     in_window_ = accepted_in_window_ = timed_in_window_ = 0;
-    length_ = std::min<std::size_t>(settings_.max, 3);
+    length_ = std::min(settings_.max, kFirstLength);
   }
 
   DraftLengthSettings settings_;
