@@ -23,8 +23,10 @@ endfunction()
 
 # The same greedy text with n-gram drafts and with a draft model (the fixture itself) as
 # without drafts; the stats line counts the drafts.
+# The random fixture's loops seldom repeat three tokens, so these draft after a repeat of
+# one (--spec-ngram-size-n 1; the default, 3, is for trained weights, ngram_drafter.hpp).
 add_test(NAME chat_spec_ngram_same_reply COMMAND ${SMOL_SH} -c
-  "a=$(${spec_run} --spec-type ngram-simple --draft-max 0 2>/dev/null) && b=$(${spec_run} --spec-type ngram-simple 2>&1 >/dev/null | tee /dev/stderr | grep -E 'drafted [1-9][0-9]*, accepted [0-9]+') && c=$(${spec_run} --spec-type ngram-simple --draft-max 3 --draft-min 2 2>/dev/null) && d=$(${spec_run} --spec-type ngram-simple 2>/dev/null) && [ -n \"$a\" ] && [ \"$a\" = \"$c\" ] && [ \"$a\" = \"$d\" ]")
+  "a=$(${spec_run} --spec-type ngram-simple --draft-max 0 2>/dev/null) && b=$(${spec_run} --spec-type ngram-simple --spec-ngram-size-n 1 2>&1 >/dev/null | tee /dev/stderr | grep -E 'drafted [1-9][0-9]*, accepted [0-9]+') && c=$(${spec_run} --spec-type ngram-simple --spec-ngram-size-n 1 --draft-max 3 --draft-min 2 2>/dev/null) && d=$(${spec_run} --spec-type ngram-simple --spec-ngram-size-n 1 2>/dev/null) && [ -n \"$a\" ] && [ \"$a\" = \"$c\" ] && [ \"$a\" = \"$d\" ]")
 add_test(NAME chat_spec_draft_model_same_reply COMMAND ${SMOL_SH} -c
   "a=$(${spec_run} --spec-type ngram-simple --draft-max 0 2>/dev/null) && b=$(${spec_run} -md ${spec_fixture} --draft-max 4 2>/dev/null) && [ -n \"$a\" ] && [ \"$a\" = \"$b\" ]")
 set_tests_properties(chat_spec_ngram_same_reply chat_spec_draft_model_same_reply
@@ -32,7 +34,7 @@ set_tests_properties(chat_spec_ngram_same_reply chat_spec_draft_model_same_reply
 
 # /stats after a reply: the drafter, its limits, and the last reply's counts.
 smol_spec_expect(chat_spec_stats 0
-  "speculative decoding: ngram-simple, draft-max 16, draft-min 0.*drafted [0-9]+, accepted [0-9]+, acceptance [0-9.]+ %"
+  "speculative decoding: ngram-simple, draft-max 16, draft-min 0, ngram-size-n 3.*drafted [0-9]+, accepted [0-9]+, acceptance [0-9.]+ %"
   ${SMOL_SH} -c "printf 'one two one two one two\\n/stats\\n' | ${spec_chat} -m ${spec_fixture} -n 32 --temp 0 -t 2 --ignore-eos --spec-type ngram-simple")
 smol_spec_expect(chat_spec_stats_draft_model 0
   "speculative decoding: draft with [^ ]*tiny-smollm3-a.q4_k_m.gguf, draft-max 5.*drafted [1-9][0-9]*, accepted"
@@ -48,6 +50,14 @@ smol_spec_expect(chat_spec_md_with_ngram 2 "-md goes with --spec-type draft, not
   ${spec_chat} -m ${spec_fixture} --spec-type ngram-simple -md ${spec_fixture})
 smol_spec_expect(chat_spec_bad_draft_max 2 "--draft-max"
   ${spec_chat} -m ${spec_fixture} --draft-max -3)
+smol_spec_expect(chat_spec_bad_ngram_size 2 "--spec-ngram-size-n"
+  ${spec_chat} -m ${spec_fixture} --spec-type ngram-simple --spec-ngram-size-n 0)
+
+# --spec-ngram-size-n reaches the drafter and /stats.
+set(spec_stats "printf 'one two three one two three one two\\n/stats\\n' | ${spec_chat} -m ${spec_fixture} -n 48 --temp 0 -t 2 --ignore-eos --no-think --spec-type ngram-simple")
+add_test(NAME chat_spec_ngram_size COMMAND ${SMOL_SH} -c
+  "${spec_stats} --spec-ngram-size-n 1 | grep -E 'ngram-size-n 1$' && ${spec_stats} --spec-ngram-size-n 1 | grep -E 'drafted [1-9][0-9]*, accepted' && ${spec_stats} --spec-ngram-size-n 64 | grep -E 'drafted 0, accepted 0'")
+set_tests_properties(chat_spec_ngram_size PROPERTIES TIMEOUT 120)
 if(EXISTS "${PROJECT_SOURCE_DIR}/examples/make-model")
   set(spec_other_vocab "${CMAKE_CURRENT_BINARY_DIR}/data/make-model/synthetic-llama.f16.gguf")
   smol_spec_expect(chat_spec_draft_other_vocabulary 1

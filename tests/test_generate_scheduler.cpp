@@ -18,6 +18,8 @@
 
 #include "fewer_repeats.hpp"
 #include "smol/generate/batch_model_drafter.hpp"
+#include "smol/generate/drafter.hpp"
+#include "smol/generate/ngram_drafter.hpp"
 #include "smol/generate/scheduler.hpp"
 #include "smol/model/batch_transformer.hpp"
 #include "smol/model/model.hpp"
@@ -73,7 +75,12 @@ std::vector<smol::GenerationResult> serve(std::vector<smol::GenerationRequest> r
                                           std::size_t total_positions = 4096) {
   smol::Context ctx(2);
   smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = total_positions});
-  smol::Scheduler scheduler(engine, fixture().tokenizer, options);
+  // Requests that draft guess after a repeat of one token: the random fixture's loops
+  // seldom repeat three (the default, for trained weights), and the cases need guesses.
+  smol::Scheduler scheduler(
+      engine, fixture().tokenizer, options,
+      std::make_unique<smol::EachSequenceDrafter>(
+          std::make_unique<smol::NgramDrafter>(smol::NgramSettings{.min_ngram = 1})));
   std::vector<smol::GenerationResult> results(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     requests[i].on_done = [&results, i](const smol::GenerationResult& r) { results[i] = r; };

@@ -786,7 +786,10 @@ std::pair<std::vector<Json>, std::vector<Json>> plain_and_drafted(
 
 TEST_CASE(
     "--spec-type ngram-simple: replies side by side are the undrafted ones; guesses counted") {
-  ServerProcess server({"-c", "2048", "-np", "4", "--spec-type", "ngram-simple"});
+  // Guesses after a repeat of one token (--spec-ngram-size-n 1): the random fixture's
+  // loops seldom repeat three, the default.
+  ServerProcess server(
+      {"-c", "2048", "-np", "4", "--spec-type", "ngram-simple", "--spec-ngram-size-n", "1"});
   // Prompts that repeat themselves, so that prompt lookup has guesses the random
   // fixture's loops then confirm.
   const std::vector<std::string> prompts = {
@@ -817,6 +820,7 @@ TEST_CASE(
   const Json settings = Json::parse(props->body)["default_generation_settings"];
   CHECK(settings["speculative.type"] == "ngram-simple");
   CHECK(settings["speculative.n_max"] == 16);
+  CHECK(settings["speculative.ngram_size_n"] == 1);
   // A bad value is the client's error, named.
   const Refusal bad =
       post(client, "/v1/completions", Json{{"prompt", "hi"}, {"speculative.n_max", -1}}.dump());
@@ -847,5 +851,6 @@ TEST_CASE("-md: a draft model's guesses, the undrafted replies, nearly all kept"
   const Json settings = Json::parse(props->body)["default_generation_settings"];
   CHECK(settings["speculative.type"] == "draft");
   CHECK(settings["speculative.n_max"] == 8);
+  CHECK(settings["speculative.ngram_size_n"] == 0);  // no prompt lookup with -md
   CHECK(server.output().find("speculative decoding: draft with") != std::string::npos);
 }

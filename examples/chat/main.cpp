@@ -178,9 +178,9 @@ struct Chat {
     }
     const auto started = std::chrono::steady_clock::now();
     std::vector<smol::TokenId> tokens = smol::load_session(path, *cpu);
-    const double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - started)
-                          .count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
     std::fprintf(stderr, "smol-chat: restored %zu tokens from %s in %.1f ms\n", tokens.size(),
                  path.c_str(), ms);
     session.restore_cached_tokens(std::move(tokens));
@@ -334,10 +334,14 @@ struct Chat {
   void print_speculation_stats() const {
     const smol::cli::SpeculationFlags& flags = options.speculation;
     if (!flags.enabled()) return;
-    std::printf("speculative decoding: %s%s%s, draft-max %zu, draft-min %zu\n",
+    std::printf("speculative decoding: %s%s%s, draft-max %zu, draft-min %zu",
                 smol::cli::spec_type_name(flags.chosen()), draft.model() ? " with " : "",
                 draft.model() ? draft.model()->file().name().c_str() : "", flags.draft_max,
                 flags.draft_min);
+    if (flags.chosen() == smol::cli::SpecType::ngram_simple) {
+      std::printf(", ngram-size-n %zu", flags.ngram_size);
+    }
+    std::printf("\n");
     if (!last_stats) return;
     std::printf(
         "  drafted %zu, accepted %zu, acceptance %.1f %%, %.2f accepted per pass (%zu passes)\n",

@@ -3,6 +3,7 @@
 //
 //   --spec-type none|ngram-simple|draft   which drafter (default none; -md implies draft)
 //   --draft-max N, --draft-min N          longest draft, shortest worth verifying
+//   --spec-ngram-size-n N                 ngram-simple: the shortest repeat looked up
 //   -md, --model-draft FILE               the draft model (same vocabulary)
 //
 // With a drafter, the model must run one token on its batch-invariant kernels
@@ -49,6 +50,10 @@ struct SpeculationFlags {
   // llama.cpp's defaults (common_params_speculative: n_max 16, n_min 0).
   std::size_t draft_max = 16;
   std::size_t draft_min = 0;
+  // ngram-simple's shortest match (NgramSettings says why 3); llama.cpp's ngram-simple
+  // matches exactly N tokens, by default 12. Ours takes the longest repeat of up to
+  // max(N, 4) tokens, so a longer N asks for longer repeats in the same sense.
+  std::size_t ngram_size = NgramSettings{}.min_ngram;
   std::optional<std::string> model_draft;
 
   SpecType chosen() const { return type.value_or(model_draft ? SpecType::draft : SpecType::none); }
@@ -58,6 +63,9 @@ struct SpeculationFlags {
     settings.max = draft_max;
     settings.min = draft_min;
     return settings;
+  }
+  NgramSettings ngram() const {
+    return {.min_ngram = ngram_size, .max_ngram = std::max(ngram_size, NgramSettings{}.max_ngram)};
   }
 };
 
@@ -80,6 +88,11 @@ inline void add_speculation_flags(Program& program, SpeculationFlags& flags) {
                  "verify only drafts of at least N tokens (default 0)")
       ->type_name("N")
       ->transform(integer(0, 1024));
+  app.add_option("--spec-ngram-size-n,--spec-ngram-simple-size-n", flags.ngram_size,
+                 "ngram-simple: draft only after a repeat of at least the\n"
+                 "last N tokens (default 3)")
+      ->type_name("N")
+      ->transform(integer(1, 64));
   app.add_option_function<std::string>(
          "--model-draft", [&flags](const std::string& path) { flags.model_draft = path; },
          "-md: the draft model, a small GGUF with the same vocabulary")
@@ -133,7 +146,7 @@ class DraftEngine {
       case SpecType::none:
         return nullptr;
       case SpecType::ngram_simple:
-        return std::make_unique<NgramDrafter>();
+        return std::make_unique<NgramDrafter>(flags.ngram());
       case SpecType::draft:
         return std::make_unique<ModelDrafter>(*source_, target.size());
     }

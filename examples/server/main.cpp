@@ -35,7 +35,9 @@
 #include "model_files.hpp"
 #include "options.hpp"
 #include "smol/generate/batch_model_drafter.hpp"
+#include "smol/generate/drafter.hpp"
 #include "smol/generate/model_drafter.hpp"
+#include "smol/generate/ngram_drafter.hpp"
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
 #include "smol/serve/openai_protocol.hpp"
@@ -85,10 +87,7 @@ struct Service {
                   {.max_sequences = o.slots,
                    .step_tokens = o.batch,
                    .context = sequence_length(o, model)},
-                  draft_engine
-                      ? std::make_unique<smol::BatchModelDrafter>(
-                            *draft_engine, std::min(tokenizer.size(), model.config().n_vocab))
-                      : nullptr),
+                  batch_drafter(o)),
         encoder(tokenizer),
         chat_template(smol::file_chat_template(
             model.file(), [](std::string_view warning) { log(std::string(warning)); })),
@@ -112,6 +111,17 @@ struct Service {
     } catch (const smol::Error& error) {
       smol::fail("draft model ", path, ": ", error.what());
     }
+  }
+
+  // Where the guesses of requests that draft come from: the draft model (-md), else
+  // prompt lookup with --spec-ngram-size-n.
+  std::unique_ptr<smol::BatchDrafter> batch_drafter(const server::Options& o) const {
+    if (draft_engine) {
+      return std::make_unique<smol::BatchModelDrafter>(
+          *draft_engine, std::min(tokenizer.size(), model.config().n_vocab));
+    }
+    return std::make_unique<smol::EachSequenceDrafter>(
+        std::make_unique<smol::NgramDrafter>(o.speculation.ngram()));
   }
 
   static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
@@ -630,7 +640,11 @@ Json props_json(State& state) {
             {"enable_thinking", service.defaults.enable_thinking},
             {"speculative.type", smol::cli::spec_type_name(state.options.speculation.chosen())},
             {"speculative.n_max", draft ? draft->max : 0},
-            {"speculative.n_min", draft ? draft->min : 0}}},
+            {"speculative.n_min", draft ? draft->min : 0},
+            {"speculative.ngram_size_n",
+             state.options.speculation.chosen() == smol::cli::SpecType::ngram_simple
+                 ? state.options.speculation.ngram_size
+                 : 0}}},
           {"build_info", "smol"}};
 }
 
