@@ -153,3 +153,30 @@ add_test(NAME bench_names_iq4_nl_fixture
           -p 4 -n 0 -r 1)
 set_tests_properties(bench_names_iq4_nl_fixture PROPERTIES
   RUN_SERIAL TRUE PASS_REGULAR_EXPRESSION "\\| smollm3 [0-9.]+[MK] IQ4_NL - 4\\.5 bpw \\|")
+
+# --spec-type: the pass-cost rows and one row per task and way of decoding, the drafted
+# replies' texts equal to the plain ones ("same text": yes); never the speeds.
+set(smol_bench_spec_check [=[
+import re, subprocess, sys
+tool, model = sys.argv[1:3]
+out = subprocess.run([tool, "-m", model, "-n", "8", "-r", "1", "-t", "1", "--spec-type",
+                      "ngram-simple", "--spec-ngram-size-n", "2"],
+                     capture_output=True, text=True, check=True).stdout
+if "ngram-simple, draft-max 16, draft-min 0, ngram-size-n 2, 8 tokens" not in out:
+    sys.exit("header missing:\n" + out)
+if len(re.findall(r"^\| (1|2|4|8|16) tokens? \| tiles \(verification\) \|", out, re.M)) != 5:
+    sys.exit("pass costs missing:\n" + out)
+tasks = ["grounded: copy", "grounded: extract", "grounded: code",
+         "open: story", "open: explain", "open: advice"]
+for task in tasks:
+    rows = re.findall(r"^\| %s \| (plain \(matvec\)|plain \(tiles\)|ngram-simple) \|(.*)$"
+                      % re.escape(task), out, re.M)
+    if [r[0] for r in rows] != ["plain (matvec)", "plain (tiles)", "ngram-simple"] \
+            or not rows[2][1].rstrip().endswith("| yes |"):
+        sys.exit("%s: rows %s\n%s" % (task, rows, out))
+print("smol-bench --spec-type rows ok")
+]=])
+add_test(NAME bench_smol_bench_spec
+         COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_spec_check}" $<TARGET_FILE:smol-bench>
+                 "${bench_model}")
+set_tests_properties(bench_smol_bench_spec PROPERTIES RUN_SERIAL TRUE)

@@ -5,9 +5,10 @@
 //      on the kernels speculation runs on (one token on the tiles), beside the plain
 //      one-token step (matvec): what verifying a draft of k - 1 tokens costs against one
 //      decode step. Speculation pays when the tokens a pass yields outgrow that ratio.
-//   2. Greedy replies of -n tokens (ignore_eos) to two chat prompts, with the model's
-//      template: a grounded one (repeat a passage given in the prompt: the reply copies
-//      it, which n-gram drafts find) and an open one (a story: little repeats). Each is
+//   2. Greedy replies of -n tokens (ignore_eos) to six chat prompts, with the model's
+//      template: three grounded ones (copy a passage, extract fields from a letter, edit
+//      code: the reply repeats spans of the prompt, which n-gram drafts find) and three
+//      open ones (a story, an explanation, advice: few repeats). Each is
 //      decoded plainly (matvec, smol's default), plainly on the tiles (speculation's
 //      kernels, without drafts) and with the drafter; the table gives decode t/s (median
 //      of -r runs), the speed-up over plain decoding, the acceptance rate and the mean
@@ -21,7 +22,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "options.hpp"
@@ -37,16 +37,41 @@
 
 namespace smol::bench {
 
-inline constexpr const char* kGroundedPrompt =
-    "Repeat the following passage exactly, word for word.\n\n"
-    "The lighthouse stood at the end of a narrow spit of rock, where the sea came in from "
-    "three sides. Every evening the keeper climbed the one hundred and twelve steps, "
-    "trimmed the wick, wound the clockwork that turned the lens, and wrote the time and "
-    "the weather in a book with a green cover. Ships passed far out in the dark, and none "
-    "of their crews ever knew his name, but every one of them knew his light.";
+struct SpeculativeTask {
+  const char* name;  // "grounded: ..." or "open: ..."
+  const char* prompt;
+};
 
-inline constexpr const char* kOpenPrompt =
-    "Write a short story about a girl who finds a map in her grandmother's attic.";
+inline constexpr SpeculativeTask kSpeculativeTasks[] = {
+    {"grounded: copy",
+     "Repeat the following passage exactly, word for word.\n\n"
+     "The lighthouse stood at the end of a narrow spit of rock, where the sea came in from "
+     "three sides. Every evening the keeper climbed the one hundred and twelve steps, "
+     "trimmed the wick, wound the clockwork that turned the lens, and wrote the time and "
+     "the weather in a book with a green cover. Ships passed far out in the dark, and none "
+     "of their crews ever knew his name, but every one of them knew his light."},
+    {"grounded: extract",
+     "From the letter below, list the sender name, the date, the city and the amount owed, "
+     "one per line.\n\n"
+     "Dear Mr. Hallam, on the 3rd of March 2024 our office in Leeds sent you invoice 4471 "
+     "for the repair of the roof at 12 Carter Street. The amount owed, 1,240 pounds, was "
+     "due on the 1st of April and has not been paid. Please settle it within fourteen days. "
+     "Yours sincerely, Margaret Olsen, Olsen and Daughters Roofing, Leeds."},
+    {"grounded: code",
+     "Rename the variable total to result in this Python code and show the whole code "
+     "again.\n\n"
+     "def summarize(orders):\n"
+     "    total = 0\n"
+     "    for order in orders:\n"
+     "        if order.paid:\n"
+     "            total += order.amount * order.quantity\n"
+     "    average = total / len(orders) if orders else 0\n"
+     "    print(\"total:\", total, \"average:\", average)\n"
+     "    return total, average"},
+    {"open: story", "Write a short story about a girl who finds a map in her grandmother's attic."},
+    {"open: explain", "Explain why the sky is blue, in simple words for a child."},
+    {"open: advice", "Give me five tips for learning a new language."},
+};
 
 inline std::size_t largest_of(const std::vector<std::size_t>& values) {
   return values.empty() ? 0 : *std::max_element(values.begin(), values.end());
@@ -138,8 +163,7 @@ inline void print_reply_speeds(const Model& model, Context& context, const Bench
       "| task | decode | t/s | x plain | drafted | accepted | acceptance | kept per pass | "
       "same text |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
-  for (const auto& [task, prompt] :
-       {std::pair{"grounded", kGroundedPrompt}, std::pair{"open", kOpenPrompt}}) {
+  for (const auto& [task, prompt] : kSpeculativeTasks) {
     std::vector<double> speeds[3];
     SpeculativeRun last[3];
     // Modes alternate within each repetition, so a shared machine's slow minute hits all.
@@ -174,12 +198,16 @@ inline void print_reply_speeds(const Model& model, Context& context, const Bench
 inline int run_speculative_tests(const Model& model, const BenchOptions& options) {
   for (const int threads : options.threads) {
     Context context(threads, options.isa);
-    std::printf("threads %d, isa %s%s, kv %s, %s, draft-max %zu, draft-min %zu, %zu tokens\n\n",
-                context.threads(), std::string(isa_name(context.isa())).c_str(),
+    const cli::SpeculationFlags& flags = options.speculation;
+    std::printf("threads %d, isa %s%s, kv %s, %s, draft-max %zu, draft-min %zu", context.threads(),
+                std::string(isa_name(context.isa())).c_str(),
                 model.repacked().matrices() > 0 ? "+repack" : "",
-                kv_types_text(options.kv_type).c_str(),
-                cli::spec_type_name(options.speculation.chosen()), options.speculation.draft_max,
-                options.speculation.draft_min, largest_of(options.generated_tokens));
+                kv_types_text(options.kv_type).c_str(), cli::spec_type_name(flags.chosen()),
+                flags.draft_max, flags.draft_min);
+    if (flags.chosen() == cli::SpecType::ngram_simple) {
+      std::printf(", ngram-size-n %zu", flags.ngram_size);
+    }
+    std::printf(", %zu tokens\n\n", largest_of(options.generated_tokens));
     print_pass_costs(model, context, options);
     print_reply_speeds(model, context, options, options.speculation);
   }
