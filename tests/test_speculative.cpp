@@ -182,6 +182,17 @@ TEST_CASE("the n-gram drafter proposes what followed the longest repeated suffix
   smol::NgramDrafter defaults;
   CHECK(drafted(defaults, {1, 5, 6, 2, 5, 6}, 4).empty());
   CHECK(drafted(defaults, {1, 5, 6, 7, 2, 5, 6, 7}, 4) == std::vector<TokenId>{2, 5, 6, 7});
+  // --spec-ngram-size-n N: the shortest repeat N, the longest the default's or N.
+  CHECK(smol::NgramSettings::at_least(1).min_ngram == 1);
+  CHECK(smol::NgramSettings::at_least(1).max_ngram == smol::NgramSettings{}.max_ngram);
+  CHECK(smol::NgramSettings::at_least(12).min_ngram == 12);
+  CHECK(smol::NgramSettings::at_least(12).max_ngram == 12);
+  smol::NgramDrafter twelve(smol::NgramSettings::at_least(12));
+  std::vector<TokenId> long_repeat = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  long_repeat.insert(long_repeat.end(), long_repeat.begin(), long_repeat.begin() + 12);
+  CHECK(drafted(twelve, long_repeat, 2) == std::vector<TokenId>{13, 1});
+  long_repeat.erase(long_repeat.begin());  // now eleven repeated tokens at most
+  CHECK(drafted(twelve, long_repeat, 2).empty());
   CHECK_THROWS_WITH(smol::NgramDrafter({.min_ngram = 0, .max_ngram = 3}),
                     doctest::Contains("1 <= min_ngram <= max_ngram"));
 }

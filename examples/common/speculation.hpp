@@ -50,9 +50,8 @@ struct SpeculationFlags {
   // llama.cpp's defaults (common_params_speculative: n_max 16, n_min 0).
   std::size_t draft_max = 16;
   std::size_t draft_min = 0;
-  // ngram-simple's shortest match (NgramSettings says why 3); llama.cpp's ngram-simple
-  // matches exactly N tokens, by default 12. Ours takes the longest repeat of up to
-  // max(N, 4) tokens, so a longer N asks for longer repeats in the same sense.
+  // ngram-simple's shortest match (NgramSettings says why 3 and what N means);
+  // llama.cpp's ngram-simple matches exactly N tokens, by default 12.
   std::size_t ngram_size = NgramSettings{}.min_ngram;
   std::optional<std::string> model_draft;
 
@@ -64,9 +63,7 @@ struct SpeculationFlags {
     settings.min = draft_min;
     return settings;
   }
-  NgramSettings ngram() const {
-    return {.min_ngram = ngram_size, .max_ngram = std::max(ngram_size, NgramSettings{}.max_ngram)};
-  }
+  NgramSettings ngram() const { return NgramSettings::at_least(ngram_size); }
 };
 
 inline void add_speculation_flags(Program& program, SpeculationFlags& flags) {

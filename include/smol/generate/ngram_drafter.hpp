@@ -31,6 +31,13 @@ struct NgramSettings {
   // older lookup example 1..4). The longest, 4 or 8, made no difference there.
   std::size_t min_ngram = 3;
   std::size_t max_ngram = 4;
+
+  // Drafts only after a repeat of at least `n` tokens (smol's --spec-ngram-size-n): the
+  // longest looked up stays the default's, or `n` where that is longer, so a larger n
+  // asks for longer repeats the way llama.cpp's ngram-simple N does (it matches exactly N).
+  static NgramSettings at_least(std::size_t n) {
+    return {.min_ngram = n, .max_ngram = std::max(n, NgramSettings{}.max_ngram)};
+  }
 };
 
 class NgramDrafter final : public Drafter {
