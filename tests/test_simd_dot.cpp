@@ -386,10 +386,12 @@ TEST_CASE(
                 CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                       std::bit_cast<std::uint32_t>(one[r]));
                 // The Q2_K, Q3_K and Q5_K tiles do the set's own dot, operation for
-                // operation: prefill and decode give a token the same bits (IQ4_XS's
-                // tiles sum in another order than its dot).
-                if constexpr (W::type == GgmlType::Q2_K || W::type == GgmlType::Q3_K ||
-                              W::type == GgmlType::Q5_K) {
+                // operation, and the AVX2 set's dots of the 32-value types sum as its
+                // tiles (dot_rounds_like_tile_dots; four blocks at a time for Q4_0, Q4_1,
+                // Q5_0 and Q5_1): prefill and decode give a token the same bits
+                // (IQ4_XS's tiles sum in another order than its dot).
+                if (W::type == GgmlType::Q2_K || W::type == GgmlType::Q3_K ||
+                    W::type == GgmlType::Q5_K || k.of(tag).dot_rounds_like_tile_dots) {
                   CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                         std::bit_cast<std::uint32_t>(k.of(tag).dot(wr, ar, nblocks)));
                 }

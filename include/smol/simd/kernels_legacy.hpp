@@ -107,17 +107,17 @@ inline __m256i legacy_levels(const BlockQ5_1& b) noexcept {
   return _mm256_or_si256(low_nibbles<Arch>(b), fifth_bits<Arch>(b.qh));
 }
 
-// 256-bit, for every x86 set (a block is one ymm; the VNNI sets use vpdpbusd). Levels
-// reach 31 and activations |127|, so vpmaddubsw's pairs stay below 2^13.
+// 256-bit, the AVX2 set's (a block is one ymm). Levels reach 31 and activations |127|,
+// so vpmaddubsw's pairs stay below 2^13.
 template <class Arch, class Block>
 float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t nblocks) noexcept {
   return scaled_block_sums<Arch>(x, y, nblocks, [&](std::size_t b) {
     const __m256i yq = load256<Arch>(y[b].qs);
     const __m256i levels = legacy_levels<Arch>(x[b]);
     if constexpr (kHasMin<Block>) {
-      return dot_u8s8<Arch>(levels, yq);  // unsigned levels
+      return _mm256_maddubs_epi16(levels, yq);  // unsigned levels
     } else {
-      return dot_s8s8<Arch>(levels, yq);
+      return products_s8s8<Arch>(levels, yq);
     }
   });
 }

@@ -10,7 +10,13 @@
 // plain layout: quants side by side, each block's d for the tile's tokens side by side
 // (one multiply by the weight's d per block gives all eight scale products, so the inner
 // loop's float work is a convert and an FMA, the scale a broadcast from memory), and s
-// (Q8_1's d times its quants' sum) where the weights have a min. Per token and segment
+// (Q8_1's d times its quants' sum) where the weights have a min. Where four blocks' int16
+// products may be summed before widening (kBlocks32Fours: levels of at most 32), each
+// whole four of a token's blocks is stored transposed (transpose_words4: the k-th vector
+// holds every block's k-th word), the weights' levels transposed alike once per row, so
+// that four vpmaddubsw and three int16 adds give each block's sums in lanes of its own
+// (block j in lanes j and 4 + j) with no shuffle per token; each token's d by block
+// (`dt`) then gives the four blocks' scales as one 128-bit load. Per token and segment
 // one float vector accumulates d_x d_y sum_i for every block (exact integers first) and
 // another the min terms m_x s_y of whole groups of eight blocks (block 8k + j in lane j);
 // the horizontal sum of the two, plus the min terms of the blocks past the last whole
@@ -47,19 +53,32 @@ inline constexpr bool kBlocks32HasMin = requires(const Block& b) {
 
 struct Blocks32TileActs {
   alignas(32) std::int8_t qs[kBlocks32Tile][kBlocks32Segment * 32];
-  alignas(32) float d[kBlocks32Segment][kBlocks32Tile];  // block by block, token by token
+  alignas(32) float d[kBlocks32Segment][kBlocks32Tile];   // block by block, token by token
+  alignas(32) float dt[kBlocks32Tile][kBlocks32Segment];  // token by token (kBlocks32Fours)
   alignas(32) float s[kBlocks32Tile][kBlocks32Segment];
 };
 
-// Tokens [0, tn) of x, blocks [b0, b0 + nb) into `a`.
-template <class Arch, class Activation>
+// Tokens [0, tn) of x, blocks [b0, b0 + nb) into `a`; with kFours each whole four of
+// blocks transposed (transpose_words4).
+template <class Arch, bool kFours, class Activation>
 inline void pack_blocks32_tile(const Activation* x, std::size_t x_stride, std::size_t b0,
                                std::size_t nb, std::size_t tn, Blocks32TileActs& a) noexcept {
   for (std::size_t t = 0; t < tn; ++t) {
     const Activation* row = x + t * x_stride + b0;
-    for (std::size_t b = 0; b < nb; ++b) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * b), load256<Arch>(row[b].qs));
+    auto* qs = reinterpret_cast<__m256i*>(a.qs[t]);
+    std::size_t b = 0;
+    if constexpr (kFours) {
+      for (; b + 4 <= nb; b += 4) {
+        __m256i v[4];
+        for (std::size_t i = 0; i < 4; ++i) v[i] = load256<Arch>(row[b + i].qs);
+        transpose_words4(v);
+        for (std::size_t i = 0; i < 4; ++i) _mm256_store_si256(qs + b + i, v[i]);
+      }
+    }
+    for (; b < nb; ++b) _mm256_store_si256(qs + b, load256<Arch>(row[b].qs));
+    for (b = 0; b < nb; ++b) {
       a.d[b][t] = _cvtsh_ss(row[b].d);
+      if constexpr (kFours) a.dt[t][b] = a.d[b][t];
       if constexpr (std::is_same_v<Activation, BlockQ8_1>) a.s[t][b] = _cvtsh_ss(row[b].s);
     }
   }
@@ -91,19 +110,48 @@ inline void blocks32_row_scales(const Block* row, std::size_t nb, float* d, floa
 template <class Arch, class Block, bool kSigned, std::size_t T, class Levels>
 inline void blocks32_row_tile(const Block* row, std::size_t nb, const Blocks32TileActs& a,
                               Levels levels, float* out) noexcept {
+  constexpr bool kFours = kBlocks32Fours<Arch, Block>;
+  const std::size_t fours_end = kFours ? nb / 4 * 4 : 0;  // blocks summed four at a time
   alignas(32) float dx[kBlocks32Segment], mx[kBlocks32Segment];
   blocks32_row_scales<Arch>(row, nb, dx, mx);
-  // Every tile size scales all eight tokens' d (pack_blocks32_tile zeroes those it lacks):
-  // one multiply a block. Written out: GCC's own vectorizing of a loop over T tokens
-  // transposes, which cost a two-token tile more than its dots (57 % of its time).
+  // The scale products d_x d_y. Block by block, every tile size scales all eight tokens'
+  // d (pack_blocks32_tile zeroes those it lacks): one multiply a block. Written out:
+  // GCC's own vectorizing of a loop over T tokens transposes, which cost a two-token tile
+  // more than its dots (57 % of its time). Four blocks at a time, token by token.
   alignas(32) float dd[kBlocks32Segment][kBlocks32Tile];
-  for (std::size_t b = 0; b < nb; ++b) {
+  for (std::size_t b = fours_end; b < nb; ++b) {
     _mm256_store_ps(dd[b], _mm256_mul_ps(_mm256_set1_ps(dx[b]), _mm256_load_ps(a.d[b])));
+  }
+  alignas(32) float ddt[kFours ? T : 1][kFours ? kBlocks32Segment : 1];
+  if constexpr (kFours) {
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t b = 0; b < fours_end; b += 4) {
+        _mm_store_ps(ddt[t] + b, _mm_mul_ps(_mm_load_ps(dx + b), _mm_load_ps(a.dt[t] + b)));
+      }
+    }
   }
   __m256 acc[T];
 #pragma GCC unroll 8
   for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (std::size_t b = 0; b < nb; ++b) {
+  for (std::size_t b = 0; b < fours_end; b += 4) {
+    __m256i w[4], u[4];
+    for (std::size_t i = 0; i < 4; ++i) w[i] = levels(row[b + i]);
+    transpose_words4(w);
+    for (std::size_t i = 0; i < 4; ++i) u[i] = kSigned ? _mm256_sign_epi8(w[i], w[i]) : w[i];
+#pragma GCC unroll 8
+    for (std::size_t t = 0; t < T; ++t) {
+      __m256i sums = _mm256_setzero_si256();
+      for (std::size_t i = 0; i < 4; ++i) {
+        __m256i y = load256<Arch>(a.qs[t] + 32 * (b + i));
+        if constexpr (kSigned) y = _mm256_sign_epi8(y, w[i]);
+        sums = _mm256_add_epi16(sums, _mm256_maddubs_epi16(u[i], y));
+      }
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sums, _mm256_set1_epi16(1))),
+                          _mm256_broadcast_ps(reinterpret_cast<const __m128*>(ddt[t] + b)), acc[t]);
+    }
+  }
+  for (std::size_t b = fours_end; b < nb; ++b) {
     const __m256i lev = levels(row[b]);
     const __m256i u = kSigned ? _mm256_sign_epi8(lev, lev) : lev;
 #pragma GCC unroll 8
@@ -140,7 +188,8 @@ void tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n
   for_each_tile<kBlocks32Tile>(
       n_rows, nblocks, kBlocks32Segment, n_tokens, y, y_stride, /*assign=*/true,
       [&](std::size_t t0, std::size_t tn, std::size_t b0, std::size_t nb) {
-        pack_blocks32_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
+        pack_blocks32_tile<Arch, kBlocks32Fours<Arch, Block>>(x + t0 * x_stride, x_stride, b0, nb,
+                                                              tn, acts);
       },
       [&]<std::size_t T>(TileTokens<T>, std::size_t r, std::size_t, std::size_t b0, std::size_t nb,
                          float* out) {
