@@ -22,6 +22,18 @@ set_tests_properties(make_model_tiny_iq4_xs PROPERTIES
   FIXTURES_SETUP synthetic_tiny_iq4_xs
   PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 IQ4_XS, 8 Q5_K, 1 Q6_K\\)")
 
+# llama-quantize's Q4_0 and Q4_1: every matrix of the type but the tied LM head, Q6_K.
+add_test(NAME make_model_tiny_q4_0
+  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type q4_0 --fast
+          -o "${make_model_dir}/synthetic-tiny.q4_0.gguf")
+set_tests_properties(make_model_tiny_q4_0 PROPERTIES
+  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 56 Q4_0, 1 Q6_K\\)")
+add_test(NAME make_model_tiny_q4_1
+  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type q4_1 --fast
+          -o "${make_model_dir}/synthetic-tiny.q4_1.gguf")
+set_tests_properties(make_model_tiny_q4_1 PROPERTIES
+  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 56 Q4_1, 1 Q6_K\\)")
+
 # smol-bench's model column names the file type as llama-bench does (general.file_type 30;
 # tests/bench.cmake checks 25 on the IQ4_NL fixture); an unnamed one would read "file type
 # 30". RUN_SERIAL: smol-bench reads a 1 GiB buffer for its roofline.

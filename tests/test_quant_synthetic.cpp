@@ -160,8 +160,9 @@ TEST_CASE("Weights: the Q4_K_M file is the F32 file quantized, with the intended
 
 TEST_CASE("Fast mode writes valid random blocks of the same scale") {
   // Q4_K_M: Q4_K and Q6_K blocks; IQ4_XS: IQ4_XS, Q5_K (attn_v, four query heads a KV
-  // head) and Q6_K.
-  for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs}) {
+  // head) and Q6_K; Q4_0 and Q4_1: theirs and Q6_K.
+  for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs,
+                             smol::SyntheticWeights::q4_0, smol::SyntheticWeights::q4_1}) {
     auto spec = smol::synthetic_preset("tiny");
     spec.weights = weights;
     // Two blocks are values enough for the IQ4_XS mix's moments (its quantizer's search
@@ -188,6 +189,14 @@ TEST_CASE("Fast mode writes valid random blocks of the same scale") {
       CHECK(fast.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q5_K);
       CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);  // tied: the LM head
       CHECK(fast.get<std::uint32_t>("general.file_type") == 30);  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+    }
+    if (weights == smol::SyntheticWeights::q4_0 || weights == smol::SyntheticWeights::q4_1) {
+      const bool q4_0 = weights == smol::SyntheticWeights::q4_0;
+      CHECK(fast.tensor("blk.0.attn_q.weight").type ==
+            (q4_0 ? smol::GgmlType::Q4_0 : smol::GgmlType::Q4_1));
+      CHECK(fast.tensor("blk.0.ffn_down.weight").type == fast.tensor("blk.0.attn_q.weight").type);
+      CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);  // tied: the LM head
+      CHECK(fast.get<std::uint32_t>("general.file_type") == (q4_0 ? 2u : 3u));
     }
   }
 }

@@ -36,6 +36,7 @@
 #include "smol/model/architecture.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
+#include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/testing/synthetic_vocabulary.hpp"
@@ -48,6 +49,8 @@ enum class SyntheticWeights {
   f32,     // everything F32 (general.file_type 0)
   f16,     // matrices F16, norms F32 (1)
   q8_0,    // matrices Q8_0, norms F32 (7)
+  q4_0,    // llama-quantize's Q4_0: matrices Q4_0, the LM head Q6_K, norms F32 (2)
+  q4_1,    // llama-quantize's Q4_1: matrices Q4_1, the LM head Q6_K, norms F32 (3)
   q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
   iq4_xs,  // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
            // head, the LM head Q6_K, norms F32 (30)
@@ -230,12 +233,18 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
       return GgmlType::F16;
     case SyntheticWeights::q8_0:
       return fit_row(GgmlType::Q8_0, row_length);
+    case SyntheticWeights::q4_0:
+    case SyntheticWeights::q4_1:
     case SyntheticWeights::q4_k_m:
     case SyntheticWeights::iq4_xs:
       break;
   }
   // The LM head (output, or token_embd when tied) is Q6_K.
   const bool lm_head = role == "output" || (role == "token_embd" && spec.tied);
+  if (spec.weights == SyntheticWeights::q4_0 || spec.weights == SyntheticWeights::q4_1) {
+    const GgmlType type = spec.weights == SyntheticWeights::q4_0 ? GgmlType::Q4_0 : GgmlType::Q4_1;
+    return fit_row(lm_head ? GgmlType::Q6_K : type, row_length);
+  }
   if (spec.weights == SyntheticWeights::iq4_xs) {
     if (lm_head) return fit_row(GgmlType::Q6_K, row_length);
     const bool grouped = spec.kv_heads != 0 && spec.heads / spec.kv_heads >= 4;
@@ -443,6 +452,17 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
       // q uniform in -128..127 (std 73.9).
       for_each_block(BlockQ8_0{}, [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
       return;
+    case GgmlType::Q4_0:
+      // value = d * (q - 8), q uniform in 0..15 (std 4.61).
+      for_each_block(BlockQ4_0{}, [&](BlockQ4_0& block) { block.d = f32_to_f16(stddev / 4.61f); });
+      return;
+    case GgmlType::Q4_1:
+      // value = d * q + m with m = -7.5 d: centred as Q4_0's.
+      for_each_block(BlockQ4_1{}, [&](BlockQ4_1& block) {
+        block.d = f32_to_f16(stddev / 4.61f);
+        block.m = f32_to_f16(-7.5f * stddev / 4.61f);
+      });
+      return;
     default:
       fail("fill_random_blocks: no random blocks for ", ggml_type_name(type));
   }
@@ -450,7 +470,8 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
 
 inline bool is_block_quantized(GgmlType type) {
   return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
-         type == GgmlType::Q8_0 || type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL;
+         type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_1 ||
+         type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL;
 }
 
 inline std::uint32_t file_type_id(SyntheticWeights weights) {
@@ -461,6 +482,10 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
       return 1;
     case SyntheticWeights::q8_0:
       return 7;
+    case SyntheticWeights::q4_0:
+      return 2;
+    case SyntheticWeights::q4_1:
+      return 3;
     case SyntheticWeights::q4_k_m:
       return 15;
     case SyntheticWeights::iq4_xs:
