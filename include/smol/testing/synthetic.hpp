@@ -453,8 +453,11 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
       for_each_block(BlockQ8_0{}, [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
       return;
     case GgmlType::Q4_0:
-      // value = d * (q - 8), q uniform in 0..15 (std 4.61).
-      for_each_block(BlockQ4_0{}, [&](BlockQ4_0& block) { block.d = f32_to_f16(stddev / 4.61f); });
+      // value = d * (q - 8), q uniform in 0..15 (std 4.61, mean -0.5): d of either sign, so
+      // that the blocks' means cancel (llama-quantize's d = -max / 8 takes either too).
+      for_each_block(BlockQ4_0{}, [&](BlockQ4_0& block) {
+        block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 4.61f);
+      });
       return;
     case GgmlType::Q4_1:
       // value = d * q + m with m = -7.5 d: centred as Q4_0's.
