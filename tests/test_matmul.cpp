@@ -86,19 +86,22 @@ TEST_CASE("matmul: SmolLM3 shapes") {
   }
 }
 
-TEST_CASE("matmul: adversarial Q4_K / Q6_K blocks, partial row groups and token tiles") {
+TEST_CASE("matmul: adversarial Q4_K / Q5_K / Q6_K blocks, partial row groups and token tiles") {
+  // On AMX these are the matrix unit's kernels (s*q split into byte planes): extreme
+  // scales and quants reach the planes' limits.
   std::mt19937 rng(24);
+  const auto as_bytes = [](const auto& blocks) {
+    std::vector<std::byte> bytes(blocks.size() * sizeof(blocks[0]));
+    std::memcpy(bytes.data(), blocks.data(), bytes.size());
+    return bytes;
+  };
   for (Pattern p : kPatterns) {
-    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-      const std::size_t rows = 20, cols = 512;
-      std::vector<std::byte> bytes(rows * ggml_row_bytes(type, cols));
-      if (type == GgmlType::Q4_K) {
-        const auto blocks = q4k_blocks(rows * cols / QK_K, p, rng);
-        std::memcpy(bytes.data(), blocks.data(), bytes.size());
-      } else {
-        const auto blocks = q6k_blocks(rows * cols / QK_K, p, rng);
-        std::memcpy(bytes.data(), blocks.data(), bytes.size());
-      }
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+      const std::size_t rows = 20, cols = 512, n = rows * cols / QK_K;
+      const std::vector<std::byte> bytes = type == GgmlType::Q4_K ? as_bytes(q4k_blocks(n, p, rng))
+                                           : type == GgmlType::Q5_K
+                                               ? as_bytes(q5k_blocks(n, p, rng))
+                                               : as_bytes(q6k_blocks(n, p, rng));
       CAPTURE(static_cast<int>(p));
       check_matmul(view(type, bytes, rows, cols), 17, rng, {1, 2}, false);
     }
@@ -209,6 +212,7 @@ TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
     CHECK((k.of<GgmlType::Q4_K>().dot_lanes != nullptr) == (isa == Isa::avx2));
     CHECK((k.of<GgmlType::Q4_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q6_K>().matrix != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q5_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q2_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q3_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q5_K>().tile_dots != nullptr) == x86);

@@ -2,8 +2,9 @@
 // instruction set, all here. Q5_K is Q4_K plus a fifth bit per value, so each kernel is
 // its Q4_K sibling with the bit from qh added to the nibble before the multiply; the
 // min term is Q4_K's. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots), each
-// weight block unpacked once per tile, with the dot's bits (as Q3_K's). No interleaved
-// copy and no matrix-unit kernel yet.
+// weight block unpacked once per tile, with the dot's bits (as Q3_K's). On AMX, prefill
+// on the matrix unit as Q4_K's (x86_amx.hpp): s*q is at most 63 * 31 = 1953, so Q4_K's two
+// byte planes 32 h + l hold it with h <= 61. No interleaved copy yet.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/tile_loop.hpp"
+#include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol {
@@ -143,6 +145,31 @@ void tile_dots_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows
       w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
+// AMX prefill (WeightKernels::matrix): Q4_K's kernel with the fifth bit of every quant
+// (bit 2c of qh[l] for sub-block 2c, bit 2c + 1 for 2c + 1) added to the nibble.
+template <class Arch>
+inline void expand_q5k_row(const BlockQ5K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
+                           const ExpandedRows& e) noexcept {
+  const __m512i nibble = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    expand_scaled_block<Arch>(x[b], b, r * cols + b * QK_K, r, e, [&](int c) {
+      const __m512i low4 =
+          _mm512_and_si512(broadcast_shifted<Arch>(x[b].qs + 32 * c, 0, 4), nibble);
+      const __m512i bit5 =
+          _mm512_and_si512(broadcast_shifted<Arch>(x[b].qh, 2 * c, 2 * c + 1), one);
+      return _mm512_or_si512(low4, _mm512_slli_epi16(bit5, 4));
+    });
+  }
+}
+
+template <class Arch>
+void amx_matrix_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                    const TokenTiles& act, float* y, std::size_t y_stride,
+                    std::byte* scratch) noexcept {
+  amx_matrix_with_mins<Arch, BlockQ5K>(w, row_bytes, n_rows, act, y, y_stride, scratch,
+                                       expand_q5k_row<Arch>);
+}
+
 }  // namespace simd::x86
 #endif  // SMOL_X86
 
@@ -192,6 +219,7 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_q5k_q8k<Arch>;
       k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) k.matrix = simd::x86::amx_matrix_q5k<Arch>;
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

@@ -1,13 +1,13 @@
 // AMX-INT8 prefill: 16 weight rows x 16 tokens per tile multiply (TDPBUSD / TDPBSSD).
 //
-// A tile multiply sums 64 products per output before anything can be scaled, but Q4_K
-// and Q6_K change scale every 32 / 16 values. So each weight is expanded with its integer
-// sub-block scale folded in, s * q (up to 945 for Q4_K, +-8128 for Q6_K), and split into
-// two byte planes, s * q = 32 h + l (Q4_K) or 128 h + l (Q6_K). The integer products then
-// give exactly the reference's per-block sum of s*q*a, and floats appear once per block.
-// Q6_K's -32 offset is a third plane (its group scale); Q4_K's min term is done in AVX-512
-// from the activations' sub-block sums, which frees the tiles to multiply each weight
-// chunk with two token tiles at once (tile loads, not multiplies, are the limit). The
+// A tile multiply sums 64 products per output before anything can be scaled, but Q4_K,
+// Q5_K and Q6_K change scale every 32 / 16 values. So each weight is expanded with its
+// integer sub-block scale folded in, s * q (up to 945 for Q4_K, 1953 for Q5_K, +-8128 for
+// Q6_K), and split into two byte planes, s * q = 32 h + l (Q4_K, Q5_K) or 128 h + l (Q6_K). The
+// integer products then give exactly the reference's per-block sum of s*q*a, and floats appear once
+// per block. Q6_K's -32 offset is a third plane (its group scale); Q4_K's and Q5_K's min term is
+// done in AVX-512 from the activations' sub-block sums, which frees the tiles to multiply each
+// weight chunk with two token tiles at once (tile loads, not multiplies, are the limit). The
 // expansion is done once per 16 rows and reused by every token tile. Hand-written because
 // xsimd has no tile instructions.
 #pragma once
@@ -30,7 +30,7 @@
 
 namespace smol::simd::x86 {
 
-// Tile registers are literals below (the intrinsics paste them into the asm). Q4_K: 0-3
+// Tile registers are literals below (the intrinsics paste them into the asm). Q4_K, Q5_K: 0-3
 // results (high/low plane x two token tiles), 4-5 the planes, 6-7 the token tiles.
 // Q6_K: 0-2 results, 3-5 the planes, 6 the token tile.
 
@@ -89,38 +89,57 @@ inline ExpandedRows carve_scratch(std::byte* scratch, std::size_t cols) noexcept
   return e;
 }
 
-// Q4_K row -> planes: s*q >> 5 and s*q & 31 in natural order, plus dmin * m per sub-block.
+// One block of 8 sub-blocks of 32 values with 6-bit scales and mins (Q4_K, Q5_K) ->
+// planes at column `at` of row r: s*q >> 5 and s*q & 31 in natural order, plus dmin * m
+// per sub-block. `chunk(c)` gives the quants of sub-block 2c in its low 256 bits and of
+// 2c + 1 in its high 256 bits, one byte each (q <= 31, so s*q <= 63 * 31 and the high
+// plane stays below 64).
+template <class Arch, class Block, class Chunk>
+inline void expand_scaled_block(const Block& x, std::size_t b, std::size_t at, std::size_t r,
+                                const ExpandedRows& e, Chunk chunk) noexcept {
+  const __m512i low5 = _mm512_set1_epi16(31);
+  alignas(16) std::uint8_t sm[16];  // scales 0-7, mins 8-15
+  _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x));
+  for (int c = 0; c < 4; ++c) {
+    const __m512i q = chunk(c);
+    for (int half = 0; half < 2; ++half) {
+      const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(q)
+                                                           : _mm512_extracti64x4_epi64(q, 1));
+      const __m512i scaled = _mm512_mullo_epi16(words, _mm512_set1_epi16(sm[2 * c + half]));
+      const std::size_t o = at + 64 * c + 32 * half;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
+                          _mm512_cvtepi16_epi8(_mm512_srli_epi16(scaled, 5)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
+                          _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low5)));
+    }
+  }
+  e.d[b * kTokenTile + r] = _cvtsh_ss(x.d);
+  const float dmin = _cvtsh_ss(x.dmin);
+  for (int sub = 0; sub < 8; ++sub) {
+    e.min[(b * kTokenTile + r) * 8 + sub] = dmin * static_cast<float>(sm[8 + sub]);
+  }
+}
+
+// Chunk c's 32 bytes in both halves of a vector, the high half shifted right by
+// `high_shift` bits and the low one by `low_shift` (per 64-bit lane).
+template <class Arch>
+inline __m512i broadcast_shifted(const std::uint8_t* bytes, int low_shift,
+                                 int high_shift) noexcept {
+  const __m512i shift = _mm512_set_epi64(high_shift, high_shift, high_shift, high_shift, low_shift,
+                                         low_shift, low_shift, low_shift);
+  return _mm512_srlv_epi64(
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes))), shift);
+}
+
+// Q4_K row -> planes: chunk c's low nibbles are sub-block 2c, its high nibbles 2c + 1.
 template <class Arch>
 inline void expand_q4k_row(const BlockQ4K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
                            const ExpandedRows& e) noexcept {
-  const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i nibble = _mm512_set1_epi8(0x0F), low5 = _mm512_set1_epi16(31);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
   for (std::size_t b = 0; b < nblocks; ++b) {
-    alignas(16) std::uint8_t sm[16];  // scales 0-7, mins 8-15
-    _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x[b]));
-    const std::size_t at = r * cols + b * QK_K;
-    for (int c = 0; c < 4; ++c) {
-      const __m512i q = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(x[b].qs + 32 * c))),
-                            shift),
-          nibble);
-      for (int half = 0; half < 2; ++half) {
-        const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(q)
-                                                             : _mm512_extracti64x4_epi64(q, 1));
-        const __m512i scaled = _mm512_mullo_epi16(words, _mm512_set1_epi16(sm[2 * c + half]));
-        const std::size_t o = at + 64 * c + 32 * half;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
-                            _mm512_cvtepi16_epi8(_mm512_srli_epi16(scaled, 5)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
-                            _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low5)));
-      }
-    }
-    e.d[b * kTokenTile + r] = _cvtsh_ss(x[b].d);
-    const float dmin = _cvtsh_ss(x[b].dmin);
-    for (int sub = 0; sub < 8; ++sub) {
-      e.min[(b * kTokenTile + r) * 8 + sub] = dmin * static_cast<float>(sm[8 + sub]);
-    }
+    expand_scaled_block<Arch>(x[b], b, r * cols + b * QK_K, r, e, [&](int c) {
+      return _mm512_and_si512(broadcast_shifted<Arch>(x[b].qs + 32 * c, 0, 4), nibble);
+    });
   }
 }
 
@@ -197,18 +216,19 @@ inline void store_tile_results(const __m512* acc_rows, std::size_t tile, std::si
   }
 }
 
-template <class Arch>
-void amx_matrix_q4k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                    const TokenTiles& act, float* y, std::size_t y_stride,
-                    std::byte* scratch) noexcept {
+// Q4_K and Q5_K (whose rows `expand` turns into the planes s*q = 32 h + l and the
+// sub-blocks' dmin * m): two token tiles per pass, the min term in AVX-512.
+template <class Arch, class Block, class Expand>
+void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                          const TokenTiles& act, float* y, std::size_t y_stride, std::byte* scratch,
+                          Expand expand) noexcept {
   const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
   const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
   const long stride = static_cast<long>(cols);
   configure_amx_tiles<Arch>();
   for (std::size_t r0 = 0; r0 < n_rows; r0 += kTokenTile) {
     const std::size_t nr = std::min(kTokenTile, n_rows - r0);
-    expand_rows<Arch, BlockQ4K>(w + r0 * row_bytes, row_bytes, nr, nblocks, e,
-                                expand_q4k_row<Arch>);
+    expand_rows<Arch, Block>(w + r0 * row_bytes, row_bytes, nr, nblocks, e, expand);
     for (std::size_t tile = 0; tile < act.tiles(); tile += 2) {
       // Two token tiles per pass; an odd last tile is paired with itself.
       const std::size_t pair[2] = {tile, std::min(tile + 1, act.tiles() - 1)};
@@ -275,6 +295,14 @@ void amx_matrix_q4k(const std::byte* w, std::size_t row_bytes, std::size_t n_row
     }
   }
   _tile_release();
+}
+
+template <class Arch>
+void amx_matrix_q4k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                    const TokenTiles& act, float* y, std::size_t y_stride,
+                    std::byte* scratch) noexcept {
+  amx_matrix_with_mins<Arch, BlockQ4K>(w, row_bytes, n_rows, act, y, y_stride, scratch,
+                                       expand_q4k_row<Arch>);
 }
 
 template <class Arch>
