@@ -34,6 +34,13 @@ add_test(NAME make_model_tiny_q4_1
 set_tests_properties(make_model_tiny_q4_1 PROPERTIES
   PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 56 Q4_1, 1 Q6_K\\)")
 
+# llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place.
+add_test(NAME make_model_tiny_q5_k_m
+  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type q5_k_m --fast
+          -o "${make_model_dir}/synthetic-tiny.q5_k_m.gguf")
+set_tests_properties(make_model_tiny_q5_k_m PROPERTIES
+  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 Q5_K, 9 Q6_K\\)")
+
 # smol-bench's model column names the file type as llama-bench does (general.file_type 30;
 # tests/bench.cmake checks 25 on the IQ4_NL fixture); an unnamed one would read "file type
 # 30". RUN_SERIAL: smol-bench reads a 1 GiB buffer for its roofline.

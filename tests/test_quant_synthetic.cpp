@@ -160,9 +160,10 @@ TEST_CASE("Weights: the Q4_K_M file is the F32 file quantized, with the intended
 
 TEST_CASE("Fast mode writes valid random blocks of the same scale") {
   // Q4_K_M: Q4_K and Q6_K blocks; IQ4_XS: IQ4_XS, Q5_K (attn_v, four query heads a KV
-  // head) and Q6_K; Q4_0 and Q4_1: theirs and Q6_K.
+  // head) and Q6_K; Q4_0 and Q4_1: theirs and Q6_K; Q5_K_M: Q5_K and Q6_K.
   for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs,
-                             smol::SyntheticWeights::q4_0, smol::SyntheticWeights::q4_1}) {
+                             smol::SyntheticWeights::q4_0, smol::SyntheticWeights::q4_1,
+                             smol::SyntheticWeights::q5_k_m}) {
     auto spec = smol::synthetic_preset("tiny");
     spec.weights = weights;
     // Two blocks are values enough for the IQ4_XS mix's moments (its quantizer's search
@@ -197,6 +198,14 @@ TEST_CASE("Fast mode writes valid random blocks of the same scale") {
       CHECK(fast.tensor("blk.0.ffn_down.weight").type == fast.tensor("blk.0.attn_q.weight").type);
       CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);  // tied: the LM head
       CHECK(fast.get<std::uint32_t>("general.file_type") == (q4_0 ? 2u : 3u));
+    }
+    if (weights == smol::SyntheticWeights::q5_k_m) {  // Q4_K_M's mix, Q5_K for Q4_K
+      CHECK(fast.tensor("blk.1.attn_q.weight").type == smol::GgmlType::Q5_K);
+      CHECK(fast.tensor("blk.1.ffn_down.weight").type == smol::GgmlType::Q5_K);
+      CHECK(fast.tensor("blk.0.ffn_down.weight").type == smol::GgmlType::Q6_K);  // more bits
+      CHECK(fast.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q6_K);
+      CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);
+      CHECK(fast.get<std::uint32_t>("general.file_type") == 17);  // LLAMA_FTYPE_MOSTLY_Q5_K_M
     }
   }
 }

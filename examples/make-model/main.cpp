@@ -110,8 +110,9 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                                              {"q4_0", smol::SyntheticWeights::q4_0},
                                              {"q4_1", smol::SyntheticWeights::q4_1},
                                              {"q4_k_m", smol::SyntheticWeights::q4_k_m},
+                                             {"q5_k_m", smol::SyntheticWeights::q5_k_m},
                                              {"iq4_xs", smol::SyntheticWeights::iq4_xs}},
-                                            "f32, f16, q8_0, q4_0, q4_1, q4_k_m or iq4_xs\n"
+                                            "f32, f16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m or iq4_xs\n"
                                             "(default q4_k_m)");
   type->type_name("T");
   bool tied = true, fast = false;

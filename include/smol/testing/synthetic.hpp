@@ -52,6 +52,7 @@ enum class SyntheticWeights {
   q4_0,    // llama-quantize's Q4_0: matrices Q4_0, the LM head Q6_K, norms F32 (2)
   q4_1,    // llama-quantize's Q4_1: matrices Q4_1, the LM head Q6_K, norms F32 (3)
   q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
+  q5_k_m,  // llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place (17)
   iq4_xs,  // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
            // head, the LM head Q6_K, norms F32 (30)
 };
@@ -236,6 +237,7 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
     case SyntheticWeights::q4_0:
     case SyntheticWeights::q4_1:
     case SyntheticWeights::q4_k_m:
+    case SyntheticWeights::q5_k_m:
     case SyntheticWeights::iq4_xs:
       break;
   }
@@ -252,7 +254,8 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
   }
   const bool more_bits =
       (role == "attn_v" || role == "ffn_down") && uses_more_bits(layer, spec.layers);
-  return fit_row(lm_head || more_bits ? GgmlType::Q6_K : GgmlType::Q4_K, row_length);
+  const GgmlType base = spec.weights == SyntheticWeights::q5_k_m ? GgmlType::Q5_K : GgmlType::Q4_K;
+  return fit_row(lm_head || more_bits ? GgmlType::Q6_K : base, row_length);
 }
 
 }  // namespace detail
@@ -491,6 +494,8 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
       return 3;
     case SyntheticWeights::q4_k_m:
       return 15;
+    case SyntheticWeights::q5_k_m:
+      return 17;
     case SyntheticWeights::iq4_xs:
       return 30;
   }
