@@ -384,6 +384,9 @@ TEST_CASE("json schema: string lengths, formats and patterns") {
                {R"("a\"b\\c")", R"("a\"b\\c\n")"}, {R"("a"b\c")"});
   check_schema(R"({"type": "string", "pattern": "^[^a-z]+\\.(?:x|y)*$"})",
                {R"("AB.")", R"("É1.xyx")"}, {R"("a.")", R"("AB")"});
+  // Bounded repetitions of what can match nothing are fine ((a?){2} is 0 to 2 a's).
+  check_schema(R"({"type": "string", "pattern": "^x(a?){2}(|b){0,2}$"})",
+               {R"("x")", R"("xaa")", R"("xab")", R"("xbb")"}, {R"("xaaa")", R"("xba")"});
 }
 
 TEST_CASE("json schema: unsupported keywords are refused by name, never ignored") {
@@ -408,6 +411,13 @@ TEST_CASE("json schema: unsupported keywords are refused by name, never ignored"
   CHECK(schema_error(R"({"type": "string", "pattern": "a\\1"})").find("\\1") != std::string::npos);
   CHECK(schema_error(R"({"type": "string", "pattern": "a^b"})").find("anchor") !=
         std::string::npos);
+  // Unbounded ones would be left-recursive GBNF (found by fuzz_grammar: "[a-z]()+xy").
+  for (const char* pattern : {"^[a-z]()+xy$", "(a?)*", "(|b)+", "(a*){2,}", "((a|)c?)*"}) {
+    CAPTURE(pattern);
+    CHECK(schema_error(std::string(R"({"type": "string", "pattern": ")") + pattern + R"("})")
+              .find("unbounded repetition of something that can match nothing") !=
+          std::string::npos);
+  }
   CHECK(schema_error(R"({"type": "object", "required": ["x"]})").find("\"x\" is not in") !=
         std::string::npos);
   CHECK(schema_error(R"({"type": "strin"})").find("\"strin\" is not a JSON Schema type") !=

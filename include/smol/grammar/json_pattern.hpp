@@ -7,7 +7,9 @@
 // quantifiers ? * + {m} {m,} {m,n} (lazy forms accepted: same language), and the anchors
 // ^ at the very start and $ at the very end. As in JSON Schema, a pattern is unanchored
 // unless it says otherwise: "abc" matches any string containing abc. Anything else
-// (look-around, back-references, \b, Unicode properties) is refused with smol::Error.
+// (look-around, back-references, \b, Unicode properties) is refused with smol::Error, and
+// so is an unbounded repetition of something that can match nothing, as ()+ or (a?)*: its
+// GBNF would be left-recursive, which the grammar parser rightly refuses (llama.cpp's too).
 #pragma once
 
 #include <cstddef>
@@ -43,7 +45,7 @@ class PatternToGbnf {
       body.remove_suffix(1);
     }
     text_ = body;
-    std::string out = alternation(0);
+    std::string out = alternation(0).gbnf;
     if (pos_ < text_.size()) error("an unmatched ')'");
     if (!anchored_start) out = json_char_ + "* " + out;
     if (!anchored_end) out += " " + json_char_ + "*";
@@ -60,6 +62,12 @@ class PatternToGbnf {
     return backslashes % 2 == 1;
   }
 
+  // A piece of the pattern as GBNF, and whether it can match the empty string.
+  struct Piece {
+    std::string gbnf;
+    bool nullable = false;
+  };
+
   [[noreturn]] void error(const std::string& what) const {
     fail("JSON schema: pattern \"", pattern_, "\": ", what, " is not supported");
   }
@@ -74,27 +82,32 @@ class PatternToGbnf {
     return static_cast<std::uint32_t>(d.codepoint);
   }
 
-  std::string alternation(int depth) {
+  Piece alternation(int depth) {
     if (depth > kMaxNesting) error("nesting this deep");
-    std::vector<std::string> options{sequence(depth)};
+    std::vector<Piece> options{sequence(depth)};
     while (peek() == '|') {
       ++pos_;
       options.push_back(sequence(depth));
     }
     if (options.size() == 1) return options.front();
-    std::string out = "(";
-    for (std::size_t i = 0; i < options.size(); ++i) out += (i ? " | " : "") + options[i];
-    return out + ")";
+    Piece out{"(", false};
+    for (std::size_t i = 0; i < options.size(); ++i) {
+      out.gbnf += (i ? " | " : "") + options[i].gbnf;
+      out.nullable = out.nullable || options[i].nullable;
+    }
+    out.gbnf += ")";
+    return out;
   }
 
-  std::string sequence(int depth) {
-    std::string out;
+  Piece sequence(int depth) {
+    Piece out{"", true};
     while (more() && peek() != '|' && peek() != ')') {
-      std::string item = atom(depth);
-      item = quantified(item);
-      out += (out.empty() ? "" : " ") + item;
+      const Piece item = quantified(atom(depth));
+      out.gbnf += (out.gbnf.empty() ? "" : " ") + item.gbnf;
+      out.nullable = out.nullable && item.nullable;
     }
-    return out.empty() ? "\"\"" : "(" + out + ")";
+    out.gbnf = out.gbnf.empty() ? "\"\"" : "(" + out.gbnf + ")";
+    return out;
   }
 
   std::uint32_t parse_number() {
@@ -108,16 +121,21 @@ class PatternToGbnf {
     return static_cast<std::uint32_t>(value);
   }
 
-  std::string quantified(const std::string& item) {
+  Piece quantified(const Piece& item) {
     std::string suffix;
+    bool unbounded = false, optional = false;
     const char c = peek();
     if (c == '*' || c == '+' || c == '?') {
       ++pos_;
       suffix = std::string(1, c);
+      unbounded = c != '?';
+      optional = c != '+';
     } else if (c == '{') {
       ++pos_;
       const std::uint32_t min = parse_number();
       suffix = "{" + std::to_string(min);
+      optional = min == 0;
+      unbounded = true;
       if (peek() == ',') {
         ++pos_;
         suffix += ",";
@@ -125,7 +143,10 @@ class PatternToGbnf {
           const std::uint32_t max = parse_number();
           if (max < min) error("a repetition {m,n} with n < m");
           suffix += std::to_string(max);
+          unbounded = false;
         }
+      } else {
+        unbounded = false;  // {m}
       }
       if (peek() != '}') error("an unclosed '{'");
       ++pos_;
@@ -133,14 +154,17 @@ class PatternToGbnf {
     } else {
       return item;
     }
+    if (unbounded && item.nullable) {
+      error("an unbounded repetition of something that can match nothing (as ()+ or (a?)*)");
+    }
     if (peek() == '?') ++pos_;  // lazy: the same strings
     if (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{') {
       error("a quantifier after a quantifier");
     }
-    return item + suffix;
+    return {item.gbnf + suffix, item.nullable || optional};
   }
 
-  std::string atom(int depth) {
+  Piece atom(int depth) {
     const char c = peek();
     if (c == '(') {
       ++pos_;
@@ -157,25 +181,25 @@ class PatternToGbnf {
           error("look-around or group flags (?...)");
         }
       }
-      std::string inner = alternation(depth + 1);
+      const Piece inner = alternation(depth + 1);
       if (peek() != ')') error("an unclosed '('");
       ++pos_;
-      return "(" + inner + ")";
+      return {"(" + inner.gbnf + ")", inner.nullable};
     }
-    if (c == '[') return chars(bracket_class());
+    if (c == '[') return {chars(bracket_class())};
     if (c == '.') {
       ++pos_;
-      return chars(CharClass::single('\n').complement());
+      return {chars(CharClass::single('\n').complement())};
     }
     if (c == '\\') {
       ++pos_;
       CharClass escaped;
-      if (class_escape(escaped)) return chars(escaped);
-      return chars(CharClass::single(escaped_literal()));
+      if (class_escape(escaped)) return {chars(escaped)};
+      return {chars(CharClass::single(escaped_literal()))};
     }
     if (c == '^' || c == '$') error("an anchor other than ^ at the start or $ at the end");
     if (c == '*' || c == '+' || c == '?' || c == '{') error("a quantifier with nothing before it");
-    return chars(CharClass::single(next_code_point()));
+    return {chars(CharClass::single(next_code_point()))};
   }
 
   // \d \w \s and their complements, after the backslash.
