@@ -102,6 +102,40 @@ inline float block32_scale(const Activation* row, std::size_t b) noexcept {
   }
 }
 
+// The d (and Q8_1's s) of every block of `nt` <= 16 tokens `x_stride` blocks apart, as
+// floats [block][16 tokens], zeros past nt. The tile loop reads each once per row group,
+// and every call (a chunk of rows) needs all of them: converted one by one they took a
+// fifth of SmolLM2's prefill, so the 16 tokens' first four bytes of a block (d, and s or
+// two quants) are gathered into one vector and converted by F16C, exactly as f16_to_f32.
+template <class Arch, class Activation>
+inline void token_block_scales(const Activation* x, std::size_t x_stride, std::size_t nt,
+                               std::size_t nblocks, float* yd, float* ys) noexcept {
+  if constexpr (std::is_same_v<Activation, BlockQ8K>) {  // float scales, one per 8 blocks
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      for (std::size_t t = 0; t < kTokenTile; ++t) {
+        yd[b * kTokenTile + t] = t < nt ? block32_scale(x + t * x_stride, b) : 0.0f;
+      }
+    }
+  } else {
+    static_assert(offsetof(Activation, d) == 0 && sizeof(Activation) >= 4);
+    const __m512i offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(x_stride * sizeof(Activation))));
+    const __mmask16 tokens = static_cast<__mmask16>((1u << nt) - 1);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      const __m512i first_words =
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), tokens, offsets, x + b, 1);
+      _mm512_storeu_ps(yd + b * kTokenTile, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first_words)));
+      if constexpr (std::is_same_v<Activation, BlockQ8_1>) {
+        static_assert(offsetof(BlockQ8_1, s) == 2);
+        _mm512_storeu_ps(
+            ys + b * kTokenTile,
+            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(first_words, 16))));
+      }
+    }
+  }
+}
+
 // The tile loop for `n_rows` rows: y[t * y_stride + r] = row r . token t. The weights'
 // planes (512 bytes per block of sixteen rows, AMX's order) lie `block_bytes` apart from
 // `planes` on (the thread's scratch, or a sixteen-row copy as it is); their scales are in
@@ -137,13 +171,7 @@ void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
   }
   for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      for (std::size_t t = 0; t < kTokenTile; ++t) {
-        const Activation* row = t < nt ? x + (t0 + t) * x_stride : nullptr;
-        s.yd[b * kTokenTile + t] = row ? block32_scale(row, b) : 0.0f;
-        if constexpr (kMin) s.ys[b * kTokenTile + t] = row ? f16_to_f32(row[b].s) : 0.0f;
-      }
-    }
+    token_block_scales<Arch>(x + t0 * x_stride, x_stride, nt, nblocks, s.yd.data(), s.ys.data());
     if (nt < kTokenTile) std::memset(partial, 0, sizeof(partial));
     // The tokens' quants of block b as tile 1 (i = 0) or 4 (i = 1).
     const auto load_tokens = [&](std::size_t b, int i) {
