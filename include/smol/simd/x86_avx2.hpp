@@ -429,7 +429,9 @@ float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, std::size_t nblocks)
 // Q8_0 / Q8_1 activation quantizers, bit for bit the scalar ones (scalar::quantize_row_q8_0,
 // quant/legacy_blocks.hpp's quantize_row_q8_1): the same max |x|, d = amax / 127 and
 // id = 1 / d in scalar floats, q = x * id rounded half away from zero (trunc, then one
-// more step where the exact fraction is at least 0.5), s = f16(d * sum q).
+// more step where the exact fraction is at least 0.5), s = f16(d * sum q). The f16s by
+// F16C (vcvtss2sh, to nearest even, as f32_to_f16; written out, a conversion cost as much
+// as the rest of a block).
 template <class Arch>
 inline __m256i quantize_block_q8(const float* x, float& d_out) noexcept {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -465,7 +467,7 @@ void quantize_row_q8_0(const float* x, BlockQ8_0* out, std::size_t n) noexcept {
   for (std::size_t b = 0; b < n / 32; ++b) {
     float d;
     const __m256i q = quantize_block_q8<Arch>(x + 32 * b, d);
-    out[b].d = f32_to_f16(d);
+    out[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), q);
   }
 }
@@ -475,14 +477,14 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* out, std::size_t n) noexcept {
   for (std::size_t b = 0; b < n / 32; ++b) {
     float d;
     const __m256i q = quantize_block_q8<Arch>(x + 32 * b, d);
-    out[b].d = f32_to_f16(d);
+    out[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), q);
     const __m256i sums =
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
     s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-    out[b].s = f32_to_f16(static_cast<float>(_mm_cvtsi128_si32(s4)) * d);
+    out[b].s = _cvtss_sh(static_cast<float>(_mm_cvtsi128_si32(s4)) * d, _MM_FROUND_TO_NEAREST_INT);
   }
 }
 
