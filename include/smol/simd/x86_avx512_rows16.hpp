@@ -170,9 +170,11 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
       }
       const __m512i isum = block_sums_512<Arch, Group>(q, a.qs, start);
       const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
-      acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(f16_to_f32(a.d)), acc[t]);
+      // The token's scales by F16C (exact, as f16_to_f32, whose branches cost as much as
+      // a block's multiplies here: every group of rows converts them again).
+      acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(_cvtsh_ss(a.d)), acc[t]);
       if constexpr (Traits::kMin)
-        acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(f16_to_f32(a.s)), acc[t]);
+        acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), acc[t]);
     }
   }
   for (std::size_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, acc[t]);
@@ -260,7 +262,7 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
         isum[0] = isum[1] = _mm256_set1_epi32(-offsets[t * x_stride + b]);
       }
       block_sums_256<Arch>(blk, quads, isum);
-      const __m256 yd = _mm256_set1_ps(f16_to_f32(xt[b].d));
+      const __m256 yd = _mm256_set1_ps(_cvtsh_ss(xt[b].d));
       for (std::size_t h = 0; h < 2; ++h) {
         const __m256 wd =
             _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
@@ -268,7 +270,7 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
         if constexpr (Traits::kMin) {
           const __m256 wm =
               _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
-          acc[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(f16_to_f32(xt[b].s)), acc[h]);
+          acc[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(xt[b].s)), acc[h]);
         }
       }
     }
