@@ -12,7 +12,7 @@
 #include "smol/core/half.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
-#include "smol/quant/rows8.hpp"
+#include "smol/model/repacked_weights.hpp"
 
 namespace smol::bench {
 
@@ -31,9 +31,9 @@ struct DecodeTraffic {
 };
 
 // The bytes a matvec reads: the interleaved copy's when there is one (2.8 % more for
-// Q4_K).
+// Q4_K, the file's size for the sixteen-row copies but a last group's padding).
 inline std::size_t matrix_bytes(const WeightMatrix& matrix) noexcept {
-  if (matrix.rows8 != nullptr) return rows8_bytes(matrix.type, matrix.rows, matrix.cols);
+  if (matrix.rows8 != nullptr) return repacked_bytes(matrix);
   return matrix.rows * matrix.row_bytes;
 }
 

@@ -21,6 +21,13 @@
 
 namespace smol {
 
+// The bytes of `w`'s interleaved copy: eight-row groups for Q4_K and Q6_K, sixteen-row
+// ones for Q4_0, Q4_1 and Q8_0 (what decode reads instead of the file's rows).
+inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
+  return has_rows16_copy(w.type) ? rows16_bytes(w.type, w.rows, w.cols)
+                                 : rows8_bytes(w.type, w.rows, w.cols);
+}
+
 // Which layouts to make: the K-quants' eight-row copies, Q4_0's, Q4_1's and Q8_0's sixteen-row
 // ones.
 struct RepackLayouts {
@@ -71,9 +78,7 @@ class RepackedWeights {
   // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
   // is only a multiple of 16).
   static std::size_t copy_bytes(const WeightMatrix& w) noexcept {
-    const std::size_t bytes = has_rows16_copy(w.type) ? rows16_bytes(w.type, w.rows, w.cols)
-                                                      : rows8_bytes(w.type, w.rows, w.cols);
-    return (bytes + 63) / 64 * 64;
+    return (repacked_bytes(w) + 63) / 64 * 64;
   }
 
   static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
