@@ -40,7 +40,8 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
       }
       k.rows8 = simd::x86::rows8_q4k_q8k_512<Arch>;
       k.tile = simd::x86::tile_q4k_q8k<Arch>;
-      if constexpr (std::is_same_v<Arch, amx_arch>) k.matrix = simd::x86::amx_matrix_q4k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>)
+        k.matrix = simd::x86::amx_matrix_with_mins<Arch, BlockQ4K, simd::x86::expand_q4k_row<Arch>>;
 #endif
 #if defined(SMOL_ARM64)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

@@ -145,8 +145,8 @@ void tile_dots_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows
       w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
-// AMX prefill (WeightKernels::matrix): Q4_K's kernel with the fifth bit of every quant
-// (bit 2c of qh[l] for sub-block 2c, bit 2c + 1 for 2c + 1) added to the nibble.
+// AMX prefill (WeightKernels::matrix, amx_matrix_with_mins): Q4_K's kernel with the fifth bit of
+// every quant (bit 2c of qh[l] for sub-block 2c, bit 2c + 1 for 2c + 1) added to the nibble.
 template <class Arch>
 inline void expand_q5k_row(const BlockQ5K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
                            const ExpandedRows& e) noexcept {
@@ -160,14 +160,6 @@ inline void expand_q5k_row(const BlockQ5K* x, std::size_t nblocks, std::size_t c
       return _mm512_or_si512(low4, _mm512_slli_epi16(bit5, 4));
     });
   }
-}
-
-template <class Arch>
-void amx_matrix_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                    const TokenTiles& act, float* y, std::size_t y_stride,
-                    std::byte* scratch) noexcept {
-  amx_matrix_with_mins<Arch, BlockQ5K>(w, row_bytes, n_rows, act, y, y_stride, scratch,
-                                       expand_q5k_row<Arch>);
 }
 
 }  // namespace simd::x86
@@ -219,7 +211,8 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_q5k_q8k<Arch>;
       k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
-      if constexpr (std::is_same_v<Arch, amx_arch>) k.matrix = simd::x86::amx_matrix_q5k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>)
+        k.matrix = simd::x86::amx_matrix_with_mins<Arch, BlockQ5K, simd::x86::expand_q5k_row<Arch>>;
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

@@ -216,19 +216,20 @@ inline void store_tile_results(const __m512* acc_rows, std::size_t tile, std::si
   }
 }
 
-// Q4_K and Q5_K (whose rows `expand` turns into the planes s*q = 32 h + l and the
-// sub-blocks' dmin * m): two token tiles per pass, the min term in AVX-512.
-template <class Arch, class Block, class Expand>
+// Q4_K and Q5_K (whose rows kExpand turns into the planes s*q = 32 h + l and the
+// sub-blocks' dmin * m; the kernel tables take amx_matrix_with_mins<Arch, BlockQ4K,
+// expand_q4k_row<Arch>> itself): two token tiles per pass, the min term in AVX-512.
+template <class Arch, class Block, auto kExpand>
 void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                          const TokenTiles& act, float* y, std::size_t y_stride, std::byte* scratch,
-                          Expand expand) noexcept {
+                          const TokenTiles& act, float* y, std::size_t y_stride,
+                          std::byte* scratch) noexcept {
   const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
   const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
   const long stride = static_cast<long>(cols);
   configure_amx_tiles<Arch>();
   for (std::size_t r0 = 0; r0 < n_rows; r0 += kTokenTile) {
     const std::size_t nr = std::min(kTokenTile, n_rows - r0);
-    expand_rows<Arch, Block>(w + r0 * row_bytes, row_bytes, nr, nblocks, e, expand);
+    expand_rows<Arch, Block>(w + r0 * row_bytes, row_bytes, nr, nblocks, e, kExpand);
     for (std::size_t tile = 0; tile < act.tiles(); tile += 2) {
       // Two token tiles per pass; an odd last tile is paired with itself.
       const std::size_t pair[2] = {tile, std::min(tile + 1, act.tiles() - 1)};
@@ -295,14 +296,6 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
     }
   }
   _tile_release();
-}
-
-template <class Arch>
-void amx_matrix_q4k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                    const TokenTiles& act, float* y, std::size_t y_stride,
-                    std::byte* scratch) noexcept {
-  amx_matrix_with_mins<Arch, BlockQ4K>(w, row_bytes, n_rows, act, y, y_stride, scratch,
-                                       expand_q4k_row<Arch>);
 }
 
 template <class Arch>
