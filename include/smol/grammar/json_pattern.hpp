@@ -135,18 +135,15 @@ class PatternToGbnf {
       const std::uint32_t min = parse_number();
       suffix = "{" + std::to_string(min);
       optional = min == 0;
-      unbounded = true;
       if (peek() == ',') {
         ++pos_;
         suffix += ",";
-        if (peek() != '}') {
+        unbounded = peek() == '}';  // {m,}
+        if (!unbounded) {
           const std::uint32_t max = parse_number();
           if (max < min) error("a repetition {m,n} with n < m");
           suffix += std::to_string(max);
-          unbounded = false;
         }
-      } else {
-        unbounded = false;  // {m}
       }
       if (peek() != '}') error("an unclosed '{'");
       ++pos_;
