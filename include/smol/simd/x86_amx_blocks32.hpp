@@ -93,14 +93,6 @@ inline const std::int8_t* block32_quants(const Activation* row, std::size_t b) n
     return row[b].qs;
   }
 }
-template <class Activation>
-inline float block32_scale(const Activation* row, std::size_t b) noexcept {
-  if constexpr (std::is_same_v<Activation, BlockQ8K>) {
-    return row[b / 8].d;
-  } else {
-    return f16_to_f32(row[b].d);
-  }
-}
 
 // The d (and Q8_1's s) of every block of `nt` <= 16 tokens `x_stride` blocks apart, as
 // floats [block][16 tokens], zeros past nt. The tile loop reads each once per row group,
@@ -113,7 +105,7 @@ inline void token_block_scales(const Activation* x, std::size_t x_stride, std::s
   if constexpr (std::is_same_v<Activation, BlockQ8K>) {  // float scales, one per 8 blocks
     for (std::size_t b = 0; b < nblocks; ++b) {
       for (std::size_t t = 0; t < kTokenTile; ++t) {
-        yd[b * kTokenTile + t] = t < nt ? block32_scale(x + t * x_stride, b) : 0.0f;
+        yd[b * kTokenTile + t] = t < nt ? x[t * x_stride + b / 8].d : 0.0f;
       }
     }
   } else {
