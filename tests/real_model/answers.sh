@@ -14,7 +14,10 @@ check() {  # check WANT REPLY
   printf '%s\n' "$2" | grep -q "$1" || { echo "no \"$1\" in the reply" >&2; exit 1; }
 }
 check Paris "$($chat -p 'Name the capital city of France.')"
-# Two turns through a pipe: the second reply names what only the first turn said.
-reply=$(printf "My friend's name is Alice.\nWhat is my friend's name?\n" | $chat | tail -n 1)
+# Two turns through a pipe: the second reply names what only the first turn said. A
+# reply may run over several lines, so the second is everything between the first and
+# the second turn's timing lines (written to stderr, after each reply).
+reply=$(printf "My friend's name is Alice.\nWhat is my friend's name?\n" | $chat 2>&1 |
+        awk '/^\[prompt /{turn++; next} turn == 1')
 check Alice "$reply"
 echo "answers: ok"
