@@ -12,15 +12,15 @@
 // scales to shuffle, so a whole zmm of int32 lanes is filled by one block).
 //
 // The order is the AMX tile kernel's (x86_amx_blocks32.hpp): value quad q of row r at
-// byte 64 q + 4 r, so the AMX prefill reads the copy as it is (Q8_0) or splits its
-// nibbles (Q4_1, Q4_0), and the copy has the file's size. Q4_1 and Q4_0 keep their
-// nibbles packed (low nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd and
-// AMX's TDPBSUD take one operand unsigned, so the weights are the unsigned one: Q4_0's
-// nibble q as it is (its level is q - 8), Q8_0's quant plus 128 (its sign bit flipped);
-// the kernels then subtract 8 or 128 x the token block's quant sum (`offset_sums`
-// below), an exact integer step. Each row's float arithmetic is the tile kernel's per-token
-// arithmetic (the references below), so a decode on the copy equals the prefill tiles'
-// result for the same token bit for bit.
+// byte 64 q + 4 r, so the AMX prefill turns a block into its tile with one vector step per
+// 64 bytes (Q8_0's sign bits flipped back, Q4_1's and Q4_0's nibbles split) and no
+// scatter, and the copy has the file's size. Q4_1 and Q4_0 keep their nibbles packed (low
+// nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
+// unsigned, so the weights are the unsigned one: Q4_0's nibble q as it is (its level is
+// q - 8), Q8_0's quant plus 128 (its sign bit flipped); the decode kernels then subtract 8
+// or 128 x the token block's quant sum (`offset_sums` below), an exact integer step. Each row's
+// float arithmetic is the tile kernel's per-token arithmetic (the references below), so a decode on
+// the copy equals the prefill tiles' result for the same token bit for bit.
 #pragma once
 
 #include <algorithm>
@@ -178,9 +178,12 @@ inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_
 // Scalar references: y[t * y_stride + r] = row r . token t for r < n_rows (n_rows <= 16),
 // tokens `x_stride` blocks apart, over `nblocks` blocks. Per block, in block order and
 // with one accumulator per row and token, exactly the AMX tile kernel's float steps:
-// v = float(isum) * wd; acc = fma(v, yd, acc); and for Q4_1 acc = fma(wm, ys, acc).
-// std::fma keeps the compiler from contracting differently. The integer sums are taken
-// from the quants directly (the kernels reach Q8_0's through the offsets, unused here).
+// v = float(isum) * wd; acc = fma(v, yd, acc). Q4_1's min terms have an accumulator of
+// their own, mins = fma(wm, ys, mins), added at the end (as ggml's x86 dots keep theirs):
+// the AMX kernel sums them apart from its tile loop, where each vector step costs three
+// times what it costs alone. std::fma keeps the compiler from contracting differently. The integer
+// sums are taken from the quants directly (the kernels reach Q8_0's through the offsets, unused
+// here).
 inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks, std::size_t n_rows,
                                   const BlockQ8_1* x, std::size_t x_stride, std::size_t n_tokens,
                                   const std::int32_t* /*offsets*/, float* y,
@@ -188,15 +191,15 @@ inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks,
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const BlockQ8_1* xt = x + t * x_stride;
     for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
-      float acc = 0.0f;
+      float acc = 0.0f, mins = 0.0f;
       for (std::size_t b = 0; b < nblocks; ++b) {
         std::int32_t isum = 0;
         for (std::size_t i = 0; i < 32; ++i) isum += rows16_q4_1_quant(w[b], r, i) * xt[b].qs[i];
         const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
         acc = std::fma(v, f16_to_f32(xt[b].d), acc);
-        acc = std::fma(f16_to_f32(w[b].m[r]), f16_to_f32(xt[b].s), acc);
+        mins = std::fma(f16_to_f32(w[b].m[r]), f16_to_f32(xt[b].s), mins);
       }
-      y[t * y_stride + r] = acc;
+      y[t * y_stride + r] = acc + mins;
     }
   }
 }

@@ -11,8 +11,8 @@
 // TDPBSSD take A signed); the weights are the B operand, expanded once per call into
 // AMX's order (for each 4 consecutive values, the 4 bytes of 16 rows side by side) with
 // their scales as floats. A result tile row then holds one token's 16 rows, scaled by a
-// vector of the rows' d (and min) and a broadcast of the token's d (and s), and leaves as
-// one 64-byte store.
+// vector of the rows' d and a broadcast of the token's d; the min terms (rows' m times the
+// token's s) are summed apart, and a token's 16 rows leave as one 64-byte store.
 //
 // A token's float order depends on neither the number of tokens nor of rows (every
 // token's sums are its own), as WeightKernels::tile_dots requires. Hand-written because
@@ -43,12 +43,11 @@
 namespace smol::simd::x86 {
 
 // Tile registers (literals below), two blocks at a time: 0 and 3 their sums, 1 and 4 the
-// tokens' quants (16 rows x 32 bytes), 2 and 5 the weights (8 rows x 64 bytes); 6 a
-// weights-shaped tile of one constant, for the copies stored with an offset.
+// tokens' quants (16 rows x 32 bytes), 2 and 5 the weights (8 rows x 64 bytes).
 template <class Arch>
 inline void configure_amx_block32_tiles() noexcept {
   constexpr TileShape sums{16, 64}, tokens{16, 32}, weights{8, 64}, unused{};
-  configure_tiles<Arch>({sums, tokens, weights, sums, tokens, weights, weights, unused});
+  configure_tiles<Arch>({sums, tokens, weights, sums, tokens, weights, unused, unused});
 }
 
 // Tile loads and stores are asm that names no memory: these tell the compiler that the
@@ -70,6 +69,7 @@ struct Block32Scratch {
   std::vector<std::uint8_t> planes;  // [16-row group][block][8 quads][16 rows][4]
   std::vector<float> wd, wm;         // [16-row group][block][16 rows]
   std::vector<float> yd, ys;         // [block][16 tokens]
+  std::vector<std::int8_t> partial;  // a last, partial token tile: [block][16 tokens][32]
 };
 
 inline Block32Scratch& block32_scratch() noexcept {
@@ -128,118 +128,163 @@ inline void token_block_scales(const Activation* x, std::size_t x_stride, std::s
   }
 }
 
+// One token tile's running sums for one group of sixteen rows: token t's sixteen rows in
+// token[t]. Passed and returned by value, so that GCC keeps all sixteen in registers (as
+// an array captured by the tile loop's lambdas they lived on the stack, and every block
+// loaded and stored each of them again).
+struct TileSums {
+  __m512 token[kTokenTile];
+};
+
+// sums += block b's integer sums (a result tile: token t's sixteen rows at 16 t) times the
+// rows' d and the token's d: the references' float steps, in their order.
+template <class Arch>
+[[gnu::always_inline]] inline TileSums add_block(TileSums sums, const std::int32_t* block_sums,
+                                                 const float* wd, const float* yd) noexcept {
+  const __m512 d = _mm512_loadu_ps(wd);
+#pragma GCC unroll 16
+  for (std::size_t t = 0; t < kTokenTile; ++t) {
+    const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(block_sums + 16 * t)), d);
+    sums.token[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(yd[t]), sums.token[t]);
+  }
+  return sums;
+}
+
+// The min terms of the types with a min, summed apart as the references do: mins[t][r] =
+// sum over the blocks of wm[b][r] * ys[b][t], in block order. Apart from the tile loop
+// too: there, with the tile unit busy, each vector step costs about three times as much,
+// and this one was a third of Q4_1's prefill.
+template <class Arch>
+inline void min_terms(const float* wm, const float* ys, std::size_t nblocks,
+                      float (&mins)[kTokenTile][16]) noexcept {
+  __m512 m[kTokenTile];
+#pragma GCC unroll 16
+  for (std::size_t t = 0; t < kTokenTile; ++t) m[t] = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const __m512 w = _mm512_loadu_ps(wm + b * kTokenTile);
+#pragma GCC unroll 16
+    for (std::size_t t = 0; t < kTokenTile; ++t) {
+      m[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(ys[b * kTokenTile + t]), m[t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (std::size_t t = 0; t < kTokenTile; ++t) _mm512_storeu_ps(mins[t], m[t]);
+}
+
+// Blocks b and b + 1 (when `two`) of a token tile (`tokens(b)`: 16 rows of 32 quants,
+// `stride` bytes apart) times the weights' planes, into out[0] and out[1]: signed tokens
+// times unsigned weights where there is a min, signed times signed otherwise.
+template <class Arch, bool kMin, class Tokens>
+[[gnu::always_inline]] inline void multiply_pair(Tokens tokens, long stride,
+                                                 const std::uint8_t* planes, std::size_t b,
+                                                 bool two, std::int32_t (&out)[2][256]) noexcept {
+  _tile_loadd(1, tokens(b), stride);
+  _tile_loadd(2, planes + b * 512, 64);
+  _tile_zero(0);
+  if (two) {
+    _tile_loadd(4, tokens(b + 1), stride);
+    _tile_loadd(5, planes + (b + 1) * 512, 64);
+    _tile_zero(3);
+  }
+  if constexpr (kMin) {
+    _tile_dpbsud(0, 1, 2);
+    if (two) _tile_dpbsud(3, 4, 5);
+  } else {
+    _tile_dpbssd(0, 1, 2);
+    if (two) _tile_dpbssd(3, 4, 5);
+  }
+  _tile_stored(0, out[0], 64);
+  if (two) _tile_stored(3, out[1], 64);
+  written_by_tiles<Arch>(out);
+}
+
 // The tile loop for `n_rows` rows: y[t * y_stride + r] = row r . token t. The weights'
-// planes (512 bytes per block of sixteen rows, AMX's order) lie `block_bytes` apart from
-// `planes` on (the thread's scratch, or a sixteen-row copy as it is); their scales are in
-// the scratch's wd and wm. kOffset: the planes hold each level plus kOffset (Q8_0's copy:
-// 128, Q4_0's: 8); a second tile multiply of the tokens by a tile of -kOffset adds
-// -kOffset x each token block's quant sum to every row's sum, so the sums are the
-// levels' exactly before they become floats (the tile unit has time to spare here: the
-// float steps after each block are the slow part, and they stay as they are).
-template <class Arch, class Activation, std::int32_t kOffset = 0>
-void amx_multiply_blocks32(Block32Scratch& s, const std::uint8_t* planes_from,
-                           std::size_t block_bytes, std::size_t n_rows, const Activation* x,
+// planes (512 bytes per block of sixteen rows, AMX's order: signed levels, or unsigned
+// ones for the types with a min) and their scales are in the thread's scratch.
+//
+// The tile unit does one thing at a time, and per block it loads the tokens and the
+// weights, multiplies, and stores the 16 x 16 sums for the float steps (the store costs
+// about as much as the multiply): so every block is one multiply only (the levels are
+// stored signed rather than with an offset taken off by a second multiply), and the float
+// steps of a pair of blocks run while the next pair is in the tile unit. Nothing in the
+// loop calls out or reaches memory the compiler cannot see through: a call (a memcpy for
+// a last, partial tile; a thread-local's address) would move the sixteen running sums to
+// the stack on every block.
+template <class Arch, class Activation>
+void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activation* x,
                            std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
                            float* y, std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   s.yd.resize(nblocks * kTokenTile);
   s.ys.resize(nblocks * kTokenTile);
-  memory_barrier<Arch>();  // the planes are stored before the tile loads read them
+  if (n_tokens % kTokenTile != 0) s.partial.resize(nblocks * kTokenTile * 32);
+  const float* yd = s.yd.data();
+  const float* ys = s.ys.data();
+  std::int8_t* partial = s.partial.data();  // a last tile's tokens, zero-padded
+  const std::uint8_t* all_planes = s.planes.data();
+  const float* all_wd = s.wd.data();
+  const float* all_wm = s.wm.data();
 
-  // results[slot][i]: the sums of the i-th block of a pair; two slots, so that a pair's
-  // sums are read back while the next pair multiplies.
+  // results[slot]: the sums of a pair of blocks; two slots, so that a pair's sums are
+  // read back while the next pair multiplies.
   alignas(64) std::int32_t results[2][2][256];
-  alignas(64) std::int8_t partial[2][kTokenTile * 32];  // a last tile's tokens, zero-padded
-  const long act_stride = static_cast<long>(x_stride * sizeof(Activation));
   configure_amx_block32_tiles<Arch>();
-  if constexpr (kOffset != 0) {
-    alignas(64) static constexpr auto minus_offset = [] {
-      std::array<std::int8_t, 512> bytes{};
-      bytes.fill(static_cast<std::int8_t>(-kOffset));
-      return bytes;
-    }();
-    _tile_loadd(6, minus_offset.data(), 64);
-  }
   for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
-    token_block_scales<Arch>(x + t0 * x_stride, x_stride, nt, nblocks, s.yd.data(), s.ys.data());
-    if (nt < kTokenTile) std::memset(partial, 0, sizeof(partial));
-    // The tokens' quants of block b as tile 1 (i = 0) or 4 (i = 1).
-    const auto load_tokens = [&](std::size_t b, int i) {
-      const std::int8_t* from = block32_quants(x + t0 * x_stride, b);
-      long stride = act_stride;
-      if (nt < kTokenTile) {
+    const Activation* xt = x + t0 * x_stride;
+    token_block_scales<Arch>(xt, x_stride, nt, nblocks, s.yd.data(), s.ys.data());
+    // The tokens' quants of block b: in place, or for a partial tile from a zero-padded
+    // copy, [block][16 tokens][32].
+    long stride = static_cast<long>(x_stride * sizeof(Activation));
+    if (nt < kTokenTile) {
+      std::memset(partial, 0, nblocks * kTokenTile * 32);
+      for (std::size_t b = 0; b < nblocks; ++b) {
         for (std::size_t t = 0; t < nt; ++t) {
-          std::memcpy(partial[i] + 32 * t, block32_quants(x + (t0 + t) * x_stride, b), 32);
+          std::memcpy(partial + (b * kTokenTile + t) * 32, block32_quants(xt + t * x_stride, b),
+                      32);
         }
-        read_by_tiles<Arch>(partial[i]);
-        from = partial[i];
-        stride = 32;
       }
-      if (i == 0) {
-        _tile_loadd(1, from, stride);
-      } else {
-        _tile_loadd(4, from, stride);
-      }
+      stride = 32;
+    }
+    memory_barrier<Arch>();  // the planes and the copy are stored before the tiles read them
+    const bool padded = nt < kTokenTile;
+    const auto tokens = [=](std::size_t b) {
+      return padded ? partial + b * kTokenTile * 32 : block32_quants(xt, b);
     };
     for (std::size_t g = 0; g < groups; ++g) {
-      const std::uint8_t* planes = planes_from + g * nblocks * block_bytes;
-      // Blocks b and b + 1 (when `two`) multiplied into results[slot].
-      const auto multiply = [&](std::size_t b, bool two, std::size_t slot) {
-        load_tokens(b, 0);
-        _tile_loadd(2, planes + b * block_bytes, 64);
-        _tile_zero(0);
-        if (two) {
-          load_tokens(b + 1, 1);
-          _tile_loadd(5, planes + (b + 1) * block_bytes, 64);
-          _tile_zero(3);
-        }
-        if constexpr (kMin || kOffset != 0) {  // signed tokens x unsigned weights
-          _tile_dpbsud(0, 1, 2);
-          if (two) _tile_dpbsud(3, 4, 5);
-          if constexpr (kOffset != 0) {  // and the offsets taken off
-            _tile_dpbssd(0, 1, 6);
-            if (two) _tile_dpbssd(3, 4, 6);
-          }
-        } else {
-          _tile_dpbssd(0, 1, 2);
-          if (two) _tile_dpbssd(3, 4, 5);
-        }
-        _tile_stored(0, results[slot][0], 64);
-        if (two) _tile_stored(3, results[slot][1], 64);
-        written_by_tiles<Arch>(results[slot]);
-      };
-      __m512 acc[kTokenTile];
-      for (auto& a : acc) a = _mm512_setzero_ps();
-      const auto finish_block = [&](std::size_t b, const std::int32_t* sums) {
-        const std::size_t at = (g * nblocks + b) * kTokenTile;
-        const __m512 wd = _mm512_loadu_ps(s.wd.data() + at);
-        [[maybe_unused]] __m512 wm = _mm512_setzero_ps();
-        if constexpr (kMin) wm = _mm512_loadu_ps(s.wm.data() + at);
+      const std::uint8_t* planes = all_planes + g * nblocks * 512;
+      const float* wd = all_wd + g * nblocks * kTokenTile;
+      alignas(64) float mins[kTokenTile][16];
+      if constexpr (kMin) min_terms<Arch>(all_wm + g * nblocks * kTokenTile, ys, nblocks, mins);
+      TileSums sums;
 #pragma GCC unroll 16
-        for (std::size_t t = 0; t < kTokenTile; ++t) {
-          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * t)), wd);
-          acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(s.yd[b * kTokenTile + t]), acc[t]);
-          if constexpr (kMin) {
-            acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(s.ys[b * kTokenTile + t]), acc[t]);
-          }
+      for (std::size_t t = 0; t < kTokenTile; ++t) sums.token[t] = _mm512_setzero_ps();
+      // Pair b multiplies while pair b - 2's sums become floats.
+      for (std::size_t b = 0; b < nblocks + 2; b += 2) {
+        if (b < nblocks) {
+          multiply_pair<Arch, kMin>(tokens, stride, planes, b, b + 1 < nblocks,
+                                    results[(b / 2) % 2]);
         }
-      };
-      const auto finish_pair = [&](std::size_t b, std::size_t slot) {
-        finish_block(b, results[slot][0]);
-        if (b + 1 < nblocks) finish_block(b + 1, results[slot][1]);
-      };
-      for (std::size_t b = 0; b < nblocks; b += 2) {
-        multiply(b, b + 1 < nblocks, (b / 2) % 2);
-        if (b > 0) finish_pair(b - 2, (b / 2 - 1) % 2);
+        if (b == 0) continue;
+        const std::size_t done = b - 2;
+        const auto& pair = results[(done / 2) % 2];
+        sums = add_block<Arch>(sums, pair[0], wd + done * kTokenTile, yd + done * kTokenTile);
+        if (done + 1 < nblocks) {
+          sums = add_block<Arch>(sums, pair[1], wd + (done + 1) * kTokenTile,
+                                 yd + (done + 1) * kTokenTile);
+        }
       }
-      const std::size_t last = (nblocks - 1) / 2 * 2;
-      finish_pair(last, (last / 2) % 2);
       const std::size_t nr = std::min(kTokenTile, n_rows - g * kTokenTile);
       const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
-      for (std::size_t t = 0; t < nt; ++t) {
-        _mm512_mask_storeu_ps(y + (t0 + t) * y_stride + g * kTokenTile, rows, acc[t]);
+      // Every t, not t < nt: an index the compiler cannot unroll would move `sums` into memory.
+#pragma GCC unroll 16
+      for (std::size_t t = 0; t < kTokenTile; ++t) {
+        if (t < nt) {
+          __m512 v = sums.token[t];
+          if constexpr (kMin) v = _mm512_add_ps(v, _mm512_load_ps(mins[t]));
+          _mm512_mask_storeu_ps(y + (t0 + t) * y_stride + g * kTokenTile, rows, v);
+        }
       }
     }
   }
@@ -288,16 +333,14 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
 
-  amx_multiply_blocks32<Arch>(s, s.planes.data(), 512, n_rows, x, x_stride, n32, n_tokens, y,
-                              y_stride);
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, n32, n_tokens, y, y_stride);
 }
 
 // The same on Q4_1 or Q4_0 rows interleaved by sixteen (quant/rows16.hpp), whose byte
 // order is the planes' already: splitting each 64-byte vector of nibble pairs into its
 // low and high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter
-// (Q4_0's nibbles are its levels plus 8, taken off per token block). Decode (matvec) and
-// prefill then read one copy, and a token's result is the same bit for bit (the float
-// steps are the references').
+// (Q4_0's levels are its nibbles minus 8). Decode (matvec) and prefill then read one copy,
+// and a token's result is the same bit for bit (the float steps are the references').
 template <class Arch, class Group>
 void amx_tile_dots_nibbles_rows16(
     const Group* copy, std::size_t n_rows,
@@ -305,19 +348,22 @@ void amx_tile_dots_nibbles_rows16(
     std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
     std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
+  static_assert(Group::kOffset == (kMin ? 0 : 8));
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
   s.wd.resize(groups * nblocks * kTokenTile);
   if constexpr (kMin) s.wm.resize(groups * nblocks * kTokenTile);
-  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i low = _mm512_set1_epi8(0x0F), offset = _mm512_set1_epi8(Group::kOffset);
   for (std::size_t i = 0; i < groups * nblocks; ++i) {
     const Group& c = copy[i];
     std::uint8_t* plane = s.planes.data() + i * 512;
     for (std::size_t q = 0; q < 4; ++q) {
       const __m512i v = _mm512_loadu_si512(c.qs[q]);
-      _mm512_storeu_si512(plane + 64 * q, _mm512_and_si512(v, low));
-      _mm512_storeu_si512(plane + 64 * (q + 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+      const __m512i lows = _mm512_and_si512(v, low);
+      const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      _mm512_storeu_si512(plane + 64 * q, _mm512_sub_epi8(lows, offset));
+      _mm512_storeu_si512(plane + 64 * (q + 4), _mm512_sub_epi8(highs, offset));
     }
     _mm512_storeu_ps(s.wd.data() + i * kTokenTile,
                      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d))));
@@ -326,28 +372,33 @@ void amx_tile_dots_nibbles_rows16(
                        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
     }
   }
-  amx_multiply_blocks32<Arch, std::remove_cvref_t<decltype(*x)>, Group::kOffset>(
-      s, s.planes.data(), 512, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
-// The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes already
-// (plus 128, taken off per token block), so the tiles load them where they lie and only
-// the scales become floats.
+// The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes' order
+// already, stored plus 128 (the sign bit flipped), so the planes are the copy with the
+// sign bit flipped back and the scales made floats.
 template <class Arch>
 void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows, const BlockQ8_0* x,
                                std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
                                float* y, std::size_t y_stride) {
+  static_assert(BlockQ8_0Rows16::kOffset == 128);
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
+  s.planes.resize(groups * nblocks * 512);
   s.wd.resize(groups * nblocks * kTokenTile);
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   for (std::size_t i = 0; i < groups * nblocks; ++i) {
+    std::uint8_t* plane = s.planes.data() + i * 512;
+    for (std::size_t q = 0; q < 8; ++q) {
+      _mm512_storeu_si512(plane + 64 * q,
+                          _mm512_xor_si512(_mm512_loadu_si512(copy[i].qs[q]), sign));
+    }
     _mm512_storeu_ps(
         s.wd.data() + i * kTokenTile,
         _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(copy[i].d))));
   }
-  amx_multiply_blocks32<Arch, BlockQ8_0, BlockQ8_0Rows16::kOffset>(
-      s, copy[0].qs[0][0], sizeof(BlockQ8_0Rows16), n_rows, x, x_stride, nblocks, n_tokens, y,
-      y_stride);
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 }  // namespace smol::simd::x86

@@ -149,8 +149,9 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
                               const std::int32_t* offsets, float* y,
                               std::size_t y_stride) noexcept {
   using Traits = Rows16Traits<Group>;
-  __m512 acc[T];
+  __m512 acc[T], mins[T];  // the min terms apart (quant/rows16.hpp's references)
   for (auto& a : acc) a = _mm512_setzero_ps();
+  for (auto& m : mins) m = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Group& blk = w[b];
     prefetch_group_ahead(w + b);
@@ -174,10 +175,13 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
       // a block's multiplies here: every group of rows converts them again).
       acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(_cvtsh_ss(a.d)), acc[t]);
       if constexpr (Traits::kMin)
-        acc[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), acc[t]);
+        mins[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), mins[t]);
     }
   }
-  for (std::size_t t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * y_stride, rows, acc[t]);
+  for (std::size_t t = 0; t < T; ++t) {
+    if constexpr (Traits::kMin) acc[t] = _mm512_add_ps(acc[t], mins[t]);
+    _mm512_mask_storeu_ps(y + t * y_stride, rows, acc[t]);
+  }
 }
 
 // The WeightKernels::rows16 kernel: tokens four at a time, then the rest.
@@ -252,6 +256,7 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const auto* xt = x + t * x_stride;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 mins[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // the min terms apart
     for (std::size_t b = 0; b < nblocks; ++b) {
       const Group& blk = w[b];
       prefetch_group_ahead(w + b);
@@ -270,9 +275,13 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
         if constexpr (Traits::kMin) {
           const __m256 wm =
               _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
-          acc[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(xt[b].s)), acc[h]);
+          mins[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(xt[b].s)), mins[h]);
         }
       }
+    }
+    if constexpr (Traits::kMin) {
+      acc[0] = _mm256_add_ps(acc[0], mins[0]);
+      acc[1] = _mm256_add_ps(acc[1], mins[1]);
     }
     alignas(32) float out[kRows16];
     _mm256_store_ps(out, acc[0]);
