@@ -50,13 +50,9 @@ inline void configure_amx_block32_tiles() noexcept {
   configure_tiles<Arch>({sums, tokens, weights, sums, tokens, weights, unused, unused});
 }
 
-// Tile loads and stores are asm that names no memory: these tell the compiler that the
-// tiles read `object` (finish storing it first) or wrote it (read it again), without
-// the full barrier's cost of reloading everything else, the accumulators included.
-template <class Arch, class T>
-inline void read_by_tiles(const T& object) noexcept {
-  __asm__ volatile("" ::"m"(object));
-}
+// Tile stores are asm that names no memory: this tells the compiler that the tiles
+// wrote `object` (read it again), without the full barrier's cost of reloading
+// everything else, the running sums included.
 template <class Arch, class T>
 inline void written_by_tiles(T& object) noexcept {
   __asm__ volatile("" : "+m"(object));
@@ -129,9 +125,9 @@ inline void token_block_scales(const Activation* x, std::size_t x_stride, std::s
 }
 
 // One token tile's running sums for one group of sixteen rows: token t's sixteen rows in
-// token[t]. Passed and returned by value, so that GCC keeps all sixteen in registers (as
-// an array captured by the tile loop's lambdas they lived on the stack, and every block
-// loaded and stored each of them again).
+// token[t]. Passed and returned by value and only ever indexed in unrolled loops, so that
+// GCC keeps all sixteen in registers (indexed by a loop it did not unroll, and live
+// across a memcpy call, they were on the stack, and every block loaded and stored each).
 struct TileSums {
   __m512 token[kTokenTile];
 };
@@ -153,7 +149,7 @@ template <class Arch>
 // The min terms of the types with a min, summed apart as the references do: mins[t][r] =
 // sum over the blocks of wm[b][r] * ys[b][t], in block order. Apart from the tile loop
 // too: there, with the tile unit busy, each vector step costs about three times as much,
-// and this one was a third of Q4_1's prefill.
+// and this one took a quarter of the Q4_1 tile loop's time.
 template <class Arch>
 inline void min_terms(const float* wm, const float* ys, std::size_t nblocks,
                       float (&mins)[kTokenTile][16]) noexcept {
