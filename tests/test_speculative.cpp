@@ -504,7 +504,11 @@ TEST_CASE("greedy replies are the same with n-gram speculation, over many prompt
   MESSAGE("n-gram on the fixture: " << drafted << " drafted, " << accepted << " accepted in "
                                     << passes << " passes");
   CHECK(prompts_with_drafts > 0);
-  CHECK(accepted > 0);  // the random model loops, so some guesses must hold
+  // The random model loops, so over the twelve prompts some guesses hold. Whether any do
+  // in the sanitizers' four is the rounding's luck (the -O1 kernels and -Og model code
+  // of that stage reach other tokens; a kernel's rounding change took the count there
+  // from some to none): kept drafts on the sanitized code are the scripted case's below.
+  if (!smol::test::fewer_repeats()) CHECK(accepted > 0);
 }
 
 TEST_CASE("after a rejected guess the reply goes on as plain decoding (the KV is rolled back)") {
