@@ -333,18 +333,24 @@ TEST_CASE("Q8_0 / Q8_1 quantizers: every ISA equals the scalar ones bit for bit"
   for (std::size_t i = 64; i < 96; ++i) x[i] = 127.0f * (static_cast<float>(i % 5) - 2.0f) / 4.0f;
   for (std::size_t i = 96; i < 128; ++i) x[i] = i % 2 ? 1e-30f : -3e30f;  // extremes
   for (std::size_t i = 128; i < 160; ++i) x[i] = -1.0f;                   // all equal
-  std::vector<BlockQ8_0> want0(x.size() / 32), got0(want0.size());
-  std::vector<BlockQ8_1> want1(x.size() / 32), got1(want1.size());
-  scalar_kernels().quantize_row_q8_0(x.data(), want0.data(), x.size());
-  scalar_kernels().quantize_row_q8_1(x.data(), want1.data(), x.size());
-  for (Isa isa : available_isas()) {
-    CAPTURE(isa_name(isa));
-    std::memset(got0.data(), 0x5a, got0.size() * sizeof(BlockQ8_0));
-    std::memset(got1.data(), 0x5a, got1.size() * sizeof(BlockQ8_1));
-    kernels_for_isa(isa).quantize_row_q8_0(x.data(), got0.data(), x.size());
-    kernels_for_isa(isa).quantize_row_q8_1(x.data(), got1.data(), x.size());
-    CHECK(std::memcmp(got0.data(), want0.data(), got0.size() * sizeof(BlockQ8_0)) == 0);
-    CHECK(std::memcmp(got1.data(), want1.data(), got1.size() * sizeof(BlockQ8_1)) == 0);
+  // Whole groups of sixteen blocks (the AVX-512 quantizers' unit), SmolLM2's 576 (16 + 2)
+  // and 125 blocks (7 x 16 + 13), a few blocks, one.
+  for (std::size_t n :
+       {x.size(), std::size_t{576}, std::size_t{32 * 125}, std::size_t{96}, std::size_t{32}}) {
+    CAPTURE(n);
+    std::vector<BlockQ8_0> want0(n / 32), got0(want0.size());
+    std::vector<BlockQ8_1> want1(n / 32), got1(want1.size());
+    scalar_kernels().quantize_row_q8_0(x.data(), want0.data(), n);
+    scalar_kernels().quantize_row_q8_1(x.data(), want1.data(), n);
+    for (Isa isa : available_isas()) {
+      CAPTURE(isa_name(isa));
+      std::memset(got0.data(), 0x5a, got0.size() * sizeof(BlockQ8_0));
+      std::memset(got1.data(), 0x5a, got1.size() * sizeof(BlockQ8_1));
+      kernels_for_isa(isa).quantize_row_q8_0(x.data(), got0.data(), n);
+      kernels_for_isa(isa).quantize_row_q8_1(x.data(), got1.data(), n);
+      CHECK(std::memcmp(got0.data(), want0.data(), got0.size() * sizeof(BlockQ8_0)) == 0);
+      CHECK(std::memcmp(got1.data(), want1.data(), got1.size() * sizeof(BlockQ8_1)) == 0);
+    }
   }
 }
 

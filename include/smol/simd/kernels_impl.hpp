@@ -16,6 +16,7 @@
 #include "smol/simd/attention_kernels.hpp"
 #include "smol/simd/float_kernels.hpp"
 #include "smol/simd/scalar_kernels.hpp"
+#include "smol/simd/x86_avx512_quantize.hpp"
 // One kernel unit per weight type (quant/weight_types.hpp lists them).
 #include "smol/simd/kernels_float.hpp"
 #include "smol/simd/kernels_iq4.hpp"
@@ -47,9 +48,9 @@ Kernels make_isa_kernels() noexcept {
     k.swiglu = scalar::swiglu;
     k.attend_block = simd::attend_block_reference;
   } else {
-    // The Q8_0 and Q8_1 quantizers: 256-bit on x86 (bit for bit the scalar ones, which
-    // cost a third of a small Q4_1 prefill matmul); NEON keeps the scalar ones (filled in
-    // below).
+    // The Q8_0 and Q8_1 quantizers: sixteen blocks at a time on the AVX-512 sets,
+    // 256-bit on AVX2 (bit for bit the scalar ones, which cost a third of a small Q4_1
+    // prefill matmul); NEON keeps the scalar ones (filled in below).
     k.quantize_row_q8k = simd::quantize_row_q8k<Arch>;
     k.swiglu = simd::swiglu<Arch>;
     k.attend_block = simd::attend_block<Arch>;
@@ -59,8 +60,13 @@ Kernels make_isa_kernels() noexcept {
     // (bench/README.md). The AMX set keeps the file's rows, which its matrix-unit
     // prefill reads (unmeasured on the copies: no AMX machine since).
     k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;
-    k.quantize_row_q8_0 = simd::x86::quantize_row_q8_0<Arch>;
-    k.quantize_row_q8_1 = simd::x86::quantize_row_q8_1<Arch>;
+    if constexpr (is_avx512_v<Arch>) {
+      k.quantize_row_q8_0 = simd::x86::quantize_row_q8_0_512<Arch>;
+      k.quantize_row_q8_1 = simd::x86::quantize_row_q8_1_512<Arch>;
+    } else {
+      k.quantize_row_q8_0 = simd::x86::quantize_row_q8_0<Arch>;
+      k.quantize_row_q8_1 = simd::x86::quantize_row_q8_1<Arch>;
+    }
 #endif
   }
   return k;
