@@ -61,8 +61,8 @@ Kernels make_isa_kernels() noexcept {
     // prefill reads (unmeasured on the copies: no AMX machine since).
     k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;
     if constexpr (is_avx512_v<Arch>) {
-      k.quantize_row_q8_0 = simd::x86::quantize_row_q8_0_512<Arch>;
-      k.quantize_row_q8_1 = simd::x86::quantize_row_q8_1_512<Arch>;
+      k.quantize_row_q8_0 = simd::x86::quantize_row_q8_512<Arch, BlockQ8_0>;
+      k.quantize_row_q8_1 = simd::x86::quantize_row_q8_512<Arch, BlockQ8_1>;
     } else {
       k.quantize_row_q8_0 = simd::x86::quantize_row_q8_0<Arch>;
       k.quantize_row_q8_1 = simd::x86::quantize_row_q8_1<Arch>;

@@ -215,8 +215,8 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
   s.yd.resize(nblocks * kTokenTile);
   s.ys.resize(nblocks * kTokenTile);
   if (n_tokens % kTokenTile != 0) s.partial.resize(nblocks * kTokenTile * 32);
-  const float* yd = s.yd.data();
-  const float* ys = s.ys.data();
+  float* yd = s.yd.data();
+  float* ys = s.ys.data();
   std::int8_t* partial = s.partial.data();  // a last tile's tokens, zero-padded
   const std::uint8_t* all_planes = s.planes.data();
   const float* all_wd = s.wd.data();
@@ -229,7 +229,7 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
   for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
     const Activation* xt = x + t0 * x_stride;
-    token_block_scales<Arch>(xt, x_stride, nt, nblocks, s.yd.data(), s.ys.data());
+    token_block_scales<Arch>(xt, x_stride, nt, nblocks, yd, ys);
     // The tokens' quants of block b: in place, or for a partial tile from a zero-padded
     // copy, [block][16 tokens][32].
     long stride = static_cast<long>(x_stride * sizeof(Activation));

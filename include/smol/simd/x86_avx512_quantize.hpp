@@ -106,19 +106,17 @@ inline void quantize_sixteen_blocks_q8(const float* x, Block* out) noexcept {
   }
 }
 
-// A row of n values (a multiple of 32): sixteen blocks at a time, the rest one at a time.
-template <class Arch>
-void quantize_row_q8_0_512(const float* x, BlockQ8_0* out, std::size_t n) noexcept {
-  const std::size_t nblocks = n / 32, whole = nblocks / 16 * 16;
+// A row of n values (a multiple of 32) into Q8_0 or Q8_1 blocks: sixteen blocks at a
+// time, the rest one at a time by the 256-bit quantizer.
+template <class Arch, class Block>
+void quantize_row_q8_512(const float* x, Block* out, std::size_t n) noexcept {
+  const std::size_t whole = n / 32 / 16 * 16;
   for (std::size_t b = 0; b < whole; b += 16) quantize_sixteen_blocks_q8<Arch>(x + 32 * b, out + b);
-  quantize_row_q8_0<Arch>(x + 32 * whole, out + whole, n - 32 * whole);
-}
-
-template <class Arch>
-void quantize_row_q8_1_512(const float* x, BlockQ8_1* out, std::size_t n) noexcept {
-  const std::size_t nblocks = n / 32, whole = nblocks / 16 * 16;
-  for (std::size_t b = 0; b < whole; b += 16) quantize_sixteen_blocks_q8<Arch>(x + 32 * b, out + b);
-  quantize_row_q8_1<Arch>(x + 32 * whole, out + whole, n - 32 * whole);
+  if constexpr (std::is_same_v<Block, BlockQ8_1>) {
+    quantize_row_q8_1<Arch>(x + 32 * whole, out + whole, n - 32 * whole);
+  } else {
+    quantize_row_q8_0<Arch>(x + 32 * whole, out + whole, n - 32 * whole);
+  }
 }
 
 }  // namespace smol::simd::x86
