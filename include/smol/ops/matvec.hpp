@@ -143,12 +143,13 @@ void for_each_streamed_chunk(Context& ctx, std::size_t items, std::size_t item_b
   });
 }
 
-// y[r] = row_dot(r) for every row, streaming with prefetch.
+// y[r] = row_dot(r) for every row, streaming with prefetch (row_dot's own where
+// `dot_streams`, WeightKernels::dot_streams).
 template <class RowDot>
-void for_each_row(Context& ctx, const WeightMatrix& w, float* y, RowDot row_dot) {
+void for_each_row(Context& ctx, const WeightMatrix& w, bool dot_streams, float* y, RowDot row_dot) {
   for_each_streamed_chunk(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
     for (std::size_t r = first; r < last; ++r) {
-      prefetch_ahead(w, r);
+      if (!dot_streams) prefetch_ahead(w, r);
       y[r] = row_dot(r);
     }
   });
@@ -203,9 +204,10 @@ void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel ke
 }
 
 template <class Block, class Act, class Dot>
-void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, float* y) {
+void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, bool dot_streams,
+                   float* y) {
   const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
-  for_each_row(ctx, w, y, [&](std::size_t r) {
+  for_each_row(ctx, w, dot_streams, y, [&](std::size_t r) {
     return dot(reinterpret_cast<const Block*>(w.row(r)), xq, nblocks);
   });
 }
@@ -260,10 +262,10 @@ void matvec_of(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
       const std::size_t nblocks = w.cols / QK_K;
       auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
       pack_q8k_lanes(k.lanes, xq, lanes, nblocks);
-      return matvec_blocks<typename W::Block>(ctx, w, lanes, k.dot_lanes, y);
+      return matvec_blocks<typename W::Block>(ctx, w, lanes, k.dot_lanes, false, y);
     }
   }
-  matvec_blocks<typename W::Block>(ctx, w, xq, k.dot, y);
+  matvec_blocks<typename W::Block>(ctx, w, xq, k.dot, k.dot_streams, y);
 }
 
 // This thread's index in the context's arena, or threads() outside it (only one chunk
@@ -339,11 +341,11 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
     }
   }
   const std::size_t nblocks = first.cols / W::values_per_block;
-  const auto rows = [&](const auto* act, auto dot) {
+  const auto rows = [&](const auto* act, auto dot, bool dot_streams) {
     each_item(1, first.row_bytes, [&](std::size_t j, std::size_t r0, std::size_t r1) {
       const WeightMatrix& w = *ws[j];
       for (std::size_t r = r0; r < r1; ++r) {
-        prefetch_ahead(w, r);
+        if (!dot_streams) prefetch_ahead(w, r);
         ys[j][r] = dot(reinterpret_cast<const typename W::Block*>(w.row(r)), act, nblocks);
       }
     });
@@ -352,10 +354,10 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
     if (k.dot_lanes != nullptr) {
       auto* lanes = ctx.scratch_as<BlockQ8KLanes>(Scratch::packed_activations, nblocks);
       pack_q8k_lanes(k.lanes, xq, lanes, nblocks);
-      return rows(lanes, k.dot_lanes);
+      return rows(lanes, k.dot_lanes, false);
     }
   }
-  rows(xq, k.dot);
+  rows(xq, k.dot, k.dot_streams);
 }
 
 // Reference mode: dequantize each row, then an f32 dot.

@@ -63,6 +63,10 @@ struct WeightKernels {
   // The same value on lane-packed activations (pack_q8k_lanes<lanes>); where set, matvec
   // packs x once per call and uses it instead of `dot`.
   float (*dot_lanes)(const Block*, const BlockQ8KLanes*, std::size_t nblocks) = nullptr;
+  // Whether `dot` asks for its row's weights ahead itself, block by block as it reaches
+  // them (x86_avx2.hpp's stream_block_ahead); where not, matvec asks for a row's weights
+  // a few rows ahead.
+  bool dot_streams = false;
   // The activation packing `dot_lanes` and `tile` expect.
   LaneSums lanes = LaneSums::q4k_scaled_by_d;
   // Rows interleaved by eight (decode and prefill): the scalar set has the references.

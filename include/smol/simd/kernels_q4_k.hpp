@@ -38,6 +38,7 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
       } else {
         k.dot = simd::x86::dot_q4k_q8k_512<Arch>;
       }
+      k.dot_streams = true;
       k.rows8 = simd::x86::rows8_q4k_q8k_512<Arch>;
       k.tile = simd::x86::tile_q4k_q8k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>)

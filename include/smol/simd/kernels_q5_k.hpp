@@ -111,6 +111,7 @@ template <class Arch>
 float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    if constexpr (is_avx512_v<Arch>) stream_block_ahead<Arch>(x + b);  // dot_streams
     Q5KUnpacked<Arch> u;
     unpack_q5k<Arch>(x[b], u);
     q5k_accumulate<Arch>(u, y[b], acc, acc_min);
@@ -210,6 +211,7 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_q5k_q8k<Arch>;
+      k.dot_streams = is_avx512_v<Arch>;
       k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>)
         k.matrix = simd::x86::amx_matrix_with_mins<Arch, BlockQ5K, simd::x86::expand_q5k_row<Arch>>;

@@ -37,6 +37,7 @@ struct KernelUnit<BlockWeight<BlockQ6K>> {
       } else {
         k.dot = simd::x86::dot_q6k_q8k_512<Arch>;
       }
+      k.dot_streams = true;
       k.rows8 = simd::x86::rows8_q6k_q8k_512<Arch>;
       k.tile = simd::x86::tile_q6k_q8k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) k.matrix = simd::x86::amx_matrix_q6k<Arch>;

@@ -64,6 +64,7 @@ float dot_q4k_q8k_512_vnni(const BlockQ4K* x, const BlockQ8K* y, std::size_t nbl
   __m512 acc = _mm512_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    stream_block_ahead<Arch>(x + b);
     const float yd = y[b].d;
     const __m128i packed = q4k_scales_and_mins<Arch>(x[b]);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));
@@ -103,6 +104,7 @@ float dot_q6k_q8k_512_vnni(const BlockQ6K* x, const BlockQ8K* y, std::size_t nbl
   const __m512i pick0 = _mm512_load_si512(idx0), pick1 = _mm512_load_si512(idx1);
   __m512 acc = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    stream_block_ahead<Arch>(x + b);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     // The -32 offset: 32 * sum_g scale_g * bsum_g, subtracted in integers.
@@ -141,6 +143,7 @@ float dot_q4k_q8k_512(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks)
   __m512 acc = _mm512_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    stream_block_ahead<Arch>(x + b);
     const float yd = y[b].d;
     const __m128i packed = q4k_scales_and_mins<Arch>(x[b]);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(packed));
@@ -176,6 +179,7 @@ float dot_q6k_q8k_512(const BlockQ6K* x, const BlockQ8K* y, std::size_t nblocks)
   }
   __m512 acc = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    stream_block_ahead<Arch>(x + b);
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     // The -32 offset: 32 * sum_g scale_g * bsum_g, subtracted in integers.
