@@ -134,7 +134,11 @@ float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks)
   for (int p = 0; p < 4; ++p) pick[p] = pick_words<Arch>(2 * p, 2 * p + 1);
   __m256 acc = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
-    prefetch_ahead<Arch>(x + b, sizeof(BlockIQ4XS));
+    if constexpr (is_avx512_v<Arch>) {
+      stream_block_ahead<Arch>(x + b);  // dot_streams
+    } else {
+      prefetch_ahead<Arch>(x + b, sizeof(BlockIQ4XS));
+    }
     const __m256i scales = iq4xs_scales16<Arch>(x[b]);
     __m256i sumi = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
@@ -454,6 +458,7 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
+      k.dot_streams = is_avx512_v<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         // x86_amx_blocks32.hpp: each 32-value sub-block a block of its own, scaled by
         // d (s_j - 32) in floats.
