@@ -124,6 +124,42 @@ TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 th
   }
 }
 
+TEST_CASE("AMX prefill on an interleaved Q4_K / Q6_K copy: the file rows' bits") {
+  // matrix_rows8 expands the copy's blocks back to the file's before the tiles, so every
+  // token's every value is what the matrix unit gives on the file's rows; row counts that
+  // end in half a slab of 16 (24, 72) and token counts that end in a partial tile.
+  std::mt19937 rng(27);
+  for (Isa isa : available_isas()) {
+    Context ctx(2, isa);
+    CAPTURE(isa_name(isa));
+    const Kernels& k = ctx.kernels();
+    CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q6_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
+    if (isa != Isa::amx) continue;
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+      for (std::size_t rows : {24, 72}) {
+        for (std::size_t cols : {256, 2048}) {
+          CAPTURE(ggml_type_name(type));
+          CAPTURE(rows);
+          CAPTURE(cols);
+          const auto bytes = random_matrix(type, rows, cols, rng);
+          const WeightMatrix file_rows = view(type, bytes, rows, cols);
+          const auto copy = rows8_copy(file_rows);
+          const WeightMatrix w = with_rows8(file_rows, copy);
+          for (std::size_t n_tokens : {1, 17, 40}) {
+            CAPTURE(n_tokens);
+            const auto x = random_floats(n_tokens * cols, rng);
+            std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
+            matmul(ctx, file_rows, x.data(), n_tokens, want.data(), OneToken::tiles);
+            matmul(ctx, w, x.data(), n_tokens, got.data(), OneToken::tiles);
+            CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul on a sixteen-row Q4_1, Q8_0 or Q4_0 copy: as the file's rows, bit for bit") {
   // On AMX the tiles read the copy (amx_tile_dots_nibbles_rows16, _q8_0_rows16) and must
   // round like the tiles on the file; elsewhere prefill reads the file's rows either way.

@@ -54,9 +54,12 @@ inline void matmul_tiled(Context& ctx, const WeightMatrix& w, const float* x, st
 }
 
 // Matrix-unit path (AMX): tokens packed into 16-token tiles once, then each thread takes
-// whole groups of 16 rows; the kernel expands a group's weights once for all tiles.
+// whole groups of 16 rows; the kernel expands a group's weights once for all tiles. The
+// rows are read from `rows` at `row_bytes` apart: the file's, or the interleaved copy's
+// (WeightKernels::matrix_rows8, whose groups of 8 rows lie 8 * row_bytes apart).
 inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float* x,
-                               std::size_t n_tokens, float* y, MatrixFn matrix) {
+                               std::size_t n_tokens, float* y, MatrixFn matrix,
+                               const std::byte* rows, std::size_t row_bytes) {
   const Kernels& k = ctx.kernels();
   const std::size_t nblocks = w.cols / QK_K;
   auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
@@ -79,7 +82,7 @@ inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float*
   const std::size_t groups = (w.rows + kTokenTile - 1) / kTokenTile;
   parallel_chunks(ctx, groups, 1, [&](std::size_t first, std::size_t last) {
     const std::size_t r0 = first * kTokenTile, r1 = std::min(last * kTokenTile, w.rows);
-    matrix(w.row(r0), w.row_bytes, r1 - r0, act, y + r0, w.rows,
+    matrix(rows + r0 * row_bytes, row_bytes, r1 - r0, act, y + r0, w.rows,
            scratch + thread_slot(ctx) * per_thread);
   });
 }
@@ -196,13 +199,19 @@ void matmul_rows16_few(Context& ctx, const WeightMatrix& w, const typename W::Ac
 }
 
 // Prefill for weights of type W, on the fastest path the set and the model offer: the
-// interleaved copy, the matrix unit, the tiles, else the dot kernel.
+// interleaved copy (on the matrix unit where the set has it), the matrix unit, the tiles,
+// else the dot kernel.
 template <class W>
 void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
                float* y) {
   const WeightKernels<W>& k = ctx.kernels().of(W{});
   using Rows8 = typename WeightKernels<W>::Rows8;
   if constexpr (!std::is_void_v<Rows8>) {
+    if (w.rows8 != nullptr && k.matrix_rows8 != nullptr) {
+      const std::size_t group_bytes = w.cols / QK_K * sizeof(Rows8);
+      return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows8, w.rows8,
+                                group_bytes / kRowsPerGroup);
+    }
     if (w.rows8 != nullptr) {
       return matmul_rows8<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens,
                                  k.rows8, y);
@@ -223,7 +232,9 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       return;
     }
   }
-  if (k.matrix != nullptr) return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix);
+  if (k.matrix != nullptr) {
+    return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
+  }
   if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
   if (k.tile_dots != nullptr) {
     return matmul_tile_dots<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,

@@ -20,6 +20,7 @@
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/k_quant_scales.hpp"
 
 namespace smol {
 
@@ -66,6 +67,24 @@ inline void repack_q4k_rows8(const std::byte* first_row, std::size_t row_bytes, 
       }
     }
   }
+}
+
+// Row r's block back out of a group's block: the inverse of repack_q4k_rows8 (a kernel
+// that reads the copy where it would read the file, AMX's prefill expansion, takes it).
+inline BlockQ4K file_block_of(const BlockQ4KRows8& group, std::size_t r) noexcept {
+  BlockQ4K x;
+  std::uint8_t scales[8], mins[8];
+  for (std::size_t j = 0; j < 8; ++j) {
+    scales[j] = group.scales[j][r];
+    mins[j] = group.mins[j][r];
+  }
+  pack_q4k_scales(scales, mins, x.scales);
+  x.d = group.d[r];
+  x.dmin = group.dmin[r];
+  for (std::size_t i = 0; i < QK_K / 2; i += 4) {
+    std::memcpy(x.qs + i, group.qs[i / 32][(i % 32) / 4][r], 4);
+  }
+  return x;
 }
 
 // Scalar reference: y[t * y_stride + r] = row r . token t, for `n_tokens` tokens whose
@@ -126,6 +145,20 @@ inline void repack_q6k_rows8(const std::byte* first_row, std::size_t row_bytes, 
       o.d[r] = row[b].d;
     }
   }
+}
+
+// The inverse of repack_q6k_rows8 for row r's block.
+inline BlockQ6K file_block_of(const BlockQ6KRows8& group, std::size_t r) noexcept {
+  BlockQ6K x;
+  for (std::size_t i = 0; i < QK_K / 2; i += 4) {
+    std::memcpy(x.ql + i, group.ql[i / 32][(i % 32) / 4][r], 4);
+  }
+  for (std::size_t i = 0; i < QK_K / 4; i += 4) {
+    std::memcpy(x.qh + i, group.qh[i / 32][(i % 32) / 4][r], 4);
+  }
+  for (std::size_t g = 0; g < 16; ++g) x.scales[g] = group.scales[g][r];
+  x.d = group.d[r];
+  return x;
 }
 
 // The 6-bit quant of value i (0..255) of row r, 0..63.

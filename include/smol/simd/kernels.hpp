@@ -83,6 +83,10 @@ struct WeightKernels {
                  std::size_t y_stride) = nullptr;
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
+  // The same on the interleaved copy (`rows8`'s layout, groups addressed as MatrixFn's
+  // rows at a group's bytes / 8 apart), with the same bits: where a set has it, prefill
+  // reads the copy that decode reads.
+  MatrixFn matrix_rows8 = nullptr;
   // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value
   // types, IQ4_XS): y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
   // `n_tokens` activation rows `x_stride` blocks apart, each weight block unpacked once
@@ -129,7 +133,7 @@ struct Kernels {
     return std::get<WeightKernels<W>>(weights);
   }
   // Whether this set runs faster on interleaved rows than on the file's (measured for
-  // AVX2 and AVX-512; the AMX set has its own prefill kernels on the file's rows).
+  // AVX2, AVX-512 and AMX, whose matrix-unit prefill reads the copy through matrix_rows8).
   bool prefers_rows8 = false;
   // The SwiGLU gate: out[i] = silu(gate[i]) * up[i]; `out` may alias either input.
   void (*swiglu)(const float* gate, const float* up, float* out, std::size_t n) = nullptr;

@@ -56,10 +56,11 @@ Kernels make_isa_kernels() noexcept {
     k.attend_block = simd::attend_block<Arch>;
 #if defined(SMOL_X86)
     // Where the interleaved copies pay: on a Zen 3 the AVX2 set decodes 10-20 % and
-    // prefills 25-40 % faster on them, on a Zen 5 the AVX-512 sets about 15 % and 70 %
-    // (bench/README.md). The AMX set keeps the file's rows, which its matrix-unit
-    // prefill reads (unmeasured on the copies: no AMX machine since).
-    k.prefers_rows8 = !std::is_same_v<Arch, amx_arch>;
+    // prefills 25-40 % faster on them, on a Zen 5 the AVX-512 sets about 15 % and 70 %;
+    // on Sapphire Rapids the AMX set decodes about 20 % faster on them, and its
+    // matrix-unit prefill reads them too (matrix_rows8) at the file rows' speed
+    // (bench/README.md).
+    k.prefers_rows8 = true;
     if constexpr (is_avx512_v<Arch>) {
       k.quantize_row_q8_0 = simd::x86::quantize_row_q8_512<Arch, BlockQ8_0>;
       k.quantize_row_q8_1 = simd::x86::quantize_row_q8_512<Arch, BlockQ8_1>;

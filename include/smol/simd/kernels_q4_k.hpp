@@ -41,8 +41,14 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
       k.dot_streams = true;
       k.rows8 = simd::x86::rows8_q4k_q8k_512<Arch>;
       k.tile = simd::x86::tile_q4k_q8k<Arch>;
-      if constexpr (std::is_same_v<Arch, amx_arch>)
-        k.matrix = simd::x86::amx_matrix_with_mins<Arch, BlockQ4K, simd::x86::expand_q4k_row<Arch>>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        using simd::x86::amx_matrix_with_mins, simd::x86::expand_q4k_block;
+        k.matrix = amx_matrix_with_mins<
+            Arch, simd::x86::expand_file_row<Arch, BlockQ4K, expand_q4k_block<Arch>>>;
+        k.matrix_rows8 = amx_matrix_with_mins<
+            Arch, simd::x86::expand_copy_row<Arch, BlockQ4KRows8,
+                                             simd::x86::expand_q4k_copy_block<Arch>>>;
+      }
 #endif
 #if defined(SMOL_ARM64)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

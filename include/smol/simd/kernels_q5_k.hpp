@@ -146,21 +146,18 @@ void tile_dots_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows
       w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
-// AMX prefill (WeightKernels::matrix, amx_matrix_with_mins): Q4_K's kernel with the fifth bit of
-// every quant (bit 2c of qh[l] for sub-block 2c, bit 2c + 1 for 2c + 1) added to the nibble.
+// AMX prefill (WeightKernels::matrix, amx_matrix_with_mins): Q4_K's expansion with the fifth
+// bit of every quant (bit 2c of qh[l] for sub-block 2c, bit 2c + 1 for 2c + 1) added to the
+// nibble.
 template <class Arch>
-inline void expand_q5k_row(const BlockQ5K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
-                           const ExpandedRows& e) noexcept {
+inline void expand_q5k_block(const BlockQ5K& x, std::size_t b, std::size_t cols, std::size_t r,
+                             const ExpandedRows& e) noexcept {
   const __m512i nibble = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    expand_scaled_block<Arch>(x[b], b, r * cols + b * QK_K, r, e, [&](int c) {
-      const __m512i low4 =
-          _mm512_and_si512(broadcast_shifted<Arch>(x[b].qs + 32 * c, 0, 4), nibble);
-      const __m512i bit5 =
-          _mm512_and_si512(broadcast_shifted<Arch>(x[b].qh, 2 * c, 2 * c + 1), one);
-      return _mm512_or_si512(low4, _mm512_slli_epi16(bit5, 4));
-    });
-  }
+  expand_scaled_block<Arch>(x, b, r * cols + b * QK_K, r, e, [&](int c) {
+    const __m512i low4 = _mm512_and_si512(broadcast_shifted<Arch>(x.qs + 32 * c, 0, 4), nibble);
+    const __m512i bit5 = _mm512_and_si512(broadcast_shifted<Arch>(x.qh, 2 * c, 2 * c + 1), one);
+    return _mm512_or_si512(low4, _mm512_slli_epi16(bit5, 4));
+  });
 }
 
 }  // namespace simd::x86
@@ -214,7 +211,8 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
       k.dot_streams = is_avx512_v<Arch>;
       k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>)
-        k.matrix = simd::x86::amx_matrix_with_mins<Arch, BlockQ5K, simd::x86::expand_q5k_row<Arch>>;
+        k.matrix = simd::x86::amx_matrix_with_mins<
+            Arch, simd::x86::expand_file_row<Arch, BlockQ5K, simd::x86::expand_q5k_block<Arch>>>;
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

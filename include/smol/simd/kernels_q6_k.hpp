@@ -40,7 +40,15 @@ struct KernelUnit<BlockWeight<BlockQ6K>> {
       k.dot_streams = true;
       k.rows8 = simd::x86::rows8_q6k_q8k_512<Arch>;
       k.tile = simd::x86::tile_q6k_q8k<Arch>;
-      if constexpr (std::is_same_v<Arch, amx_arch>) k.matrix = simd::x86::amx_matrix_q6k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        using simd::x86::amx_matrix_q6k, simd::x86::expand_q6k_block;
+        k.matrix =
+            amx_matrix_q6k<Arch,
+                           simd::x86::expand_file_row<Arch, BlockQ6K, expand_q6k_block<Arch>>>;
+        k.matrix_rows8 =
+            amx_matrix_q6k<Arch, simd::x86::expand_copy_row<
+                                     Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>>;
+      }
 #endif
 #if defined(SMOL_ARM64)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/rows8.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/token_tiles.hpp"
 #include "smol/simd/x86_avx2.hpp"
@@ -91,15 +92,14 @@ inline ExpandedRows carve_scratch(std::byte* scratch, std::size_t cols) noexcept
 
 // One block of 8 sub-blocks of 32 values with 6-bit scales and mins (Q4_K, Q5_K) ->
 // planes at column `at` of row r: s*q >> 5 and s*q & 31 in natural order, plus dmin * m
-// per sub-block. `chunk(c)` gives the quants of sub-block 2c in its low 256 bits and of
-// 2c + 1 in its high 256 bits, one byte each (q <= 31, so s*q <= 63 * 31 and the high
-// plane stays below 64).
-template <class Arch, class Block, class Chunk>
-inline void expand_scaled_block(const Block& x, std::size_t b, std::size_t at, std::size_t r,
-                                const ExpandedRows& e, Chunk chunk) noexcept {
+// per sub-block. `sm` holds the scales (0-7) and mins (8-15); `chunk(c)` gives the quants
+// of sub-block 2c in its low 256 bits and of 2c + 1 in its high 256 bits, one byte each
+// (q <= 31, so s*q <= 63 * 31 and the high plane stays below 64).
+template <class Arch, class Chunk>
+inline void expand_scaled_sub_blocks(const std::uint8_t (&sm)[16], f16_bits d, f16_bits dmin_bits,
+                                     std::size_t b, std::size_t at, std::size_t r,
+                                     const ExpandedRows& e, Chunk chunk) noexcept {
   const __m512i low5 = _mm512_set1_epi16(31);
-  alignas(16) std::uint8_t sm[16];  // scales 0-7, mins 8-15
-  _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x));
   for (int c = 0; c < 4; ++c) {
     const __m512i q = chunk(c);
     for (int half = 0; half < 2; ++half) {
@@ -113,11 +113,20 @@ inline void expand_scaled_block(const Block& x, std::size_t b, std::size_t at, s
                           _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low5)));
     }
   }
-  e.d[b * kTokenTile + r] = _cvtsh_ss(x.d);
-  const float dmin = _cvtsh_ss(x.dmin);
+  e.d[b * kTokenTile + r] = _cvtsh_ss(d);
+  const float dmin = _cvtsh_ss(dmin_bits);
   for (int sub = 0; sub < 8; ++sub) {
     e.min[(b * kTokenTile + r) * 8 + sub] = dmin * static_cast<float>(sm[8 + sub]);
   }
+}
+
+// The same for a file block (Q4_K, Q5_K), its scales and mins unpacked from 12 bytes.
+template <class Arch, class Block, class Chunk>
+inline void expand_scaled_block(const Block& x, std::size_t b, std::size_t at, std::size_t r,
+                                const ExpandedRows& e, Chunk chunk) noexcept {
+  alignas(16) std::uint8_t sm[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(sm), q4k_scales_and_mins<Arch>(x));
+  expand_scaled_sub_blocks<Arch>(sm, x.d, x.dmin, b, at, r, e, chunk);
 }
 
 // Chunk c's 32 bytes in both halves of a vector, the high half shifted right by
@@ -131,61 +140,111 @@ inline __m512i broadcast_shifted(const std::uint8_t* bytes, int low_shift,
       _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bytes))), shift);
 }
 
-// Q4_K row -> planes: chunk c's low nibbles are sub-block 2c, its high nibbles 2c + 1.
+// Q4_K block b of row r -> planes: chunk c's low nibbles are sub-block 2c, its high
+// nibbles 2c + 1.
 template <class Arch>
-inline void expand_q4k_row(const BlockQ4K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
-                           const ExpandedRows& e) noexcept {
+inline void expand_q4k_block(const BlockQ4K& x, std::size_t b, std::size_t cols, std::size_t r,
+                             const ExpandedRows& e) noexcept {
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    expand_scaled_block<Arch>(x[b], b, r * cols + b * QK_K, r, e, [&](int c) {
-      return _mm512_and_si512(broadcast_shifted<Arch>(x[b].qs + 32 * c, 0, 4), nibble);
-    });
-  }
+  expand_scaled_block<Arch>(x, b, r * cols + b * QK_K, r, e, [&](int c) {
+    return _mm512_and_si512(broadcast_shifted<Arch>(x.qs + 32 * c, 0, 4), nibble);
+  });
 }
 
-// Q6_K row -> planes: s*q >> 7 (signed), s*q & 127, and the group scale s.
+// The planes of expand_q4k_block from lane `lane` of an interleaved group's block: the
+// lane's scales and mins are bytes of the group, unpacked already, and chunk c's 32 bytes
+// one gather (dword 8g + lane of qs[c], g < 8).
 template <class Arch>
-inline void expand_q6k_row(const BlockQ6K* x, std::size_t nblocks, std::size_t cols, std::size_t r,
-                           const ExpandedRows& e) noexcept {
+inline void expand_q4k_copy_block(const BlockQ4KRows8& g, std::size_t lane, std::size_t b,
+                                  std::size_t cols, std::size_t r, const ExpandedRows& e) noexcept {
+  alignas(16) std::uint8_t sm[16];
+  for (std::size_t j = 0; j < 8; ++j) {
+    sm[j] = g.scales[j][lane];
+    sm[8 + j] = g.mins[j][lane];
+  }
+  const __m256i index = _mm256_add_epi32(_mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56),
+                                         _mm256_set1_epi32(static_cast<int>(lane)));
+  const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  expand_scaled_sub_blocks<Arch>(
+      sm, g.d[lane], g.dmin[lane], b, r * cols + b * QK_K, r, e, [&](int c) {
+        const __m256i bytes =
+            _mm256_i32gather_epi32(reinterpret_cast<const int*>(&g.qs[c][0][0][0]), index, 4);
+        return _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i64x4(bytes), shift), nibble);
+      });
+}
+
+// Q6_K block b of row r -> planes: s*q >> 7 (signed), s*q & 127, and the group scale s.
+template <class Arch>
+inline void expand_q6k_block(const BlockQ6K& x, std::size_t b, std::size_t cols, std::size_t r,
+                             const ExpandedRows& e) noexcept {
   const __m512i low7 = _mm512_set1_epi16(127);
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    __m512i n[4];
-    unpack_q6k_natural<Arch>(x[b], n);
-    const __m512i sc16 = _mm512_castsi256_si512(
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales))));
-    const std::size_t at = r * cols + b * QK_K;
-    for (int c = 0; c < 4; ++c) {
-      for (int half = 0; half < 2; ++half) {
-        // Word lane i of this half belongs to group 4c + 2 half + i / 16.
-        const short g = static_cast<short>(4 * c + 2 * half);
-        const __m512i idx = _mm512_set_epi16(g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
-                                             g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
-                                             g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g);
-        const __m512i scale = _mm512_permutexvar_epi16(idx, sc16);
-        const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(n[c])
-                                                             : _mm512_extracti64x4_epi64(n[c], 1));
-        const __m512i scaled = _mm512_mullo_epi16(words, scale);
-        const std::size_t o = at + 64 * c + 32 * half;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
-                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(scaled, 7)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
-                            _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low7)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[2] + o),
-                            _mm512_cvtepi16_epi8(scale));
-      }
+  __m512i n[4];
+  unpack_q6k_natural<Arch>(x, n);
+  const __m512i sc16 = _mm512_castsi256_si512(
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales))));
+  const std::size_t at = r * cols + b * QK_K;
+  for (int c = 0; c < 4; ++c) {
+    for (int half = 0; half < 2; ++half) {
+      // Word lane i of this half belongs to group 4c + 2 half + i / 16.
+      const short g = static_cast<short>(4 * c + 2 * half);
+      const __m512i idx = _mm512_set_epi16(g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+                                           g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+                                           g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g);
+      const __m512i scale = _mm512_permutexvar_epi16(idx, sc16);
+      const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(n[c])
+                                                           : _mm512_extracti64x4_epi64(n[c], 1));
+      const __m512i scaled = _mm512_mullo_epi16(words, scale);
+      const std::size_t o = at + 64 * c + 32 * half;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
+                          _mm512_cvtepi16_epi8(_mm512_srai_epi16(scaled, 7)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
+                          _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low7)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[2] + o), _mm512_cvtepi16_epi8(scale));
     }
-    e.d[b * kTokenTile + r] = _cvtsh_ss(x[b].d);
+  }
+  e.d[b * kTokenTile + r] = _cvtsh_ss(x.d);
+}
+
+// The planes of expand_q6k_block from lane `lane` of an interleaved group's block, through
+// the file's block (Q6_K is the smaller share of a Q4_K_M file's weights).
+template <class Arch>
+inline void expand_q6k_copy_block(const BlockQ6KRows8& g, std::size_t lane, std::size_t b,
+                                  std::size_t cols, std::size_t r, const ExpandedRows& e) noexcept {
+  expand_q6k_block<Arch>(file_block_of(g, lane), b, cols, r, e);
+}
+
+// Where a matrix kernel finds the rows it expands, as kExpandRow functions: row r of the
+// slab of up to 16 rows that starts at `slab`, in natural order, from the file's rows
+// (`row_bytes` apart) ...
+template <class Arch, class Block, auto kExpandBlock>
+inline void expand_file_row(const std::byte* slab, std::size_t row_bytes, std::size_t r,
+                            std::size_t nblocks, const ExpandedRows& e) noexcept {
+  const auto* x = reinterpret_cast<const Block*>(slab + r * row_bytes);
+  for (std::size_t b = 0; b < nblocks; ++b) kExpandBlock(x[b], b, nblocks * QK_K, r, e);
+}
+
+// ... or from the interleaved copy that decode reads (quant/rows8.hpp), where the slab is
+// two groups of eight and kExpandBlock takes a group's block and a lane: its planes, and
+// every bit after them, are the file rows' (test_matmul). The copy then serves decode
+// and prefill, and the file's pages are not read again.
+template <class Arch, class Rows8, auto kExpandBlock>
+inline void expand_copy_row(const std::byte* slab, std::size_t /*row_bytes*/, std::size_t r,
+                            std::size_t nblocks, const ExpandedRows& e) noexcept {
+  const Rows8* group = reinterpret_cast<const Rows8*>(slab) + (r / kRowsPerGroup) * nblocks;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    kExpandBlock(group[b], r % kRowsPerGroup, b, nblocks * QK_K, r, e);
   }
 }
 
-// Expands rows r0.. of `w` (up to 16; missing rows become zeros) into the planes.
-template <class Arch, class Block, class Expand>
-inline void expand_rows(const std::byte* w, std::size_t row_bytes, std::size_t nr,
-                        std::size_t nblocks, const ExpandedRows& e, Expand expand) noexcept {
+// Expands the slab's first `nr` rows (up to 16; missing rows become zeros) into the planes.
+template <class Arch, auto kExpandRow>
+inline void expand_rows(const std::byte* slab, std::size_t row_bytes, std::size_t nr,
+                        std::size_t nblocks, const ExpandedRows& e) noexcept {
   const std::size_t cols = nblocks * QK_K;
   for (std::size_t r = 0; r < kTokenTile; ++r) {
     if (r < nr) {
-      expand(reinterpret_cast<const Block*>(w + r * row_bytes), nblocks, cols, r, e);
+      kExpandRow(slab, row_bytes, r, nblocks, e);
     } else {  // rows past the end: zero weights, their results are dropped
       for (auto* plane : e.plane) std::memset(plane + r * cols, 0, cols);
       for (std::size_t b = 0; b < nblocks; ++b) {
@@ -240,11 +299,13 @@ inline void min_terms_rows(const ExpandedRows& e, const TokenTiles& act, std::si
   }
 }
 
-// Q4_K and Q5_K (whose rows kExpand turns into the planes s*q = 32 h + l and the
-// sub-blocks' dmin * m; the kernel tables take amx_matrix_with_mins<Arch, BlockQ4K,
-// expand_q4k_row<Arch>> itself): two token tiles per pass, the min term in AVX-512,
-// summed apart and taken off at the end.
-template <class Arch, class Block, auto kExpand>
+// Q4_K and Q5_K (whose rows kExpandRow, expand_file_row or expand_copy_row of a block
+// expander, turns into the planes s*q = 32 h + l and the sub-blocks' dmin * m): two token
+// tiles per pass, the min term in AVX-512, summed apart and taken off at the end. `w` and
+// `row_bytes` address rows as kExpandRow does: the file's rows, or the copy's groups at
+// row_bytes = a group's bytes / 8 (so w + r0 * row_bytes is row r0's group for r0 a
+// multiple of 16).
+template <class Arch, auto kExpandRow>
 void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                           const TokenTiles& act, float* y, std::size_t y_stride,
                           std::byte* scratch) noexcept {
@@ -254,7 +315,7 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
   configure_amx_tiles<Arch>();
   for (std::size_t r0 = 0; r0 < n_rows; r0 += kTokenTile) {
     const std::size_t nr = std::min(kTokenTile, n_rows - r0);
-    expand_rows<Arch, Block>(w + r0 * row_bytes, row_bytes, nr, nblocks, e, kExpand);
+    expand_rows<Arch, kExpandRow>(w + r0 * row_bytes, row_bytes, nr, nblocks, e);
     for (std::size_t tile = 0; tile < act.tiles(); tile += 2) {
       // Two token tiles per pass; an odd last tile is paired with itself.
       const std::size_t pair[2] = {tile, std::min(tile + 1, act.tiles() - 1)};
@@ -318,7 +379,7 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
   _tile_release();
 }
 
-template <class Arch>
+template <class Arch, auto kExpandRow>
 void amx_matrix_q6k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                     const TokenTiles& act, float* y, std::size_t y_stride,
                     std::byte* scratch) noexcept {
@@ -328,8 +389,7 @@ void amx_matrix_q6k(const std::byte* w, std::size_t row_bytes, std::size_t n_row
   configure_amx_tiles<Arch>();
   for (std::size_t r0 = 0; r0 < n_rows; r0 += kTokenTile) {
     const std::size_t nr = std::min(kTokenTile, n_rows - r0);
-    expand_rows<Arch, BlockQ6K>(w + r0 * row_bytes, row_bytes, nr, nblocks, e,
-                                expand_q6k_row<Arch>);
+    expand_rows<Arch, kExpandRow>(w + r0 * row_bytes, row_bytes, nr, nblocks, e);
     for (std::size_t tile = 0; tile < act.tiles(); ++tile) {
       __m512 acc[kTokenTile];
       for (auto& a : acc) a = _mm512_setzero_ps();

@@ -158,7 +158,7 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ4KRows8& wb = w[b];
-    if (from == WeightsFrom::memory) prefetch_ahead<Arch>(&wb, sizeof wb);
+    if (from == WeightsFrom::memory) stream_block_ahead<Arch>(&wb);
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
@@ -224,7 +224,7 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ6KRows8& wb = w[b];
-    if (from == WeightsFrom::memory) prefetch_ahead<Arch>(&wb, sizeof wb);
+    if (from == WeightsFrom::memory) stream_block_ahead<Arch>(&wb);
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
