@@ -34,9 +34,9 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
       k.tile = simd::x86::tile_q4k_q8k_256<Arch>;
     } else if constexpr (is_avx512_v<Arch>) {
       if constexpr (has_vnni_v<Arch>) {
-        k.dot = simd::x86::dot_q4k_q8k_512_vnni<Arch>;
+        k.dot = simd::x86::dot_q4k_like_512_vnni<Arch, simd::x86::Q4KChunks<Arch>>;
       } else {
-        k.dot = simd::x86::dot_q4k_q8k_512<Arch>;
+        k.dot = simd::x86::dot_q4k_like_512<Arch, simd::x86::Q4KChunks<Arch>>;
       }
       k.dot_streams = true;
       k.rows8 = simd::x86::rows8_q4k_q8k_512<Arch>;

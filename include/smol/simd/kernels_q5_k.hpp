@@ -4,7 +4,9 @@
 // min term is Q4_K's. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots), each
 // weight block unpacked once per tile, with the dot's bits (as Q3_K's). On AMX, prefill
 // on the matrix unit as Q4_K's (x86_amx.hpp): s*q is at most 63 * 31 = 1953, so Q4_K's two
-// byte planes 32 h + l hold it with h <= 61. No interleaved copy yet.
+// byte planes 32 h + l hold it with h <= 61. Decode on the AVX-512 sets: Q4_K's 512-bit
+// dots (x86_avx512.hpp) with the fifth bit added by chunk (Q5KChunks). No interleaved copy
+// yet.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +19,7 @@
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512.hpp"
 
 namespace smol {
 
@@ -106,12 +109,11 @@ inline void q5k_accumulate(const Q5KUnpacked<Arch>& u, const BlockQ8K& y, __m256
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q5k_sums<Arch>(u, y)), _mm256_set1_ps(u.d * y.d), acc);
 }
 
-// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
+// 256-bit, AVX2's dot (the AVX-512 sets use Q5KChunks below).
 template <class Arch>
 float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
-    if constexpr (is_avx512_v<Arch>) stream_block_ahead<Arch>(x + b);  // dot_streams
     Q5KUnpacked<Arch> u;
     unpack_q5k<Arch>(x[b], u);
     q5k_accumulate<Arch>(u, y[b], acc, acc_min);
@@ -119,9 +121,32 @@ float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noe
   return hsum<Arch>(acc) - hsum<Arch>(acc_min);
 }
 
+// A Q5_K block's quants by chunk for the AVX-512 dots of Q4_K's shape (x86_avx512.hpp):
+// Q4_K's nibbles of chunk c, plus 16 where the fifth bit is set (bit 2c of qh[l] for
+// sub-block 2c in bytes 0-31, bit 2c+1 for sub-block 2c+1 in bytes 32-63): one test
+// against a per-half bit and one masked add.
+template <class Arch>
+struct Q5KChunks {
+  using Block = BlockQ5K;
+  const BlockQ5K& x;
+  __m512i high_bits;  // qh's 32 bytes in both halves
+  explicit Q5KChunks(const BlockQ5K& block) noexcept
+      : x(block),
+        high_bits(_mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh)))) {}
+  __m512i operator()(int c) const noexcept {
+    const __m512i low4 = q4k_chunk_nibbles<Arch>(x.qs, c);
+    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * c))),
+                                           _mm256_set1_epi8(static_cast<char>(2 << (2 * c))), 1);
+    return _mm512_mask_add_epi8(low4, _mm512_test_epi8_mask(high_bits, bit), low4,
+                                _mm512_set1_epi8(16));
+  }
+};
+
 // Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
-// all T. Each token's accumulators see exactly the dot's operations in the dot's order, so
-// a tile gives every token the dot's bits, whatever the tile size.
+// all T. Each token's accumulators see exactly the 256-bit dot's operations in its order,
+// so a tile gives every token AVX2's dot's bits, whatever the tile size (on the AVX-512
+// sets decode's 512-bit dot sums in another order).
 template <class Arch, std::size_t T>
 struct Q5KRowTile {
   static void run(const BlockQ5K* row, const BlockQ8K* act, std::size_t act_stride,
@@ -207,8 +232,17 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
       k.dot = scalar::dot_q5k_q8k;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_q5k_q8k<Arch>;
-      k.dot_streams = is_avx512_v<Arch>;
+      using simd::x86::Q5KChunks;
+      if constexpr (std::is_same_v<Arch, avx2_arch>) {
+        k.dot = simd::x86::dot_q5k_q8k<Arch>;
+        k.dot_rounds_like_tile_dots = true;  // Q5KRowTile does this dot's operations
+      } else if constexpr (has_vnni_v<Arch>) {
+        k.dot = simd::x86::dot_q4k_like_512_vnni<Arch, Q5KChunks<Arch>>;
+        k.dot_streams = true;
+      } else {
+        k.dot = simd::x86::dot_q4k_like_512<Arch, Q5KChunks<Arch>>;
+        k.dot_streams = true;
+      }
       k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>)
         k.matrix = simd::x86::amx_matrix_with_mins<

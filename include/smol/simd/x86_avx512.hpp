@@ -47,14 +47,39 @@ inline __m512i pick_packed(short a, short b, short c, short d) noexcept {
   return _mm512_inserti64x4(_mm512_castsi256_si512(l2), h2, 1);
 }
 
-// VNNI: vpdpbusd sums 4 u8 x s8 products into int32 lanes without the scale; each lane
-// stays within int16 (4 * 15 * 128 for Q4_K, 4 * 63 * 128 for Q6_K), so two such vectors
-// pack exactly into one of int16 and one vpdpwssd applies the scales: 6 multiply-adds per
-// block instead of 8, and half the scale permutes. Exact, like the reference.
+// The 64 quants of chunk c of a Q4_K block (its qs bytes 32c .. 32c+31): sub-block 2c's
+// low nibbles in bytes 0-31, sub-block 2c+1's high nibbles in bytes 32-63.
 template <class Arch>
-float dot_q4k_q8k_512_vnni(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+inline __m512i q4k_chunk_nibbles(const std::uint8_t* qs, int c) noexcept {
   const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  return _mm512_and_si512(
+      _mm512_srlv_epi64(
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c))),
+          shift),
+      _mm512_set1_epi8(0x0F));
+}
+
+// A Q4_K block's quants by chunk, for the dots below (Q5_K's, kernels_q5_k.hpp, adds its
+// fifth bit).
+template <class Arch>
+struct Q4KChunks {
+  using Block = BlockQ4K;
+  const BlockQ4K& x;
+  explicit Q4KChunks(const BlockQ4K& block) noexcept : x(block) {}
+  __m512i operator()(int c) const noexcept { return q4k_chunk_nibbles<Arch>(x.qs, c); }
+};
+
+// The dots of the blocks with Q4_K's shape (eight sub-blocks of 32 under 6-bit scales and
+// mins packed in 12 bytes, d and dmin): Q4_K and Q5_K, whose quants come by chunk from
+// Chunks.
+//
+// VNNI: vpdpbusd sums 4 u8 x s8 products into int32 lanes without the scale; each lane
+// stays within int16 (4 * 31 * 128 for Q5_K's quants), so two such vectors pack exactly
+// into one of int16 and one vpdpwssd applies the scales: 6 multiply-adds per block
+// instead of 8, and half the scale permutes. Exact, like the reference.
+template <class Arch, class Chunks>
+float dot_q4k_like_512_vnni(const typename Chunks::Block* x, const BlockQ8K* y,
+                            std::size_t nblocks) noexcept {
   const __m128i mins_per_group =
       _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
   // Chunk c holds sub-block 2c in 128-bit lanes 0-1 and 2c+1 in lanes 2-3; packing
@@ -73,14 +98,11 @@ float dot_q4k_q8k_512_vnni(const BlockQ4K* x, const BlockQ8K* y, std::size_t nbl
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums)));
     acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products),
                               _mm256_set1_ps(_cvtsh_ss(x[b].dmin) * yd), acc_min);
+    const Chunks chunks(x[b]);
     __m512i d[4];
     for (int c = 0; c < 4; ++c) {
-      const __m512i q = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(x[b].qs + 32 * c))),
-                            shift),
-          nibble);
-      d[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(y[b].qs + 64 * c));
+      d[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), chunks(c),
+                                 _mm512_loadu_si512(y[b].qs + 64 * c));
     }
     __m512i sumi =
         _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), _mm512_permutexvar_epi16(pick01, sc16));
@@ -130,10 +152,11 @@ float dot_q6k_q8k_512_vnni(const BlockQ6K* x, const BlockQ8K* y, std::size_t nbl
   return _mm512_reduce_add_ps(acc);
 }
 
-template <class Arch>
-float dot_q4k_q8k_512(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
-  const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
+// Without VNNI: vpmaddubsw, then the scales by vpmaddwd (Q5_K's pair sums reach
+// 2 * 31 * 128, within int16).
+template <class Arch, class Chunks>
+float dot_q4k_like_512(const typename Chunks::Block* x, const BlockQ8K* y,
+                       std::size_t nblocks) noexcept {
   const __m128i mins_per_group =
       _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
   __m512i pick[4];
@@ -152,15 +175,10 @@ float dot_q4k_q8k_512(const BlockQ4K* x, const BlockQ8K* y, std::size_t nblocks)
                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].bsums)));
     acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products),
                               _mm256_set1_ps(_cvtsh_ss(x[b].dmin) * yd), acc_min);
+    const Chunks chunks(x[b]);
     __m512i sumi = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      // Low nibbles (sub-block 2c) in bytes 0-31, high nibbles (2c+1) in 32-63.
-      const __m512i q = _mm512_and_si512(
-          _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                reinterpret_cast<const __m256i*>(x[b].qs + 32 * c))),
-                            shift),
-          nibble);
-      const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[b].qs + 64 * c));
+      const __m512i p = _mm512_maddubs_epi16(chunks(c), _mm512_loadu_si512(y[b].qs + 64 * c));
       sumi = madd16_acc512<Arch>(sumi, p, _mm512_permutexvar_epi16(pick[c], sc16));
     }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(_cvtsh_ss(x[b].d) * yd), acc);
