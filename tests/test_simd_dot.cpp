@@ -391,13 +391,19 @@ TEST_CASE(
                 check_close(y[t * rows + r], ref.of(tag).dot(wr, ar, nblocks), m);
                 CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                       std::bit_cast<std::uint32_t>(one[r]));
-                // The Q2_K, Q3_K and Q5_K tiles do the set's own dot, operation for
-                // operation, and the AVX2 set's dots of the 32-value types sum as its
-                // tiles (dot_rounds_like_tile_dots; four blocks at a time for Q4_0, Q4_1,
-                // Q5_0 and Q5_1): prefill and decode give a token the same bits
-                // (IQ4_XS's tiles sum in another order than its dot).
-                if (W::type == GgmlType::Q2_K || W::type == GgmlType::Q3_K ||
-                    W::type == GgmlType::Q5_K || k.of(tag).dot_rounds_like_tile_dots) {
+                // The Q2_K and Q3_K tiles do the set's own dot, operation for operation,
+                // and so do Q5_K's on AVX2, where the 32-value types' dots sum as the tiles
+                // too (four blocks at a time for Q4_0, Q4_1, Q5_0 and Q5_1): prefill and
+                // decode give a token the same bits, which dot_rounds_like_tile_dots
+                // claims (IQ4_NL's and IQ4_XS's tiles, and Q5_K's on the AVX-512 sets, sum
+                // in another order than the dot).
+                const bool same_operations = W::type == GgmlType::Q2_K ||
+                                             W::type == GgmlType::Q3_K ||
+                                             (W::type == GgmlType::Q5_K && isa == Isa::avx2);
+                const bool avx2_blocks32 =
+                    isa == Isa::avx2 && W::values_per_block == 32 && W::type != GgmlType::IQ4_NL;
+                CHECK(k.of(tag).dot_rounds_like_tile_dots == (same_operations || avx2_blocks32));
+                if (k.of(tag).dot_rounds_like_tile_dots) {
                   CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==
                         std::bit_cast<std::uint32_t>(k.of(tag).dot(wr, ar, nblocks)));
                 }

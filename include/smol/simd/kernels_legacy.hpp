@@ -314,6 +314,7 @@ struct LegacyKernelUnit {
           return simd::x86::dot_pairs_512<Arch>(
               x, y, n, [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
         };
+        k.dot_streams = true;
       } else {
         k.dot = simd::x86::dot_legacy<Arch, Block>;
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {

@@ -99,6 +99,7 @@ struct Q8_0ActivationKernelUnit {
   static WeightKernels<BlockWeight<Block>> make() noexcept {
     WeightKernels<BlockWeight<Block>> k;
     k.dot = q8_0_activation_dot<Arch, Block>();
+    k.dot_streams = is_avx512_v<Arch>;  // dot_pairs_512
     // Both have the sixteen-row copy (quant/rows16.hpp).
     using Rows16 = typename Rows16Of<Block>::type;
     if constexpr (std::is_same_v<Arch, scalar_arch>) k.rows16 = rows16_no_min_reference<Rows16>;

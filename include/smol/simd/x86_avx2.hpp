@@ -133,11 +133,16 @@ inline void prefetch_ahead(const void* p, std::size_t bytes) noexcept {
 inline constexpr std::size_t kStreamAheadBytes = 4096;
 
 template <class Arch, class Block>
-inline void stream_block_ahead(const Block* block) noexcept {
-  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(block) + kStreamAheadBytes;
-  for (std::uintptr_t line = 0; line < sizeof(Block); line += 64) {
+inline void stream_blocks_ahead(const Block* first, std::size_t count) noexcept {
+  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(first) + kStreamAheadBytes;
+  for (std::uintptr_t line = 0; line < count * sizeof(Block); line += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T1);
   }
+}
+
+template <class Arch, class Block>
+inline void stream_block_ahead(const Block* block) noexcept {
+  stream_blocks_ahead<Arch>(block, 1);
 }
 
 // Blocks per segment of a row of a 32-value type: the 256-bit prefill tiles
