@@ -13,14 +13,28 @@ set_tests_properties(make_model_tiny PROPERTIES
   FIXTURES_SETUP synthetic_tiny
   PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 Q4_K, 9 Q6_K\\)")
 
-# llama-quantize's IQ4_XS mix: attn_v Q5_K (four query heads a KV head), the tied LM head
-# Q6_K, the rest IQ4_XS.
+# llama-quantize's IQ4_XS mix: attn_v Q5_K (four query heads a KV head), ffn_down Q5_K in
+# the first eighth of the layers (no importance matrix), the tied LM head Q6_K, the rest
+# IQ4_XS. The tiny preset is fixture A's shape, and these counts are those of llama-quantize's
+# own file of it (shared/fixtures/README.md), as are the three mixes below.
 add_test(NAME make_model_tiny_iq4_xs
   COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type iq4_xs
           -o "${make_model_dir}/synthetic-tiny.iq4_xs.gguf")
 set_tests_properties(make_model_tiny_iq4_xs PROPERTIES
   FIXTURES_SETUP synthetic_tiny_iq4_xs
-  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 48 IQ4_XS, 8 Q5_K, 1 Q6_K\\)")
+  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 47 IQ4_XS, 9 Q5_K, 1 Q6_K\\)")
+
+# llama-quantize's IQ4_NL (IQ4_XS's mix), Q3_K_M and Q2_K.
+function(make_model_mix type counts)
+  add_test(NAME make_model_tiny_${type}
+    COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type ${type} --fast
+            -o "${make_model_dir}/synthetic-tiny.${type}.gguf")
+  set_tests_properties(make_model_tiny_${type} PROPERTIES
+    PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, ${counts}\\)")
+endfunction()
+make_model_mix(iq4_nl "47 IQ4_NL, 9 Q5_K, 1 Q6_K")
+make_model_mix(q3_k_m "32 Q3_K, 22 Q4_K, 2 Q5_K, 1 Q6_K")
+make_model_mix(q2_k "32 Q2_K, 16 Q3_K, 8 Q4_K, 1 Q6_K")
 
 # llama-quantize's Q4_0 and Q4_1: every matrix of the type but the tied LM head, Q6_K.
 add_test(NAME make_model_tiny_q4_0

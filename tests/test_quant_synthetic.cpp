@@ -160,15 +160,19 @@ TEST_CASE("Weights: the Q4_K_M file is the F32 file quantized, with the intended
 
 TEST_CASE("Fast mode writes valid random blocks of the same scale") {
   // Q4_K_M: Q4_K and Q6_K blocks; IQ4_XS: IQ4_XS, Q5_K (attn_v, four query heads a KV
-  // head) and Q6_K; Q4_0 and Q4_1: theirs and Q6_K; Q5_K_M: Q5_K and Q6_K.
+  // head) and Q6_K; Q4_0 and Q4_1: theirs and Q6_K; Q5_K_M: Q5_K and Q6_K; IQ4_NL as
+  // IQ4_XS; Q3_K_M: Q3_K, Q4_K, Q5_K and Q6_K; Q2_K: Q2_K, Q3_K, Q4_K and Q6_K.
   for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs,
                              smol::SyntheticWeights::q4_0, smol::SyntheticWeights::q4_1,
-                             smol::SyntheticWeights::q5_k_m}) {
+                             smol::SyntheticWeights::q5_k_m, smol::SyntheticWeights::iq4_nl,
+                             smol::SyntheticWeights::q3_k_m, smol::SyntheticWeights::q2_k}) {
     auto spec = smol::synthetic_preset("tiny");
     spec.weights = weights;
-    // Two blocks are values enough for the IQ4_XS mix's moments (its quantizer's search
-    // is the slow part under the sanitizers: eight blocks took 19 s there).
-    if (weights == smol::SyntheticWeights::iq4_xs) spec.layers = 2;
+    // Two layers are values enough for the IQ4 mixes' moments (their quantizers' search
+    // is the slow part under the sanitizers: eight layers took 19 s there).
+    const bool iq4 =
+        weights == smol::SyntheticWeights::iq4_xs || weights == smol::SyntheticWeights::iq4_nl;
+    if (iq4) spec.layers = 2;
     spec.fast = true;
     const auto fast = write_in_memory(spec);
     spec.fast = false;
@@ -190,6 +194,32 @@ TEST_CASE("Fast mode writes valid random blocks of the same scale") {
       CHECK(fast.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q5_K);
       CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);  // tied: the LM head
       CHECK(fast.get<std::uint32_t>("general.file_type") == 30);  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+    }
+    if (weights == smol::SyntheticWeights::iq4_nl) {
+      CHECK(fast.tensor("blk.0.attn_q.weight").type == smol::GgmlType::IQ4_NL);
+      CHECK(fast.tensor("blk.1.ffn_down.weight").type == smol::GgmlType::IQ4_NL);
+      CHECK(fast.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q5_K);
+      CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);
+      CHECK(fast.get<std::uint32_t>("general.file_type") == 25);  // LLAMA_FTYPE_MOSTLY_IQ4_NL
+    }
+    if (weights == smol::SyntheticWeights::q3_k_m) {  // the tiny preset: 8 layers
+      CHECK(fast.tensor("blk.0.attn_q.weight").type == smol::GgmlType::Q3_K);
+      CHECK(fast.tensor("blk.0.ffn_up.weight").type == smol::GgmlType::Q3_K);
+      CHECK(fast.tensor("blk.1.attn_v.weight").type == smol::GgmlType::Q5_K);
+      CHECK(fast.tensor("blk.2.attn_v.weight").type == smol::GgmlType::Q4_K);
+      CHECK(fast.tensor("blk.0.attn_output.weight").type == smol::GgmlType::Q4_K);
+      CHECK(fast.tensor("blk.0.ffn_down.weight").type == smol::GgmlType::Q4_K);  // 8 / 16 = 0
+      CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);
+      CHECK(fast.get<std::uint32_t>("general.file_type") == 12);  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    }
+    if (weights == smol::SyntheticWeights::q2_k) {
+      CHECK(fast.tensor("blk.0.attn_q.weight").type == smol::GgmlType::Q2_K);
+      CHECK(fast.tensor("blk.0.ffn_gate.weight").type == smol::GgmlType::Q2_K);
+      CHECK(fast.tensor("blk.0.attn_v.weight").type == smol::GgmlType::Q4_K);  // 4 over 1
+      CHECK(fast.tensor("blk.0.attn_output.weight").type == smol::GgmlType::Q3_K);
+      CHECK(fast.tensor("blk.0.ffn_down.weight").type == smol::GgmlType::Q3_K);
+      CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);
+      CHECK(fast.get<std::uint32_t>("general.file_type") == 10);  // LLAMA_FTYPE_MOSTLY_Q2_K
     }
     if (weights == smol::SyntheticWeights::q4_0 || weights == smol::SyntheticWeights::q4_1) {
       const bool q4_0 = weights == smol::SyntheticWeights::q4_0;

@@ -37,6 +37,8 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize.hpp"
 #include "smol/testing/synthetic_vocabulary.hpp"
@@ -54,7 +56,14 @@ enum class SyntheticWeights {
   q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
   q5_k_m,  // llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place (17)
   iq4_xs,  // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
-           // head, the LM head Q6_K, norms F32 (30)
+           // head, ffn_down Q5_K in the first eighth of the layers, the LM head Q6_K, norms
+           // F32 (30)
+  iq4_nl,  // llama-quantize's IQ4_NL: IQ4_XS's mix with IQ4_NL in IQ4_XS's place (25)
+  q3_k_m,  // llama-quantize's Q3_K_M: Q3_K; attn_v Q5_K in the first two layers, Q4_K
+           // after; attn_output Q4_K; ffn_down Q5_K in the first sixteenth, Q4_K after;
+           // the LM head Q6_K (12)
+  q2_k,    // llama-quantize's Q2_K: Q2_K; attn_v Q4_K with 4+ query heads a KV head (Q3_K
+           // without); attn_output and ffn_down Q3_K; the LM head Q6_K (10)
 };
 
 struct SyntheticSpec {
@@ -218,11 +227,13 @@ struct SyntheticTensor {
 namespace detail {
 
 // What llama-quantize falls back to when a row does not split into 256-value blocks
-// (IQ4_XS: IQ4_NL, its 32-value sibling).
+// (IQ4_XS, Q3_K and Q2_K: IQ4_NL).
 inline GgmlType fit_row(GgmlType wanted, std::uint64_t row_length) {
   if (row_length % ggml_type_info(wanted).block_values == 0) return wanted;
   if (row_length % 32 != 0) return GgmlType::F16;
-  return wanted == GgmlType::IQ4_XS ? GgmlType::IQ4_NL : GgmlType::Q8_0;
+  const bool to_iq4nl =
+      wanted == GgmlType::IQ4_XS || wanted == GgmlType::Q3_K || wanted == GgmlType::Q2_K;
+  return to_iq4nl ? GgmlType::IQ4_NL : GgmlType::Q8_0;
 }
 
 inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_view role,
@@ -239,6 +250,9 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
     case SyntheticWeights::q4_k_m:
     case SyntheticWeights::q5_k_m:
     case SyntheticWeights::iq4_xs:
+    case SyntheticWeights::iq4_nl:
+    case SyntheticWeights::q3_k_m:
+    case SyntheticWeights::q2_k:
       break;
   }
   // The LM head (output, or token_embd when tied) is Q6_K.
@@ -247,15 +261,32 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
     const GgmlType type = spec.weights == SyntheticWeights::q4_0 ? GgmlType::Q4_0 : GgmlType::Q4_1;
     return fit_row(lm_head ? GgmlType::Q6_K : type, row_length);
   }
-  if (spec.weights == SyntheticWeights::iq4_xs) {
-    if (lm_head) return fit_row(GgmlType::Q6_K, row_length);
-    const bool grouped = spec.kv_heads != 0 && spec.heads / spec.kv_heads >= 4;
-    return fit_row(role == "attn_v" && grouped ? GgmlType::Q5_K : GgmlType::IQ4_XS, row_length);
+  if (lm_head) return fit_row(GgmlType::Q6_K, row_length);
+  const bool grouped = spec.kv_heads != 0 && spec.heads / spec.kv_heads >= 4;
+  if (spec.weights == SyntheticWeights::iq4_xs || spec.weights == SyntheticWeights::iq4_nl) {
+    const bool first_eighth = role == "ffn_down" && layer < spec.layers / 8;  // no imatrix
+    const GgmlType type =
+        spec.weights == SyntheticWeights::iq4_xs ? GgmlType::IQ4_XS : GgmlType::IQ4_NL;
+    return fit_row((role == "attn_v" && grouped) || first_eighth ? GgmlType::Q5_K : type,
+                   row_length);
+  }
+  if (spec.weights == SyntheticWeights::q3_k_m) {
+    GgmlType type = GgmlType::Q3_K;
+    if (role == "attn_v") type = layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    if (role == "attn_output") type = GgmlType::Q4_K;
+    if (role == "ffn_down") type = layer < spec.layers / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    return fit_row(type, row_length);
+  }
+  if (spec.weights == SyntheticWeights::q2_k) {
+    GgmlType type = GgmlType::Q2_K;
+    if (role == "attn_v") type = grouped ? GgmlType::Q4_K : GgmlType::Q3_K;
+    if (role == "attn_output" || role == "ffn_down") type = GgmlType::Q3_K;
+    return fit_row(type, row_length);
   }
   const bool more_bits =
       (role == "attn_v" || role == "ffn_down") && uses_more_bits(layer, spec.layers);
   const GgmlType base = spec.weights == SyntheticWeights::q5_k_m ? GgmlType::Q5_K : GgmlType::Q4_K;
-  return fit_row(lm_head || more_bits ? GgmlType::Q6_K : base, row_length);
+  return fit_row(more_bits ? GgmlType::Q6_K : base, row_length);
 }
 
 }  // namespace detail
@@ -451,6 +482,25 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
         block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 67.4f);
       });
       return;
+    case GgmlType::Q3_K:
+      // value = d * (sc - 32) * (q - 4): every 6-bit scale and 3-bit quant as drawn, sc - 32
+      // in -32..31 (rms 18.5), q - 4 in -4..3 (rms 2.35; the means' product is small).
+      for_each_block(BlockQ3K{},
+                     [&](BlockQ3K& block) { block.d = f32_to_f16(stddev / (18.5f * 2.35f)); });
+      return;
+    case GgmlType::Q2_K:
+      // value = d * sc * q - dmin * m with m = sc and dmin = 1.5 d: d * sc * (q - 1.5), q
+      // uniform in 0..3 (rms 1.12), sc in 8..15 (rms 11.7).
+      for_each_block(BlockQ2K{}, [&](BlockQ2K& block) {
+        for (auto& s : block.scales) {
+          const auto sc = static_cast<std::uint8_t>(rng.uniform_int(8, 15));
+          s = static_cast<std::uint8_t>(sc | sc << 4);
+        }
+        const float d = stddev / (11.7f * 1.12f);
+        block.d = f32_to_f16(d);
+        block.dmin = f32_to_f16(1.5f * d);
+      });
+      return;
     case GgmlType::Q8_0:
       // q uniform in -128..127 (std 73.9).
       for_each_block(BlockQ8_0{}, [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
@@ -477,7 +527,8 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
 inline bool is_block_quantized(GgmlType type) {
   return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
          type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_1 ||
-         type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL;
+         type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::Q3_K ||
+         type == GgmlType::Q2_K;
 }
 
 inline std::uint32_t file_type_id(SyntheticWeights weights) {
@@ -498,6 +549,12 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
       return 17;
     case SyntheticWeights::iq4_xs:
       return 30;
+    case SyntheticWeights::iq4_nl:
+      return 25;
+    case SyntheticWeights::q3_k_m:
+      return 12;
+    case SyntheticWeights::q2_k:
+      return 10;
   }
   return 0;
 }
