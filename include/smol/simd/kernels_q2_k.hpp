@@ -3,9 +3,8 @@
 // min term is sum_j m_j * bsum_j, as Q4_K's is per pair of groups; the quants sit in the
 // bytes as Q3_K's low bits do (kernels_q3_k.hpp). The sums stay integer until one float
 // multiply per block and term. Prefill on x86: tiles of tokens on the Q8_K rows
-// (tile_dots), each weight block unpacked once per tile, with the dot's bits: 256-bit on
-// AVX2, 512-bit on the AVX-512 sets (four sub-blocks per vector, half the multiplies per
-// token). No interleaved copy.
+// (tile_dots), each weight block unpacked once per tile, with the dot's bits. No
+// interleaved copy.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +16,6 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_avx2.hpp"
-#include "smol/simd/x86_avx512.hpp"
 
 namespace smol {
 
@@ -102,11 +100,14 @@ inline void q2k_accumulate(const Q2KUnpacked<Arch>& u, const BlockQ8K& y, __m256
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q2k_sums<Arch>(u, y)), _mm256_set1_ps(u.d * y.d), acc);
 }
 
-// 256-bit, AVX2's.
-template <class Arch>
+// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
+// kStreams: the AVX-512 sets' decode asks for each block's lines ahead itself
+// (stream_block_ahead; the unit sets WeightKernels::dot_streams with it).
+template <class Arch, bool kStreams = false>
 float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    if constexpr (kStreams) stream_block_ahead<Arch>(x + b);
     Q2KUnpacked<Arch> u;
     unpack_q2k<Arch>(x[b], u);
     q2k_accumulate<Arch>(u, y[b], acc, acc_min);
@@ -134,93 +135,12 @@ struct Q2KRowTile {
   }
 };
 
-// The AVX-512 sets: the same sums four sub-blocks per vector (two_bit_chunk, each
-// sub-block's scale over its 128-bit lane). The min term is the 256-bit kernel's.
-template <class Arch>
-struct Q2KUnpacked512 {
-  __m512i quants[4];
-  __m512i scales[4];
-  __m256i mins;
-  float d, dmin;
-};
-
-template <class Arch>
-inline void unpack_q2k_512(const BlockQ2K& x, Q2KUnpacked512<Arch>& u) noexcept {
-  const __m128i nibble = _mm_set1_epi8(0x0F);
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
-  u.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), nibble));
-  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(packed, nibble)));
-  for (int c = 0; c < 4; ++c) {
-    u.quants[c] = two_bit_chunk<Arch>(x.qs, c);
-    u.scales[c] = sub_block16_scales<Arch>(sc16, c);
-  }
-  u.d = _cvtsh_ss(x.d);
-  u.dmin = _cvtsh_ss(x.dmin);
-}
-
-template <class Arch>
-inline void q2k_accumulate_512(const Q2KUnpacked512<Arch>& u, const BlockQ8K& y, __m512& acc,
-                               __m256& acc_min) noexcept {
-  const __m256i min_products = _mm256_madd_epi16(u.mins, load256<Arch>(y.bsums));
-  acc_min =
-      _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products), _mm256_set1_ps(u.dmin * y.d), acc_min);
-  __m512i sumi = _mm512_setzero_si512();
-  for (int c = 0; c < 4; ++c) {
-    const __m512i p = _mm512_maddubs_epi16(u.quants[c], _mm512_loadu_si512(y.qs + 64 * c));
-    sumi = madd16_acc512<Arch>(sumi, p, u.scales[c]);
-  }
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(u.d * y.d), acc);
-}
-
-// Decode, streaming its weights (WeightKernels::dot_streams).
-template <class Arch>
-float dot_q2k_q8k_512(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
-  __m512 acc = _mm512_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    stream_block_ahead<Arch>(x + b);
-    Q2KUnpacked512<Arch> u;
-    unpack_q2k_512<Arch>(x[b], u);
-    q2k_accumulate_512<Arch>(u, y[b], acc, acc_min);
-  }
-  return _mm512_reduce_add_ps(acc) - hsum<Arch>(acc_min);
-}
-
-// Prefill, as Q2KRowTile: every token gets dot_q2k_q8k_512's operations.
-template <class Arch, std::size_t T>
-struct Q2KRowTile512 {
-  static void run(const BlockQ2K* row, const BlockQ8K* act, std::size_t act_stride,
-                  std::size_t nblocks, float* out) noexcept {
-    __m512 acc[T];
-    __m256 acc_min[T];
-    for (std::size_t t = 0; t < T; ++t) {
-      acc[t] = _mm512_setzero_ps();
-      acc_min[t] = _mm256_setzero_ps();
-    }
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      Q2KUnpacked512<Arch> u;
-      unpack_q2k_512<Arch>(row[b], u);
-      for (std::size_t t = 0; t < T; ++t) {
-        q2k_accumulate_512<Arch>(u, act[t * act_stride + b], acc[t], acc_min[t]);
-      }
-    }
-    for (std::size_t t = 0; t < T; ++t) {
-      out[t] = _mm512_reduce_add_ps(acc[t]) - hsum<Arch>(acc_min[t]);
-    }
-  }
-};
-
 template <class Arch>
 void tile_dots_q2k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows, const BlockQ8K* x,
                    std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
                    std::size_t y_stride) noexcept {
-  if constexpr (is_avx512_v<Arch>) {
-    run_tiles<BlockQ2K, Arch, Q2KRowTile512, 8, /*kAssign=*/true>(w, row_bytes, n_rows, x, x_stride,
-                                                                  nblocks, n_tokens, y, y_stride);
-  } else {
-    run_tiles<BlockQ2K, Arch, Q2KRowTile, 4, /*kAssign=*/true>(w, row_bytes, n_rows, x, x_stride,
-                                                               nblocks, n_tokens, y, y_stride);
-  }
+  run_tiles<BlockQ2K, Arch, Q2KRowTile, is_avx512_v<Arch> ? 8 : 4, /*kAssign=*/true>(
+      w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 }  // namespace simd::x86
@@ -268,7 +188,7 @@ struct KernelUnit<BlockWeight<BlockQ2K>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       if constexpr (is_avx512_v<Arch>) {
-        k.dot = simd::x86::dot_q2k_q8k_512<Arch>;
+        k.dot = simd::x86::dot_q2k_q8k<Arch, /*kStreams=*/true>;
         k.dot_streams = true;
       } else {
         k.dot = simd::x86::dot_q2k_q8k<Arch>;

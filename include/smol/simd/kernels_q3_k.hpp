@@ -4,8 +4,7 @@
 // per block from the activations' group sums: sum_j sc_j * (sum_l L_l y_l - 4 * bsum_j).
 // The sums stay integer until one float multiply per block, so every set rounds only in
 // its float accumulation. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots),
-// each weight block unpacked once per tile, with the dot's bits: 256-bit on AVX2, 512-bit
-// on the AVX-512 sets (four sub-blocks per vector). No interleaved copy.
+// each weight block unpacked once per tile, with the dot's bits. No interleaved copy.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +17,6 @@
 #include "smol/simd/neon.hpp"
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_avx2.hpp"
-#include "smol/simd/x86_avx512.hpp"
 
 namespace smol {
 
@@ -114,11 +112,14 @@ inline __m256i q3k_sums(const Q3KUnpacked<Arch>& u, const BlockQ8K& y) noexcept 
   return sumi;
 }
 
-// 256-bit, AVX2's (the VNNI sets would fuse each madd+add into one vpdpwssd).
-template <class Arch>
+// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
+// kStreams: the AVX-512 sets' decode asks for each block's lines ahead itself
+// (stream_block_ahead; the unit sets WeightKernels::dot_streams with it).
+template <class Arch, bool kStreams = false>
 float dot_q3k_q8k(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
+    if constexpr (kStreams) stream_block_ahead<Arch>(x + b);
     Q3KUnpacked<Arch> u;
     unpack_q3k<Arch>(x[b], u);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q3k_sums<Arch>(u, y[b])), _mm256_set1_ps(u.d * y[b].d),
@@ -149,91 +150,12 @@ struct Q3KRowTile {
   }
 };
 
-// The AVX-512 sets: the same sums four sub-blocks per vector (two_bit_chunk, with the
-// hmask bit 4 (c / 2) + 2 (c % 2) of each byte, and the next bit in the high half, adding
-// 4 by one byte test and one masked add; each sub-block's scale over its 128-bit lane).
-template <class Arch>
-struct Q3KUnpacked512 {
-  __m512i levels[4];
-  __m512i scales[4];
-  __m256i sc16;
-  float d;
-};
-
-template <class Arch>
-inline void unpack_q3k_512(const BlockQ3K& x, Q3KUnpacked512<Arch>& u) noexcept {
-  u.sc16 = _mm256_cvtepi8_epi16(q3k_scales<Arch>(x));
-  const __m512i hmask = _mm512_broadcast_i64x4(load256<Arch>(x.hmask));
-  for (int c = 0; c < 4; ++c) {
-    const int bit = 4 * (c / 2) + 2 * (c % 2);
-    const __m512i select = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << bit)),
-                                              _mm256_set1_epi8(static_cast<char>(2 << bit)), 1);
-    const __m512i low2 = two_bit_chunk<Arch>(x.qs, c);
-    u.levels[c] =
-        _mm512_mask_add_epi8(low2, _mm512_test_epi8_mask(hmask, select), low2, _mm512_set1_epi8(4));
-    u.scales[c] = sub_block16_scales<Arch>(_mm512_castsi256_si512(u.sc16), c);
-  }
-  u.d = _cvtsh_ss(x.d);
-}
-
-// q3k_sums in 512 bits: the offsets' int32 lanes in the low half.
-template <class Arch>
-inline __m512i q3k_sums_512(const Q3KUnpacked512<Arch>& u, const BlockQ8K& y) noexcept {
-  const __m256i offsets = _mm256_madd_epi16(u.sc16, load256<Arch>(y.bsums));
-  __m512i sumi = _mm512_zextsi256_si512(
-      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offsets, 2)));
-  for (int c = 0; c < 4; ++c) {
-    const __m512i p = _mm512_maddubs_epi16(u.levels[c], _mm512_loadu_si512(y.qs + 64 * c));
-    sumi = madd16_acc512<Arch>(sumi, p, u.scales[c]);
-  }
-  return sumi;
-}
-
-// Decode, streaming its weights (WeightKernels::dot_streams).
-template <class Arch>
-float dot_q3k_q8k_512(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
-  __m512 acc = _mm512_setzero_ps();
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    stream_block_ahead<Arch>(x + b);
-    Q3KUnpacked512<Arch> u;
-    unpack_q3k_512<Arch>(x[b], u);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q3k_sums_512<Arch>(u, y[b])),
-                          _mm512_set1_ps(u.d * y[b].d), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-}
-
-// Prefill, as Q3KRowTile: every token gets dot_q3k_q8k_512's operations.
-template <class Arch, std::size_t T>
-struct Q3KRowTile512 {
-  static void run(const BlockQ3K* row, const BlockQ8K* act, std::size_t act_stride,
-                  std::size_t nblocks, float* out) noexcept {
-    __m512 acc[T];
-    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      Q3KUnpacked512<Arch> u;
-      unpack_q3k_512<Arch>(row[b], u);
-      for (std::size_t t = 0; t < T; ++t) {
-        const BlockQ8K& y = act[t * act_stride + b];
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q3k_sums_512<Arch>(u, y)),
-                                 _mm512_set1_ps(u.d * y.d), acc[t]);
-      }
-    }
-    for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-  }
-};
-
 template <class Arch>
 void tile_dots_q3k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows, const BlockQ8K* x,
                    std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
                    std::size_t y_stride) noexcept {
-  if constexpr (is_avx512_v<Arch>) {
-    run_tiles<BlockQ3K, Arch, Q3KRowTile512, 8, /*kAssign=*/true>(w, row_bytes, n_rows, x, x_stride,
-                                                                  nblocks, n_tokens, y, y_stride);
-  } else {
-    run_tiles<BlockQ3K, Arch, Q3KRowTile, 4, /*kAssign=*/true>(w, row_bytes, n_rows, x, x_stride,
-                                                               nblocks, n_tokens, y, y_stride);
-  }
+  run_tiles<BlockQ3K, Arch, Q3KRowTile, is_avx512_v<Arch> ? 8 : 4, /*kAssign=*/true>(
+      w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 }  // namespace simd::x86
@@ -286,7 +208,7 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       if constexpr (is_avx512_v<Arch>) {
-        k.dot = simd::x86::dot_q3k_q8k_512<Arch>;
+        k.dot = simd::x86::dot_q3k_q8k<Arch, /*kStreams=*/true>;
         k.dot_streams = true;
       } else {
         k.dot = simd::x86::dot_q3k_q8k<Arch>;

@@ -59,30 +59,6 @@ inline __m512i q4k_chunk_nibbles(const std::uint8_t* qs, int c) noexcept {
       _mm512_set1_epi8(0x0F));
 }
 
-// Q2_K's quants, and Q3_K's low two bits, of chunk c (values 64 c .. 64 c + 63): bits
-// 4 (c % 2) of qs bytes 32 (c / 2) .. + 31 in the low half, bits 4 (c % 2) + 2 in the high
-// half, so 128-bit lane k holds sub-block 4 c + k of 16 values, in the activations' order.
-template <class Arch>
-inline __m512i two_bit_chunk(const std::uint8_t* qs, int c) noexcept {
-  const long long low = 4 * (c % 2), high = low + 2;
-  const __m512i q = _mm512_broadcast_i64x4(
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (c / 2))));
-  return _mm512_and_si512(
-      _mm512_srlv_epi64(q, _mm512_set_epi64(high, high, high, high, low, low, low, low)),
-      _mm512_set1_epi8(3));
-}
-
-// The scales of two_bit_chunk's four sub-blocks, from the sixteen int16 scales in words
-// 0-15 of `scales16`: every word of 128-bit lane k is scale 4 c + k.
-template <class Arch>
-inline __m512i sub_block16_scales(__m512i scales16, int c) noexcept {
-  constexpr long long kWords = 0x0001000100010001LL;  // 1 in every word
-  const __m512i lane =
-      _mm512_set_epi64(3 * kWords, 3 * kWords, 2 * kWords, 2 * kWords, kWords, kWords, 0, 0);
-  return _mm512_permutexvar_epi16(
-      _mm512_add_epi16(lane, _mm512_set1_epi16(static_cast<short>(4 * c))), scales16);
-}
-
 // A Q4_K block's quants by chunk, for the dots below (Q5_K's, kernels_q5_k.hpp, adds its
 // fifth bit).
 template <class Arch>
