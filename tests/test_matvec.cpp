@@ -57,7 +57,9 @@ TEST_CASE("matvec: every type, ISA and thread count equals the scalar kernels") 
   }
 }
 
-TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on the file") {
+TEST_CASE(
+    "matvec on interleaved copies (Q4_K, Q6_K; Q4_1, Q8_0, Q4_0, IQ4_NL) equals the scalar "
+    "kernels on the file") {
   std::mt19937 rng(12);
   struct Shape {
     std::size_t rows, cols;
@@ -70,7 +72,8 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
                   Shape{16, 32, GgmlType::Q4_1}, Shape{37, 576, GgmlType::Q4_1},
                   Shape{1536, 576, GgmlType::Q4_1}, Shape{16, 32, GgmlType::Q8_0},
                   Shape{37, 576, GgmlType::Q8_0}, Shape{1536, 576, GgmlType::Q8_0},
-                  Shape{37, 576, GgmlType::Q4_0}, Shape{1536, 576, GgmlType::Q4_0}}) {
+                  Shape{37, 576, GgmlType::Q4_0}, Shape{1536, 576, GgmlType::Q4_0},
+                  Shape{37, 576, GgmlType::IQ4_NL}, Shape{1536, 576, GgmlType::IQ4_NL}}) {
     const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
     const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);
@@ -100,34 +103,29 @@ TEST_CASE("matvec on interleaved Q4_K / Q6_K copies equals the scalar kernels on
           std::vector<float> tiles(s.rows, -3.0f);
           const std::size_t nblocks = s.cols / 32, groups = (s.rows + 15) / 16;
           const auto& amx = kernels_for_isa(isa == Isa::amx ? Isa::amx : Isa::scalar);
-          const auto single_token = [&]<class W, class Act>(W, std::vector<Act> x1,
-                                                            auto reference) {
+          visit_rows16_block(s.type, [&]<class Block>(std::type_identity<Block>) {
+            using W = BlockWeight<Block>;
+            using Act = typename W::Activation;
+            // x quantized as matvec quantizes it (bit for bit).
+            std::vector<Act> x1(nblocks);
+            if constexpr (std::is_same_v<Act, BlockQ8_1>) {
+              quantize_row_q8_1(x.data(), x1.data(), s.cols);
+            } else {
+              scalar::quantize_row_q8_0(x.data(), x1.data(), s.cols);
+            }
             if (isa == Isa::amx) {
               amx.of(W{}).tile_dots(file_rows.data, file_rows.row_bytes, s.rows, x1.data(), nblocks,
                                     nblocks, 1, tiles.data(), s.rows);
-            } else {
-              using Rows16 = typename Rows16Of<typename W::Block>::type;
+            } else {  // the scalar set's rows16 is the reference (test_quant_rows8)
+              const auto reference = kernels_for_isa(Isa::scalar).of(W{}).rows16;
+              using Rows16 = typename Rows16Of<Block>::type;
               for (std::size_t g = 0; g < groups; ++g) {
                 reference(reinterpret_cast<const Rows16*>(copy.data()) + g * nblocks, nblocks,
                           s.rows - 16 * g, x1.data(), nblocks, 1, nullptr, tiles.data() + 16 * g,
                           0);
               }
             }
-          };
-          // x quantized as matvec quantizes it (bit for bit).
-          if (s.type == GgmlType::Q4_1) {
-            std::vector<BlockQ8_1> x1(s.cols / 32);
-            quantize_row_q8_1(x.data(), x1.data(), s.cols);
-            single_token(weight_type_t<GgmlType::Q4_1>{}, x1, rows16_q4_1_reference);
-          } else {
-            std::vector<BlockQ8_0> x1(s.cols / 32);
-            scalar::quantize_row_q8_0(x.data(), x1.data(), s.cols);
-            if (s.type == GgmlType::Q8_0) {
-              single_token(weight_type_t<GgmlType::Q8_0>{}, x1, rows16_q8_0_reference);
-            } else {
-              single_token(weight_type_t<GgmlType::Q4_0>{}, x1, rows16_q4_0_reference);
-            }
-          }
+          });
           CHECK(std::memcmp(tiles.data(), y.data(), s.rows * sizeof(float)) == 0);
         }
       }

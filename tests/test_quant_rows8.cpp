@@ -210,7 +210,7 @@ TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar se
   }
 }
 
-// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0 and Q4_0: repacking keeps
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0 and IQ4_NL: repacking keeps
 // every quant and factor (a partial last group padded with zero rows), every ISA's
 // kernel equals the reference bit for bit (the same float steps), the reference is the
 // scalar dot on the file's rows to rounding, and on AMX both equal the prefill tiles'
@@ -292,7 +292,32 @@ struct Q4_0Copy {
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
 };
 
-// The tokens' offset sums where the copy has an offset (Q8_0, Q4_0), as matvec makes them.
+// IQ4_NL: Q4_0's nibbles, each an index into kIq4nlValues.
+struct IQ4NLCopy {
+  using W = weight_type_t<GgmlType::IQ4_NL>;
+  using Block = BlockIQ4NL;
+  using Rows16 = BlockIQ4NLRows16;
+  static constexpr GgmlType type = GgmlType::IQ4_NL;
+  static constexpr auto repack = repack_iq4nl_rows16;
+  static constexpr auto reference = rows16_iq4nl_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return iq4nl_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) {
+    return kIq4nlValues[i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)];
+  }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return kIq4nlValues[rows16_nibble(p, r, i)];
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) { return p.d[r] == b.d; }
+  // A padding row's nibbles are 0 (level -127) with d = 0: its results are 0 all the same.
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
+  static constexpr int kPaddingLevel = -127;
+  static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+};
+
+// The tokens' offset sums where the copy has an offset (Q8_0, Q4_0, IQ4_NL), as matvec
+// makes them.
 template <class T, class Act>
 void offset_sums_for(const std::vector<Act>& x, std::vector<std::int32_t>& offsets) {
   if constexpr (T::Rows16::kOffset != 0) {
@@ -438,6 +463,9 @@ TEST_CASE("rows16 repacking keeps every quant and factor in its lane, pads with 
   SUBCASE("Q4_0") {
     check_rows16_repack<Q4_0Copy>();
   }
+  SUBCASE("IQ4_NL") {
+    check_rows16_repack<IQ4NLCopy>();
+  }
 }
 
 TEST_CASE(
@@ -451,6 +479,9 @@ TEST_CASE(
   }
   SUBCASE("Q4_0") {
     check_rows16_kernels<Q4_0Copy>();
+  }
+  SUBCASE("IQ4_NL") {
+    check_rows16_kernels<IQ4NLCopy>();
   }
 }
 
@@ -500,5 +531,8 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
   }
   SUBCASE("Q4_0") {
     check(Q4_0Copy{});
+  }
+  SUBCASE("IQ4_NL") {
+    check(IQ4NLCopy{});
   }
 }

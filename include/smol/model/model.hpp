@@ -74,15 +74,20 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
   return kernels_for_isa(select_isa(isa)).prefers_rows8;
 }
 
-// The sixteen-row copies of Q4_0, Q4_1 and Q8_0 (quant/rows16.hpp) where the prefill reads
-// them too (AMX), so the file's pages stay released. Elsewhere decode would gain as well,
-// but prefill reads the file's rows, whose pages then come back: the weights resident
-// twice (Repack::always still makes them, e.g. for decode-only use).
+// The sixteen-row copies of the 32-value types (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0)
+// where the prefill reads them too (AMX), so the file's pages stay released. Elsewhere
+// decode would gain as well, but prefill reads the file's rows, whose pages then come
+// back: the weights resident twice (Repack::always still makes them, e.g. for decode-only
+// use).
 inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
   const Kernels& k = kernels_for_isa(select_isa(isa));
-  return k.of<GgmlType::Q4_0>().tile_dots_rows16 != nullptr &&
-         k.of<GgmlType::Q4_1>().tile_dots_rows16 != nullptr &&
-         k.of<GgmlType::Q8_0>().tile_dots_rows16 != nullptr;
+  bool pays = true;
+  for_each_weight_type([&]<class W>(W) {
+    if constexpr (!std::is_void_v<typename Rows16Of<typename W::Block>::type>) {
+      pays = pays && k.of<W::type>().tile_dots_rows16 != nullptr;
+    }
+  });
+  return pays;
 }
 
 class Model {

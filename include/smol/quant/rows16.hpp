@@ -1,6 +1,8 @@
 // Rows interleaved by sixteen for the 32-value block types: block b of sixteen
 // consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ4_0Rows16,
-// BlockQ8_0Rows16).
+// BlockIQ4NLRows16, BlockQ8_0Rows16). A type has such a copy when Rows16Of names one
+// (the end of this header); everything else here (has_rows16_copy, rows16_bytes,
+// repack_rows16_group) follows from that trait.
 //
 // Why: on the file's layout a decode dot on these types spends its instructions per row
 // (gathering two blocks into one vector, a horizontal sum, a call), and a 576-wide row
@@ -14,11 +16,12 @@
 // The order is the AMX tile kernel's (x86_amx_blocks32.hpp): value quad q of row r at
 // byte 64 q + 4 r, so the AMX prefill turns a block into its tile with one vector step per
 // 64 bytes (Q8_0's sign bits flipped back, Q4_1's and Q4_0's nibbles split) and no
-// scatter, and the copy has the file's size. Q4_1 and Q4_0 keep their nibbles packed (low
-// nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
+// scatter, and the copy has the file's size. Q4_1, Q4_0 and IQ4_NL keep their nibbles packed
+// (low nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
 // unsigned, so the weights are the unsigned one: Q4_0's nibble q as it is (its level is
-// q - 8), Q8_0's quant plus 128 (its sign bit flipped); the decode kernels then subtract 8
-// or 128 x the token block's quant sum (`offset_sums` below), an exact integer step. Each row's
+// q - 8), IQ4_NL's level looked up plus 128 (one byte shuffle per vector), Q8_0's quant
+// plus 128 (its sign bit flipped); the decode kernels then subtract 8 or 128 x the token
+// block's quant sum (`offset_sums` below), an exact integer step. Each row's
 // float arithmetic is the tile kernel's per-token arithmetic (the references below), so a decode on
 // the copy equals the prefill tiles' result for the same token bit for bit.
 #pragma once
@@ -33,7 +36,9 @@
 #include "smol/core/ggml_type.hpp"
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/weight_types.hpp"
 
 namespace smol {
 
@@ -61,6 +66,18 @@ struct alignas(32) BlockQ4_0Rows16 {
 static_assert(sizeof(BlockQ4_0Rows16) == kRows16 * sizeof(BlockQ4_0) &&
               offsetof(BlockQ4_0Rows16, d) == 256);
 
+// IQ4_NL: Q4_0's layout, but a nibble is an index into kIq4nlValues (quant/iq4.hpp). The
+// kernels turn sixty-four nibbles into levels with one byte shuffle, plus 128 for vpdpbusd's
+// unsigned operand (the levels span -127..113, so level + 128 is a byte).
+struct alignas(32) BlockIQ4NLRows16 {
+  std::uint8_t qs[4][kRows16][4];
+  f16_bits d[kRows16];
+  // What the kernels' unsigned operand (the level plus 128) exceeds the level by.
+  static constexpr std::int32_t kOffset = 128;
+};
+static_assert(sizeof(BlockIQ4NLRows16) == kRows16 * sizeof(BlockIQ4NL) &&
+              offsetof(BlockIQ4NLRows16, d) == 256);
+
 // 32-byte alignment only: 16 x 34 bytes is 544, and padding to a multiple of 64 would add
 // 6 % to every token's read (half the blocks' 64-byte loads then straddle two lines).
 struct alignas(32) BlockQ8_0Rows16 {
@@ -72,7 +89,7 @@ struct alignas(32) BlockQ8_0Rows16 {
 static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
               offsetof(BlockQ8_0Rows16, d) == 512);
 
-// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1 or Q4_0 blocks, `row_bytes`
+// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1, Q4_0 or IQ4_NL blocks, `row_bytes`
 // apart, into out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so their results
 // are 0.
 template <class Block, class Group>
@@ -90,6 +107,7 @@ inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_byt
 }
 inline constexpr auto repack_q4_1_rows16 = repack_nibble_rows16<BlockQ4_1, BlockQ4_1Rows16>;
 inline constexpr auto repack_q4_0_rows16 = repack_nibble_rows16<BlockQ4_0, BlockQ4_0Rows16>;
+inline constexpr auto repack_iq4nl_rows16 = repack_nibble_rows16<BlockIQ4NL, BlockIQ4NLRows16>;
 
 // The same for Q8_0: every quant stored plus 128.
 inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes,
@@ -113,7 +131,8 @@ inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes
   }
 }
 
-// The 4-bit quant of value i (0..31) of row r (Q4_0: its level is this minus 8).
+// The 4-bit quant of value i (0..31) of row r (Q4_0: its level is this minus 8; IQ4_NL:
+// kIq4nlValues of it).
 template <class Group>
 inline int rows16_nibble(const Group& w, std::size_t r, std::size_t i) noexcept {
   const std::uint8_t byte = w.qs[(i % 16) / 4][r][i % 4];
@@ -128,50 +147,16 @@ inline int rows16_q8_0_quant(const BlockQ8_0Rows16& w, std::size_t r, std::size_
   return static_cast<std::int8_t>(w.qs[i / 4][r][i % 4] ^ 0x80);
 }
 
-// offsets[b] = `offset` x the sum of token block b's quants: what a copy whose stored
-// quants exceed their levels by `offset` (Group::kOffset: Q8_0's 128, Q4_0's 8) adds to
-// every row's integer sum of that block, for the kernels to take off. Made once per
-// token, since every group of sixteen rows needs the same ones.
+// offsets[b] = `offset` x the sum of token block b's quants: what a copy whose unsigned
+// operands exceed their levels by `offset` (Group::kOffset: Q8_0's and IQ4_NL's 128, Q4_0's
+// 8) adds to every row's integer sum of that block, for the kernels to take off. Made once
+// per token, since every group of sixteen rows needs the same ones.
 inline void offset_sums(const BlockQ8_0* x, std::size_t nblocks, std::int32_t offset,
                         std::int32_t* offsets) noexcept {
   for (std::size_t b = 0; b < nblocks; ++b) {
     std::int32_t sum = 0;
     for (std::int8_t q : x[b].qs) sum += q;
     offsets[b] = offset * sum;
-  }
-}
-
-// Whether a type's sixteen-row copy is one (the types the copy exists for).
-inline constexpr bool has_rows16_copy(GgmlType type) noexcept {
-  return type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q8_0;
-}
-
-// Bytes of the interleaved copy of a rows x cols matrix of such a type: the copy of a
-// group is its sixteen rows' bytes (the file's size), the last group padded to sixteen.
-inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
-  const std::size_t block = type == GgmlType::Q8_0   ? sizeof(BlockQ8_0Rows16)
-                            : type == GgmlType::Q4_0 ? sizeof(BlockQ4_0Rows16)
-                                                     : sizeof(BlockQ4_1Rows16);
-  return (rows + kRows16 - 1) / kRows16 * (cols / 32) * block;
-}
-
-// Interleaves group g (rows [16g, 16g + 16), fewer in a partial last group) of a matrix
-// of `type` of `n_rows` rows starting at `rows`, `row_bytes` apart, into the copy
-// starting at `copy` (rows16_bytes(type, n_rows, cols) bytes); groups are independent.
-inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
-                                std::size_t n_rows, std::size_t cols, std::size_t g,
-                                std::byte* copy) noexcept {
-  const std::size_t nblocks = cols / 32;
-  const std::byte* first = rows + g * kRows16 * row_bytes;
-  if (type == GgmlType::Q8_0) {
-    repack_q8_0_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
-                       reinterpret_cast<BlockQ8_0Rows16*>(copy) + g * nblocks);
-  } else if (type == GgmlType::Q4_0) {
-    repack_q4_0_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
-                       reinterpret_cast<BlockQ4_0Rows16*>(copy) + g * nblocks);
-  } else {
-    repack_q4_1_rows16(first, row_bytes, n_rows - g * kRows16, nblocks,
-                       reinterpret_cast<BlockQ4_1Rows16*>(copy) + g * nblocks);
   }
 }
 
@@ -204,8 +189,8 @@ inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks,
   }
 }
 
-// Q8_0 and Q4_0 (no min), their levels taken from the quants directly (the kernels reach
-// the same sums through the offsets, unused here).
+// Q8_0, Q4_0 and IQ4_NL (no min), their levels taken from the quants directly (the kernels
+// reach the same sums through the offsets, unused here).
 template <class Group>
 inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
                                     const BlockQ8_0* x, std::size_t x_stride, std::size_t n_tokens,
@@ -214,6 +199,8 @@ inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::si
   const auto level = [&](const Group& blk, std::size_t r, std::size_t i) {
     if constexpr (std::is_same_v<Group, BlockQ8_0Rows16>) {
       return rows16_q8_0_quant(blk, r, i);
+    } else if constexpr (std::is_same_v<Group, BlockIQ4NLRows16>) {
+      return static_cast<int>(kIq4nlValues[rows16_nibble(blk, r, i)]);
     } else {
       return rows16_nibble(blk, r, i) - 8;
     }
@@ -234,8 +221,11 @@ inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::si
 }
 inline constexpr auto rows16_q8_0_reference = rows16_no_min_reference<BlockQ8_0Rows16>;
 inline constexpr auto rows16_q4_0_reference = rows16_no_min_reference<BlockQ4_0Rows16>;
+inline constexpr auto rows16_iq4nl_reference = rows16_no_min_reference<BlockIQ4NLRows16>;
 
-// The sixteen-row layout of a block type, or void where there is none.
+// The sixteen-row layout of a block type, or void where there is none: the one place
+// that says which types have the copy. A new one is a group struct above, its repack
+// (repack_rows16 below) and its row here.
 template <class Block>
 struct Rows16Of {
   using type = void;
@@ -252,5 +242,63 @@ template <>
 struct Rows16Of<BlockQ4_0> {
   using type = BlockQ4_0Rows16;
 };
+template <>
+struct Rows16Of<BlockIQ4NL> {
+  using type = BlockIQ4NLRows16;
+};
+
+// Interleaves `n_rows` rows of `nblocks` blocks into their sixteen-row groups.
+template <class Block>
+inline void repack_rows16(const std::byte* first_row, std::size_t row_bytes, std::size_t n_rows,
+                          std::size_t nblocks, typename Rows16Of<Block>::type* out) noexcept {
+  if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+    repack_q8_0_rows16(first_row, row_bytes, n_rows, nblocks, out);
+  } else {
+    repack_nibble_rows16<Block>(first_row, row_bytes, n_rows, nblocks, out);
+  }
+}
+
+// Calls f(std::type_identity<Block>{}) when `type`'s block has a sixteen-row copy;
+// whether it has.
+template <class F>
+constexpr bool visit_rows16_block(GgmlType type, F&& f) {
+  bool has = false;
+  visit_weight_type(type, [&]<class W>(W) {
+    if constexpr (!std::is_void_v<typename Rows16Of<typename W::Block>::type>) {
+      f(std::type_identity<typename W::Block>{});
+      has = true;
+    }
+  });
+  return has;
+}
+
+// Whether a type's sixteen-row copy is one.
+constexpr bool has_rows16_copy(GgmlType type) noexcept {
+  return visit_rows16_block(type, [](auto) {});
+}
+
+// Bytes of the interleaved copy of a rows x cols matrix of such a type: the copy of a
+// group is its sixteen rows' bytes (the file's size), the last group padded to sixteen.
+inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
+  std::size_t group_bytes = 0;
+  visit_rows16_block(type, [&]<class Block>(std::type_identity<Block>) {
+    group_bytes = sizeof(typename Rows16Of<Block>::type);
+  });
+  return (rows + kRows16 - 1) / kRows16 * (cols / 32) * group_bytes;
+}
+
+// Interleaves group g (rows [16g, 16g + 16), fewer in a partial last group) of a matrix
+// of `type` of `n_rows` rows starting at `rows`, `row_bytes` apart, into the copy
+// starting at `copy` (rows16_bytes(type, n_rows, cols) bytes); groups are independent.
+inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
+                                std::size_t n_rows, std::size_t cols, std::size_t g,
+                                std::byte* copy) noexcept {
+  const std::size_t nblocks = cols / 32;
+  visit_rows16_block(type, [&]<class Block>(std::type_identity<Block>) {
+    using Group = typename Rows16Of<Block>::type;
+    repack_rows16<Block>(rows + g * kRows16 * row_bytes, row_bytes, n_rows - g * kRows16, nblocks,
+                         reinterpret_cast<Group*>(copy) + g * nblocks);
+  });
+}
 
 }  // namespace smol

@@ -7,8 +7,9 @@
 //   IQ4_XS . Q8_K:  d_x d_y sum_j s_j sum level * y     (s_j the sub-block scale - 32)
 // with the sums exact in integers and floats once per block.
 // Prefill: tiles of tokens on x86 (tile_dots_iq4nl on AVX-512, x86_avx2_blocks32.hpp's
-// on AVX2, tile_dots_iq4xs below); NEON loops
-// the dot.
+// on AVX2, tile_dots_iq4xs below); NEON loops the dot. IQ4_NL also has Q4_0's sixteen-row
+// copy (quant/rows16.hpp: made at load on AMX, where its tiles read it too), whose decode
+// kernels look the levels up sixty-four at a time (x86_avx512_rows16.hpp).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
+#include "smol/simd/x86_avx512_rows16.hpp"
 
 namespace smol {
 
@@ -410,6 +412,7 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
     WeightKernels<BlockWeight<BlockIQ4NL>> k;
     if constexpr (std::is_same_v<Arch, scalar_arch>) {
       k.dot = scalar::dot_iq4nl_q8_0;
+      k.rows16 = rows16_iq4nl_reference;  // the sixteen-row copy (quant/rows16.hpp)
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       constexpr auto levels = [](const BlockIQ4NL& b) {
@@ -420,10 +423,13 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
           return simd::x86::dot_pairs_512<Arch>(x, y, n, decltype(levels){});
         };
         k.dot_streams = true;
+        k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4NLRows16>;  // x86_avx512_rows16.hpp
       } else {
         k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
+        k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4NLRows16>;
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {  // x86_amx_blocks32.hpp
+        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockIQ4NLRows16>;
         k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                          const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
                          std::size_t n_tokens, float* y, std::size_t y_stride) {

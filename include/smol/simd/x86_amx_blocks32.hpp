@@ -332,11 +332,12 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
   amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, n32, n_tokens, y, y_stride);
 }
 
-// The same on Q4_1 or Q4_0 rows interleaved by sixteen (quant/rows16.hpp), whose byte
-// order is the planes' already: splitting each 64-byte vector of nibble pairs into its
+// The same on Q4_1, Q4_0 or IQ4_NL rows interleaved by sixteen (quant/rows16.hpp), whose
+// byte order is the planes' already: splitting each 64-byte vector of nibble pairs into its
 // low and high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter
-// (Q4_0's levels are its nibbles minus 8). Decode (matvec) and prefill then read one copy,
-// and a token's result is the same bit for bit (the float steps are the references').
+// (Q4_0's levels are its nibbles minus 8, IQ4_NL's a byte shuffle of its table). Decode
+// (matvec) and prefill then read one copy, and a token's result is the same bit for bit
+// (the float steps are the references').
 template <class Arch, class Group>
 void amx_tile_dots_nibbles_rows16(
     const Group* copy, std::size_t n_rows,
@@ -344,13 +345,24 @@ void amx_tile_dots_nibbles_rows16(
     std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
     std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
-  static_assert(Group::kOffset == (kMin ? 0 : 8));
+  constexpr bool kTable = std::is_same_v<Group, BlockIQ4NLRows16>;
+  static_assert(Group::kOffset == (kMin ? 0 : kTable ? 128 : 8));
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
   s.wd.resize(groups * nblocks * kTokenTile);
   if constexpr (kMin) s.wm.resize(groups * nblocks * kTokenTile);
-  const __m512i low = _mm512_set1_epi8(0x0F), offset = _mm512_set1_epi8(Group::kOffset);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  // The signed levels of sixty-four nibbles (Q4_1's unsigned: its min is a term apart).
+  const auto levels = [&](__m512i nibbles) {
+    if constexpr (kTable) {
+      return _mm512_shuffle_epi8(
+          _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues))),
+          nibbles);
+    } else {
+      return _mm512_sub_epi8(nibbles, _mm512_set1_epi8(Group::kOffset));
+    }
+  };
   for (std::size_t i = 0; i < groups * nblocks; ++i) {
     const Group& c = copy[i];
     std::uint8_t* plane = s.planes.data() + i * 512;
@@ -358,8 +370,8 @@ void amx_tile_dots_nibbles_rows16(
       const __m512i v = _mm512_loadu_si512(c.qs[q]);
       const __m512i lows = _mm512_and_si512(v, low);
       const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      _mm512_storeu_si512(plane + 64 * q, _mm512_sub_epi8(lows, offset));
-      _mm512_storeu_si512(plane + 64 * (q + 4), _mm512_sub_epi8(highs, offset));
+      _mm512_storeu_si512(plane + 64 * q, levels(lows));
+      _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
     }
     _mm512_storeu_ps(s.wd.data() + i * kTokenTile,
                      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d))));

@@ -1,7 +1,7 @@
 // AVX-512 and AVX2 kernels on sixteen interleaved rows (quant/rows16.hpp) times a few
-// tokens: Q4_1 rows times Q8_1 tokens, Q8_0 rows times Q8_0 tokens. Decode (one token),
-// and on AMX the passes of a few tokens (speculative verification, small batches),
-// where AMX's tiles cost more than they save.
+// tokens: Q4_1 rows times Q8_1 tokens, Q4_0, IQ4_NL and Q8_0 rows times Q8_0 tokens. Decode (one
+// token), and on AMX the passes of a few tokens (speculative verification, small batches), where
+// AMX's tiles cost more than they save.
 //
 // Lane r of every vector is row r: a 64-byte load of qs[c] holds quad c (Q4_1: low
 // nibbles, and quad c + 4 in the high ones) of all sixteen rows, the token's matching 4
@@ -16,11 +16,13 @@
 // gives a token the prefill tiles' result bit for bit, however many tokens share the
 // call (tested). Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
 //
-// Q8_0's copy holds each quant plus 128. With VNNI the stored bytes are vpdpbusd's
-// unsigned operand as they are, and each block's int32 sums start from minus the token's
-// offset sum, so they end exact. Without VNNI, vpmaddubsw would saturate on 255 x 127
-// pairs: the kernels flip the bytes back and move each weight's sign onto the token's
-// byte (|w| x sign(w) y, pairs within 2 x 128 x 127), the other exact way to the same sums.
+// Q8_0's copy holds each quant plus 128, and IQ4_NL's nibbles become their levels plus 128
+// (one byte shuffle of a 16-entry table). With VNNI these bytes are vpdpbusd's unsigned
+// operand as they are, and each block's int32 sums start from minus the token's offset
+// sum, so they end exact. Without VNNI, vpmaddubsw would saturate on 255 x 127 pairs: the
+// kernels flip the bytes back to the signed levels and move each weight's sign onto the
+// token's byte (|w| x sign(w) y, pairs within 2 x 128 x 127), the other exact way to the
+// same sums.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -35,6 +37,7 @@
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/rows16.hpp"
 #include "smol/simd/arch.hpp"
@@ -82,17 +85,35 @@ struct Rows16Traits<BlockQ4_0Rows16> {
   using Token = BlockQ8_0;
   static constexpr bool kMin = false, kOffset = true;
 };
+template <>
+struct Rows16Traits<BlockIQ4NLRows16> {
+  using Token = BlockQ8_0;
+  static constexpr bool kMin = false, kOffset = true;
+};
+
+// Whether a copy's unsigned operands are its levels plus 128 (Q8_0's, IQ4_NL's): too wide
+// for vpmaddubsw's pairs, so without VNNI the kernels move the signs instead.
+template <class Group>
+inline constexpr bool kLevelsPlus128 = Group::kOffset == 128;
 
 // Whether a kernel of set Arch starts each block's sums at minus the token's offset:
-// every copy with an offset, except Q8_0's without VNNI, whose sign-moving dot gives the
-// levels' sums directly.
+// every copy with an offset, except those of levels plus 128 without VNNI, whose
+// sign-moving dot gives the levels' sums directly.
 template <class Arch, class Group>
 inline constexpr bool kSubtractsOffset = Rows16Traits<Group>::kOffset &&
-                                         (has_vnni_v<Arch> ||
-                                          !std::is_same_v<Group, BlockQ8_0Rows16>);
+                                         (has_vnni_v<Arch> || !kLevelsPlus128<Group>);
+
+// IQ4_NL's sixteen levels plus 128 (the sign bit flipped), in every 128-bit lane: a byte
+// shuffle by the nibbles gives vpdpbusd's unsigned operand.
+template <class Arch>
+inline __m512i iq4nl_levels_plus128_512() noexcept {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+  return _mm512_broadcast_i32x4(_mm_xor_si128(levels, _mm_set1_epi8(static_cast<char>(0x80))));
+}
 
 // A block's eight quad vectors (quad c of all sixteen rows) as vpdpbusd's unsigned
-// operand: Q4_1's nibbles split, Q8_0's stored bytes (quants plus 128) as they are.
+// operand: Q4_1's and Q4_0's nibbles split, IQ4_NL's split and looked up, Q8_0's stored
+// bytes (quants plus 128) as they are.
 template <class Arch, class Group>
 requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
 inline void unsigned_quads(const Group& blk, __m512i q[8]) noexcept {
@@ -101,6 +122,15 @@ inline void unsigned_quads(const Group& blk, __m512i q[8]) noexcept {
     const __m512i v = _mm512_loadu_si512(blk.qs[c]);  // Q4_0's groups: 32-byte aligned
     q[c] = _mm512_and_si512(v, low);
     q[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+  }
+}
+template <class Arch>
+inline void unsigned_quads(const BlockIQ4NLRows16& blk, __m512i q[8]) noexcept {
+  const __m512i low = _mm512_set1_epi8(0x0F), table = iq4nl_levels_plus128_512<Arch>();
+  for (std::size_t c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_loadu_si512(blk.qs[c]);  // 32-byte aligned
+    q[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
+    q[c + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
   }
 }
 template <class Arch>
@@ -120,7 +150,7 @@ template <class Arch, class Group>
 inline __m512i block_sums_512(const __m512i q[8], const std::int8_t* token_qs,
                               __m512i start) noexcept {
   __m512i isum = start;
-  if constexpr (std::is_same_v<Group, BlockQ8_0Rows16> && !has_vnni_v<Arch>) {
+  if constexpr (kLevelsPlus128<Group> && !has_vnni_v<Arch>) {
     // Without VNNI: |w| x (y with w's sign), pairs within 2 x 128 x 127 (see above).
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (std::size_t c = 0; c < 8; ++c) {
@@ -214,8 +244,8 @@ void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
 }
 
 // AVX2: the same steps on two 256-bit halves, rows 0-7 and rows 8-15 of each 64-byte
-// quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0 with
-// the signs moved), one token at a time.
+// quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0 and
+// IQ4_NL with the signs moved), one token at a time.
 template <class Arch, class Group>
 requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
 inline void block_sums_256(const Group& blk, const std::int32_t quads[8],
@@ -229,6 +259,29 @@ inline void block_sums_256(const Group& blk, const std::int32_t quads[8],
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
       isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), ones));
       isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), ones));
+    }
+  }
+}
+template <class Arch>
+inline void block_sums_256(const BlockIQ4NLRows16& blk, const std::int32_t quads[8],
+                           __m256i isum[2]) noexcept {
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i levels =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  for (std::size_t c = 0; c < 4; ++c) {
+    const __m256i xl = _mm256_set1_epi32(quads[c]), xh = _mm256_set1_epi32(quads[c + 4]);
+    for (std::size_t h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
+      const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, low));
+      const __m256i hi =
+          _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+      // Signed levels: |w| x (y with w's sign), pairs within 2 x 127 x 128.
+      isum[h] = _mm256_add_epi32(
+          isum[h], _mm256_madd_epi16(
+                       _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones));
+      isum[h] = _mm256_add_epi32(
+          isum[h], _mm256_madd_epi16(
+                       _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
     }
   }
 }
