@@ -161,13 +161,16 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q6_K copy: the file rows' bits")
 }
 
 TEST_CASE(
-    "matmul on a sixteen-row Q4_1, Q8_0, Q4_0 or IQ4_NL copy: as the file's rows, bit for bit") {
+    "matmul on a sixteen-row Q4_1, Q8_0, Q4_0, IQ4_NL or IQ4_XS copy: as the file's rows, bit "
+    "for bit") {
   // On AMX the tiles read the copy (amx_tile_dots_nibbles_rows16, _q8_0_rows16) and must
   // round like the tiles on the file; elsewhere prefill reads the file's rows either way.
   std::mt19937 rng(25);
-  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL})
+  for (GgmlType type :
+       {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS})
     for (std::size_t rows : {16, 37, 264}) {
       for (std::size_t cols : {32, 576}) {
+        if (type == GgmlType::IQ4_XS) cols *= 8;  // 256-value blocks: 1 and 18
         CAPTURE(ggml_type_name(type));
         const auto bytes = random_matrix(type, rows, cols, rng);
         const WeightMatrix file_rows = view(type, bytes, rows, cols);
@@ -197,18 +200,19 @@ TEST_CASE(
 TEST_CASE(
     "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
   // Where matvec rounds like the tiles, one token takes the decode kernel; it must still
-  // equal that token's row of a many-token call. AMX on a Q4_1, Q8_0, Q4_0 or IQ4_NL copy
-  // (the file's rows keep the tiles there); AVX2 on the file's rows of every 32-value type
-  // but IQ4_NL (its dots sum as its tiles: scaled_block_sums), not on a copy (decode reads the
-  // copy, prefill the file), and on Q5_K's (its 256-bit dot is its tiles' operations; the AVX-512
-  // sets decode it with a 512-bit dot); Q2_K and Q3_K on every x86 set (their dots are their tiles'
-  // operations everywhere). 18 blocks a row, and 45: a segment of 32 and one of 13, whose last five
-  // blocks' min terms are summed one by one.
+  // equal that token's row of a many-token call. AMX on a Q4_1, Q8_0, Q4_0, IQ4_NL or
+  // IQ4_XS copy (the file's rows keep the tiles there); AVX2 on the file's rows of every
+  // 32-value type but IQ4_NL (its dots sum as its tiles: scaled_block_sums), not on a copy
+  // (decode reads the copy, prefill the file), and on Q5_K's (its 256-bit dot is its
+  // tiles' operations; the AVX-512 sets decode it with a 512-bit dot); Q2_K and Q3_K on
+  // every x86 set (their dots are their tiles' operations everywhere). 18 blocks a row,
+  // and 45: a segment of 32 and one of 13, whose last five blocks' min terms are summed
+  // one by one.
   std::mt19937 rng(26);
   const std::size_t rows = 37, n_tokens = 5;
   for (GgmlType type :
        {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q5_1,
-        GgmlType::IQ4_NL, GgmlType::Q5_K, GgmlType::Q3_K, GgmlType::Q2_K}) {
+        GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::Q5_K, GgmlType::Q3_K, GgmlType::Q2_K}) {
     const bool k_quant = ggml_type_info(type).block_values == QK_K;
     const bool every_x86 = type == GgmlType::Q3_K || type == GgmlType::Q2_K;
     for (std::size_t cols : {k_quant ? 512 : 576, k_quant ? 2304 : 1440}) {
@@ -224,7 +228,7 @@ TEST_CASE(
         Context ctx(2, isa);
         CAPTURE(isa_name(isa));
         CHECK(matvec_rounds_like_tiles(ctx, file_rows) ==
-              ((isa == Isa::avx2 && type != GgmlType::IQ4_NL) ||
+              ((isa == Isa::avx2 && type != GgmlType::IQ4_NL && type != GgmlType::IQ4_XS) ||
                (every_x86 && isa != Isa::scalar && isa != Isa::neon)));
         if (has_copy) CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
         for (const WeightMatrix* m : {&file_rows, &w}) {

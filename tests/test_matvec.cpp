@@ -58,22 +58,24 @@ TEST_CASE("matvec: every type, ISA and thread count equals the scalar kernels") 
 }
 
 TEST_CASE(
-    "matvec on interleaved copies (Q4_K, Q6_K; Q4_1, Q8_0, Q4_0, IQ4_NL) equals the scalar "
+    "matvec on interleaved copies (Q4_K, Q6_K; Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS) equals the "
+    "scalar "
     "kernels on the file") {
   std::mt19937 rng(12);
   struct Shape {
     std::size_t rows, cols;
     GgmlType type;
   };
-  for (Shape s : {Shape{8, 256, GgmlType::Q4_K}, Shape{64, 768, GgmlType::Q4_K},
+  for (Shape s : {Shape{8, 256, GgmlType::Q4_K},    Shape{64, 768, GgmlType::Q4_K},
                   Shape{120, 2048, GgmlType::Q4_K}, Shape{512, 2048, GgmlType::Q4_K},
                   Shape{96, 11008, GgmlType::Q4_K}, Shape{8, 256, GgmlType::Q6_K},
                   Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K},
-                  Shape{16, 32, GgmlType::Q4_1}, Shape{37, 576, GgmlType::Q4_1},
+                  Shape{16, 32, GgmlType::Q4_1},    Shape{37, 576, GgmlType::Q4_1},
                   Shape{1536, 576, GgmlType::Q4_1}, Shape{16, 32, GgmlType::Q8_0},
-                  Shape{37, 576, GgmlType::Q8_0}, Shape{1536, 576, GgmlType::Q8_0},
-                  Shape{37, 576, GgmlType::Q4_0}, Shape{1536, 576, GgmlType::Q4_0},
-                  Shape{37, 576, GgmlType::IQ4_NL}, Shape{1536, 576, GgmlType::IQ4_NL}}) {
+                  Shape{37, 576, GgmlType::Q8_0},   Shape{1536, 576, GgmlType::Q8_0},
+                  Shape{37, 576, GgmlType::Q4_0},   Shape{1536, 576, GgmlType::Q4_0},
+                  Shape{37, 576, GgmlType::IQ4_NL}, Shape{1536, 576, GgmlType::IQ4_NL},
+                  Shape{37, 512, GgmlType::IQ4_XS}, Shape{264, 2304, GgmlType::IQ4_XS}}) {
     const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
     const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);
@@ -101,7 +103,8 @@ TEST_CASE(
           // The sixteen-row copy rounds like the AMX tiles' single token, on every ISA
           // (the same float steps); on AMX the tiles themselves are the check.
           std::vector<float> tiles(s.rows, -3.0f);
-          const std::size_t nblocks = s.cols / 32, groups = (s.rows + 15) / 16;
+          const std::size_t nblocks = s.cols / ggml_type_info(s.type).block_values,
+                            groups = (s.rows + 15) / 16;
           const auto& amx = kernels_for_isa(isa == Isa::amx ? Isa::amx : Isa::scalar);
           visit_rows16_block(s.type, [&]<class Block>(std::type_identity<Block>) {
             using W = BlockWeight<Block>;
@@ -110,6 +113,8 @@ TEST_CASE(
             std::vector<Act> x1(nblocks);
             if constexpr (std::is_same_v<Act, BlockQ8_1>) {
               quantize_row_q8_1(x.data(), x1.data(), s.cols);
+            } else if constexpr (std::is_same_v<Act, BlockQ8K>) {
+              scalar::quantize_row_q8k(x.data(), x1.data(), s.cols);
             } else {
               scalar::quantize_row_q8_0(x.data(), x1.data(), s.cols);
             }

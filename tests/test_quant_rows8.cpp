@@ -210,7 +210,8 @@ TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar se
   }
 }
 
-// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0 and IQ4_NL: repacking keeps
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0, IQ4_NL and IQ4_XS:
+// repacking keeps
 // every quant and factor (a partial last group padded with zero rows), every ISA's
 // kernel equals the reference bit for bit (the same float steps), the reference is the
 // scalar dot on the file's rows to rounding, and on AMX both equal the prefill tiles'
@@ -220,6 +221,15 @@ namespace {
 // Equal bits, or both NaN (a NaN's payload is not the point).
 bool same_float(float a, float b) {
   return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
+// |d_w d_x| sum |level x quant| over a 32-value block (and Q4_1's |m s|): what bounds
+// the rounding of a block's float steps.
+template <class T, class Block, class Act>
+double block32_magnitude(const Block& w, const Act& x) {
+  double s = 0;
+  for (std::size_t i = 0; i < 32; ++i) s += std::abs(T::quant(w, i) * x.qs[i]);
+  return std::fabs(f16_to_f32(w.d) * f16_to_f32(x.d)) * s + T::min_term(w, x);
 }
 
 struct Q4_1Copy {
@@ -245,6 +255,10 @@ struct Q4_1Copy {
   static double min_term(const Block& b, const BlockQ8_1& x) {
     return std::fabs(f16_to_f32(b.m) * f16_to_f32(x.s));
   }
+  static double magnitude(const Block& b, const BlockQ8_1& x) {
+    return block32_magnitude<Q4_1Copy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
 };
 
 struct Q8_0Copy {
@@ -267,6 +281,10 @@ struct Q8_0Copy {
   static bool same_factors(const Rows16& p, std::size_t r, const Block& b) { return p.d[r] == b.d; }
   static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+  static double magnitude(const Block& b, const BlockQ8_0& x) {
+    return block32_magnitude<Q8_0Copy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
 };
 
 struct Q4_0Copy {
@@ -290,6 +308,10 @@ struct Q4_0Copy {
   static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
   static constexpr int kPaddingLevel = -8;
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+  static double magnitude(const Block& b, const BlockQ8_0& x) {
+    return block32_magnitude<Q4_0Copy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
 };
 
 // IQ4_NL: Q4_0's nibbles, each an index into kIq4nlValues.
@@ -314,10 +336,60 @@ struct IQ4NLCopy {
   static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
   static constexpr int kPaddingLevel = -127;
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+  static double magnitude(const Block& b, const BlockQ8_0& x) {
+    return block32_magnitude<IQ4NLCopy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
 };
 
-// The tokens' offset sums where the copy has an offset (Q8_0, Q4_0, IQ4_NL), as matvec
-// makes them.
+// IQ4_XS: eight IQ4_NL-like sub-blocks of 32 under integer scales, Q8_K tokens.
+struct IQ4XSCopy {
+  using W = weight_type_t<GgmlType::IQ4_XS>;
+  using Block = BlockIQ4XS;
+  using Rows16 = BlockIQ4XSRows16;
+  static constexpr GgmlType type = GgmlType::IQ4_XS;
+  static constexpr auto repack = repack_iq4xs_rows16;
+  static constexpr auto reference = rows16_iq4xs_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return iq4xs_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) {
+    return kIq4nlValues[iq4_index(b.qs + 16 * (i / 32), i % 32)];
+  }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return kIq4nlValues[rows16_iq4xs_nibble(p, i / 32, r, i % 32)];
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      if (p.scales[j][r] != iq4xs_scale(b, j)) return false;
+    }
+    return p.d[r] == b.d;
+  }
+  static bool zero_factors(const Rows16& p, std::size_t r) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      if (p.scales[j][r] != 0) return false;
+    }
+    return p.d[r] == 0;
+  }
+  static constexpr int kPaddingLevel = -127;
+  static double magnitude(const Block& b, const BlockQ8K& x) {
+    double m = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      double s = 0;
+      for (std::size_t i = 0; i < 32; ++i) s += std::abs(quant(b, 32 * j + i) * x.qs[32 * j + i]);
+      m += std::fabs(f16_to_f32(b.d) * iq4xs_scale(b, j) * x.d) * s;
+    }
+    return m;
+  }
+  static const auto& quads(const Rows16& p) { return p.qs[0]; }
+};
+
+// Values of a group block: 32, or IQ4_XS's 256.
+template <class T>
+constexpr std::size_t kValues = T::W::values_per_block;
+
+// The tokens' offset sums where the copy has an offset (Q8_0, Q4_0, IQ4_NL, IQ4_XS: one
+// per 32 values), as matvec makes them.
 template <class T, class Act>
 void offset_sums_for(const std::vector<Act>& x, std::vector<std::int32_t>& offsets) {
   if constexpr (T::Rows16::kOffset != 0) {
@@ -331,7 +403,8 @@ std::vector<typename T::Rows16> repack_rows16(const std::vector<typename T::Bloc
                                               std::size_t n_rows, std::size_t nblocks) {
   const std::size_t groups = (n_rows + kRows16 - 1) / kRows16;
   std::vector<typename T::Rows16> packed(groups * nblocks);
-  CHECK(packed.size() * sizeof(typename T::Rows16) == rows16_bytes(T::type, n_rows, 32 * nblocks));
+  CHECK(packed.size() * sizeof(typename T::Rows16) ==
+        rows16_bytes(T::type, n_rows, kValues<T> * nblocks));
   for (std::size_t g = 0; g < groups; ++g) {
     T::repack(reinterpret_cast<const std::byte*>(rows.data() + g * kRows16 * nblocks),
               nblocks * sizeof(typename T::Block), n_rows - g * kRows16, nblocks,
@@ -363,15 +436,19 @@ void check_rows16_repack() {
         const auto& p = packed[g * nblocks + b];
         // AMX's order: quad q of row r at byte 64 q + 4 r.
         const auto* bytes = reinterpret_cast<const std::uint8_t*>(&p);
-        CHECK(bytes[64 * 2 + 4 * r + 1] == p.qs[2][r][1]);
+        CHECK(bytes[64 * 2 + 4 * r + 1] == T::quads(p)[2][r][1]);
         if (row >= n_rows) {
           CHECK(T::zero_factors(p, r));
-          for (std::size_t i = 0; i < 32; ++i) CHECK(T::copy_quant(p, r, i) == padding_level<T>());
+          for (std::size_t i = 0; i < kValues<T>; ++i) {
+            CHECK(T::copy_quant(p, r, i) == padding_level<T>());
+          }
           continue;
         }
         const auto& want = rows[row * nblocks + b];
         CHECK(T::same_factors(p, r, want));
-        for (std::size_t i = 0; i < 32; ++i) CHECK(T::copy_quant(p, r, i) == T::quant(want, i));
+        for (std::size_t i = 0; i < kValues<T>; ++i) {
+          CHECK(T::copy_quant(p, r, i) == T::quant(want, i));
+        }
       }
     }
   }
@@ -391,8 +468,8 @@ void check_rows16_kernels() {
         CAPTURE(n_rows);
         const auto rows = T::blocks(n_rows * nblocks, pattern, rng);
         const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
-        const auto x = weight_activations<typename T::W>(32 * nblocks, pattern, rng);
-        std::vector<std::int32_t> offsets(nblocks, 0);
+        const auto x = weight_activations<typename T::W>(kValues<T> * nblocks, pattern, rng);
+        std::vector<std::int32_t> offsets(nblocks * T::Rows16::kSubBlocks, 0);
         offset_sums_for<T>(x, offsets);
         const std::size_t groups = packed.size() / nblocks;
         std::vector<float> want(n_rows);
@@ -404,12 +481,7 @@ void check_rows16_kernels() {
           for (std::size_t r = 0; r < n_rows; ++r) {
             const auto* row = rows.data() + r * nblocks;
             double magnitude = 0;
-            for (std::size_t b = 0; b < nblocks; ++b) {
-              double s = 0;
-              for (std::size_t i = 0; i < 32; ++i) s += std::abs(T::quant(row[b], i) * x[b].qs[i]);
-              magnitude += std::fabs(f16_to_f32(row[b].d) * f16_to_f32(x[b].d)) * s +
-                           T::min_term(row[b], x[b]);
-            }
+            for (std::size_t b = 0; b < nblocks; ++b) magnitude += T::magnitude(row[b], x[b]);
             const float dot = scalar_k.dot(row, x.data(), nblocks);
             CHECK(std::fabs(want[r] - dot) <= 1e-5 * magnitude + 1e-30);
           }
@@ -466,6 +538,9 @@ TEST_CASE("rows16 repacking keeps every quant and factor in its lane, pads with 
   SUBCASE("IQ4_NL") {
     check_rows16_repack<IQ4NLCopy>();
   }
+  SUBCASE("IQ4_XS") {
+    check_rows16_repack<IQ4XSCopy>();
+  }
 }
 
 TEST_CASE(
@@ -483,6 +558,9 @@ TEST_CASE(
   SUBCASE("IQ4_NL") {
     check_rows16_kernels<IQ4NLCopy>();
   }
+  SUBCASE("IQ4_XS") {
+    check_rows16_kernels<IQ4XSCopy>();
+  }
 }
 
 TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA") {
@@ -495,8 +573,8 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
     const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
     for (std::size_t n_tokens = 1; n_tokens <= 9; ++n_tokens) {
       const auto x =
-          weight_activations<typename T::W>(32 * x_stride * n_tokens, Pattern::random, rng);
-      std::vector<std::int32_t> offsets(x.size(), 0);
+          weight_activations<typename T::W>(kValues<T> * x_stride * n_tokens, Pattern::random, rng);
+      std::vector<std::int32_t> offsets(x.size() * T::Rows16::kSubBlocks, 0);
       offset_sums_for<T>(x, offsets);
       for (Isa isa : available_isas()) {
         CAPTURE(isa_name(isa));
@@ -512,7 +590,8 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
         for (std::size_t t = 0; t < n_tokens; ++t) {
           for (std::size_t g = 0; g < groups; ++g) {
             k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
-                     x.data() + t * x_stride, x_stride, 1, offsets.data() + t * x_stride,
+                     x.data() + t * x_stride, x_stride, 1,
+                     offsets.data() + t * x_stride * T::Rows16::kSubBlocks,
                      one.data() + g * kRows16, 0);
           }
           for (std::size_t r = 0; r < n_rows; ++r)
@@ -534,5 +613,8 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
   }
   SUBCASE("IQ4_NL") {
     check(IQ4NLCopy{});
+  }
+  SUBCASE("IQ4_XS") {
+    check(IQ4XSCopy{});
   }
 }

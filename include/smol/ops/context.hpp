@@ -30,7 +30,7 @@ enum class Scratch : std::size_t {
   activations,
   packed_activations,
   activation_scales,
-  offset_sums,  // a token's, for Q8_0's sixteen-row copy (quant/rows16.hpp)
+  offset_sums,  // the tokens', for the sixteen-row copies (quant/rows16.hpp)
   rows,
   count
 };

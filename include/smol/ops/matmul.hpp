@@ -152,14 +152,16 @@ void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Act
   });
 }
 
-// Prefill on a sixteen-row copy (WeightMatrix::rows8 of a 32-value type) where the set
-// reads it (AMX): threads take chunks of whole groups, 16 to 64 rows as matmul_tile_dots.
+// Prefill on a sixteen-row copy (WeightMatrix::rows8 of a 32-value type, or IQ4_XS) where
+// the set reads it (AMX): threads take chunks of whole groups, 16 to 64 rows as
+// matmul_tile_dots.
 template <class W>
 void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
                    std::size_t n_tokens, float* y,
                    decltype(WeightKernels<W>::tile_dots_rows16) tile) {
   using Rows16 = typename WeightKernels<W>::Rows16;
-  const std::size_t nblocks = w.cols / 32, groups = (w.rows + kRows16 - 1) / kRows16;
+  const std::size_t nblocks = w.cols / W::values_per_block,
+                    groups = (w.rows + kRows16 - 1) / kRows16;
   const std::size_t threads = static_cast<std::size_t>(ctx.threads());
   const std::size_t chunk_groups = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 64) / 16;
   const auto* copy = reinterpret_cast<const Rows16*>(w.rows8);
@@ -186,7 +188,7 @@ template <class W>
 void matmul_rows16_few(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
                        std::size_t n_tokens, float* y, decltype(WeightKernels<W>::rows16) kernel) {
   using Rows16 = typename WeightKernels<W>::Rows16;
-  const std::size_t nblocks = w.cols / 32;
+  const std::size_t nblocks = w.cols / W::values_per_block;
   const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
   const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xs, nblocks, n_tokens);
   for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
@@ -224,7 +226,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       // (a tile costs the same for 1 token as for 16).
       const auto* xs = activations_for<W>(ctx, x, w.cols, n_tokens);
       const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
-      const std::size_t tiled = n_tokens - rest, nblocks = w.cols / 32;
+      const std::size_t tiled = n_tokens - rest, nblocks = w.cols / W::values_per_block;
       if (tiled > 0) matmul_rows16<W>(ctx, w, xs, tiled, y, k.tile_dots_rows16);
       if (rest > 0) {
         matmul_rows16_few<W>(ctx, w, xs + tiled * nblocks, rest, y + tiled * w.rows, k.rows16);
@@ -269,11 +271,11 @@ enum class OneToken { matvec, tiles };
 
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. True where
-// prefill reads a 32-value type's sixteen-row copy (AMX): the decode kernel on that copy
-// rounds like a tile's token (quant/rows16.hpp); and on the file's rows where the set's
-// dot sums as its tile_dots do (WeightKernels::dot_rounds_like_tile_dots: the 32-value
-// types on AVX2). Both tested bit for bit in test_matmul. Elsewhere the two sum in
-// different orders, and one token must run on the tiles.
+// prefill reads a sixteen-row copy (AMX): the decode kernel on that copy rounds like a
+// tile's token (quant/rows16.hpp); and on the file's rows where the set's dot sums as its
+// tile_dots do (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in
+// test_matmul. Elsewhere the two sum in different orders, and one token must run on the
+// tiles.
 inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
   if (ctx.activation_precision == ActivationPrecision::f32) return false;
   bool same = false;

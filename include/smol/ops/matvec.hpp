@@ -171,15 +171,15 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8
                           });
 }
 
-// The tokens' offset sums where a sixteen-row copy stores its levels plus an offset
-// (Q8_0, Q4_0),
-// made once for all the groups, `nblocks` apart like the tokens; null for the other
-// copies.
+// The tokens' offset sums where a sixteen-row copy's kernels take its levels plus an
+// offset (Q8_0, Q4_0, IQ4_NL, IQ4_XS), made once for all the groups, one per 32 values
+// (`nblocks` x kSubBlocks apart, like the tokens); null for the other copies.
 template <class Rows16, class Act>
 const std::int32_t* rows16_offsets(Context& ctx, const Act* xq, std::size_t nblocks,
                                    std::size_t n_tokens = 1) {
   if constexpr (Rows16::kOffset != 0) {
-    auto* offsets = ctx.scratch_as<std::int32_t>(Scratch::offset_sums, n_tokens * nblocks);
+    auto* offsets =
+        ctx.scratch_as<std::int32_t>(Scratch::offset_sums, n_tokens * nblocks * Rows16::kSubBlocks);
     offset_sums(xq, n_tokens * nblocks, Rows16::kOffset, offsets);
     return offsets;
   } else {
@@ -187,11 +187,11 @@ const std::int32_t* rows16_offsets(Context& ctx, const Act* xq, std::size_t nblo
   }
 }
 
-// The sixteen-row copy of a 32-value type (WeightMatrix::rows8 holds it): sixteen rows
-// per kernel call, the last group's padding rows not written.
+// The sixteen-row copy of a 32-value type or IQ4_XS (WeightMatrix::rows8 holds it):
+// sixteen rows per kernel call, the last group's padding rows not written.
 template <class Rows16, class Act, class Kernel>
 void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel kernel, float* y) {
-  const std::size_t nblocks = w.cols / 32;
+  const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
   const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
   const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks);
   for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
@@ -319,7 +319,7 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
   using Rows16 = typename WeightKernels<W>::Rows16;
   if constexpr (!std::is_void_v<Rows16>) {
     if (std::all_of(ws.begin(), ws.end(), [](const WeightMatrix* w) { return w->rows8; })) {
-      const std::size_t nblocks = first.cols / 32;
+      const std::size_t nblocks = first.cols / W::values_per_block;
       const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks);
       // Items are groups of sixteen rows; a matrix's last group may be partial.
       for (std::size_t j = 0; j < ws.size(); ++j) {

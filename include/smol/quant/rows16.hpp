@@ -1,8 +1,9 @@
 // Rows interleaved by sixteen for the 32-value block types: block b of sixteen
 // consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ4_0Rows16,
-// BlockIQ4NLRows16, BlockQ8_0Rows16). A type has such a copy when Rows16Of names one
-// (the end of this header); everything else here (has_rows16_copy, rows16_bytes,
-// repack_rows16_group) follows from that trait.
+// BlockIQ4NLRows16, BlockQ8_0Rows16), and for IQ4_XS, whose 256-value super-block is
+// eight such blocks under integer sub-block scales (BlockIQ4XSRows16). A type has such a
+// copy when Rows16Of names one (the end of this header); everything else here
+// (has_rows16_copy, rows16_bytes, repack_rows16_group) follows from that trait.
 //
 // Why: on the file's layout a decode dot on these types spends its instructions per row
 // (gathering two blocks into one vector, a horizontal sum, a call), and a 576-wide row
@@ -15,15 +16,15 @@
 //
 // The order is the AMX tile kernel's (x86_amx_blocks32.hpp): value quad q of row r at
 // byte 64 q + 4 r, so the AMX prefill turns a block into its tile with one vector step per
-// 64 bytes (Q8_0's sign bits flipped back, Q4_1's and Q4_0's nibbles split) and no
-// scatter, and the copy has the file's size. Q4_1, Q4_0 and IQ4_NL keep their nibbles packed
-// (low nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
+// 64 bytes (Q8_0's sign bits flipped back, the nibbles split) and no scatter, and the
+// copy has the file's size. Q4_1, Q4_0, IQ4_NL and IQ4_XS keep their nibbles packed (low
+// nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
 // unsigned, so the weights are the unsigned one: Q4_0's nibble q as it is (its level is
-// q - 8), IQ4_NL's level looked up plus 128 (one byte shuffle per vector), Q8_0's quant
-// plus 128 (its sign bit flipped); the decode kernels then subtract 8 or 128 x the token
-// block's quant sum (`offset_sums` below), an exact integer step. Each row's
-// float arithmetic is the tile kernel's per-token arithmetic (the references below), so a decode on
-// the copy equals the prefill tiles' result for the same token bit for bit.
+// q - 8), IQ4_NL's and IQ4_XS's level looked up plus 128 (one byte shuffle per vector),
+// Q8_0's quant plus 128 (its sign bit flipped); the decode kernels then subtract 8 or 128
+// x the token block's quant sum (`offset_sums` below), an exact integer step. Each row's
+// float arithmetic is the tile kernel's per-token arithmetic (the references below), so
+// a decode on the copy equals the prefill tiles' result for the same token bit for bit.
 #pragma once
 
 #include <algorithm>
@@ -52,6 +53,7 @@ struct alignas(64) BlockQ4_1Rows16 {
   f16_bits m[kRows16];
   // What a stored quant exceeds its level by (none: Q4_1's min is its own term).
   static constexpr std::int32_t kOffset = 0;
+  static constexpr std::size_t kSubBlocks = 1;  // 32-value blocks per group block
 };
 static_assert(sizeof(BlockQ4_1Rows16) == kRows16 * sizeof(BlockQ4_1) &&
               offsetof(BlockQ4_1Rows16, d) == 256);
@@ -62,6 +64,7 @@ struct alignas(32) BlockQ4_0Rows16 {
   std::uint8_t qs[4][kRows16][4];
   f16_bits d[kRows16];
   static constexpr std::int32_t kOffset = 8;
+  static constexpr std::size_t kSubBlocks = 1;
 };
 static_assert(sizeof(BlockQ4_0Rows16) == kRows16 * sizeof(BlockQ4_0) &&
               offsetof(BlockQ4_0Rows16, d) == 256);
@@ -74,9 +77,23 @@ struct alignas(32) BlockIQ4NLRows16 {
   f16_bits d[kRows16];
   // What the kernels' unsigned operand (the level plus 128) exceeds the level by.
   static constexpr std::int32_t kOffset = 128;
+  static constexpr std::size_t kSubBlocks = 1;
 };
 static_assert(sizeof(BlockIQ4NLRows16) == kRows16 * sizeof(BlockIQ4NL) &&
               offsetof(BlockIQ4NLRows16, d) == 256);
+
+// IQ4_XS: a super-block of 256 values, whose eight 32-value sub-blocks each lie as
+// IQ4_NL's copy (qs[j]), with the rows' d and the sub-block scales s_j - 32 unpacked to
+// bytes (a kernel takes sixteen rows' scales with one load instead of two shifts and a
+// merge per row): 2208 bytes for sixteen rows' 2176, 1.5 % more.
+struct alignas(32) BlockIQ4XSRows16 {
+  std::uint8_t qs[8][4][kRows16][4];
+  f16_bits d[kRows16];
+  std::int8_t scales[8][kRows16];  // s_j - 32 of row r: scales[j][r]
+  static constexpr std::int32_t kOffset = 128;
+  static constexpr std::size_t kSubBlocks = 8;
+};
+static_assert(sizeof(BlockIQ4XSRows16) == 2208 && offsetof(BlockIQ4XSRows16, d) == 2048);
 
 // 32-byte alignment only: 16 x 34 bytes is 544, and padding to a multiple of 64 would add
 // 6 % to every token's read (half the blocks' 64-byte loads then straddle two lines).
@@ -85,6 +102,7 @@ struct alignas(32) BlockQ8_0Rows16 {
   std::uint8_t qs[8][kRows16][4];
   f16_bits d[kRows16];
   static constexpr std::int32_t kOffset = 128;
+  static constexpr std::size_t kSubBlocks = 1;
 };
 static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
               offsetof(BlockQ8_0Rows16, d) == 512);
@@ -108,6 +126,25 @@ inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_byt
 inline constexpr auto repack_q4_1_rows16 = repack_nibble_rows16<BlockQ4_1, BlockQ4_1Rows16>;
 inline constexpr auto repack_q4_0_rows16 = repack_nibble_rows16<BlockQ4_0, BlockQ4_0Rows16>;
 inline constexpr auto repack_iq4nl_rows16 = repack_nibble_rows16<BlockIQ4NL, BlockIQ4NLRows16>;
+
+// The same for IQ4_XS: sub-block j's nibbles as IQ4_NL's, its scale unpacked.
+inline void repack_iq4xs_rows16(const std::byte* first_row, std::size_t row_bytes,
+                                std::size_t n_rows, std::size_t nblocks,
+                                BlockIQ4XSRows16* out) noexcept {
+  std::memset(static_cast<void*>(out), 0, nblocks * sizeof(BlockIQ4XSRows16));
+  for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
+    const auto* row = reinterpret_cast<const BlockIQ4XS*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      for (std::size_t j = 0; j < 8; ++j) {
+        for (std::size_t c = 0; c < 4; ++c) {
+          std::memcpy(out[b].qs[j][c][r], row[b].qs + 16 * j + 4 * c, 4);
+        }
+        out[b].scales[j][r] = static_cast<std::int8_t>(iq4xs_scale(row[b], j));
+      }
+      out[b].d[r] = row[b].d;
+    }
+  }
+}
 
 // The same for Q8_0: every quant stored plus 128.
 inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes,
@@ -138,6 +175,12 @@ inline int rows16_nibble(const Group& w, std::size_t r, std::size_t i) noexcept 
   const std::uint8_t byte = w.qs[(i % 16) / 4][r][i % 4];
   return i < 16 ? (byte & 0xF) : (byte >> 4);
 }
+// The 4-bit index of value i (0..31) of sub-block j of row r in an IQ4_XS group.
+inline int rows16_iq4xs_nibble(const BlockIQ4XSRows16& w, std::size_t j, std::size_t r,
+                               std::size_t i) noexcept {
+  const std::uint8_t byte = w.qs[j][(i % 16) / 4][r][i % 4];
+  return i < 16 ? (byte & 0xF) : (byte >> 4);
+}
 inline int rows16_q4_1_quant(const BlockQ4_1Rows16& w, std::size_t r, std::size_t i) noexcept {
   return rows16_nibble(w, r, i);
 }
@@ -157,6 +200,16 @@ inline void offset_sums(const BlockQ8_0* x, std::size_t nblocks, std::int32_t of
     std::int32_t sum = 0;
     for (std::int8_t q : x[b].qs) sum += q;
     offsets[b] = offset * sum;
+  }
+}
+// Q8_K tokens (IQ4_XS): one per 32 quants, offsets[8 b + j] for quants 32 j .. 32 j + 31
+// of block b, from the block's sums of 16.
+inline void offset_sums(const BlockQ8K* x, std::size_t nblocks, std::int32_t offset,
+                        std::int32_t* offsets) noexcept {
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      offsets[8 * b + j] = offset * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+    }
   }
 }
 
@@ -223,6 +276,32 @@ inline constexpr auto rows16_q8_0_reference = rows16_no_min_reference<BlockQ8_0R
 inline constexpr auto rows16_q4_0_reference = rows16_no_min_reference<BlockQ4_0Rows16>;
 inline constexpr auto rows16_iq4nl_reference = rows16_no_min_reference<BlockIQ4NLRows16>;
 
+// IQ4_XS: the same steps per 32-value sub-block, each scaled by d (s_j - 32) in floats
+// (exact: an f16 times a 6-bit integer), with the Q8_K token's d: as the AMX tiles take
+// every sub-block as a block of its own.
+inline void rows16_iq4xs_reference(const BlockIQ4XSRows16* w, std::size_t nblocks,
+                                   std::size_t n_rows, const BlockQ8K* x, std::size_t x_stride,
+                                   std::size_t n_tokens, const std::int32_t* /*offsets*/, float* y,
+                                   std::size_t y_stride) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8K* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
+      float acc = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        for (std::size_t j = 0; j < 8; ++j) {
+          std::int32_t isum = 0;
+          for (std::size_t i = 0; i < 32; ++i) {
+            isum += kIq4nlValues[rows16_iq4xs_nibble(w[b], j, r, i)] * xt[b].qs[32 * j + i];
+          }
+          const float wd = f16_to_f32(w[b].d[r]) * static_cast<float>(w[b].scales[j][r]);
+          acc = std::fma(static_cast<float>(isum) * wd, xt[b].d, acc);
+        }
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
 // The sixteen-row layout of a block type, or void where there is none: the one place
 // that says which types have the copy. A new one is a group struct above, its repack
 // (repack_rows16 below) and its row here.
@@ -246,6 +325,10 @@ template <>
 struct Rows16Of<BlockIQ4NL> {
   using type = BlockIQ4NLRows16;
 };
+template <>
+struct Rows16Of<BlockIQ4XS> {
+  using type = BlockIQ4XSRows16;
+};
 
 // Interleaves `n_rows` rows of `nblocks` blocks into their sixteen-row groups.
 template <class Block>
@@ -253,6 +336,8 @@ inline void repack_rows16(const std::byte* first_row, std::size_t row_bytes, std
                           std::size_t nblocks, typename Rows16Of<Block>::type* out) noexcept {
   if constexpr (std::is_same_v<Block, BlockQ8_0>) {
     repack_q8_0_rows16(first_row, row_bytes, n_rows, nblocks, out);
+  } else if constexpr (std::is_same_v<Block, BlockIQ4XS>) {
+    repack_iq4xs_rows16(first_row, row_bytes, n_rows, nblocks, out);
   } else {
     repack_nibble_rows16<Block>(first_row, row_bytes, n_rows, nblocks, out);
   }
@@ -278,13 +363,15 @@ constexpr bool has_rows16_copy(GgmlType type) noexcept {
 }
 
 // Bytes of the interleaved copy of a rows x cols matrix of such a type: the copy of a
-// group is its sixteen rows' bytes (the file's size), the last group padded to sixteen.
+// group is its sixteen rows' bytes (the file's size; IQ4_XS's 1.5 % more), the last
+// group padded to sixteen.
 inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
-  std::size_t group_bytes = 0;
+  std::size_t bytes = 0;
   visit_rows16_block(type, [&]<class Block>(std::type_identity<Block>) {
-    group_bytes = sizeof(typename Rows16Of<Block>::type);
+    bytes = (rows + kRows16 - 1) / kRows16 * (cols / BlockTraits<Block>::values) *
+            sizeof(typename Rows16Of<Block>::type);
   });
-  return (rows + kRows16 - 1) / kRows16 * (cols / 32) * group_bytes;
+  return bytes;
 }
 
 // Interleaves group g (rows [16g, 16g + 16), fewer in a partial last group) of a matrix
@@ -293,9 +380,9 @@ inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t col
 inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
                                 std::size_t n_rows, std::size_t cols, std::size_t g,
                                 std::byte* copy) noexcept {
-  const std::size_t nblocks = cols / 32;
   visit_rows16_block(type, [&]<class Block>(std::type_identity<Block>) {
     using Group = typename Rows16Of<Block>::type;
+    const std::size_t nblocks = cols / BlockTraits<Block>::values;
     repack_rows16<Block>(rows + g * kRows16 * row_bytes, row_bytes, n_rows - g * kRows16, nblocks,
                          reinterpret_cast<Group*>(copy) + g * nblocks);
   });

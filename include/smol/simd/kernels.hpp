@@ -71,11 +71,12 @@ struct WeightKernels {
   LaneSums lanes = LaneSums::q4k_scaled_by_d;
   // Rows interleaved by eight (decode and prefill): the scalar set has the references.
   Rows8Fn<std::conditional_t<std::is_void_v<Rows8>, std::byte, Rows8>> rows8 = nullptr;
-  // Sixteen interleaved rows of a 32-value type (quant/rows16.hpp) dotted with `n_tokens`
-  // tokens `x_stride` blocks apart: y[t * y_stride + r] = row r . token t for r < n_rows
-  // (n_rows <= 16), each token rounded like the AMX tiles' (decode on the copy, and few
-  // tokens on AMX). `offsets`: the tokens' offset_sums, `x_stride` apart, for Q8_0's copy
-  // (stored plus 128); unused by Q4_1's. The scalar set has the references.
+  // Sixteen interleaved rows of a 32-value type or IQ4_XS (quant/rows16.hpp) dotted with
+  // `n_tokens` tokens `x_stride` blocks apart: y[t * y_stride + r] = row r . token t for
+  // r < n_rows (n_rows <= 16), each token rounded like the AMX tiles' (decode on the copy,
+  // and few tokens on AMX). `offsets`: the tokens' offset_sums, one per 32 values
+  // (`x_stride` x Rows16::kSubBlocks apart), for the copies whose kernels take their
+  // levels plus an offset; unused by Q4_1's. The scalar set has the references.
   using Rows16 = typename Rows16Of<Block>::type;  // void: the type has no such copy
   void (*rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>*,
                  std::size_t nblocks, std::size_t n_rows, const Activation* x, std::size_t x_stride,
@@ -101,7 +102,8 @@ struct WeightKernels {
                            std::size_t nblocks, std::size_t n_tokens, float* y,
                            std::size_t y_stride) = nullptr;
   // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
-  // 32-value types on AVX2, simd/x86_avx2.hpp's scaled_block_sums), so that a one-token
+  // 32-value types but IQ4_NL on AVX2, simd/x86_avx2.hpp's scaled_block_sums; Q2_K and
+  // Q3_K on every x86 set; Q5_K on AVX2), so that a one-token
   // step of a batch-invariant path (speculative decoding, the server) may take matvec.
   bool dot_rounds_like_tile_dots = false;
 };

@@ -7,8 +7,9 @@
 //   IQ4_XS . Q8_K:  d_x d_y sum_j s_j sum level * y     (s_j the sub-block scale - 32)
 // with the sums exact in integers and floats once per block.
 // Prefill: tiles of tokens on x86 (tile_dots_iq4nl on AVX-512, x86_avx2_blocks32.hpp's
-// on AVX2, tile_dots_iq4xs below); NEON loops the dot. IQ4_NL also has Q4_0's sixteen-row
-// copy (quant/rows16.hpp: made at load on AMX, where its tiles read it too), whose decode
+// on AVX2, tile_dots_iq4xs below); NEON loops the dot. Both also have a sixteen-row copy
+// (quant/rows16.hpp: made at load on AMX, where its tiles read it too; IQ4_NL's is Q4_0's
+// layout, IQ4_XS's eight of them with the sub-block scales unpacked), whose decode
 // kernels look the levels up sixty-four at a time (x86_avx512_rows16.hpp).
 #pragma once
 
@@ -466,15 +467,19 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
     WeightKernels<BlockWeight<BlockIQ4XS>> k;
     if constexpr (std::is_same_v<Arch, scalar_arch>) {
       k.dot = scalar::dot_iq4xs_q8k;
+      k.rows16 = rows16_iq4xs_reference;  // the sixteen-row copy (quant/rows16.hpp)
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       if constexpr (is_avx512_v<Arch>) {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch, /*kStreams=*/true>;
         k.dot_streams = true;
+        k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4XSRows16>;  // x86_avx512_rows16.hpp
       } else {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
+        k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4XSRows16>;
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {
+        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockIQ4XSRows16>;
         // x86_amx_blocks32.hpp: each 32-value sub-block a block of its own, scaled by
         // d (s_j - 32) in floats.
         k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,

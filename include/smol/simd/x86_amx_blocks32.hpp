@@ -332,26 +332,34 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
   amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, n32, n_tokens, y, y_stride);
 }
 
-// The same on Q4_1, Q4_0 or IQ4_NL rows interleaved by sixteen (quant/rows16.hpp), whose
-// byte order is the planes' already: splitting each 64-byte vector of nibble pairs into its
-// low and high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter
-// (Q4_0's levels are its nibbles minus 8, IQ4_NL's a byte shuffle of its table). Decode
-// (matvec) and prefill then read one copy, and a token's result is the same bit for bit
-// (the float steps are the references').
+// The same on Q4_1, Q4_0, IQ4_NL or IQ4_XS rows interleaved by sixteen (quant/rows16.hpp),
+// whose byte order is the planes' already: splitting each 64-byte vector of nibble pairs
+// into its low and high nibbles gives quads q and q + 4 of all sixteen rows, with no
+// scatter (Q4_0's levels are its nibbles minus 8, IQ4_NL's and IQ4_XS's a byte shuffle of
+// their table; IQ4_XS's eight sub-blocks are eight blocks here, scaled by d (s_j - 32) as
+// on the file's rows). Decode (matvec) and prefill then read one copy, and a token's
+// result is the same bit for bit (the float steps are the references').
+template <class Group>
+using Rows16Token = std::conditional_t<
+    std::is_same_v<Group, BlockQ4_1Rows16>, BlockQ8_1,
+    std::conditional_t<std::is_same_v<Group, BlockIQ4XSRows16>, BlockQ8K, BlockQ8_0>>;
+
 template <class Arch, class Group>
-void amx_tile_dots_nibbles_rows16(
-    const Group* copy, std::size_t n_rows,
-    const std::conditional_t<std::is_same_v<Group, BlockQ4_1Rows16>, BlockQ8_1, BlockQ8_0>* x,
-    std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens, float* y,
-    std::size_t y_stride) {
+void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows,
+                                  const Rows16Token<Group>* x, std::size_t x_stride,
+                                  std::size_t nblocks, std::size_t n_tokens, float* y,
+                                  std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
-  constexpr bool kTable = std::is_same_v<Group, BlockIQ4NLRows16>;
+  constexpr bool kTable =
+      std::is_same_v<Group, BlockIQ4NLRows16> || std::is_same_v<Group, BlockIQ4XSRows16>;
+  constexpr std::size_t kSub = Group::kSubBlocks;
   static_assert(Group::kOffset == (kMin ? 0 : kTable ? 128 : 8));
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  const std::size_t n32 = nblocks * kSub;  // 32-value blocks per row
   Block32Scratch& s = block32_scratch();
-  s.planes.resize(groups * nblocks * 512);
-  s.wd.resize(groups * nblocks * kTokenTile);
-  if constexpr (kMin) s.wm.resize(groups * nblocks * kTokenTile);
+  s.planes.resize(groups * n32 * 512);
+  s.wd.resize(groups * n32 * kTokenTile);
+  if constexpr (kMin) s.wm.resize(groups * n32 * kTokenTile);
   const __m512i low = _mm512_set1_epi8(0x0F);
   // The signed levels of sixty-four nibbles (Q4_1's unsigned: its min is a term apart).
   const auto levels = [&](__m512i nibbles) {
@@ -365,22 +373,37 @@ void amx_tile_dots_nibbles_rows16(
   };
   for (std::size_t i = 0; i < groups * nblocks; ++i) {
     const Group& c = copy[i];
-    std::uint8_t* plane = s.planes.data() + i * 512;
-    for (std::size_t q = 0; q < 4; ++q) {
-      const __m512i v = _mm512_loadu_si512(c.qs[q]);
-      const __m512i lows = _mm512_and_si512(v, low);
-      const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      _mm512_storeu_si512(plane + 64 * q, levels(lows));
-      _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d)));
+    for (std::size_t j = 0; j < kSub; ++j) {
+      const std::size_t unit = i * kSub + j;
+      std::uint8_t* plane = s.planes.data() + unit * 512;
+      const auto& qs = [&]() -> const std::uint8_t(&)[4][kRows16][4] {
+        if constexpr (kSub == 1) {
+          return c.qs;
+        } else {
+          return c.qs[j];
+        }
+      }();
+      for (std::size_t q = 0; q < 4; ++q) {
+        const __m512i v = _mm512_loadu_si512(qs[q]);
+        const __m512i lows = _mm512_and_si512(v, low);
+        const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        _mm512_storeu_si512(plane + 64 * q, levels(lows));
+        _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
+      }
+      __m512 wd = d;
+      if constexpr (std::is_same_v<Group, BlockIQ4XSRows16>) {  // d (s_j - 32), exact
+        wd = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                  _mm_load_si128(reinterpret_cast<const __m128i*>(c.scales[j])))));
+      }
+      _mm512_storeu_ps(s.wd.data() + unit * kTokenTile, wd);
     }
-    _mm512_storeu_ps(s.wd.data() + i * kTokenTile,
-                     _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d))));
     if constexpr (kMin) {
       _mm512_storeu_ps(s.wm.data() + i * kTokenTile,
                        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
     }
   }
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, n32, n_tokens, y, y_stride);
 }
 
 // The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes' order

@@ -1,7 +1,8 @@
 // AVX-512 and AVX2 kernels on sixteen interleaved rows (quant/rows16.hpp) times a few
-// tokens: Q4_1 rows times Q8_1 tokens, Q4_0, IQ4_NL and Q8_0 rows times Q8_0 tokens. Decode (one
-// token), and on AMX the passes of a few tokens (speculative verification, small batches), where
-// AMX's tiles cost more than they save.
+// tokens: Q4_1 rows times Q8_1 tokens, Q4_0, IQ4_NL and Q8_0 rows times Q8_0 tokens,
+// IQ4_XS rows (eight 32-value sub-blocks a group block, each a unit as the others' block)
+// times Q8_K tokens. Decode (one token), and on AMX the passes of a few tokens
+// (speculative verification, small batches), where AMX's tiles cost more than they save.
 //
 // Lane r of every vector is row r: a 64-byte load of qs[c] holds quad c (Q4_1: low
 // nibbles, and quad c + 4 in the high ones) of all sixteen rows, the token's matching 4
@@ -58,11 +59,26 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
 // Decode streams the copy from memory: asks for the group four ahead of `group` (320
 // bytes, five lines). Through an integer address, since near the copy's end that group
 // lies past it: a prefetch there does not fault, but forming the pointer would be UB.
+//
+// IQ4_XS's group (2208 bytes, 35 lines) is asked for one unit (an eighth) at a time, a
+// group ahead: 35 requests at once would take every line-fill buffer of the core, and the
+// kernel's own loads would wait behind them (as matvec's row-at-once prefetch did). 3B
+// IQ4_XS decode: 68-70 % of the roofline with the whole group four ahead, 84-89 % so;
+// two groups ahead 72-75 %, half a group 82-83 %.
 template <class Group>
-inline void prefetch_group_ahead(const Group* group) noexcept {
-  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(group) + 4 * sizeof(Group);
-  for (std::uintptr_t line = 0; line < sizeof(Group); line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+inline void prefetch_unit_ahead(const Group* group, std::size_t unit) noexcept {
+  if constexpr (Group::kSubBlocks == 1) {
+    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(group) + 4 * sizeof(Group);
+    for (std::uintptr_t line = 0; line < sizeof(Group); line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    }
+  } else {
+    constexpr std::size_t kSpan = (sizeof(Group) + Group::kSubBlocks - 1) / Group::kSubBlocks;
+    const std::uintptr_t from =
+        reinterpret_cast<std::uintptr_t>(group) + sizeof(Group) + unit * kSpan;
+    for (std::uintptr_t line = from & ~std::uintptr_t{63}; line < from + kSpan; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+    }
   }
 }
 
@@ -88,6 +104,11 @@ struct Rows16Traits<BlockQ4_0Rows16> {
 template <>
 struct Rows16Traits<BlockIQ4NLRows16> {
   using Token = BlockQ8_0;
+  static constexpr bool kMin = false, kOffset = true;
+};
+template <>
+struct Rows16Traits<BlockIQ4XSRows16> {
+  using Token = BlockQ8K;
   static constexpr bool kMin = false, kOffset = true;
 };
 
@@ -116,7 +137,7 @@ inline __m512i iq4nl_levels_plus128_512() noexcept {
 // bytes (quants plus 128) as they are.
 template <class Arch, class Group>
 requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
-inline void unsigned_quads(const Group& blk, __m512i q[8]) noexcept {
+inline void unsigned_quads(const Group& blk, std::size_t /*unit*/, __m512i q[8]) noexcept {
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (std::size_t c = 0; c < 4; ++c) {
     const __m512i v = _mm512_loadu_si512(blk.qs[c]);  // Q4_0's groups: 32-byte aligned
@@ -125,17 +146,52 @@ inline void unsigned_quads(const Group& blk, __m512i q[8]) noexcept {
   }
 }
 template <class Arch>
-inline void unsigned_quads(const BlockIQ4NLRows16& blk, __m512i q[8]) noexcept {
+inline void iq4_unsigned_quads(const std::uint8_t (*qs)[kRows16][4], __m512i q[8]) noexcept {
   const __m512i low = _mm512_set1_epi8(0x0F), table = iq4nl_levels_plus128_512<Arch>();
   for (std::size_t c = 0; c < 4; ++c) {
-    const __m512i v = _mm512_loadu_si512(blk.qs[c]);  // 32-byte aligned
+    const __m512i v = _mm512_loadu_si512(qs[c]);  // 32-byte aligned
     q[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
     q[c + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
   }
 }
 template <class Arch>
-inline void unsigned_quads(const BlockQ8_0Rows16& blk, __m512i q[8]) noexcept {
+inline void unsigned_quads(const BlockIQ4NLRows16& blk, std::size_t /*unit*/,
+                           __m512i q[8]) noexcept {
+  iq4_unsigned_quads<Arch>(blk.qs, q);
+}
+template <class Arch>
+inline void unsigned_quads(const BlockIQ4XSRows16& blk, std::size_t unit, __m512i q[8]) noexcept {
+  iq4_unsigned_quads<Arch>(blk.qs[unit], q);
+}
+template <class Arch>
+inline void unsigned_quads(const BlockQ8_0Rows16& blk, std::size_t /*unit*/,
+                           __m512i q[8]) noexcept {
   for (std::size_t c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(blk.qs[c]);
+}
+
+// The sixteen rows' float scale of 32-value unit `unit` of a group block, given their d
+// as floats: d itself, or IQ4_XS's d (s_j - 32) (exact, as the reference's).
+template <class Arch, class Group>
+inline __m512 unit_scales_512(const Group& blk, std::size_t unit, __m512 d) noexcept {
+  if constexpr (std::is_same_v<Group, BlockIQ4XSRows16>) {
+    const __m128i s = _mm_load_si128(reinterpret_cast<const __m128i*>(blk.scales[unit]));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)));
+  } else {
+    (void)blk, (void)unit;
+    return d;
+  }
+}
+
+// A token block's float scale: Q8_0's and Q8_1's f16 by F16C (exact, as f16_to_f32,
+// whose branches cost as much as a block's multiplies here: every group of rows converts
+// them again), Q8_K's float.
+template <class Token>
+inline float token_scale(const Token& a) noexcept {
+  if constexpr (std::is_same_v<Token, BlockQ8K>) {
+    return a.d;
+  } else {
+    return _cvtsh_ss(a.d);
+  }
 }
 
 // Quad c of a token's 32 quants in every lane: a broadcast straight from memory (one load,
@@ -170,42 +226,44 @@ inline __m512i block_sums_512(const __m512i q[8], const std::int8_t* token_qs,
   return isum;
 }
 
-// T tokens (x[t * x_stride], offsets likewise) times one group: each block's weights are
-// loaded and unpacked once for all T, and each token keeps its own accumulator, so a
-// token's floats are the same for any T.
+// T tokens (x[t * x_stride], their offsets kSubBlocks x as far apart) times one group:
+// each unit's weights are loaded and unpacked once for all T, and each token keeps its own
+// accumulator, so a token's floats are the same for any T.
 template <class Arch, std::size_t T, class Group>
 inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 rows,
                               const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
                               const std::int32_t* offsets, float* y,
                               std::size_t y_stride) noexcept {
   using Traits = Rows16Traits<Group>;
+  constexpr std::size_t kUnits = Group::kSubBlocks;
   __m512 acc[T], mins[T];  // the min terms apart (quant/rows16.hpp's references)
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (auto& m : mins) m = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Group& blk = w[b];
-    prefetch_group_ahead(w + b);
-    __m512i q[8];
-    unsigned_quads<Arch>(blk, q);
-    const __m512 wd = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.d)));
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.d)));
     [[maybe_unused]] __m512 wm = _mm512_setzero_ps();
     if constexpr (Traits::kMin) {
       wm = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.m)));
     }
+    for (std::size_t u = 0; u < kUnits; ++u) {
+      prefetch_unit_ahead(w + b, u);
+      __m512i q[8];
+      unsigned_quads<Arch>(blk, u, q);
+      const __m512 wd = unit_scales_512<Arch>(blk, u, d);
 #pragma GCC unroll 4
-    for (std::size_t t = 0; t < T; ++t) {
-      const auto& a = x[t * x_stride + b];
-      __m512i start = _mm512_setzero_si512();
-      if constexpr (kSubtractsOffset<Arch, Group>) {
-        start = _mm512_set1_epi32(-offsets[t * x_stride + b]);
+      for (std::size_t t = 0; t < T; ++t) {
+        const auto& a = x[t * x_stride + b];
+        __m512i start = _mm512_setzero_si512();
+        if constexpr (kSubtractsOffset<Arch, Group>) {
+          start = _mm512_set1_epi32(-offsets[(t * x_stride + b) * kUnits + u]);
+        }
+        const __m512i isum = block_sums_512<Arch, Group>(q, a.qs + 32 * u, start);
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
+        acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(token_scale(a)), acc[t]);
+        if constexpr (Traits::kMin)
+          mins[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), mins[t]);
       }
-      const __m512i isum = block_sums_512<Arch, Group>(q, a.qs, start);
-      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
-      // The token's scales by F16C (exact, as f16_to_f32, whose branches cost as much as
-      // a block's multiplies here: every group of rows converts them again).
-      acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(_cvtsh_ss(a.d)), acc[t]);
-      if constexpr (Traits::kMin)
-        mins[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), mins[t]);
     }
   }
   for (std::size_t t = 0; t < T; ++t) {
@@ -222,7 +280,9 @@ void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
                 std::size_t y_stride) noexcept {
   const std::size_t nr = n_rows < kRows16 ? n_rows : kRows16;
   const auto rows = static_cast<__mmask16>((1u << nr) - 1);
-  const auto at = [&](std::size_t t) { return offsets ? offsets + t * x_stride : nullptr; };
+  const auto at = [&](std::size_t t) {
+    return offsets ? offsets + t * x_stride * Group::kSubBlocks : nullptr;
+  };
   std::size_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) {
     rows16_tokens_512<Arch, 4>(w, nblocks, rows, x + t * x_stride, x_stride, at(t),
@@ -244,11 +304,11 @@ void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
 }
 
 // AVX2: the same steps on two 256-bit halves, rows 0-7 and rows 8-15 of each 64-byte
-// quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0 and
-// IQ4_NL with the signs moved), one token at a time.
+// quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0,
+// IQ4_NL and IQ4_XS with the signs moved), one token at a time.
 template <class Arch, class Group>
 requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
-inline void block_sums_256(const Group& blk, const std::int32_t quads[8],
+inline void block_sums_256(const Group& blk, std::size_t /*unit*/, const std::int32_t quads[8],
                            __m256i isum[2]) noexcept {
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   for (std::size_t c = 0; c < 4; ++c) {
@@ -263,15 +323,15 @@ inline void block_sums_256(const Group& blk, const std::int32_t quads[8],
   }
 }
 template <class Arch>
-inline void block_sums_256(const BlockIQ4NLRows16& blk, const std::int32_t quads[8],
-                           __m256i isum[2]) noexcept {
+inline void iq4_block_sums_256(const std::uint8_t (*qs)[kRows16][4], const std::int32_t quads[8],
+                               __m256i isum[2]) noexcept {
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i levels =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   for (std::size_t c = 0; c < 4; ++c) {
     const __m256i xl = _mm256_set1_epi32(quads[c]), xh = _mm256_set1_epi32(quads[c + 4]);
     for (std::size_t h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs[c][8 * h]));
       const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, low));
       const __m256i hi =
           _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
@@ -286,8 +346,18 @@ inline void block_sums_256(const BlockIQ4NLRows16& blk, const std::int32_t quads
   }
 }
 template <class Arch>
-inline void block_sums_256(const BlockQ8_0Rows16& blk, const std::int32_t quads[8],
-                           __m256i isum[2]) noexcept {
+inline void block_sums_256(const BlockIQ4NLRows16& blk, std::size_t /*unit*/,
+                           const std::int32_t quads[8], __m256i isum[2]) noexcept {
+  iq4_block_sums_256<Arch>(blk.qs, quads, isum);
+}
+template <class Arch>
+inline void block_sums_256(const BlockIQ4XSRows16& blk, std::size_t unit,
+                           const std::int32_t quads[8], __m256i isum[2]) noexcept {
+  iq4_block_sums_256<Arch>(blk.qs[unit], quads, isum);
+}
+template <class Arch>
+inline void block_sums_256(const BlockQ8_0Rows16& blk, std::size_t /*unit*/,
+                           const std::int32_t quads[8], __m256i isum[2]) noexcept {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   for (std::size_t c = 0; c < 8; ++c) {
     const __m256i xq = _mm256_set1_epi32(quads[c]);
@@ -306,25 +376,34 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
                 std::size_t n_tokens, const std::int32_t* offsets, float* y,
                 std::size_t y_stride) noexcept {
   using Traits = Rows16Traits<Group>;
+  constexpr std::size_t kUnits = Group::kSubBlocks;
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const auto* xt = x + t * x_stride;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 mins[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // the min terms apart
     for (std::size_t b = 0; b < nblocks; ++b) {
       const Group& blk = w[b];
-      prefetch_group_ahead(w + b);
-      std::int32_t quads[8];
-      std::memcpy(quads, xt[b].qs, sizeof(quads));
-      __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      if constexpr (kSubtractsOffset<Arch, Group>) {
-        isum[0] = isum[1] = _mm256_set1_epi32(-offsets[t * x_stride + b]);
+      const __m256 yd = _mm256_set1_ps(token_scale(xt[b]));
+      for (std::size_t u = 0; u < kUnits; ++u) {
+        prefetch_unit_ahead(w + b, u);
+        std::int32_t quads[8];
+        std::memcpy(quads, xt[b].qs + 32 * u, sizeof(quads));
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if constexpr (kSubtractsOffset<Arch, Group>) {
+          isum[0] = isum[1] = _mm256_set1_epi32(-offsets[(t * x_stride + b) * kUnits + u]);
+        }
+        block_sums_256<Arch>(blk, u, quads, isum);
+        for (std::size_t h = 0; h < 2; ++h) {
+          __m256 wd =
+              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+          if constexpr (std::is_same_v<Group, BlockIQ4XSRows16>) {  // d (s_j - 32), exact
+            wd = _mm256_mul_ps(wd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                       reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)))));
+          }
+          acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd), yd, acc[h]);
+        }
       }
-      block_sums_256<Arch>(blk, quads, isum);
-      const __m256 yd = _mm256_set1_ps(_cvtsh_ss(xt[b].d));
       for (std::size_t h = 0; h < 2; ++h) {
-        const __m256 wd =
-            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
-        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd), yd, acc[h]);
         if constexpr (Traits::kMin) {
           const __m256 wm =
               _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
