@@ -284,8 +284,8 @@ TEST_CASE("Other shapes: llama, untied, explicit head_dim, every weight format")
     if (weights == smol::SyntheticWeights::f16) CHECK(head == smol::GgmlType::F16);
     CHECK(file.tensor("blk.2.ffn_norm.weight").type == smol::GgmlType::F32);
   }
-  // Rows that do not split into 256-value blocks fall back to Q8_0, as llama-quantize
-  // falls back to a 32-value type.
+  // Rows that do not split into 256-value blocks fall back to a 32-value type as in
+  // llama-quantize: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0.
   spec.hidden = 96;
   spec.heads = 3;
   spec.kv_heads = 1;
@@ -293,7 +293,8 @@ TEST_CASE("Other shapes: llama, untied, explicit head_dim, every weight format")
   spec.ffn = 256;
   spec.weights = smol::SyntheticWeights::q4_k_m;
   const auto narrow = write_in_memory(spec);
-  CHECK(narrow.tensor("blk.0.attn_q.weight").type == smol::GgmlType::Q8_0);
+  CHECK(narrow.tensor("blk.0.attn_q.weight").type == smol::GgmlType::Q5_0);
+  CHECK(narrow.tensor("blk.2.attn_v.weight").type == smol::GgmlType::Q8_0);    // Q6_K's
   CHECK(narrow.tensor("blk.2.ffn_down.weight").type == smol::GgmlType::Q6_K);  // last eighth
   // IQ4_XS falls back to IQ4_NL, its 32-value sibling, as in llama-quantize.
   spec.weights = smol::SyntheticWeights::iq4_xs;

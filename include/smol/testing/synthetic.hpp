@@ -227,13 +227,23 @@ struct SyntheticTensor {
 namespace detail {
 
 // What llama-quantize falls back to when a row does not split into 256-value blocks
-// (IQ4_XS, Q3_K and Q2_K: IQ4_NL).
+// (llama_tensor_get_type): a 32-value type of at least the bits, IQ4_XS, Q3_K and Q2_K to
+// IQ4_NL, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0.
 inline GgmlType fit_row(GgmlType wanted, std::uint64_t row_length) {
   if (row_length % ggml_type_info(wanted).block_values == 0) return wanted;
   if (row_length % 32 != 0) return GgmlType::F16;
-  const bool to_iq4nl =
-      wanted == GgmlType::IQ4_XS || wanted == GgmlType::Q3_K || wanted == GgmlType::Q2_K;
-  return to_iq4nl ? GgmlType::IQ4_NL : GgmlType::Q8_0;
+  switch (wanted) {
+    case GgmlType::IQ4_XS:
+    case GgmlType::Q3_K:
+    case GgmlType::Q2_K:
+      return GgmlType::IQ4_NL;
+    case GgmlType::Q4_K:
+      return GgmlType::Q5_0;
+    case GgmlType::Q5_K:
+      return GgmlType::Q5_1;
+    default:
+      return GgmlType::Q8_0;
+  }
 }
 
 inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_view role,
