@@ -1,7 +1,8 @@
 // Rows interleaved by eight (quant/rows8.hpp), for Q4_K and Q6_K: repacking keeps every
 // integer, the reference dot on the copy equals the scalar dot on the file's rows bit
 // for bit, and each ISA's kernel equals the reference to float rounding, for one token
-// and for several. The sixteen-row copy of Q4_1 (quant/rows16.hpp) is tested at the end.
+// and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL,
+// IQ4_XS) are tested at the end.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -425,8 +425,9 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
   return out;
 }
 
-// The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8) or a Q4_1 or Q8_0
-// one, as Model's repack option makes it; with_rows8 points `w.rows8` at it.
+// The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8) or of a type with
+// a sixteen-row copy (quant/rows16.hpp), as Model's repack option makes it; with_rows8 points
+// `w.rows8` at it.
 inline AlignedBuffer<std::byte> rows8_copy(const WeightMatrix& w) {
   if (has_rows16_copy(w.type)) {  // sixteen rows per group (quant/rows16.hpp)
     AlignedBuffer<std::byte> copy(rows16_bytes(w.type, w.rows, w.cols));

@@ -21,7 +21,7 @@
 // (TransformerOptions::one_token = OneToken::tiles, batch-invariant: a token's bits do not
 // depend on how many share its pass); then greedy output equals plain decoding token for
 // token, and sampling keeps plain decoding's distribution. (Where a matrix's matvec
-// rounds like its tiles, AMX on the sixteen-row copies of the 32-value types, one token
+// rounds like its tiles, AMX on the sixteen-row copies (32-value types, IQ4_XS), one token
 // takes matvec anyway, and a pass of up to 16 tokens the same kernel over its tokens:
 // ops/matmul.hpp's matvec_rounds_like_tiles and kRows16FewTokens.)
 //

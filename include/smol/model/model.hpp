@@ -74,11 +74,10 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
   return kernels_for_isa(select_isa(isa)).prefers_rows8;
 }
 
-// The sixteen-row copies of the 32-value types (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0)
-// where the prefill reads them too (AMX), so the file's pages stay released. Elsewhere
-// decode would gain as well, but prefill reads the file's rows, whose pages then come
-// back: the weights resident twice (Repack::always still makes them, e.g. for decode-only
-// use).
+// The sixteen-row copies (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0, IQ4_XS) where the prefill
+// reads them too (AMX), so the file's pages stay released. Elsewhere decode would gain as well, but
+// prefill reads the file's rows, whose pages then come back: the weights resident twice
+// (Repack::always still makes them, e.g. for decode-only use).
 inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
   const Kernels& k = kernels_for_isa(select_isa(isa));
   bool pays = true;

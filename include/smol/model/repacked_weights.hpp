@@ -1,5 +1,5 @@
 // RepackedWeights: load-time interleaved copies of a model's Q4_K and Q6_K matrices
-// (eight rows per group) and Q4_0, Q4_1, IQ4_NL and Q8_0 matrices (sixteen).
+// (eight rows per group) and Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrices (sixteen).
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
 // (quant/rows8.hpp, quant/rows16.hpp) and hung on the matrix view as `rows8`, which the
@@ -22,14 +22,15 @@
 namespace smol {
 
 // The bytes of `w`'s interleaved copy: eight-row groups for Q4_K and Q6_K, sixteen-row
-// ones for Q4_0, Q4_1, IQ4_NL and Q8_0 (what decode reads instead of the file's rows).
+// ones for Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 (what decode reads instead of the file's
+// rows).
 inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
   return has_rows16_copy(w.type) ? rows16_bytes(w.type, w.rows, w.cols)
                                  : rows8_bytes(w.type, w.rows, w.cols);
 }
 
-// Which layouts to make: the K-quants' eight-row copies, Q4_0's, Q4_1's and Q8_0's sixteen-row
-// ones.
+// Which layouts to make: the K-quants' eight-row copies, the sixteen-row ones
+// (quant/rows16.hpp's Rows16Of: Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q8_0).
 struct RepackLayouts {
   bool rows8 = true;
   bool rows16 = true;
@@ -40,9 +41,9 @@ class RepackedWeights {
   RepackedWeights() = default;
 
   // Repacks every Q4_K and Q6_K matrix of `weights` whose rows come in whole groups of
-  // 8 (layouts.rows8) and every Q4_0, Q4_1, IQ4_NL and Q8_0 matrix (layouts.rows16; a
-  // partial last group is padded), and points its view at the copy. Matrices of other
-  // types are left as they are.
+  // 8 (layouts.rows8) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrix
+  // (layouts.rows16; a partial last group is padded), and points its view at the copy. Matrices of
+  // other types are left as they are.
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
       : layouts_(layouts) {
     std::vector<WeightMatrix*> matrices;

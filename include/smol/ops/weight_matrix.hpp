@@ -19,9 +19,10 @@ struct WeightMatrix {
   std::string_view name;      // for error messages
   // The same rows interleaved at load time, or nullptr; the layout is the type's. Q4_K
   // and Q6_K: groups of 8 (rows / 8 groups of cols / 256 BlockQ4KRows8 or
-  // BlockQ6KRows8, quant/rows8.hpp). Q4_0, Q4_1, IQ4_NL and Q8_0: groups of 16, the last
-  // one padded with zero rows (cols / 32 blocks of the type's Rows16Of layout per group,
-  // quant/rows16.hpp; prefill reads it on AMX, `data` elsewhere). Made by Model's
+  // BlockQ6KRows8, quant/rows8.hpp). Q4_0, Q4_1, IQ4_NL, Q8_0 and IQ4_XS: groups of 16,
+  // the last one padded with zero rows (cols / the type's block values blocks of its
+  // Rows16Of layout per group, quant/rows16.hpp; prefill reads it on AMX, `data`
+  // elsewhere). Made by Model's
   // `repack` option.
   const std::byte* rows8 = nullptr;
 

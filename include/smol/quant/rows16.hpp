@@ -17,8 +17,8 @@
 // The order is the AMX tile kernel's (x86_amx_blocks32.hpp): value quad q of row r at
 // byte 64 q + 4 r, so the AMX prefill turns a block into its tile with one vector step per
 // 64 bytes (Q8_0's sign bits flipped back, the nibbles split) and no scatter, and the
-// copy has the file's size. Q4_1, Q4_0, IQ4_NL and IQ4_XS keep their nibbles packed (low
-// nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
+// copy has the file's size (IQ4_XS's 1.5 % more). Q4_1, Q4_0, IQ4_NL and IQ4_XS keep their nibbles
+// packed (low nibbles of qs[c] are quad c, high nibbles quad c + 4). vpdpbusd takes one operand
 // unsigned, so the weights are the unsigned one: Q4_0's nibble q as it is (its level is
 // q - 8), IQ4_NL's and IQ4_XS's level looked up plus 128 (one byte shuffle per vector),
 // Q8_0's quant plus 128 (its sign bit flipped); the decode kernels then subtract 8 or 128

@@ -56,9 +56,10 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
   }
 }
 
-// Decode streams the copy from memory: asks for the group four ahead of `group` (320
-// bytes, five lines). Through an integer address, since near the copy's end that group
-// lies past it: a prefetch there does not fault, but forming the pointer would be UB.
+// Decode streams the copy from memory: asks for the group four ahead of `group` (its
+// 288-544 bytes, five to nine lines, for the 32-value types). Through an integer address, since
+// near the copy's end that group lies past it: a prefetch there does not fault, but forming the
+// pointer would be UB.
 //
 // IQ4_XS's group (2208 bytes, 35 lines) is asked for one unit (an eighth) at a time, a
 // group ahead: 35 requests at once would take every line-fill buffer of the core, and the
