@@ -108,9 +108,9 @@ TEST_CASE("matmul: adversarial Q4_K / Q5_K / Q6_K blocks, partial row groups and
   }
 }
 
-TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 threads") {
+TEST_CASE("matmul on interleaved Q4_K / Q5_K / Q6_K copies, odd token counts, 1 to 3 threads") {
   std::mt19937 rng(24);
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     for (std::size_t rows : {8, 72, 264}) {
       for (std::size_t cols : {256, 2048, 11008}) {
         const auto bytes = random_matrix(type, rows, cols, rng);
@@ -124,7 +124,7 @@ TEST_CASE("matmul on interleaved Q4_K / Q6_K copies, odd token counts, 1 to 3 th
   }
 }
 
-TEST_CASE("AMX prefill on an interleaved Q4_K / Q6_K copy: the file rows' bits") {
+TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows' bits") {
   // matrix_rows8 expands the copy's blocks back to the file's before the tiles, so every
   // token's every value is what the matrix unit gives on the file's rows; row counts that
   // end in half a slab of 16 (24, 72) and token counts that end in a partial tile.
@@ -134,9 +134,10 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q6_K copy: the file rows' bits")
     CAPTURE(isa_name(isa));
     const Kernels& k = ctx.kernels();
     CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q5_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q6_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
     if (isa != Isa::amx) continue;
-    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
       for (std::size_t rows : {24, 72}) {
         for (std::size_t cols : {256, 2048}) {
           CAPTURE(ggml_type_name(type));

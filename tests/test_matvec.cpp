@@ -58,7 +58,7 @@ TEST_CASE("matvec: every type, ISA and thread count equals the scalar kernels") 
 }
 
 TEST_CASE(
-    "matvec on interleaved copies (Q4_K, Q6_K; Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS) equals the "
+    "matvec on interleaved copies (Q4_K, Q5_K, Q6_K; Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS) equals the "
     "scalar "
     "kernels on the file") {
   std::mt19937 rng(12);
@@ -66,16 +66,18 @@ TEST_CASE(
     std::size_t rows, cols;
     GgmlType type;
   };
-  for (Shape s : {Shape{8, 256, GgmlType::Q4_K},    Shape{64, 768, GgmlType::Q4_K},
-                  Shape{120, 2048, GgmlType::Q4_K}, Shape{512, 2048, GgmlType::Q4_K},
-                  Shape{96, 11008, GgmlType::Q4_K}, Shape{8, 256, GgmlType::Q6_K},
-                  Shape{120, 2048, GgmlType::Q6_K}, Shape{96, 11008, GgmlType::Q6_K},
-                  Shape{16, 32, GgmlType::Q4_1},    Shape{37, 576, GgmlType::Q4_1},
-                  Shape{1536, 576, GgmlType::Q4_1}, Shape{16, 32, GgmlType::Q8_0},
-                  Shape{37, 576, GgmlType::Q8_0},   Shape{1536, 576, GgmlType::Q8_0},
-                  Shape{37, 576, GgmlType::Q4_0},   Shape{1536, 576, GgmlType::Q4_0},
-                  Shape{37, 576, GgmlType::IQ4_NL}, Shape{1536, 576, GgmlType::IQ4_NL},
-                  Shape{37, 512, GgmlType::IQ4_XS}, Shape{264, 2304, GgmlType::IQ4_XS}}) {
+  for (Shape s : {Shape{8, 256, GgmlType::Q4_K},      Shape{64, 768, GgmlType::Q4_K},
+                  Shape{120, 2048, GgmlType::Q4_K},   Shape{512, 2048, GgmlType::Q4_K},
+                  Shape{96, 11008, GgmlType::Q4_K},   Shape{8, 256, GgmlType::Q5_K},
+                  Shape{120, 2048, GgmlType::Q5_K},   Shape{96, 11008, GgmlType::Q5_K},
+                  Shape{8, 256, GgmlType::Q6_K},      Shape{120, 2048, GgmlType::Q6_K},
+                  Shape{96, 11008, GgmlType::Q6_K},   Shape{16, 32, GgmlType::Q4_1},
+                  Shape{37, 576, GgmlType::Q4_1},     Shape{1536, 576, GgmlType::Q4_1},
+                  Shape{16, 32, GgmlType::Q8_0},      Shape{37, 576, GgmlType::Q8_0},
+                  Shape{1536, 576, GgmlType::Q8_0},   Shape{37, 576, GgmlType::Q4_0},
+                  Shape{1536, 576, GgmlType::Q4_0},   Shape{37, 576, GgmlType::IQ4_NL},
+                  Shape{1536, 576, GgmlType::IQ4_NL}, Shape{37, 512, GgmlType::IQ4_XS},
+                  Shape{264, 2304, GgmlType::IQ4_XS}}) {
     const auto bytes = random_matrix(s.type, s.rows, s.cols, rng);
     const WeightMatrix file_rows = view(s.type, bytes, s.rows, s.cols);
     const auto copy = rows8_copy(file_rows);

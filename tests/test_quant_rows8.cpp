@@ -1,4 +1,4 @@
-// Rows interleaved by eight (quant/rows8.hpp), for Q4_K and Q6_K: repacking keeps every
+// Rows interleaved by eight (quant/rows8.hpp), for Q4_K, Q5_K and Q6_K: repacking keeps every
 // integer, the reference dot on the copy equals the scalar dot on the file's rows bit
 // for bit, and each ISA's kernel equals the reference to float rounding, for one token
 // and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL,
@@ -30,6 +30,19 @@ struct Q4K {
   static constexpr auto reference = rows8_q4k_q8k_reference;
   static auto kernel(const Kernels& k) { return k.of<GgmlType::Q4_K>().rows8; }
   static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q4_K>().dot; }
+};
+
+struct Q5K {
+  using Block = BlockQ5K;
+  using Rows8 = BlockQ5KRows8;
+  static constexpr GgmlType type = GgmlType::Q5_K;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q5k_blocks(n, p, rng);
+  }
+  static constexpr auto repack = repack_q5k_rows8;
+  static constexpr auto reference = rows8_q5k_q8k_reference;
+  static auto kernel(const Kernels& k) { return k.of<GgmlType::Q5_K>().rows8; }
+  static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q5_K>().dot; }
 };
 
 struct Q6K {
@@ -84,6 +97,31 @@ TEST_CASE("repack_q4k_rows8 keeps every quant, scale, min and f16 factor in its 
   }
 }
 
+TEST_CASE("repack_q5k_rows8 keeps every 5-bit quant, scale, min and f16 factor in its lane") {
+  std::mt19937 rng(45);
+  const auto g = make_group<Q5K>(3, Pattern::random, rng);
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    for (std::size_t b = 0; b < 3; ++b) {
+      const BlockQ5K& in = g.rows[r * 3 + b];
+      const BlockQ5KRows8& out = g.packed[b];
+      std::uint8_t scales[8], mins[8];
+      unpack_q4k_scales(in.scales, scales, mins);
+      for (std::size_t j = 0; j < 8; ++j) {
+        CHECK(out.scales[j][r] == scales[j]);
+        CHECK(out.mins[j][r] == mins[j]);
+      }
+      CHECK(out.d[r] == in.d);
+      CHECK(out.dmin[r] == in.dmin);
+      std::size_t bad = 0;
+      for (std::size_t j = 0; j < 8; ++j) {
+        for (std::size_t l = 0; l < 32; ++l)
+          bad += rows8_quant(out, r, j, l) != q5k_quant(in, j, l);
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
 TEST_CASE("repack_q6k_rows8 keeps every 6-bit quant, scale and f16 factor in its lane") {
   std::mt19937 rng(43);
   const auto g = make_group<Q6K>(3, Pattern::random, rng);
@@ -111,7 +149,7 @@ TEST_CASE("repack_q6k_rows8 keeps every 6-bit quant, scale and f16 factor in its
 }
 
 TEST_CASE_TEMPLATE("file_block_of takes each row's block back out of a group, byte for byte",
-                   Layout, Q4K, Q6K) {
+                   Layout, Q4K, Q5K, Q6K) {
   // AMX's prefill on the copy expands these blocks (expand_copy_row): they must be the
   // file's, packed scales included, for every pattern of the test data.
   std::mt19937 rng(44);
@@ -127,7 +165,7 @@ TEST_CASE_TEMPLATE("file_block_of takes each row's block back out of a group, by
 }
 
 TEST_CASE_TEMPLATE("rows8: the reference equals the scalar dot on the file's rows bit for bit",
-                   Layout, Q4K, Q6K) {
+                   Layout, Q4K, Q5K, Q6K) {
   std::mt19937 rng(41);
   const Kernels& scalar = kernels_for_isa(Isa::scalar);
   for (Pattern pattern : kPatterns) {
@@ -150,7 +188,7 @@ TEST_CASE_TEMPLATE("rows8: the reference equals the scalar dot on the file's row
 }
 
 TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 tokens", Layout,
-                   Q4K, Q6K) {
+                   Q4K, Q5K, Q6K) {
   std::mt19937 rng(42);
   for (Pattern pattern : kPatterns) {
     for (std::size_t nblocks : {1, 8, 43}) {
@@ -198,7 +236,7 @@ TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 
 }
 
 TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar set the references",
-                   Layout, Q4K, Q6K) {
+                   Layout, Q4K, Q5K, Q6K) {
   const auto reference = Layout::reference;
   CHECK((Layout::kernel(kernels_for_isa(Isa::scalar)) == reference));
   for (Isa isa : available_isas()) {

@@ -1,4 +1,4 @@
-// RepackedWeights: load-time interleaved copies of a model's Q4_K and Q6_K matrices
+// RepackedWeights: load-time interleaved copies of a model's Q4_K, Q5_K and Q6_K matrices
 // (eight rows per group) and Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrices (sixteen).
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
@@ -21,7 +21,7 @@
 
 namespace smol {
 
-// The bytes of `w`'s interleaved copy: eight-row groups for Q4_K and Q6_K, sixteen-row
+// The bytes of `w`'s interleaved copy: eight-row groups for Q4_K, Q5_K and Q6_K, sixteen-row
 // ones for Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 (what decode reads instead of the file's
 // rows).
 inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
@@ -29,7 +29,8 @@ inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
                                  : rows8_bytes(w.type, w.rows, w.cols);
 }
 
-// Which layouts to make: the K-quants' eight-row copies, the sixteen-row ones
+// Which layouts to make: the K-quants' eight-row copies (quant/rows8.hpp's Rows8Of:
+// Q4_K, Q5_K, Q6_K), the sixteen-row ones
 // (quant/rows16.hpp's Rows16Of: Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q8_0).
 struct RepackLayouts {
   bool rows8 = true;
@@ -40,7 +41,7 @@ class RepackedWeights {
  public:
   RepackedWeights() = default;
 
-  // Repacks every Q4_K and Q6_K matrix of `weights` whose rows come in whole groups of
+  // Repacks every Q4_K, Q5_K and Q6_K matrix of `weights` whose rows come in whole groups of
   // 8 (layouts.rows8) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrix
   // (layouts.rows16; a partial last group is padded), and points its view at the copy. Matrices of
   // other types are left as they are.
@@ -74,8 +75,7 @@ class RepackedWeights {
  private:
   bool repackable(const WeightMatrix& w) const noexcept {
     if (has_rows16_copy(w.type)) return layouts_.rows16 && w.rows > 0;
-    return layouts_.rows8 && (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) &&
-           w.rows % kRowsPerGroup == 0 && w.rows > 0;
+    return layouts_.rows8 && has_rows8_copy(w.type) && w.rows % kRowsPerGroup == 0 && w.rows > 0;
   }
   // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
   // is only a multiple of 16).

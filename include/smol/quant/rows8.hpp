@@ -1,5 +1,7 @@
-// Rows interleaved by eight: super-block b of eight consecutive Q4_K or Q6_K rows, laid
-// side by side at load time (BlockQ4KRows8, BlockQ6KRows8).
+// Rows interleaved by eight: super-block b of eight consecutive Q4_K, Q5_K or Q6_K rows,
+// laid side by side at load time (BlockQ4KRows8, BlockQ5KRows8, BlockQ6KRows8). A type
+// has such a copy when Rows8Of names one (the end of this header); has_rows8_copy,
+// rows8_bytes and repack_rows8_group follow from that trait.
 //
 // Why: a decode dot on the file's layout spends most of its instructions on one row's
 // bookkeeping (unpacking scales, shuffling them next to the values, summing a vector
@@ -17,10 +19,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/k_quant_scales.hpp"
+#include "smol/quant/q5_k.hpp"
+#include "smol/quant/weight_types.hpp"
 
 namespace smol {
 
@@ -87,12 +92,80 @@ inline BlockQ4K file_block_of(const BlockQ4KRows8& group, std::size_t r) noexcep
   return x;
 }
 
-// Scalar reference: y[t * y_stride + r] = row r . token t, for `n_tokens` tokens whose
-// Q8_K rows lie `x_stride` blocks apart. Rounds exactly like the scalar dot_q4k_q8k
-// on the original rows, so the two agree bit for bit.
-inline void rows8_q4k_q8k_reference(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                                    std::size_t x_stride, std::size_t n_tokens, float* y,
-                                    std::size_t y_stride, WeightsFrom /*unused*/) noexcept {
+// Q5_K: Q4_K's copy plus the fifth bits, qh regrouped by 4 across the rows as qs is,
+// so that the qh bytes of values 4g + e (g < 8) of every chunk sit where that chunk's qs
+// bytes do: bit 2c of qh[g][r][e] tops the low nibble of qs[c][g][r][e], bit 2c + 1 the
+// high nibble. 1440 bytes per group against the file's 1408 (unpacked scales).
+struct alignas(32) BlockQ5KRows8 {
+  std::uint8_t qs[4][8][kRowsPerGroup][4];  // as BlockQ4KRows8's
+  std::uint8_t qh[8][kRowsPerGroup][4];     // byte 4 * g + e of row r's qh
+  std::uint8_t scales[8][kRowsPerGroup];
+  std::uint8_t mins[8][kRowsPerGroup];
+  f16_bits d[kRowsPerGroup];
+  f16_bits dmin[kRowsPerGroup];
+};
+static_assert(sizeof(BlockQ5KRows8) == 1440 && offsetof(BlockQ5KRows8, qh) == 1024 &&
+              offsetof(BlockQ5KRows8, scales) == 1280 && offsetof(BlockQ5KRows8, d) == 1408);
+
+inline void repack_q5k_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
+                             BlockQ5KRows8* out) noexcept {
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    const auto* row = reinterpret_cast<const BlockQ5K*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      BlockQ5KRows8& o = out[b];
+      std::uint8_t scales[8], mins[8];
+      unpack_q4k_scales(row[b].scales, scales, mins);
+      for (std::size_t j = 0; j < 8; ++j) {
+        o.scales[j][r] = scales[j];
+        o.mins[j][r] = mins[j];
+      }
+      o.d[r] = row[b].d;
+      o.dmin[r] = row[b].dmin;
+      for (std::size_t i = 0; i < QK_K / 2; i += 4) {
+        std::memcpy(o.qs[i / 32][(i % 32) / 4][r], row[b].qs + i, 4);
+      }
+      for (std::size_t i = 0; i < QK_K / 8; i += 4) std::memcpy(o.qh[i / 4][r], row[b].qh + i, 4);
+    }
+  }
+}
+
+// The inverse of repack_q5k_rows8 for row r's block.
+inline BlockQ5K file_block_of(const BlockQ5KRows8& group, std::size_t r) noexcept {
+  BlockQ5K x;
+  std::uint8_t scales[8], mins[8];
+  for (std::size_t j = 0; j < 8; ++j) {
+    scales[j] = group.scales[j][r];
+    mins[j] = group.mins[j][r];
+  }
+  pack_q4k_scales(scales, mins, x.scales);
+  x.d = group.d[r];
+  x.dmin = group.dmin[r];
+  for (std::size_t i = 0; i < QK_K / 2; i += 4) {
+    std::memcpy(x.qs + i, group.qs[i / 32][(i % 32) / 4][r], 4);
+  }
+  for (std::size_t i = 0; i < QK_K / 8; i += 4) std::memcpy(x.qh + i, group.qh[i / 4][r], 4);
+  return x;
+}
+
+// The quant of value i (0..31) of sub-block j of row r in a Q4_K or Q5_K group's block.
+inline int rows8_quant(const BlockQ4KRows8& w, std::size_t r, std::size_t j,
+                       std::size_t i) noexcept {
+  return (w.qs[j / 2][i / 4][r][i % 4] >> (4 * (j % 2))) & 0xF;
+}
+inline int rows8_quant(const BlockQ5KRows8& w, std::size_t r, std::size_t j,
+                       std::size_t i) noexcept {
+  const int low4 = (w.qs[j / 2][i / 4][r][i % 4] >> (4 * (j % 2))) & 0xF;
+  return low4 | (((w.qh[i / 4][r][i % 4] >> j) & 1) << 4);
+}
+
+// Scalar reference of the types with sub-block mins (Q4_K, Q5_K): y[t * y_stride + r] =
+// row r . token t, for `n_tokens` tokens whose Q8_K rows lie `x_stride` blocks apart.
+// Rounds exactly like the scalar dot_q4k_q8k / dot_q5k_q8k on the original rows, so the
+// two agree bit for bit.
+template <class Rows8>
+void rows8_with_mins_reference(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                               std::size_t x_stride, std::size_t n_tokens, float* y,
+                               std::size_t y_stride, WeightsFrom /*unused*/) noexcept {
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const BlockQ8K* xt = x + t * x_stride;
     for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
@@ -100,11 +173,9 @@ inline void rows8_q4k_q8k_reference(const BlockQ4KRows8* w, std::size_t nblocks,
       for (std::size_t b = 0; b < nblocks; ++b) {
         std::int32_t sumi = 0, summ = 0;
         for (std::size_t j = 0; j < 8; ++j) {
-          const std::size_t c = j / 2;
-          const int shift = (j % 2) * 4;
           std::int32_t s = 0;
           for (std::size_t i = 0; i < 32; ++i) {
-            s += ((w[b].qs[c][i / 4][r][i % 4] >> shift) & 0xF) * xt[b].qs[32 * j + i];
+            s += rows8_quant(w[b], r, j, i) * xt[b].qs[32 * j + i];
           }
           sumi += w[b].scales[j][r] * s;
           summ += w[b].mins[j][r] * (xt[b].bsums[2 * j] + xt[b].bsums[2 * j + 1]);
@@ -116,6 +187,8 @@ inline void rows8_q4k_q8k_reference(const BlockQ4KRows8* w, std::size_t nblocks,
     }
   }
 }
+inline constexpr auto rows8_q4k_q8k_reference = rows8_with_mins_reference<BlockQ4KRows8>;
+inline constexpr auto rows8_q5k_q8k_reference = rows8_with_mins_reference<BlockQ5KRows8>;
 
 // Q6_K: ql and qh keep their bytes, regrouped by 4 across the rows like Q4_K's qs.
 // Chunk c = 2h + s of ql: low nibbles are values 128h + 32s + 4g + e, high nibbles 64
@@ -195,30 +268,6 @@ inline void rows8_q6k_q8k_reference(const BlockQ6KRows8* w, std::size_t nblocks,
   }
 }
 
-// Bytes of the interleaved copy of a rows x cols Q4_K or Q6_K matrix (rows a multiple
-// of kRowsPerGroup): the file's size for Q6_K, 2.8 % more for Q4_K (unpacked scales).
-inline std::size_t rows8_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
-  const std::size_t blocks = rows / kRowsPerGroup * (cols / QK_K);
-  return blocks * (type == GgmlType::Q4_K ? sizeof(BlockQ4KRows8) : sizeof(BlockQ6KRows8));
-}
-
-// Interleaves group g (rows [8g, 8g + 8)) of a Q4_K or Q6_K matrix whose rows start at
-// `rows` and lie `row_bytes` apart, into the copy starting at `copy`
-// (rows8_bytes(type, rows, cols) bytes); groups are independent, so callers may run
-// them in parallel.
-inline void repack_rows8_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
-                               std::size_t cols, std::size_t g, std::byte* copy) noexcept {
-  const std::size_t nblocks = cols / QK_K;
-  const std::byte* first_row = rows + g * kRowsPerGroup * row_bytes;
-  if (type == GgmlType::Q4_K) {
-    repack_q4k_rows8(first_row, row_bytes, nblocks,
-                     reinterpret_cast<BlockQ4KRows8*>(copy) + g * nblocks);
-  } else {
-    repack_q6k_rows8(first_row, row_bytes, nblocks,
-                     reinterpret_cast<BlockQ6KRows8*>(copy) + g * nblocks);
-  }
-}
-
 // The interleaved layout of a block type, or void where there is none.
 template <class Block>
 struct Rows8Of {
@@ -229,8 +278,67 @@ struct Rows8Of<BlockQ4K> {
   using type = BlockQ4KRows8;
 };
 template <>
+struct Rows8Of<BlockQ5K> {
+  using type = BlockQ5KRows8;
+};
+template <>
 struct Rows8Of<BlockQ6K> {
   using type = BlockQ6KRows8;
 };
+
+template <class Block>
+inline void repack_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
+                         typename Rows8Of<Block>::type* out) noexcept {
+  if constexpr (std::is_same_v<Block, BlockQ4K>) {
+    repack_q4k_rows8(first_row, row_bytes, nblocks, out);
+  } else if constexpr (std::is_same_v<Block, BlockQ5K>) {
+    repack_q5k_rows8(first_row, row_bytes, nblocks, out);
+  } else {
+    repack_q6k_rows8(first_row, row_bytes, nblocks, out);
+  }
+}
+
+// Calls f(std::type_identity<Block>{}) when `type`'s block has an eight-row copy; whether
+// it has.
+template <class F>
+constexpr bool visit_rows8_block(GgmlType type, F&& f) {
+  bool has = false;
+  visit_weight_type(type, [&]<class W>(W) {
+    if constexpr (!std::is_void_v<typename Rows8Of<typename W::Block>::type>) {
+      f(std::type_identity<typename W::Block>{});
+      has = true;
+    }
+  });
+  return has;
+}
+
+constexpr bool has_rows8_copy(GgmlType type) noexcept {
+  return visit_rows8_block(type, [](auto) {});
+}
+
+// Bytes of the interleaved copy of a rows x cols matrix of such a type (rows a multiple
+// of kRowsPerGroup): the file's size for Q6_K, 2.8 % more for Q4_K and 2.3 % for Q5_K
+// (unpacked scales).
+inline std::size_t rows8_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
+  std::size_t bytes = 0;
+  visit_rows8_block(type, [&]<class Block>(std::type_identity<Block>) {
+    bytes = rows / kRowsPerGroup * (cols / QK_K) * sizeof(typename Rows8Of<Block>::type);
+  });
+  return bytes;
+}
+
+// Interleaves group g (rows [8g, 8g + 8)) of a matrix of such a type whose rows start at
+// `rows` and lie `row_bytes` apart, into the copy starting at `copy`
+// (rows8_bytes(type, rows, cols) bytes); groups are independent, so callers may run
+// them in parallel.
+inline void repack_rows8_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
+                               std::size_t cols, std::size_t g, std::byte* copy) noexcept {
+  visit_rows8_block(type, [&]<class Block>(std::type_identity<Block>) {
+    using Group = typename Rows8Of<Block>::type;
+    const std::size_t nblocks = cols / QK_K;
+    repack_rows8<Block>(rows + g * kRowsPerGroup * row_bytes, row_bytes, nblocks,
+                        reinterpret_cast<Group*>(copy) + g * nblocks);
+  });
+}
 
 }  // namespace smol

@@ -4,9 +4,12 @@
 // min term is Q4_K's. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots), each
 // weight block unpacked once per tile, with the dot's bits (as Q3_K's). On AMX, prefill
 // on the matrix unit as Q4_K's (x86_amx.hpp): s*q is at most 63 * 31 = 1953, so Q4_K's two
-// byte planes 32 h + l hold it with h <= 61. Decode on the AVX-512 sets: Q4_K's 512-bit
-// dots (x86_avx512.hpp) with the fifth bit added by chunk (Q5KChunks). No interleaved copy
-// yet.
+// byte planes 32 h + l hold it with h <= 61. Dots on the file's rows on the AVX-512 sets:
+// Q4_K's 512-bit dots (x86_avx512.hpp) with the fifth bit added by chunk (Q5KChunks).
+// Where the model makes the eight-row copy (quant/rows8.hpp, every x86 set), decode and
+// the batched steps read it through Q4_K's interleaved kernels with the fifth bit
+// (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp), and so does prefill, AMX's matrix unit
+// through the file's block taken back out of the copy.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +22,9 @@
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_rows8.hpp"
 #include "smol/simd/x86_avx512.hpp"
+#include "smol/simd/x86_avx512_rows8.hpp"
 
 namespace smol {
 
@@ -185,6 +190,14 @@ inline void expand_q5k_block(const BlockQ5K& x, std::size_t b, std::size_t cols,
   });
 }
 
+// The planes of expand_q5k_block from lane `lane` of an eight-row copy's block, through
+// the file's block.
+template <class Arch>
+inline void expand_q5k_copy_block(const BlockQ5KRows8& g, std::size_t lane, std::size_t b,
+                                  std::size_t cols, std::size_t r, const ExpandedRows& e) noexcept {
+  expand_q5k_block<Arch>(file_block_of(g, lane), b, cols, r, e);
+}
+
 }  // namespace simd::x86
 #endif  // SMOL_X86
 
@@ -230,23 +243,32 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
     WeightKernels<BlockWeight<BlockQ5K>> k;
     if constexpr (std::is_same_v<Arch, scalar_arch>) {
       k.dot = scalar::dot_q5k_q8k;
+      k.rows8 = rows8_q5k_q8k_reference;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       using simd::x86::Q5KChunks;
       if constexpr (std::is_same_v<Arch, avx2_arch>) {
         k.dot = simd::x86::dot_q5k_q8k<Arch>;
         k.dot_rounds_like_tile_dots = true;  // Q5KRowTile does this dot's operations
+        k.rows8 = simd::x86::rows8_q5k_q8k_256<Arch>;
       } else if constexpr (has_vnni_v<Arch>) {
         k.dot = simd::x86::dot_q4k_like_512_vnni<Arch, Q5KChunks<Arch>>;
         k.dot_streams = true;
+        k.rows8 = simd::x86::rows8_q5k_q8k_512<Arch>;
       } else {
         k.dot = simd::x86::dot_q4k_like_512<Arch, Q5KChunks<Arch>>;
         k.dot_streams = true;
+        k.rows8 = simd::x86::rows8_q5k_q8k_512<Arch>;
       }
       k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
-      if constexpr (std::is_same_v<Arch, amx_arch>)
-        k.matrix = simd::x86::amx_matrix_with_mins<
-            Arch, simd::x86::expand_file_row<Arch, BlockQ5K, simd::x86::expand_q5k_block<Arch>>>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        using simd::x86::amx_matrix_with_mins, simd::x86::expand_q5k_block;
+        k.matrix = amx_matrix_with_mins<
+            Arch, simd::x86::expand_file_row<Arch, BlockQ5K, expand_q5k_block<Arch>>>;
+        k.matrix_rows8 = amx_matrix_with_mins<
+            Arch, simd::x86::expand_copy_row<Arch, BlockQ5KRows8,
+                                             simd::x86::expand_q5k_copy_block<Arch>>>;
+      }
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

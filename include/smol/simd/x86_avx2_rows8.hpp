@@ -1,10 +1,11 @@
-// AVX2 kernels on eight interleaved Q4_K or Q6_K rows (quant/rows8.hpp) times up to
+// AVX2 kernels on eight interleaved Q4_K, Q5_K or Q6_K rows (quant/rows8.hpp) times up to
 // kRows8Tokens Q8_K tokens at a time: the decode matvec (one token) and prefill.
 //
 // Lane r of every vector is row r. Per 4-byte group of a chunk, one load serves eight
 // rows; the token's matching 4 activation bytes are broadcast to all lanes. vpmaddubsw
 // products are summed in int16 as far as they cannot overflow (Q4_K: the eight of a
-// sub-block, 8 x 2 x 15 x 128 < 2^15; Q6_K: pairs, 2 x 2 x 63 x 128 < 2^15) before one
+// sub-block, 8 x 2 x 15 x 128 < 2^15; Q5_K: half of one, 4 x 2 x 31 x 128 < 2^15; Q6_K:
+// pairs, 2 x 2 x 63 x 128 < 2^15) before one
 // vpmaddwd with the rows' scales, so the integers stay exact until one float multiply
 // per super-block, and the eight row results leave as one vector.
 // Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
@@ -18,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/rows8.hpp"
@@ -79,10 +81,14 @@ inline void accumulate_in_place(Register& sum) noexcept {
   asm("" : "+x"(sum));
 }
 
-template <class Arch, std::size_t T>
-void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
+// Q4_K and Q5_K (Rows8 = BlockQ4KRows8 or BlockQ5KRows8). Q5_K's fifth bits come from
+// qh, whose bytes lie as qs's do: bit 2c tops chunk c's low nibbles, 2c + 1 its high ones.
+template <class Arch, std::size_t T, class Rows8>
+void rows8_with_mins_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                              std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+  constexpr bool kFifthBit = std::is_same_v<Rows8, BlockQ5KRows8>;
+  constexpr int kGroupsPerMadd = kFifthBit ? 4 : 8;
+  const __m256i nibble = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   // scale_lo: both words of lane r = byte r (sub-block 2c), scale_hi: byte 8 + r (2c + 1);
   // min_pair: (byte r, byte 8 + r), matching sub_block_sum_pairs.
   const __m256i scale_lo = word_picker<Arch>(0, 0, false);
@@ -91,7 +97,7 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   __m256 acc[T];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
-    const BlockQ4KRows8& wb = w[b];
+    const Rows8& wb = w[b];
     // Ask for the bytes 8 KB ahead (they may lie in the next group, which is
     // contiguous), as the hardware prefetcher alone falls behind. On Zen 3, 8 to 16 KB
     // read 10 % faster than 4 KB with one or two threads. Unlike AVX-512, every pass
@@ -101,29 +107,40 @@ void rows8_q4k_tile_256(const BlockQ4KRows8* w, std::size_t nblocks, const Block
     __m256i isum[T], msum[T];
     for (std::size_t t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      __m256i lo16[T], hi16[T];
-      for (std::size_t t = 0; t < T; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
-      for (int g = 0; g < 8; ++g) {
-        const __m256i q = load256<Arch>(wb.qs[c][g]);
-        const __m256i lo = _mm256_and_si256(q, nibble);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
-        for (std::size_t t = 0; t < T; ++t) {
-          const std::int8_t* xq = x[t * x_stride + b].qs + 64 * c + 4 * g;
-          lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, broadcast4<Arch>(xq)));
-          hi16[t] = _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, broadcast4<Arch>(xq + 32)));
-          if constexpr (T > 1) {
-            accumulate_in_place<Arch>(lo16[t]);
-            accumulate_in_place<Arch>(hi16[t]);
-          }
-        }
-      }
       const __m256i scales = _mm256_broadcastsi128_si256(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.scales[2 * c])));
       const __m256i s_lo = _mm256_shuffle_epi8(scales, scale_lo);
       const __m256i s_hi = _mm256_shuffle_epi8(scales, scale_hi);
-      for (std::size_t t = 0; t < T; ++t) {
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], s_lo),
-                                                             _mm256_madd_epi16(hi16[t], s_hi)));
+      for (int g0 = 0; g0 < 8; g0 += kGroupsPerMadd) {
+        __m256i lo16[T], hi16[T];
+        for (std::size_t t = 0; t < T; ++t) lo16[t] = hi16[t] = _mm256_setzero_si256();
+        for (int g = g0; g < g0 + kGroupsPerMadd; ++g) {
+          const __m256i q = load256<Arch>(wb.qs[c][g]);
+          __m256i lo = _mm256_and_si256(q, nibble);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+          if constexpr (kFifthBit) {
+            // Bits 2c and 2c + 1 of each byte down to bits 0 and 1 (a 16-bit shift: the
+            // high byte's bits that enter the low byte's top are masked off below).
+            const __m256i bits =
+                _mm256_srl_epi16(load256<Arch>(wb.qh[g]), _mm_cvtsi32_si128(2 * c));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(bits, 4), bit4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(bits, 3), bit4));
+          }
+          for (std::size_t t = 0; t < T; ++t) {
+            const std::int8_t* xq = x[t * x_stride + b].qs + 64 * c + 4 * g;
+            lo16[t] = _mm256_add_epi16(lo16[t], _mm256_maddubs_epi16(lo, broadcast4<Arch>(xq)));
+            hi16[t] =
+                _mm256_add_epi16(hi16[t], _mm256_maddubs_epi16(hi, broadcast4<Arch>(xq + 32)));
+            if constexpr (T > 1) {
+              accumulate_in_place<Arch>(lo16[t]);
+              accumulate_in_place<Arch>(hi16[t]);
+            }
+          }
+        }
+        for (std::size_t t = 0; t < T; ++t) {
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(lo16[t], s_lo),
+                                                               _mm256_madd_epi16(hi16[t], s_hi)));
+        }
       }
     }
     for (std::size_t t = 0; t < T; ++t) {
@@ -238,20 +255,35 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (std::size_t t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
 }
 
-// Kernels::rows8_q4k_q8k and rows8_q6k_q8k: every token, kRows8Tokens at a time, the
+// WeightKernels::rows8 of Q4_K, Q5_K and Q6_K: every token, kRows8Tokens at a time, the
 // rest one by one. The tiles prefetch on every pass (see above), so `from` goes unused.
+template <class Arch, class Rows8>
+void rows8_with_mins_256(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                         std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
+                         WeightsFrom /*from*/) noexcept {
+  std::size_t t = 0;
+  for (; t + kRows8Tokens <= n_tokens; t += kRows8Tokens) {
+    rows8_with_mins_tile_256<Arch, kRows8Tokens>(w, nblocks, x + t * x_stride, x_stride,
+                                                 y + t * y_stride, y_stride);
+  }
+  for (; t < n_tokens; ++t) {
+    rows8_with_mins_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride,
+                                      y_stride);
+  }
+}
+
 template <class Arch>
 void rows8_q4k_q8k_256(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                        std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
-                       WeightsFrom /*from*/) noexcept {
-  std::size_t t = 0;
-  for (; t + kRows8Tokens <= n_tokens; t += kRows8Tokens) {
-    rows8_q4k_tile_256<Arch, kRows8Tokens>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride,
-                                           y_stride);
-  }
-  for (; t < n_tokens; ++t) {
-    rows8_q4k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
-  }
+                       WeightsFrom from) noexcept {
+  rows8_with_mins_256<Arch>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
+}
+
+template <class Arch>
+void rows8_q5k_q8k_256(const BlockQ5KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                       std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
+                       WeightsFrom from) noexcept {
+  rows8_with_mins_256<Arch>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
 }
 
 template <class Arch>

@@ -1,4 +1,4 @@
-// AVX-512 kernels on eight interleaved Q4_K or Q6_K rows (quant/rows8.hpp) times up to
+// AVX-512 kernels on eight interleaved Q4_K, Q5_K or Q6_K rows (quant/rows8.hpp) times up to
 // kRows8Tokens512 Q8_K tokens per pass: the decode matvec (one token) and prefill.
 //
 // One 64-byte load holds two neighbouring 4-byte groups (g, g + 1) of all eight rows.
@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/rows8.hpp"
@@ -140,11 +141,36 @@ inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
   return _mm512_permutexvar_epi32(pair_rows, load512<Arch>(p));
 }
 
-template <class Arch, std::size_t T>
-void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
-                        std::size_t x_stride, float* y, std::size_t y_stride,
-                        WeightsFrom from) noexcept {
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
+// Decode streams the copy from memory: each chunk (Q4_K, Q5_K) or half (Q6_K) of a block
+// asks for its share of the next block's lines. A block's 19-27 lines asked for at once,
+// 4 KB ahead (stream_block_ahead, as the dots on the file's rows do), take most of the
+// core's line-fill buffers together and the kernel's own loads wait behind them: 3B
+// decode at 76-81 % of the roofline (Q4_K_M) and 77-80 % (Q5_K_M) that way, 83-87 % and
+// 84-89 % so; two blocks ahead measured 79-84 % on Q5_K_M. Through an integer address:
+// past the copy's end the next block lies outside it, and a prefetch there does not
+// fault, but forming the pointer would be UB.
+template <class Rows8>
+inline void prefetch_part_ahead(const Rows8* block, int part, int parts) noexcept {
+  const std::size_t span = (sizeof(Rows8) + parts - 1) / parts;
+  const std::uintptr_t from = reinterpret_cast<std::uintptr_t>(block) + sizeof(Rows8) +
+                              static_cast<std::size_t>(part) * span;
+  for (std::uintptr_t line = from & ~std::uintptr_t{63}; line < from + span; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+  }
+}
+
+// Q4_K and Q5_K (Rows8 = BlockQ4KRows8 or BlockQ5KRows8). Q5_K's fifth bits come from
+// qh, whose bytes lie as qs's do: bit 2c tops chunk c's low nibbles, 2c + 1 its high
+// ones, each one test and one masked add of 16. Its quants reach 31, so a lane may sum
+// only two vpdpbusd (8 x 31 x 128 < 2^15) before vpackssdw: two packs per chunk, the
+// same scales for both.
+template <class Arch, std::size_t T, class Rows8>
+void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                              std::size_t x_stride, float* y, std::size_t y_stride,
+                              WeightsFrom from) noexcept {
+  constexpr bool kFifthBit = std::is_same_v<Rows8, BlockQ5KRows8>;
+  constexpr int kPairsPerPack = kFifthBit ? 2 : 4;
+  const __m512i nibble = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
   const __m512i pair_rows = load_index<Arch>(kPairRows);
   const __m512i lane_rows = load_index<Arch>(kLaneRows);
   const __m512i scales_even = load_index<Arch>(kScalesEven);
@@ -157,11 +183,11 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
   __m512 acc[T];
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
-    const BlockQ4KRows8& wb = w[b];
-    if (from == WeightsFrom::memory) stream_block_ahead<Arch>(&wb);
+    const Rows8& wb = w[b];
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
+      if (from == WeightsFrom::memory) prefetch_part_ahead(&wb, c, 4);
       const __m512i scale_words = _mm512_cvtepu8_epi16(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[4 * (c / 2)])));
       const __m512i scales =
@@ -171,15 +197,24 @@ void rows8_q4k_tile_512(const BlockQ4KRows8* w, std::size_t nblocks, const Block
         const __m512i q = load_pair_rows<Arch>(wb.qs[c][2 * p], pair_rows);
         lo[p] = _mm512_and_si512(q, nibble);
         hi[p] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+        if constexpr (kFifthBit) {
+          const __m512i qh = load_pair_rows<Arch>(wb.qh[2 * p], pair_rows);
+          const __m512i bit_lo = _mm512_set1_epi8(static_cast<char>(1 << (2 * c)));
+          const __m512i bit_hi = _mm512_set1_epi8(static_cast<char>(2 << (2 * c)));
+          lo[p] = _mm512_mask_add_epi8(lo[p], _mm512_test_epi8_mask(qh, bit_lo), lo[p], sixteen);
+          hi[p] = _mm512_mask_add_epi8(hi[p], _mm512_test_epi8_mask(qh, bit_hi), hi[p], sixteen);
+        }
       }
       for (std::size_t t = 0; t < T; ++t) {
         const std::int8_t* xq = x[t * x_stride + b].qs + 64 * c;
-        __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
-        for (int p = 0; p < 4; ++p) {
-          s_lo = dot_u8s8<Arch>(s_lo, lo[p], broadcast8<Arch>(xq + 8 * p));
-          s_hi = dot_u8s8<Arch>(s_hi, hi[p], broadcast8<Arch>(xq + 32 + 8 * p));
+        for (int p0 = 0; p0 < 4; p0 += kPairsPerPack) {
+          __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+          for (int p = p0; p < p0 + kPairsPerPack; ++p) {
+            s_lo = dot_u8s8<Arch>(s_lo, lo[p], broadcast8<Arch>(xq + 8 * p));
+            s_hi = dot_u8s8<Arch>(s_hi, hi[p], broadcast8<Arch>(xq + 32 + 8 * p));
+          }
+          isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(s_lo, s_hi), scales);
         }
-        isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(s_lo, s_hi), scales);
       }
     }
     const __m512i min_lo =
@@ -224,10 +259,10 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const BlockQ6KRows8& wb = w[b];
-    if (from == WeightsFrom::memory) stream_block_ahead<Arch>(&wb);
     __m512i isum[T];
     for (auto& s : isum) s = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
+      if (from == WeightsFrom::memory) prefetch_part_ahead(&wb, h, 2);
       const __m512i groups_lo = _mm512_cvtepi8_epi16(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h])));
       const __m512i groups_hi = _mm512_cvtepi8_epi16(
@@ -288,7 +323,7 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   store_rows8_sums<Arch, T>(acc, y, y_stride);
 }
 
-// Kernels::rows8_q4k_q8k and rows8_q6k_q8k: every token, eight at a time, the rest in
+// WeightKernels::rows8 of Q4_K, Q5_K and Q6_K: every token, eight at a time, the rest in
 // halving tiles. Only the first pass can meet the weights in memory; the later passes
 // reread them from cache.
 template <class Arch, template <class, std::size_t> class Tile, class Rows8>
@@ -312,7 +347,14 @@ template <class Arch, std::size_t T>
 struct Rows8Q4KTile512 {
   static void run(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                   std::size_t x_stride, float* y, std::size_t y_stride, WeightsFrom from) noexcept {
-    rows8_q4k_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride, from);
+    rows8_with_mins_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride, from);
+  }
+};
+template <class Arch, std::size_t T>
+struct Rows8Q5KTile512 {
+  static void run(const BlockQ5KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                  std::size_t x_stride, float* y, std::size_t y_stride, WeightsFrom from) noexcept {
+    rows8_with_mins_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride, from);
   }
 };
 template <class Arch, std::size_t T>
@@ -328,6 +370,13 @@ void rows8_q4k_q8k_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ
                        std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
                        WeightsFrom from) noexcept {
   rows8_tiles_512<Arch, Rows8Q4KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
+}
+
+template <class Arch>
+void rows8_q5k_q8k_512(const BlockQ5KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                       std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
+                       WeightsFrom from) noexcept {
+  rows8_tiles_512<Arch, Rows8Q5KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
 }
 
 template <class Arch>
