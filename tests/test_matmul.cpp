@@ -206,7 +206,8 @@ TEST_CASE(
   // 32-value type but IQ4_NL (its dots sum as its tiles: scaled_block_sums), not on a copy
   // (decode reads the copy, prefill the file), and on Q5_K's (its 256-bit dot is its
   // tiles' operations; the AVX-512 sets decode it with a 512-bit dot); Q2_K and Q3_K on
-  // every x86 set (their dots are their tiles' operations everywhere). 18 blocks a row,
+  // every x86 set (their dots are their tiles' operations, on AMX the matrix unit's float
+  // steps). 18 blocks a row,
   // and 45: a segment of 32 and one of 13, whose last five blocks' min terms are summed
   // one by one.
   std::mt19937 rng(26);
@@ -262,6 +263,8 @@ TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
     CHECK((k.of<GgmlType::Q4_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q6_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q5_K>().matrix != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q2_K>().matrix != nullptr) == (isa == Isa::amx));
+    CHECK((k.of<GgmlType::Q3_K>().matrix != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q2_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q3_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q5_K>().tile_dots != nullptr) == x86);

@@ -275,6 +275,7 @@ enum class OneToken { matvec, tiles };
 // may take the decode kernel for one token at no cost to batch invariance. True where
 // prefill reads a sixteen-row copy (AMX): the decode kernel on that copy rounds like a
 // tile's token (quant/rows16.hpp); and on the file's rows where the set's dot sums as its
+// matrix kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its
 // tile_dots do (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in
 // test_matmul. Elsewhere the two sum in different orders, and one token must run on the
 // tiles.
@@ -287,10 +288,11 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
       if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
         same = k.tile_dots_rows16 != nullptr;
       }
+    } else if (k.matrix != nullptr) {  // matmul_of's first choice for the file's rows
+      same = k.dot_rounds_like_matrix;
     } else {
-      // matmul_of's choice for the file's rows is tile_dots only without these
-      same = k.dot_rounds_like_tile_dots && k.tile_dots != nullptr && k.matrix == nullptr &&
-             k.tile == nullptr;
+      // then tile_dots, if there is no `tile`
+      same = k.dot_rounds_like_tile_dots && k.tile_dots != nullptr && k.tile == nullptr;
     }
   });
   return same;

@@ -103,9 +103,12 @@ struct WeightKernels {
                            std::size_t y_stride) = nullptr;
   // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
   // 32-value types but IQ4_NL on AVX2, simd/x86_avx2.hpp's scaled_block_sums; Q2_K and
-  // Q3_K on every x86 set; Q5_K on AVX2), so that a one-token
+  // Q3_K on every x86 set but AMX; Q5_K on AVX2), so that a one-token
   // step of a batch-invariant path (speculative decoding, the server) may take matvec.
   bool dot_rounds_like_tile_dots = false;
+  // The same for `matrix`, the matrix unit's prefill on the file's rows (Q2_K and Q3_K on
+  // AMX: their dots there take the matrix kernel's float steps per block).
+  bool dot_rounds_like_matrix = false;
 };
 
 namespace detail {

@@ -3,8 +3,8 @@
 // min term is sum_j m_j * bsum_j, as Q4_K's is per pair of groups; the quants sit in the
 // bytes as Q3_K's low bits do (kernels_q3_k.hpp). The sums stay integer until one float
 // multiply per block and term. Prefill on x86: tiles of tokens on the Q8_K rows
-// (tile_dots), each weight block unpacked once per tile, with the dot's bits. No
-// interleaved copy.
+// (tile_dots), each weight block unpacked once per tile, with the dot's bits; on AMX the
+// matrix unit, with the planes s*q and m (expand_q2k_block). No interleaved copy.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,7 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/tile_loop.hpp"
+#include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol {
@@ -115,6 +116,29 @@ float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noe
   return hsum<Arch>(acc) - hsum<Arch>(acc_min);
 }
 
+// AMX's decode dot: the same integers, summed whole per block, then the float steps of its
+// matrix-unit prefill (PlanesProductAndMin, then one fma by the token's scale), so that
+// one token decoded and the same token in a prefill are the same bits
+// (WeightKernels::dot_rounds_like_matrix): a batch-invariant one-token step (the server,
+// speculative decoding) then takes this dot, not the matrix unit for a single token.
+template <class Arch>
+float dot_q2k_q8k_like_matrix(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  __m128 acc = _mm_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    stream_block_ahead<Arch>(x + b);
+    Q2KUnpacked<Arch> u;
+    unpack_q2k<Arch>(x[b], u);
+    const std::int32_t products = hsum_epi32<Arch>(q2k_sums<Arch>(u, y[b]));
+    const std::int32_t mins =
+        hsum_epi32<Arch>(_mm256_madd_epi16(u.mins, load256<Arch>(y[b].bsums)));
+    const __m128 value =
+        _mm_fmsub_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), products), _mm_set_ss(u.d),
+                     _mm_mul_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), mins), _mm_set_ss(u.dmin)));
+    acc = _mm_fmadd_ss(value, _mm_set_ss(y[b].d), acc);
+  }
+  return _mm_cvtss_f32(acc);
+}
+
 // Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
 // all T. Each token's accumulators see exactly the dot's operations in the dot's order, so
 // a tile gives every token the dot's bits, whatever the tile size.
@@ -141,6 +165,42 @@ void tile_dots_q2k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows
                    std::size_t y_stride) noexcept {
   run_tiles<BlockQ2K, Arch, Q2KRowTile, is_avx512_v<Arch> ? 8 : 4, /*kAssign=*/true>(
       w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+}
+
+// AMX prefill (WeightKernels::matrix, amx_matrix_with_mins with PlanesProductAndMin):
+// block b of row r -> the planes s*q and m in natural order, one byte each (s and m the
+// 4-bit scale and min of the value's group of 16, q <= 3), and d, dmin. Chunk c holds
+// values 64c .. 64c + 63: bits 4(c % 2) and 4(c % 2) + 2 of qs bytes 32(c / 2) .. + 31,
+// in groups 4c .. 4c + 3, one per 128-bit lane.
+template <class Arch>
+inline void expand_q2k_block(const BlockQ2K& x, std::size_t b, std::size_t cols, std::size_t r,
+                             const ExpandedRows& e) noexcept {
+  const __m512i three = _mm512_set1_epi8(3), low4 = _mm512_set1_epi8(0x0F);
+  const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
+  const __m512i scales =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales)));
+  const __m512i lane_group = _mm512_set_epi32(
+      0x03030303, 0x03030303, 0x03030303, 0x03030303, 0x02020202, 0x02020202, 0x02020202,
+      0x02020202, 0x01010101, 0x01010101, 0x01010101, 0x01010101, 0, 0, 0, 0);
+  const std::size_t at = r * cols + b * QK_K;
+  for (int c = 0; c < 4; ++c) {
+    const int shift = 4 * (c % 2);
+    const __m512i q =
+        _mm512_and_si512(broadcast_shifted<Arch>(x.qs + 32 * (c / 2), shift, shift + 2), three);
+    const __m512i packed = _mm512_shuffle_epi8(
+        scales, _mm512_add_epi8(lane_group, _mm512_set1_epi8(static_cast<char>(4 * c))));
+    const __m512i s = _mm512_and_si512(packed, low4);
+    const __m512i m = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+    // s * q for q in 0..3, without a byte multiply: s where bit 0 is set, plus 2s where
+    // bit 1 is.
+    __m512i products = _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(q, one), s);
+    products = _mm512_mask_add_epi8(products, _mm512_test_epi8_mask(q, two), products,
+                                    _mm512_add_epi8(s, s));
+    _mm512_storeu_si512(e.plane[0] + at + 64 * c, products);
+    _mm512_storeu_si512(e.plane[1] + at + 64 * c, m);
+  }
+  e.d[b * kTokenTile + r] = _cvtsh_ss(x.d);
+  e.min[(b * kTokenTile + r) * 8] = _cvtsh_ss(x.dmin);
 }
 
 }  // namespace simd::x86
@@ -195,6 +255,15 @@ struct KernelUnit<BlockWeight<BlockQ2K>> {
       }
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q2k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        using simd::x86::amx_matrix_with_mins, simd::x86::PlanesProductAndMin;
+        k.dot = simd::x86::dot_q2k_q8k_like_matrix<Arch>;
+        k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
+        k.dot_rounds_like_tile_dots = false;
+        k.matrix = amx_matrix_with_mins<
+            Arch, simd::x86::expand_file_row<Arch, BlockQ2K, simd::x86::expand_q2k_block<Arch>>,
+            PlanesProductAndMin<Arch>>;
+      }
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

@@ -4,7 +4,8 @@
 // per block from the activations' group sums: sum_j sc_j * (sum_l L_l y_l - 4 * bsum_j).
 // The sums stay integer until one float multiply per block, so every set rounds only in
 // its float accumulation. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots),
-// each weight block unpacked once per tile, with the dot's bits. No interleaved copy.
+// each weight block unpacked once per tile, with the dot's bits; on AMX the matrix unit,
+// on Q6_K's planes (expand_q3k_block). No interleaved copy.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/tile_loop.hpp"
+#include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
 namespace smol {
@@ -128,6 +130,24 @@ float dot_q3k_q8k(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noe
   return hsum<Arch>(acc);
 }
 
+// AMX's decode dot: the same integers, summed whole per block, then the float steps of its
+// matrix-unit prefill (amx_matrix_with_offset: times d, then one fma by the token's
+// scale), so that one token decoded and the same token in a prefill are the same bits
+// (WeightKernels::dot_rounds_like_matrix, as Q2_K's).
+template <class Arch>
+float dot_q3k_q8k_like_matrix(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  __m128 acc = _mm_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    stream_block_ahead<Arch>(x + b);
+    Q3KUnpacked<Arch> u;
+    unpack_q3k<Arch>(x[b], u);
+    const std::int32_t sum = hsum_epi32<Arch>(q3k_sums<Arch>(u, y[b]));
+    const __m128 value = _mm_mul_ss(_mm_cvtsi32_ss(_mm_setzero_ps(), sum), _mm_set_ss(u.d));
+    acc = _mm_fmadd_ss(value, _mm_set_ss(y[b].d), acc);
+  }
+  return _mm_cvtss_f32(acc);
+}
+
 // Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
 // all T. Each token's accumulator sees exactly the dot's operations in the dot's order, so
 // a tile gives every token the dot's bits, whatever the tile size.
@@ -156,6 +176,27 @@ void tile_dots_q3k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows
                    std::size_t y_stride) noexcept {
   run_tiles<BlockQ3K, Arch, Q3KRowTile, is_avx512_v<Arch> ? 8 : 4, /*kAssign=*/true>(
       w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+}
+
+// AMX prefill (WeightKernels::matrix, amx_matrix_with_offset<.., 4>): block b of row r ->
+// Q6_K's offset planes of the levels L = q + 4 (0..7) and the signed scales. Chunk c
+// holds values 64c .. 64c + 63: the two low bits as Q2_K's (bits 4(c % 2) and
+// 4(c % 2) + 2 of qs bytes 32(c / 2) .. + 31), the third bits 2c and 2c + 1 of hmask.
+template <class Arch>
+inline void expand_q3k_block(const BlockQ3K& x, std::size_t b, std::size_t cols, std::size_t r,
+                             const ExpandedRows& e) noexcept {
+  const __m512i three = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+  __m512i levels[4];
+  for (int c = 0; c < 4; ++c) {
+    const int shift = 4 * (c % 2);
+    const __m512i low2 =
+        _mm512_and_si512(broadcast_shifted<Arch>(x.qs + 32 * (c / 2), shift, shift + 2), three);
+    const __m512i high = _mm512_and_si512(broadcast_shifted<Arch>(x.hmask, 2 * c, 2 * c + 1), one);
+    levels[c] = _mm512_or_si512(low2, _mm512_slli_epi16(high, 2));
+  }
+  std::int8_t scales[16];
+  unpack_q3k_scales(x.scales, scales);
+  expand_offset_planes<Arch>(levels, scales, x.d, b, r * cols + b * QK_K, r, e);
 }
 
 }  // namespace simd::x86
@@ -215,6 +256,13 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
       }
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q3k<Arch>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        k.dot = simd::x86::dot_q3k_q8k_like_matrix<Arch>;
+        k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
+        k.dot_rounds_like_tile_dots = false;
+        k.matrix = simd::x86::amx_matrix_with_offset<
+            Arch, simd::x86::expand_file_row<Arch, BlockQ3K, simd::x86::expand_q3k_block<Arch>>, 4>;
+      }
 #endif
 #if defined(__aarch64__)
     } else if constexpr (std::is_same_v<Arch, neon_arch>) {

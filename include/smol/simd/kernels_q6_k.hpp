@@ -41,13 +41,13 @@ struct KernelUnit<BlockWeight<BlockQ6K>> {
       k.rows8 = simd::x86::rows8_q6k_q8k_512<Arch>;
       k.tile = simd::x86::tile_q6k_q8k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
-        using simd::x86::amx_matrix_q6k, simd::x86::expand_q6k_block;
-        k.matrix =
-            amx_matrix_q6k<Arch,
-                           simd::x86::expand_file_row<Arch, BlockQ6K, expand_q6k_block<Arch>>>;
-        k.matrix_rows8 =
-            amx_matrix_q6k<Arch, simd::x86::expand_copy_row<
-                                     Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>>;
+        using simd::x86::amx_matrix_with_offset, simd::x86::expand_q6k_block;
+        k.matrix = amx_matrix_with_offset<
+            Arch, simd::x86::expand_file_row<Arch, BlockQ6K, expand_q6k_block<Arch>>, 32>;
+        k.matrix_rows8 = amx_matrix_with_offset<
+            Arch,
+            simd::x86::expand_copy_row<Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>,
+            32>;
       }
 #endif
 #if defined(SMOL_ARM64)

@@ -31,8 +31,8 @@
 
 namespace smol::simd::x86 {
 
-// Tile registers are literals below (the intrinsics paste them into the asm). Q4_K, Q5_K: 0-3
-// results (high/low plane x two token tiles), 4-5 the planes, 6-7 the token tiles.
+// Tile registers are literals below (the intrinsics paste them into the asm). Q4_K, Q5_K,
+// Q2_K: 0-3 results (two planes x two token tiles), 4-5 the planes, 6-7 the token tiles.
 // Q6_K: 0-2 results, 3-5 the planes, 6 the token tile.
 
 // One tile register's shape.
@@ -174,16 +174,17 @@ inline void expand_q4k_copy_block(const BlockQ4KRows8& g, std::size_t lane, std:
       });
 }
 
-// Q6_K block b of row r -> planes: s*q >> 7 (signed), s*q & 127, and the group scale s.
+// A block of sixteen groups of 16 values with signed 8-bit scales and unsigned quants
+// stored with an offset (Q6_K: q - 32, Q3_K: q - 4) -> planes at column `at` of row r:
+// s*q >> 7 (signed), s*q & 127, and the group scale s; `n[c]` holds the quants of values
+// 64c .. 64c + 63 in natural order, `scales` the sixteen scales (|s*q| < 2^13).
 template <class Arch>
-inline void expand_q6k_block(const BlockQ6K& x, std::size_t b, std::size_t cols, std::size_t r,
-                             const ExpandedRows& e) noexcept {
+inline void expand_offset_planes(const __m512i (&n)[4], const std::int8_t* scales, f16_bits d,
+                                 std::size_t b, std::size_t at, std::size_t r,
+                                 const ExpandedRows& e) noexcept {
   const __m512i low7 = _mm512_set1_epi16(127);
-  __m512i n[4];
-  unpack_q6k_natural<Arch>(x, n);
   const __m512i sc16 = _mm512_castsi256_si512(
-      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales))));
-  const std::size_t at = r * cols + b * QK_K;
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))));
   for (int c = 0; c < 4; ++c) {
     for (int half = 0; half < 2; ++half) {
       // Word lane i of this half belongs to group 4c + 2 half + i / 16.
@@ -203,7 +204,16 @@ inline void expand_q6k_block(const BlockQ6K& x, std::size_t b, std::size_t cols,
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[2] + o), _mm512_cvtepi16_epi8(scale));
     }
   }
-  e.d[b * kTokenTile + r] = _cvtsh_ss(x.d);
+  e.d[b * kTokenTile + r] = _cvtsh_ss(d);
+}
+
+// Q6_K block b of row r -> its offset planes (amx_matrix_with_offset<.., 32>).
+template <class Arch>
+inline void expand_q6k_block(const BlockQ6K& x, std::size_t b, std::size_t cols, std::size_t r,
+                             const ExpandedRows& e) noexcept {
+  __m512i n[4];
+  unpack_q6k_natural<Arch>(x, n);
+  expand_offset_planes<Arch>(n, x.scales, x.d, b, r * cols + b * QK_K, r, e);
 }
 
 // The planes of expand_q6k_block from lane `lane` of an interleaved group's block, through
@@ -299,13 +309,41 @@ inline void min_terms_rows(const ExpandedRows& e, const TokenTiles& act, std::si
   }
 }
 
-// Q4_K and Q5_K (whose rows kExpandRow, expand_file_row or expand_copy_row of a block
-// expander, turns into the planes s*q = 32 h + l and the sub-blocks' dmin * m): two token
-// tiles per pass, the min term in AVX-512, summed apart and taken off at the end. `w` and
-// `row_bytes` address rows as kExpandRow does: the file's rows, or the copy's groups at
-// row_bytes = a group's bytes / 8 (so w + r0 * row_bytes is row r0's group for r0 a
-// multiple of 16).
-template <class Arch, auto kExpandRow>
+// What amx_matrix_with_mins makes of a row's two tile sums for one block (the tokens of a
+// tile in the lanes), before the token's scale: Q4_K and Q5_K expand s*q into the planes
+// 32 h + l, so d * (32 sum(h a) + sum(l a)), and their min term is summed apart
+// (min_terms_rows) from the sub-blocks' dmin * m ...
+template <class Arch>
+struct PlanesHighLow {
+  static constexpr bool kMinTermsApart = true;
+  static __m512 block_value(__m512i high, __m512i low, const ExpandedRows& e, std::size_t b,
+                            std::size_t r) noexcept {
+    const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(high, 5), low);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(e.d[b * kTokenTile + r]));
+  }
+};
+
+// ... Q2_K's s*q (at most 15 x 3) fits one plane, and its min term is the second: the
+// planes s*q and m, so d * sum(s q a) - dmin * sum(m a), all in the tiles (dmin at
+// e.min[(b * 16 + r) * 8], the slot expand_rows clears for padding rows).
+template <class Arch>
+struct PlanesProductAndMin {
+  static constexpr bool kMinTermsApart = false;
+  static __m512 block_value(__m512i products, __m512i mins, const ExpandedRows& e, std::size_t b,
+                            std::size_t r) noexcept {
+    const std::size_t i = b * kTokenTile + r;
+    return _mm512_fmsub_ps(_mm512_cvtepi32_ps(products), _mm512_set1_ps(e.d[i]),
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(mins), _mm512_set1_ps(e.min[8 * i])));
+  }
+};
+
+// Q4_K, Q5_K and Q2_K (whose rows kExpandRow, expand_file_row or expand_copy_row of a
+// block expander, turns into two unsigned byte planes, as Planes says): two token tiles
+// per pass; Q4_K's and Q5_K's min term in AVX-512, summed apart and taken off at the end.
+// `w` and `row_bytes` address rows as kExpandRow does: the file's rows, or the copy's
+// groups at row_bytes = a group's bytes / 8 (so w + r0 * row_bytes is row r0's group for
+// r0 a multiple of 16).
+template <class Arch, auto kExpandRow, class Planes = PlanesHighLow<Arch>>
 void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                           const TokenTiles& act, float* y, std::size_t y_stride,
                           std::byte* scratch) noexcept {
@@ -324,21 +362,17 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
       // tile stores still in flight.
       const auto finish_block = [&](std::size_t b) {
         const std::int32_t* results = e.results + 1024 * (b % 2);
-        const float* d = e.d + b * kTokenTile;
         for (std::size_t u = 0; u < 2; ++u) {
           const __m512 yd = _mm512_loadu_ps(act.block_scales(pair[u], b));
-          const std::int32_t* high = results + 512 * u;
+          const std::int32_t* first = results + 512 * u;
           float* acc = e.acc + 256 * u;
 #pragma GCC unroll 4
           for (std::size_t r = 0; r < kTokenTile; ++r) {
-            // d * sum(s q a) * yd
-            const __m512i sum =
-                _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(high + 16 * r), 5),
-                                 _mm512_load_si512(high + 256 + 16 * r));
+            const __m512 value =
+                Planes::block_value(_mm512_load_si512(first + 16 * r),
+                                    _mm512_load_si512(first + 256 + 16 * r), e, b, r);
             const __m512 a = _mm512_load_ps(acc + 16 * r);
-            _mm512_store_ps(acc + 16 * r, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sum),
-                                                                        _mm512_set1_ps(d[r])),
-                                                          yd, a));
+            _mm512_store_ps(acc + 16 * r, _mm512_fmadd_ps(value, yd, a));
           }
         }
       };
@@ -368,10 +402,16 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
       finish_block(nblocks - 1);
       for (std::size_t u = 0; u < (pair[1] != pair[0] ? 2u : 1u); ++u) {
         __m512 rows[kTokenTile];
-        min_terms_rows<Arch>(e, act, pair[u], rows);
+        if constexpr (Planes::kMinTermsApart) {
+          min_terms_rows<Arch>(e, act, pair[u], rows);
 #pragma GCC unroll 16
-        for (std::size_t r = 0; r < kTokenTile; ++r)
-          rows[r] = _mm512_sub_ps(_mm512_load_ps(e.acc + 256 * u + 16 * r), rows[r]);
+          for (std::size_t r = 0; r < kTokenTile; ++r)
+            rows[r] = _mm512_sub_ps(_mm512_load_ps(e.acc + 256 * u + 16 * r), rows[r]);
+        } else {
+#pragma GCC unroll 16
+          for (std::size_t r = 0; r < kTokenTile; ++r)
+            rows[r] = _mm512_load_ps(e.acc + 256 * u + 16 * r);
+        }
         store_tile_results<Arch>(rows, pair[u], act.n_tokens, r0, nr, y, y_stride);
       }
     }
@@ -379,10 +419,15 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
   _tile_release();
 }
 
-template <class Arch, auto kExpandRow>
-void amx_matrix_q6k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                    const TokenTiles& act, float* y, std::size_t y_stride,
-                    std::byte* scratch) noexcept {
+// Q6_K and Q3_K (whose rows kExpandRow turns into expand_offset_planes's planes): one token
+// tile per pass, d * (sum(s q a) - kOffset sum(s a)) per block with s q = 128 high + low,
+// all in the tiles.
+template <class Arch, auto kExpandRow, int kOffset>
+void amx_matrix_with_offset(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                            const TokenTiles& act, float* y, std::size_t y_stride,
+                            std::byte* scratch) noexcept {
+  static_assert(kOffset == 32 || kOffset == 4, "a power of two, as a shift below");
+  constexpr int kOffsetShift = kOffset == 32 ? 5 : 2;
   const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
   const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
   const long stride = static_cast<long>(cols);
@@ -414,12 +459,12 @@ void amx_matrix_q6k(const std::byte* w, std::size_t row_bytes, std::size_t n_row
         const float* d = e.d + b * kTokenTile;
 #pragma GCC unroll 16
         for (std::size_t r = 0; r < kTokenTile; ++r) {
-          // d * (sum(s q a) - 32 sum(s a)), with s q = 128 high + low
+          // d * (sum(s q a) - kOffset sum(s a)), with s q = 128 high + low
           const __m512i high = _mm512_load_si512(e.results + 16 * r);
           const __m512i low = _mm512_load_si512(e.results + 256 + 16 * r);
           const __m512i offset = _mm512_load_si512(e.results + 512 + 16 * r);
           const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(high, 7), low),
-                                               _mm512_slli_epi32(offset, 5));
+                                               _mm512_slli_epi32(offset, kOffsetShift));
           const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d[r]));
           acc[r] = _mm512_fmadd_ps(v, yd, acc[r]);
         }

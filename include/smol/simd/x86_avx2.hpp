@@ -89,6 +89,15 @@ inline float hsum(__m256 v) noexcept {
   return _mm_cvtss_f32(s);
 }
 
+// The sum of the eight int32 lanes (exact: the callers' sums stay far below 2^31).
+template <class Arch>
+inline std::int32_t hsum_epi32(__m256i v) noexcept {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
 // The leading two f16 fields of four consecutive blocks as floats: d, and the block's m
 // or s where it has one (otherwise whatever two bytes follow d, left unused). Four 32-bit
 // loads and one conversion, then two shuffles part the halves: converting each scale on
