@@ -127,7 +127,9 @@ TEST_CASE("matmul on interleaved Q4_K / Q5_K / Q6_K copies, odd token counts, 1 
 TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows' bits") {
   // matrix_rows8 expands the copy's blocks back to the file's before the tiles, so every
   // token's every value is what the matrix unit gives on the file's rows; row counts that
-  // end in half a slab of 16 (24, 72) and token counts that end in a partial tile.
+  // end in half a slab of 16 (24, 72) and token counts that end in a partial tile. A single
+  // token on the copy takes the decode kernel (matvec_rounds_like_tiles: AMX's eight-row
+  // kernels round as the matrix unit), and must still have the matrix unit's bits.
   std::mt19937 rng(27);
   for (Isa isa : available_isas()) {
     Context ctx(2, isa);
@@ -136,6 +138,9 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
     CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q5_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
     CHECK((k.of<GgmlType::Q6_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
+    CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_matrix == (isa == Isa::amx));
+    CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_matrix == (isa == Isa::amx));
+    CHECK(k.of<GgmlType::Q6_K>().rows8_rounds_like_matrix == (isa == Isa::amx));
     if (isa != Isa::amx) continue;
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
       for (std::size_t rows : {24, 72}) {
@@ -147,6 +152,8 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
           const WeightMatrix file_rows = view(type, bytes, rows, cols);
           const auto copy = rows8_copy(file_rows);
           const WeightMatrix w = with_rows8(file_rows, copy);
+          CHECK(matvec_rounds_like_tiles(ctx, w));
+          CHECK_FALSE(matvec_rounds_like_tiles(ctx, file_rows));
           for (std::size_t n_tokens : {1, 17, 40}) {
             CAPTURE(n_tokens);
             const auto x = random_floats(n_tokens * cols, rng);

@@ -274,9 +274,10 @@ enum class OneToken { matvec, tiles };
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. True where
 // prefill reads a sixteen-row copy (AMX): the decode kernel on that copy rounds like a
-// tile's token (quant/rows16.hpp); and on the file's rows where the set's dot sums as its
-// matrix kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its
-// tile_dots do (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in
+// tile's token (quant/rows16.hpp); on an eight-row copy where it rounds as the matrix unit
+// (WeightKernels::rows8_rounds_like_matrix: Q4_K, Q5_K, Q6_K on AMX); and on the file's rows where
+// the set's dot sums as its matrix kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on
+// AMX) or its tile_dots do (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in
 // test_matmul. Elsewhere the two sum in different orders, and one token must run on the
 // tiles.
 inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
@@ -287,6 +288,8 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
     if (w.rows8 != nullptr) {
       if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
         same = k.tile_dots_rows16 != nullptr;
+      } else if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows8>) {
+        same = k.rows8_rounds_like_matrix && k.matrix_rows8 != nullptr;
       }
     } else if (k.matrix != nullptr) {  // matmul_of's first choice for the file's rows
       same = k.dot_rounds_like_matrix;

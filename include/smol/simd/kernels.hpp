@@ -109,6 +109,9 @@ struct WeightKernels {
   // The same for `matrix`, the matrix unit's prefill on the file's rows (Q2_K and Q3_K on
   // AMX: their dots there take the matrix kernel's float steps per block).
   bool dot_rounds_like_matrix = false;
+  // The same for `rows8` and `matrix_rows8` on the eight-row copy (Q4_K, Q5_K, Q6_K on AMX:
+  // x86_avx512_rows8.hpp's kRows8MatrixOrder).
+  bool rows8_rounds_like_matrix = false;
 };
 
 namespace detail {

@@ -268,6 +268,7 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
         k.matrix_rows8 = amx_matrix_with_mins<
             Arch, simd::x86::expand_copy_row<Arch, BlockQ5KRows8,
                                              simd::x86::expand_q5k_copy_block<Arch>>>;
+        k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
       }
 #endif
 #if defined(__aarch64__)

@@ -48,6 +48,7 @@ struct KernelUnit<BlockWeight<BlockQ6K>> {
             Arch,
             simd::x86::expand_copy_row<Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>,
             32>;
+        k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
       }
 #endif
 #if defined(SMOL_ARM64)

@@ -30,6 +30,7 @@
 
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/rows8.hpp"
+#include "smol/simd/arch.hpp"
 #include "smol/simd/x86_avx2_rows8.hpp"
 #include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_tiles.hpp"
@@ -135,6 +136,35 @@ inline void store_rows8_sums(const __m512 (&acc)[T], float* y, std::size_t y_str
   }
 }
 
+// On AMX the kernels round as the matrix unit's prefill does (kMatrixOrder below): each
+// row's two lanes then hold the same value, and the first is stored.
+template <class Arch, std::size_t T>
+inline void store_rows8_first_lanes(const __m512 (&acc)[T], float* y,
+                                    std::size_t y_stride) noexcept {
+  const __m512i first = load_index<Arch>(kRowFirst);
+  for (std::size_t t = 0; t < T; ++t) {
+    _mm256_storeu_ps(y + t * y_stride,
+                     _mm512_castps512_ps256(_mm512_permutexvar_ps(first, acc[t])));
+  }
+}
+
+// A row's whole integer sum in both its lanes: lanes 4k + q and 4k + (q ^ 2) hold its two
+// parities.
+template <class Arch>
+inline __m512i rows8_whole_sums(__m512i sums) noexcept {
+  return _mm512_add_epi32(sums, _mm512_shuffle_epi32(sums, static_cast<_MM_PERM_ENUM>(0x4E)));
+}
+
+// Whether a set's eight-row kernels take the float steps of its matrix-unit prefill on the
+// same copy (amx_matrix_with_mins with PlanesHighLow, amx_matrix_with_offset<.., 32>):
+// per block the row's whole integer sum times d, then one fma by the token's scale, and
+// Q4_K's and Q5_K's min terms summed apart, sub-block by sub-block. Then one token decoded
+// has the bits a prefill gives it (WeightKernels::rows8_rounds_like_matrix), and the
+// batch-invariant one-token steps (the server's engine, speculative decoding) take the
+// decode kernel instead of the matrix unit for a single token.
+template <class Arch>
+inline constexpr bool kRows8MatrixOrder = std::is_same_v<Arch, amx_arch>;
+
 // 64 bytes of eight rows, groups g and g + 1, with row r's two groups in lanes 2r, 2r + 1.
 template <class Arch>
 inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
@@ -180,8 +210,10 @@ void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8
   const __m512i sums01 = load_index<Arch>(kSums01);
   const __m512i sums23 = load_index<Arch>(kSums23);
 
-  __m512 acc[T];
+  constexpr bool kMatrixOrder = kRows8MatrixOrder<Arch>;
+  __m512 acc[T], mins[T];  // mins: the matrix order's min terms, apart
   for (auto& a : acc) a = _mm512_setzero_ps();
+  for (auto& m : mins) m = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Rows8& wb = w[b];
     __m512i isum[T];
@@ -225,6 +257,30 @@ void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8
     const __m512i m23 = _mm512_permutex2var_epi16(min_lo, mins23, min_hi);
     const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
     const __m512 dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
+    if constexpr (kMatrixOrder) {
+      // dmin * m per sub-block and row, as the matrix unit's expansion rounds it.
+      __m512 row_mins[8];
+      for (int j = 0; j < 8; ++j) {
+        const __m256 m = _mm256_cvtepi32_ps(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.mins[j]))));
+        row_mins[j] =
+            _mm512_mul_ps(dmin, _mm512_permutexvar_ps(lane_rows, _mm512_castps256_ps512(m)));
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        const BlockQ8K& xb = x[t * x_stride + b];
+        const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(whole, d), _mm512_set1_ps(xb.d), acc[t]);
+        // The token's sub-block sums as its AMX token tile holds them: d * (two bsums).
+        alignas(32) float sub[8];
+        _mm256_store_ps(sub, _mm256_mul_ps(_mm256_set1_ps(xb.d),
+                                           _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                                               load256<Arch>(xb.bsums), _mm256_set1_epi16(1)))));
+        for (int j = 0; j < 8; ++j) {
+          mins[t] = _mm512_fmadd_ps(row_mins[j], _mm512_set1_ps(sub[j]), mins[t]);
+        }
+      }
+      continue;
+    }
     for (std::size_t t = 0; t < T; ++t) {
       const BlockQ8K& xb = x[t * x_stride + b];
       const __m256i s = _mm256_madd_epi16(load256<Arch>(xb.bsums), _mm256_set1_epi16(1));
@@ -237,7 +293,12 @@ void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8
       acc[t] = _mm512_fmadd_ps(row_sums, _mm512_set1_ps(xb.d), acc[t]);
     }
   }
-  store_rows8_sums<Arch, T>(acc, y, y_stride);
+  if constexpr (kMatrixOrder) {
+    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_sub_ps(acc[t], mins[t]);
+    store_rows8_first_lanes<Arch, T>(acc, y, y_stride);
+  } else {
+    store_rows8_sums<Arch, T>(acc, y, y_stride);
+  }
 }
 
 // Q6_K: quants 0..63, so a lane may sum only one vpdpbusd (4 x 63 x 128 < 2^15) before
@@ -316,11 +377,20 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
         offset = madd16_acc512<Arch>(offset, offset_words[m], sums);
       }
       const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(offset, 5));
-      acc[t] =
-          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(sumi), acc[t]);
+      if constexpr (kRows8MatrixOrder<Arch>) {
+        const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(sumi));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(whole, d), _mm512_set1_ps(xb.d), acc[t]);
+      } else {
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(sumi),
+                                 acc[t]);
+      }
     }
   }
-  store_rows8_sums<Arch, T>(acc, y, y_stride);
+  if constexpr (kRows8MatrixOrder<Arch>) {
+    store_rows8_first_lanes<Arch, T>(acc, y, y_stride);
+  } else {
+    store_rows8_sums<Arch, T>(acc, y, y_stride);
+  }
 }
 
 // WeightKernels::rows8 of Q4_K, Q5_K and Q6_K: every token, eight at a time, the rest in
