@@ -129,7 +129,8 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
   // token's every value is what the matrix unit gives on the file's rows; row counts that
   // end in half a slab of 16 (24, 72) and token counts that end in a partial tile. A single
   // token on the copy takes the decode kernel (matvec_rounds_like_tiles: AMX's eight-row
-  // kernels round as the matrix unit), and must still have the matrix unit's bits.
+  // kernels round as the matrix unit), and so do up to kRows8FewTokens tokens (2 to 16);
+  // more take the tiles: each token must still have the matrix unit's bits.
   std::mt19937 rng(27);
   for (Isa isa : available_isas()) {
     Context ctx(2, isa);
@@ -154,7 +155,7 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
           const WeightMatrix w = with_rows8(file_rows, copy);
           CHECK(matvec_rounds_like_tiles(ctx, w));
           CHECK_FALSE(matvec_rounds_like_tiles(ctx, file_rows));
-          for (std::size_t n_tokens : {1, 17, 40}) {
+          for (std::size_t n_tokens : {1, 2, 5, 8, 9, 16, 17, 40}) {
             CAPTURE(n_tokens);
             const auto x = random_floats(n_tokens * cols, rng);
             std::vector<float> want(n_tokens * rows), got(n_tokens * rows);

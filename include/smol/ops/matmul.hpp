@@ -113,6 +113,32 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::
   });
 }
 
+// Up to this many tokens, an eight-row copy that AMX's matrix unit reads for prefill takes
+// the decode kernel over the tokens instead (WeightKernels::rows8, each block's weights
+// loaded once for all of them) where that kernel rounds as the matrix unit
+// (WeightKernels::rows8_rounds_like_matrix): a server decoding a few sequences,
+// speculative decoding verifying a draft. The matrix unit first expands every block of
+// the copy into bytes, a cost that a long prefill shares among its tiles and a few tokens
+// pay alone: on 3B Q4_K_M a weight pass for 8 tokens took 330 ms there, 132 ms on the
+// decode kernel (76 ms for one token). A remainder past whole tiles stays on the matrix
+// unit, whose expansion the tiles already paid for.
+inline constexpr std::size_t kRows8FewTokens = 16;
+
+// A few tokens on an eight-row copy: groups streamed over the threads as decode does.
+template <class Rows8>
+void matmul_rows8_few(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::size_t n_tokens,
+                      Rows8Fn<Rows8> kernel, float* y) {
+  const std::size_t nblocks = w.cols / QK_K;
+  const auto* groups = reinterpret_cast<const Rows8*>(w.rows8);
+  for_each_streamed_chunk(ctx, w.rows / kRowsPerGroup, nblocks * sizeof(Rows8),
+                          [&](std::size_t first, std::size_t last) {
+                            for (std::size_t g = first; g < last; ++g) {
+                              kernel(groups + g * nblocks, nblocks, q8, nblocks, n_tokens,
+                                     y + g * kRowsPerGroup, w.rows, WeightsFrom::memory);
+                            }
+                          });
+}
+
 // Any type through its dot kernel, in blocks of rows x tokens that fit in cache. `xs`
 // holds n_tokens activation rows of `count` elements (blocks, or floats).
 template <class Block, class Act>
@@ -212,6 +238,10 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   using Rows8 = typename WeightKernels<W>::Rows8;
   if constexpr (!std::is_void_v<Rows8>) {
     if (w.rows8 != nullptr && k.matrix_rows8 != nullptr) {
+      if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) {
+        return matmul_rows8_few<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens),
+                                       n_tokens, k.rows8, y);
+      }
       const std::size_t group_bytes = w.cols / QK_K * sizeof(Rows8);
       return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows8, w.rows8,
                                 group_bytes / kRowsPerGroup);
