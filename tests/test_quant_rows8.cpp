@@ -26,7 +26,7 @@ struct Q4K {
   static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
     return q4k_blocks(n, p, rng);
   }
-  static constexpr auto repack = repack_q4k_rows8;
+  static constexpr auto repack = repack_with_mins_rows8<BlockQ4KRows8>;
   static constexpr auto reference = rows8_q4k_q8k_reference;
   static auto kernel(const Kernels& k) { return k.of<GgmlType::Q4_K>().rows8; }
   static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q4_K>().dot; }
@@ -39,7 +39,7 @@ struct Q5K {
   static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
     return q5k_blocks(n, p, rng);
   }
-  static constexpr auto repack = repack_q5k_rows8;
+  static constexpr auto repack = repack_with_mins_rows8<BlockQ5KRows8>;
   static constexpr auto reference = rows8_q5k_q8k_reference;
   static auto kernel(const Kernels& k) { return k.of<GgmlType::Q5_K>().rows8; }
   static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q5_K>().dot; }
@@ -75,7 +75,8 @@ Group<Layout> make_group(std::size_t nblocks, Pattern pattern, std::mt19937& rng
 
 }  // namespace
 
-TEST_CASE("repack_q4k_rows8 keeps every quant, scale, min and f16 factor in its lane") {
+TEST_CASE(
+    "repack_with_mins_rows8 (Q4_K) keeps every quant, scale, min and f16 factor in its lane") {
   std::mt19937 rng(40);
   const auto g = make_group<Q4K>(3, Pattern::random, rng);
   for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
@@ -97,7 +98,9 @@ TEST_CASE("repack_q4k_rows8 keeps every quant, scale, min and f16 factor in its 
   }
 }
 
-TEST_CASE("repack_q5k_rows8 keeps every 5-bit quant, scale, min and f16 factor in its lane") {
+TEST_CASE(
+    "repack_with_mins_rows8 (Q5_K) keeps every 5-bit quant, scale, min and f16 factor in its "
+    "lane") {
   std::mt19937 rng(45);
   const auto g = make_group<Q5K>(3, Pattern::random, rng);
   for (std::size_t r = 0; r < kRowsPerGroup; ++r) {

@@ -347,14 +347,7 @@ inline void repack_rows16(const std::byte* first_row, std::size_t row_bytes, std
 // whether it has.
 template <class F>
 constexpr bool visit_rows16_block(GgmlType type, F&& f) {
-  bool has = false;
-  visit_weight_type(type, [&]<class W>(W) {
-    if constexpr (!std::is_void_v<typename Rows16Of<typename W::Block>::type>) {
-      f(std::type_identity<typename W::Block>{});
-      has = true;
-    }
-  });
-  return has;
+  return visit_block_with_copy<Rows16Of>(type, f);
 }
 
 // Whether a type's sixteen-row copy is one.

@@ -40,6 +40,7 @@ inline constexpr std::size_t kRowsPerGroup = 8;
 enum class WeightsFrom { memory, cache };
 
 struct alignas(32) BlockQ4KRows8 {
+  using FileBlock = BlockQ4K;
   // qs[c][g][r][e] = byte 32 * c + 4 * g + e of row r's qs: low nibbles are values
   // 64 * c + 4 * g + e (sub-block 2c), high nibbles 32 more (sub-block 2c + 1).
   std::uint8_t qs[4][8][kRowsPerGroup][4];
@@ -51,52 +52,12 @@ struct alignas(32) BlockQ4KRows8 {
 static_assert(sizeof(BlockQ4KRows8) == 1184 && offsetof(BlockQ4KRows8, scales) == 1024 &&
               offsetof(BlockQ4KRows8, d) == 1152);
 
-// Interleaves rows [8 * group, 8 * group + 8) of a Q4_K matrix whose rows hold `nblocks`
-// blocks and lie `row_bytes` apart: out[b] is super-block b of the group.
-inline void repack_q4k_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
-                             BlockQ4KRows8* out) noexcept {
-  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
-    const auto* row = reinterpret_cast<const BlockQ4K*>(first_row + r * row_bytes);
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      BlockQ4KRows8& o = out[b];
-      std::uint8_t scales[8], mins[8];
-      unpack_q4k_scales(row[b].scales, scales, mins);
-      for (std::size_t j = 0; j < 8; ++j) {
-        o.scales[j][r] = scales[j];
-        o.mins[j][r] = mins[j];
-      }
-      o.d[r] = row[b].d;
-      o.dmin[r] = row[b].dmin;
-      for (std::size_t i = 0; i < QK_K / 2; i += 4) {
-        std::memcpy(o.qs[i / 32][(i % 32) / 4][r], row[b].qs + i, 4);
-      }
-    }
-  }
-}
-
-// Row r's block back out of a group's block: the inverse of repack_q4k_rows8 (a kernel
-// that reads the copy where it would read the file, AMX's prefill expansion, takes it).
-inline BlockQ4K file_block_of(const BlockQ4KRows8& group, std::size_t r) noexcept {
-  BlockQ4K x;
-  std::uint8_t scales[8], mins[8];
-  for (std::size_t j = 0; j < 8; ++j) {
-    scales[j] = group.scales[j][r];
-    mins[j] = group.mins[j][r];
-  }
-  pack_q4k_scales(scales, mins, x.scales);
-  x.d = group.d[r];
-  x.dmin = group.dmin[r];
-  for (std::size_t i = 0; i < QK_K / 2; i += 4) {
-    std::memcpy(x.qs + i, group.qs[i / 32][(i % 32) / 4][r], 4);
-  }
-  return x;
-}
-
 // Q5_K: Q4_K's copy plus the fifth bits, qh regrouped by 4 across the rows as qs is,
 // so that the qh bytes of values 4g + e (g < 8) of every chunk sit where that chunk's qs
 // bytes do: bit 2c of qh[g][r][e] tops the low nibble of qs[c][g][r][e], bit 2c + 1 the
 // high nibble. 1440 bytes per group against the file's 1408 (unpacked scales).
 struct alignas(32) BlockQ5KRows8 {
+  using FileBlock = BlockQ5K;
   std::uint8_t qs[4][8][kRowsPerGroup][4];  // as BlockQ4KRows8's
   std::uint8_t qh[8][kRowsPerGroup][4];     // byte 4 * g + e of row r's qh
   std::uint8_t scales[8][kRowsPerGroup];
@@ -107,12 +68,17 @@ struct alignas(32) BlockQ5KRows8 {
 static_assert(sizeof(BlockQ5KRows8) == 1440 && offsetof(BlockQ5KRows8, qh) == 1024 &&
               offsetof(BlockQ5KRows8, scales) == 1280 && offsetof(BlockQ5KRows8, d) == 1408);
 
-inline void repack_q5k_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
-                             BlockQ5KRows8* out) noexcept {
+// Interleaves rows [8 * group, 8 * group + 8) of a Q4_K or Q5_K matrix whose rows hold
+// `nblocks` blocks and lie `row_bytes` apart: out[b] is super-block b of the group. The
+// two share the scales, mins, factors and qs; Q5_K's copy adds the qh bytes.
+template <class Group>
+void repack_with_mins_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
+                            Group* out) noexcept {
+  using Block = typename Group::FileBlock;
   for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
-    const auto* row = reinterpret_cast<const BlockQ5K*>(first_row + r * row_bytes);
+    const auto* row = reinterpret_cast<const Block*>(first_row + r * row_bytes);
     for (std::size_t b = 0; b < nblocks; ++b) {
-      BlockQ5KRows8& o = out[b];
+      Group& o = out[b];
       std::uint8_t scales[8], mins[8];
       unpack_q4k_scales(row[b].scales, scales, mins);
       for (std::size_t j = 0; j < 8; ++j) {
@@ -124,14 +90,22 @@ inline void repack_q5k_rows8(const std::byte* first_row, std::size_t row_bytes, 
       for (std::size_t i = 0; i < QK_K / 2; i += 4) {
         std::memcpy(o.qs[i / 32][(i % 32) / 4][r], row[b].qs + i, 4);
       }
-      for (std::size_t i = 0; i < QK_K / 8; i += 4) std::memcpy(o.qh[i / 4][r], row[b].qh + i, 4);
+      if constexpr (std::is_same_v<Block, BlockQ5K>) {
+        for (std::size_t i = 0; i < QK_K / 8; i += 4) {
+          std::memcpy(o.qh[i / 4][r], row[b].qh + i, 4);
+        }
+      }
     }
   }
 }
 
-// The inverse of repack_q5k_rows8 for row r's block.
-inline BlockQ5K file_block_of(const BlockQ5KRows8& group, std::size_t r) noexcept {
-  BlockQ5K x;
+// Row r's block back out of a group's block: the inverse of repack_with_mins_rows8 (a
+// kernel that reads the copy where it would read the file, AMX's prefill expansion,
+// takes it).
+template <class Group>
+requires std::is_same_v<Group, BlockQ4KRows8> || std::is_same_v<Group, BlockQ5KRows8>
+typename Group::FileBlock file_block_of(const Group& group, std::size_t r) noexcept {
+  typename Group::FileBlock x;
   std::uint8_t scales[8], mins[8];
   for (std::size_t j = 0; j < 8; ++j) {
     scales[j] = group.scales[j][r];
@@ -143,7 +117,9 @@ inline BlockQ5K file_block_of(const BlockQ5KRows8& group, std::size_t r) noexcep
   for (std::size_t i = 0; i < QK_K / 2; i += 4) {
     std::memcpy(x.qs + i, group.qs[i / 32][(i % 32) / 4][r], 4);
   }
-  for (std::size_t i = 0; i < QK_K / 8; i += 4) std::memcpy(x.qh + i, group.qh[i / 4][r], 4);
+  if constexpr (std::is_same_v<Group, BlockQ5KRows8>) {
+    for (std::size_t i = 0; i < QK_K / 8; i += 4) std::memcpy(x.qh + i, group.qh[i / 4][r], 4);
+  }
   return x;
 }
 
@@ -289,10 +265,8 @@ struct Rows8Of<BlockQ6K> {
 template <class Block>
 inline void repack_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
                          typename Rows8Of<Block>::type* out) noexcept {
-  if constexpr (std::is_same_v<Block, BlockQ4K>) {
-    repack_q4k_rows8(first_row, row_bytes, nblocks, out);
-  } else if constexpr (std::is_same_v<Block, BlockQ5K>) {
-    repack_q5k_rows8(first_row, row_bytes, nblocks, out);
+  if constexpr (std::is_same_v<Block, BlockQ4K> || std::is_same_v<Block, BlockQ5K>) {
+    repack_with_mins_rows8(first_row, row_bytes, nblocks, out);
   } else {
     repack_q6k_rows8(first_row, row_bytes, nblocks, out);
   }
@@ -302,14 +276,7 @@ inline void repack_rows8(const std::byte* first_row, std::size_t row_bytes, std:
 // it has.
 template <class F>
 constexpr bool visit_rows8_block(GgmlType type, F&& f) {
-  bool has = false;
-  visit_weight_type(type, [&]<class W>(W) {
-    if constexpr (!std::is_void_v<typename Rows8Of<typename W::Block>::type>) {
-      f(std::type_identity<typename W::Block>{});
-      has = true;
-    }
-  });
-  return has;
+  return visit_block_with_copy<Rows8Of>(type, f);
 }
 
 constexpr bool has_rows8_copy(GgmlType type) noexcept {

@@ -65,6 +65,20 @@ constexpr bool visit_weight_type(GgmlType type, F&& f) {
   }(WeightTypes{});
 }
 
+// Calls f(std::type_identity<Block>{}) when `type`'s block has the load-time layout that
+// the trait CopyOf names (CopyOf<Block>::type not void: Rows8Of, Rows16Of); whether it has.
+template <template <class> class CopyOf, class F>
+constexpr bool visit_block_with_copy(GgmlType type, F&& f) {
+  bool has = false;
+  visit_weight_type(type, [&]<class W>(W) {
+    if constexpr (!std::is_void_v<typename CopyOf<typename W::Block>::type>) {
+      f(std::type_identity<typename W::Block>{});
+      has = true;
+    }
+  });
+  return has;
+}
+
 constexpr bool is_weight_type(GgmlType type) {
   return visit_weight_type(type, [](auto) {});
 }

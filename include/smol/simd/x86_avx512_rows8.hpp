@@ -11,10 +11,12 @@
 //
 // Exact integers, like the reference: each lane sums 16 products of one sub-block
 // (16 x 15 x 128 < 2^15), so vpackssdw packs the sums of sub-blocks 2c and 2c + 1
-// losslessly into words and one vpdpwssd applies both sub-block scales. Floats appear
-// once per super-block. Lane L = 4k + q of the int32 sums holds row 2k + (q & 1),
-// values of sub-blocks with parity q >> 1 (the order vpackssdw leaves); the two lanes
-// of a row are added at the end. Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
+// losslessly into words and one vpdpwssd applies both sub-block scales. Lane L = 4k + q
+// of the int32 sums holds row 2k + (q & 1), values of sub-blocks with parity q >> 1 (the
+// order vpackssdw leaves). Floats appear once per super-block; on AVX-512 and VNNI the two
+// lanes of a row are added at the end, in floats; on AMX (kRows8MatrixOrder) they are
+// added in integers per block and the min terms summed apart, the matrix unit's order.
+// Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
