@@ -215,9 +215,10 @@ TEST_CASE(
   // (decode reads the copy, prefill the file), and on Q5_K's (its 256-bit dot is its
   // tiles' operations; the AVX-512 sets decode it with a 512-bit dot); Q2_K and Q3_K on
   // every x86 set (their dots are their tiles' operations, on AMX the matrix unit's float
-  // steps). 18 blocks a row,
-  // and 45: a segment of 32 and one of 13, whose last five blocks' min terms are summed
-  // one by one.
+  // steps). Two and three tokens too (the few-token paths: the decode kernel over them on
+  // a copy, Q2_K's and Q3_K's dots on AMX) must have the bits they have among five. 18
+  // blocks a row, and 45: a segment of 32 and one of 13, whose last five blocks' min terms
+  // are summed one by one.
   std::mt19937 rng(26);
   const std::size_t rows = 37, n_tokens = 5;
   for (GgmlType type :
@@ -244,6 +245,12 @@ TEST_CASE(
         for (const WeightMatrix* m : {&file_rows, &w}) {
           std::vector<float> many(n_tokens * rows), one(rows), decoded(rows);
           matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);
+          for (std::size_t few : {2, 3}) {  // few-token paths (kDotsFewTokens, kRows16FewTokens)
+            std::vector<float> first(few * rows);
+            matmul(ctx, *m, x.data(), few, first.data(), OneToken::tiles);
+            CAPTURE(few);
+            CHECK(std::memcmp(first.data(), many.data(), first.size() * sizeof(float)) == 0);
+          }
           for (std::size_t t = 0; t < n_tokens; ++t) {
             matmul(ctx, *m, x.data() + t * cols, 1, one.data(), OneToken::tiles);
             CAPTURE(t);

@@ -139,6 +139,31 @@ void matmul_rows8_few(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, s
                           });
 }
 
+// Up to this many tokens, the file's rows of a type whose dot rounds as its matrix unit
+// (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) take that dot per token, a
+// row's weights read once from memory for all of them, instead of the matrix unit, which
+// expands every block of the rows first whatever the count. A step of B sequences on the
+// 3B files (smol-bench -npl, 2026-11-29), dots against matrix unit: Q2_K 116 / 195 ms for
+// B = 2, 160 / 199 for 3, 212 / 205 for 4, 395 / 230 for 8; Q3_K_M 108 / 215, 148 / 224,
+// 178 / 222, 322 / 236.
+inline constexpr std::size_t kDotsFewTokens = 4;
+
+// A few tokens through the dot kernel, rows streamed over the threads as decode does.
+template <class W>
+void matmul_dots_few(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
+                     std::size_t n_tokens, float* y) {
+  const WeightKernels<W>& k = ctx.kernels().of(W{});
+  const std::size_t count = w.cols / W::values_per_block;
+  for_each_streamed_chunk(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
+    for (std::size_t r = first; r < last; ++r) {
+      if (!k.dot_streams) prefetch_ahead(w, r);
+      const auto* row = reinterpret_cast<const typename W::Block*>(w.row(r));
+      for (std::size_t t = 0; t < n_tokens; ++t)
+        y[t * w.rows + r] = k.dot(row, xs + t * count, count);
+    }
+  });
+}
+
 // Any type through its dot kernel, in blocks of rows x tokens that fit in cache. `xs`
 // holds n_tokens activation rows of `count` elements (blocks, or floats).
 template <class Block, class Act>
@@ -267,6 +292,9 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
     }
   }
   if (k.matrix != nullptr) {
+    if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) {
+      return matmul_dots_few<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y);
+    }
     return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
   }
   if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
