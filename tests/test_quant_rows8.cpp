@@ -545,8 +545,14 @@ void check_rows16_kernels() {
           CHECK(bad == 0);
           // Rows past n_rows are not written.
           for (std::size_t r = n_rows; r < y.size(); ++r) CHECK(y[r] == -7.0f);
-          CHECK(((k.tile_dots_rows16 != nullptr) == (isa == Isa::amx)));
-          if (isa == Isa::amx) {
+          // AMX's prefill reads the copy with tiles (the 32-value types) or with its matrix
+          // unit (IQ4_XS: test_matmul compares that, on the copy and the file's rows, with
+          // this kernel bit for bit).
+          const bool iq4xs = T::type == GgmlType::IQ4_XS;
+          const bool amx_tiles = isa == Isa::amx && !iq4xs;
+          CHECK(((k.tile_dots_rows16 != nullptr) == amx_tiles));
+          CHECK(((k.matrix_rows16 != nullptr) == (isa == Isa::amx && iq4xs)));
+          if (amx_tiles) {
             std::vector<float> tiles(n_rows, -7.0f), copy_tiles(n_rows, -7.0f);
             k.tile_dots(reinterpret_cast<const std::byte*>(rows.data()),
                         nblocks * sizeof(typename T::Block), n_rows, x.data(), nblocks, nblocks, 1,

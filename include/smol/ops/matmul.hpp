@@ -278,6 +278,17 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   }
   using Rows16 = typename WeightKernels<W>::Rows16;
   if constexpr (!std::is_void_v<Rows16>) {
+    if (w.rows8 != nullptr && k.matrix_rows16 != nullptr) {
+      // A few tokens on the decode kernel over them (the matrix unit expands every block
+      // first, whatever the count; see kRows8FewTokens); more on the matrix unit.
+      if (n_tokens <= kRows16FewTokens) {
+        return matmul_rows16_few<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens,
+                                    y, k.rows16);
+      }
+      const std::size_t group_bytes = w.cols / W::values_per_block * sizeof(Rows16);
+      return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
+                                group_bytes / kRows16);
+    }
     if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
       // Whole tiles of 16 tokens on the tiles; a remainder of a few on the decode kernel
       // (a tile costs the same for 1 token as for 16).
@@ -345,7 +356,7 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
     const WeightKernels<W>& k = ctx.kernels().of(W{});
     if (w.rows8 != nullptr) {
       if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
-        same = k.tile_dots_rows16 != nullptr;
+        same = k.tile_dots_rows16 != nullptr || k.matrix_rows16 != nullptr;
       } else if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows8>) {
         same = k.rows8_rounds_like_matrix && k.matrix_rows8 != nullptr;
       }

@@ -276,9 +276,11 @@ inline constexpr auto rows16_q8_0_reference = rows16_no_min_reference<BlockQ8_0R
 inline constexpr auto rows16_q4_0_reference = rows16_no_min_reference<BlockQ4_0Rows16>;
 inline constexpr auto rows16_iq4nl_reference = rows16_no_min_reference<BlockIQ4NLRows16>;
 
-// IQ4_XS: the same steps per 32-value sub-block, each scaled by d (s_j - 32) in floats
-// (exact: an f16 times a 6-bit integer), with the Q8_K token's d: as the AMX tiles take
-// every sub-block as a block of its own.
+// IQ4_XS: each 32-value sub-block's integer sum times its scale s_j - 32, summed in
+// integers over the super-block (|sum| <= 8 x 32 x 32 x 127 x 127 < 2^31), then floats
+// once per super-block: the sum times the row's d, one fma by the Q8_K token's d. The
+// AMX prefill's order on the same copy (amx_matrix_with_offset<.., 0> on two byte
+// planes of (s_j - 32) x level), so a token decoded has the bits a prefill gives it.
 inline void rows16_iq4xs_reference(const BlockIQ4XSRows16* w, std::size_t nblocks,
                                    std::size_t n_rows, const BlockQ8K* x, std::size_t x_stride,
                                    std::size_t n_tokens, const std::int32_t* /*offsets*/, float* y,
@@ -288,14 +290,15 @@ inline void rows16_iq4xs_reference(const BlockIQ4XSRows16* w, std::size_t nblock
     for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
       float acc = 0.0f;
       for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t block_sum = 0;
         for (std::size_t j = 0; j < 8; ++j) {
           std::int32_t isum = 0;
           for (std::size_t i = 0; i < 32; ++i) {
             isum += kIq4nlValues[rows16_iq4xs_nibble(w[b], j, r, i)] * xt[b].qs[32 * j + i];
           }
-          const float wd = f16_to_f32(w[b].d[r]) * static_cast<float>(w[b].scales[j][r]);
-          acc = std::fma(static_cast<float>(isum) * wd, xt[b].d, acc);
+          block_sum += w[b].scales[j][r] * isum;
         }
+        acc = std::fma(static_cast<float>(block_sum) * f16_to_f32(w[b].d[r]), xt[b].d, acc);
       }
       y[t * y_stride + r] = acc;
     }

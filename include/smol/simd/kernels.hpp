@@ -101,6 +101,10 @@ struct WeightKernels {
                            std::size_t n_rows, const Activation* x, std::size_t x_stride,
                            std::size_t nblocks, std::size_t n_tokens, float* y,
                            std::size_t y_stride) = nullptr;
+  // Prefill on a matrix unit from the sixteen-row copy (IQ4_XS on AMX), groups addressed as
+  // MatrixFn's rows at a group's bytes / 16 apart, with the bits `matrix` gives the file's
+  // rows and `rows16` gives a token on the copy.
+  MatrixFn matrix_rows16 = nullptr;
   // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
   // 32-value types but IQ4_NL on AVX2, simd/x86_avx2.hpp's scaled_block_sums; Q2_K and
   // Q3_K on every x86 set but AMX; Q5_K on AVX2), so that a one-token

@@ -8,9 +8,12 @@
 // with the sums exact in integers and floats once per block.
 // Prefill: tiles of tokens on x86 (tile_dots_iq4nl on AVX-512, x86_avx2_blocks32.hpp's
 // on AVX2, tile_dots_iq4xs below); NEON loops the dot. Both also have a sixteen-row copy
-// (quant/rows16.hpp: made at load on AMX, where its tiles read it too; IQ4_NL's is Q4_0's
+// (quant/rows16.hpp: made at load on AMX, whose prefill reads it too; IQ4_NL's is Q4_0's
 // layout, IQ4_XS's eight of them with the sub-block scales unpacked), whose decode
-// kernels look the levels up sixty-four at a time (x86_avx512_rows16.hpp).
+// kernels look the levels up sixty-four at a time (x86_avx512_rows16.hpp). On AMX,
+// IQ4_NL's prefill is a tile multiply per block (x86_amx_blocks32.hpp); IQ4_XS's is the
+// matrix unit on two byte planes of its integer-scaled levels (expand_iq4xs_planes below),
+// one float step per super-block, which its decode kernel on the copy takes too.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/tile_loop.hpp"
+#include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx2_blocks32.hpp"
@@ -81,13 +85,19 @@ inline __m256i iq4nl_levels(const BlockIQ4NL& b, __m256i table) noexcept {
   return _mm256_shuffle_epi8(table, low_nibbles<Arch>(b));
 }
 
-// IQ4_XS's sub-block j (values 32 j .. 32 j + 31) as signed levels, in value order.
+// The 32 signed levels, in value order, of a sub-block's 16 packed bytes (value i in the
+// low nibble of byte i, value 16 + i in its high nibble).
 template <class Arch>
-inline __m256i iq4xs_sub_block_levels(const BlockIQ4XS& b, std::size_t j) noexcept {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j));
+inline __m256i iq4_packed_levels(__m128i packed) noexcept {
   return _mm256_shuffle_epi8(iq4_table<Arch>(),
                              _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
                                               _mm256_set1_epi8(0x0F)));
+}
+
+// IQ4_XS's sub-block j (values 32 j .. 32 j + 31) as signed levels, in value order.
+template <class Arch>
+inline __m256i iq4xs_sub_block_levels(const BlockIQ4XS& b, std::size_t j) noexcept {
+  return iq4_packed_levels<Arch>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * j)));
 }
 
 // 256-bit, for every x86 set (a block is one ymm; the VNNI sets use vpdpbusd). |level|
@@ -356,6 +366,49 @@ void tile_dots_iq4xs(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
                        });
 }
 
+// AMX prefill (amx_matrix_with_offset<.., 0>): IQ4_XS's super-block as two byte planes of
+// (s_j - 32) x level, |(s_j - 32) x level| <= 32 x 127 < 2^13 (expand_offset_planes with
+// signed levels, each sub-block's scale given to its two groups of 16), so a block's 256
+// products are summed in integers before any float step, as the K-quants' are: one float
+// step per super-block instead of eight (one per sub-block) in the tile loop. `levels(j)`
+// gives sub-block j's 32 levels, `scale(j)` its s_j - 32.
+template <class Arch, class Levels, class Scale>
+inline void expand_iq4xs_planes(f16_bits d, std::size_t b, std::size_t cols, std::size_t r,
+                                const ExpandedRows& e, Levels levels, Scale scale) noexcept {
+  __m512i n[4];
+  for (std::size_t c = 0; c < 4; ++c) {
+    n[c] = _mm512_inserti64x4(_mm512_castsi256_si512(levels(2 * c)), levels(2 * c + 1), 1);
+  }
+  std::int8_t scales[16];
+  for (std::size_t g = 0; g < 16; ++g) scales[g] = static_cast<std::int8_t>(scale(g / 2));
+  expand_offset_planes<Arch, /*kSignedLevels=*/true>(n, scales, d, b, r * cols + b * QK_K, r, e);
+}
+
+// Block b of a file row.
+template <class Arch>
+inline void expand_iq4xs_block(const BlockIQ4XS& x, std::size_t b, std::size_t cols, std::size_t r,
+                               const ExpandedRows& e) noexcept {
+  expand_iq4xs_planes<Arch>(
+      x.d, b, cols, r, e, [&](std::size_t j) { return iq4xs_sub_block_levels<Arch>(x, j); },
+      [&](std::size_t j) { return iq4xs_scale(x, j); });
+}
+
+// Block b of lane `lane` of a sixteen-row group: sub-block j's 16 bytes are four dwords
+// 64 bytes apart (qs[j][c][lane]), its scale unpacked already.
+template <class Arch>
+inline void expand_iq4xs_copy_block(const BlockIQ4XSRows16& g, std::size_t lane, std::size_t b,
+                                    std::size_t cols, std::size_t r,
+                                    const ExpandedRows& e) noexcept {
+  expand_iq4xs_planes<Arch>(
+      g.d[lane], b, cols, r, e,
+      [&](std::size_t j) {
+        const __m128i index = _mm_setr_epi32(0, 16, 32, 48);
+        return iq4_packed_levels<Arch>(
+            _mm_i32gather_epi32(reinterpret_cast<const int*>(&g.qs[j][0][lane][0]), index, 4));
+      },
+      [&](std::size_t j) { return g.scales[j][lane]; });
+}
+
 }  // namespace simd::x86
 #endif  // SMOL_X86
 
@@ -436,8 +489,8 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
                          std::size_t n_tokens, float* y, std::size_t y_stride) {
           simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4NL>(
               w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
-              [](const BlockIQ4NL& b, std::size_t) { return decltype(levels){}(b); },
-              [](const BlockIQ4NL& b, std::size_t) { return f16_to_f32(b.d); });
+              [](const BlockIQ4NL& b) { return decltype(levels){}(b); },
+              [](const BlockIQ4NL& b) { return f16_to_f32(b.d); });
         };
       } else if constexpr (is_avx512_v<Arch>) {
         k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
@@ -478,24 +531,20 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
         k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4XSRows16>;
       }
+      k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
-        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockIQ4XSRows16>;
-        // x86_amx_blocks32.hpp: each 32-value sub-block a block of its own, scaled by
-        // d (s_j - 32) in floats.
-        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                         const BlockQ8K* x, std::size_t x_stride, std::size_t nblocks,
-                         std::size_t n_tokens, float* y, std::size_t y_stride) {
-          simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4XS>(
-              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
-              [](const BlockIQ4XS& b, std::size_t j) {
-                return simd::x86::iq4xs_sub_block_levels<Arch>(b, j);
-              },
-              [](const BlockIQ4XS& b, std::size_t j) {
-                return f16_to_f32(b.d) * static_cast<float>(iq4xs_scale(b, j));
-              });
-        };
-      } else {
-        k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
+        // The matrix unit on two planes of the integer-scaled levels (x86_amx.hpp), from
+        // the file's rows or the sixteen-row copy, whose decode kernel (rows16_512) sums
+        // each super-block in integers as they do.
+        using simd::x86::amx_matrix_with_offset, simd::x86::expand_file_row,
+            simd::x86::expand_rows16_copy_row;
+        k.matrix = amx_matrix_with_offset<
+            Arch, expand_file_row<Arch, BlockIQ4XS, simd::x86::expand_iq4xs_block<Arch>>, 0>;
+        k.matrix_rows16 =
+            amx_matrix_with_offset<Arch,
+                                   expand_rows16_copy_row<Arch, BlockIQ4XSRows16,
+                                                          simd::x86::expand_iq4xs_copy_block<Arch>>,
+                                   0>;
       }
 #endif
 #if defined(__aarch64__)

@@ -328,8 +328,8 @@ struct LegacyKernelUnit {
                          std::size_t y_stride) {
           simd::x86::amx_tile_dots_blocks32<Arch, Block>(
               w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
-              [](const Block& b, std::size_t) { return simd::x86::legacy_levels<Arch>(b); },
-              [](const Block& b, std::size_t) { return f16_to_f32(b.d); });
+              [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); },
+              [](const Block& b) { return f16_to_f32(b.d); });
         };
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
           k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockQ4_1Rows16>;

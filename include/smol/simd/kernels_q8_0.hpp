@@ -132,8 +132,8 @@ struct Q8_0ActivationKernelUnit {
                        std::size_t n_tokens, float* y, std::size_t y_stride) {
         simd::x86::amx_tile_dots_blocks32<Arch, Block>(
             w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
-            [](const Block& b, std::size_t) { return simd::x86::block_quants<Arch>(b); },
-            [](const Block& b, std::size_t) { return f16_to_f32(b.d); });
+            [](const Block& b) { return simd::x86::block_quants<Arch>(b); },
+            [](const Block& b) { return f16_to_f32(b.d); });
       };
     }
 #endif

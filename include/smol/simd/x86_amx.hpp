@@ -7,9 +7,10 @@
 // integer products then give exactly the reference's per-block sum of s*q*a, and floats appear once
 // per block. Q6_K's -32 offset is a third plane (its group scale); Q4_K's and Q5_K's min term is
 // done in AVX-512 from the activations' sub-block sums, which frees the tiles to multiply each
-// weight chunk with two token tiles at once (tile loads, not multiplies, are the limit). The
-// expansion is done once per 16 rows and reused by every token tile. Hand-written because
-// xsimd has no tile instructions.
+// weight chunk with two token tiles at once (tile loads, not multiplies, are the limit).
+// Q2_K, Q3_K and IQ4_XS (kernels_iq4.hpp: (s_j - 32) x level, 128 h + l with no offset
+// plane) take the same planes. The expansion is done once per 16 rows and reused by every
+// token tile. Hand-written because xsimd has no tile instructions.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -178,7 +179,9 @@ inline void expand_q4k_copy_block(const BlockQ4KRows8& g, std::size_t lane, std:
 // stored with an offset (Q6_K: q - 32, Q3_K: q - 4) -> planes at column `at` of row r:
 // s*q >> 7 (signed), s*q & 127, and the group scale s; `n[c]` holds the quants of values
 // 64c .. 64c + 63 in natural order, `scales` the sixteen scales (|s*q| < 2^13).
-template <class Arch>
+// kSignedLevels: `n` holds signed levels with no offset (IQ4_XS, whose 32-value
+// sub-blocks give two groups the same scale), and there is no third plane.
+template <class Arch, bool kSignedLevels = false>
 inline void expand_offset_planes(const __m512i (&n)[4], const std::int8_t* scales, f16_bits d,
                                  std::size_t b, std::size_t at, std::size_t r,
                                  const ExpandedRows& e) noexcept {
@@ -193,15 +196,20 @@ inline void expand_offset_planes(const __m512i (&n)[4], const std::int8_t* scale
                                            g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
                                            g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g);
       const __m512i scale = _mm512_permutexvar_epi16(idx, sc16);
-      const __m512i words = _mm512_cvtepu8_epi16(half == 0 ? _mm512_castsi512_si256(n[c])
-                                                           : _mm512_extracti64x4_epi64(n[c], 1));
+      const __m256i bytes =
+          half == 0 ? _mm512_castsi512_si256(n[c]) : _mm512_extracti64x4_epi64(n[c], 1);
+      const __m512i words =
+          kSignedLevels ? _mm512_cvtepi8_epi16(bytes) : _mm512_cvtepu8_epi16(bytes);
       const __m512i scaled = _mm512_mullo_epi16(words, scale);
       const std::size_t o = at + 64 * c + 32 * half;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[0] + o),
                           _mm512_cvtepi16_epi8(_mm512_srai_epi16(scaled, 7)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[1] + o),
                           _mm512_cvtepi16_epi8(_mm512_and_si512(scaled, low7)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[2] + o), _mm512_cvtepi16_epi8(scale));
+      if constexpr (!kSignedLevels) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(e.plane[2] + o),
+                            _mm512_cvtepi16_epi8(scale));
+      }
     }
   }
   e.d[b * kTokenTile + r] = _cvtsh_ss(d);
@@ -232,6 +240,15 @@ inline void expand_file_row(const std::byte* slab, std::size_t row_bytes, std::s
                             std::size_t nblocks, const ExpandedRows& e) noexcept {
   const auto* x = reinterpret_cast<const Block*>(slab + r * row_bytes);
   for (std::size_t b = 0; b < nblocks; ++b) kExpandBlock(x[b], b, nblocks * QK_K, r, e);
+}
+
+// ... or from a sixteen-row copy (quant/rows16.hpp), where the slab is one group and
+// kExpandBlock takes a group's block and a lane ...
+template <class Arch, class Rows16, auto kExpandBlock>
+inline void expand_rows16_copy_row(const std::byte* slab, std::size_t /*row_bytes*/, std::size_t r,
+                                   std::size_t nblocks, const ExpandedRows& e) noexcept {
+  const Rows16* group = reinterpret_cast<const Rows16*>(slab);
+  for (std::size_t b = 0; b < nblocks; ++b) kExpandBlock(group[b], r, b, nblocks * QK_K, r, e);
 }
 
 // ... or from the interleaved copy that decode reads (quant/rows8.hpp), where the slab is
@@ -419,15 +436,16 @@ void amx_matrix_with_mins(const std::byte* w, std::size_t row_bytes, std::size_t
   _tile_release();
 }
 
-// Q6_K and Q3_K (whose rows kExpandRow turns into expand_offset_planes's planes): one token
-// tile per pass, d * (sum(s q a) - kOffset sum(s a)) per block with s q = 128 high + low,
-// all in the tiles.
+// Q6_K, Q3_K and IQ4_XS (whose rows kExpandRow turns into expand_offset_planes's planes):
+// one token tile per pass, d * (sum(s q a) - kOffset sum(s a)) per block with
+// s q = 128 high + low, all in the tiles; kOffset 0 (IQ4_XS's signed levels): two planes.
 template <class Arch, auto kExpandRow, int kOffset>
 void amx_matrix_with_offset(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                             const TokenTiles& act, float* y, std::size_t y_stride,
                             std::byte* scratch) noexcept {
-  static_assert(kOffset == 32 || kOffset == 4, "a power of two, as a shift below");
+  static_assert(kOffset == 32 || kOffset == 4 || kOffset == 0, "a power of two, as a shift below");
   constexpr int kOffsetShift = kOffset == 32 ? 5 : 2;
+  constexpr bool kOffsetPlane = kOffset != 0;
   const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
   const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
   const long stride = static_cast<long>(cols);
@@ -441,20 +459,22 @@ void amx_matrix_with_offset(const std::byte* w, std::size_t row_bytes, std::size
       for (std::size_t b = 0; b < nblocks; ++b) {
         _tile_zero(0);
         _tile_zero(1);
-        _tile_zero(2);
+        if constexpr (kOffsetPlane) _tile_zero(2);
         for (std::size_t c = 0; c < 4; ++c) {
           const std::size_t at = b * QK_K + 64 * c;
           _tile_loadd(6, act.chunk(tile, 4 * b + c), 64);
           _tile_loadd(3, e.plane[0] + at, stride);
           _tile_loadd(4, e.plane[1] + at, stride);
-          _tile_loadd(5, e.plane[2] + at, stride);
           _tile_dpbssd(0, 3, 6);  // signed x signed
           _tile_dpbssd(1, 4, 6);
-          _tile_dpbssd(2, 5, 6);
+          if constexpr (kOffsetPlane) {
+            _tile_loadd(5, e.plane[2] + at, stride);
+            _tile_dpbssd(2, 5, 6);
+          }
         }
         _tile_stored(0, e.results, 64);
         _tile_stored(1, e.results + 256, 64);
-        _tile_stored(2, e.results + 512, 64);
+        if constexpr (kOffsetPlane) _tile_stored(2, e.results + 512, 64);
         const __m512 yd = _mm512_loadu_ps(act.block_scales(tile, b));
         const float* d = e.d + b * kTokenTile;
 #pragma GCC unroll 16
@@ -462,9 +482,11 @@ void amx_matrix_with_offset(const std::byte* w, std::size_t row_bytes, std::size
           // d * (sum(s q a) - kOffset sum(s a)), with s q = 128 high + low
           const __m512i high = _mm512_load_si512(e.results + 16 * r);
           const __m512i low = _mm512_load_si512(e.results + 256 + 16 * r);
-          const __m512i offset = _mm512_load_si512(e.results + 512 + 16 * r);
-          const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(high, 7), low),
-                                               _mm512_slli_epi32(offset, kOffsetShift));
+          __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(high, 7), low);
+          if constexpr (kOffsetPlane) {
+            const __m512i offset = _mm512_load_si512(e.results + 512 + 16 * r);
+            sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(offset, kOffsetShift));
+          }
           const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d[r]));
           acc[r] = _mm512_fmadd_ps(v, yd, acc[r]);
         }

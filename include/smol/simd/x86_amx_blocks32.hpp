@@ -1,18 +1,17 @@
 // AMX-INT8 prefill tiles for the 32-value block types (Q4_0, Q8_0, Q4_1, Q5_0, Q5_1,
-// IQ4_NL), and for IQ4_XS, whose eight 32-value sub-blocks each have a scale of their own:
-// per 32 values, one tile multiply of 16 tokens x 32 values x 16 rows.
+// IQ4_NL): per 32 values, one tile multiply of 16 tokens x 32 values x 16 rows.
 //
 // Each of these blocks has its own float scale, so the products are summed per block and
 // the floats applied after each multiply (the K-quants instead fold their integer
-// sub-block scales into the weights and multiply 64 values at a time: x86_amx.hpp).
+// sub-block scales into the weights and multiply 64 values at a time: x86_amx.hpp, as
+// IQ4_XS's eight 32-value sub-blocks do with their integer scales: kernels_iq4.hpp).
 // The roles are the transpose of the K-quants' kernel: the activations are the A operand,
-// read straight from their Q8_0 / Q8_1 blocks, or from each 32 quants of IQ4_XS's Q8_K
-// blocks (one token's 32 quants per tile row, the tokens x_stride blocks apart; TDPBSUD /
-// TDPBSSD take A signed); the weights are the B operand, expanded once per call into
-// AMX's order (for each 4 consecutive values, the 4 bytes of 16 rows side by side) with
-// their scales as floats. A result tile row then holds one token's 16 rows, scaled by a
-// vector of the rows' d and a broadcast of the token's d; the min terms (rows' m times the
-// token's s) are summed apart, and a token's 16 rows leave as one 64-byte store.
+// read straight from their Q8_0 / Q8_1 blocks (one token's 32 quants per tile row, the
+// tokens x_stride blocks apart; TDPBSUD / TDPBSSD take A signed); the weights are the B operand,
+// expanded once per call into AMX's order (for each 4 consecutive values, the 4 bytes of 16 rows
+// side by side) with their scales as floats. A result tile row then holds one token's 16 rows,
+// scaled by a vector of the rows' d and a broadcast of the token's d; the min terms (rows' m times
+// the token's s) are summed apart, and a token's 16 rows leave as one 64-byte store.
 //
 // A token's float order depends on neither the number of tokens nor of rows (every
 // token's sums are its own), as WeightKernels::tile_dots requires. Hand-written because
@@ -73,23 +72,6 @@ inline Block32Scratch& block32_scratch() noexcept {
   return scratch;
 }
 
-// The 32-value blocks of a weight block: the block itself, or IQ4_XS's eight sub-blocks.
-template <class Block>
-inline constexpr std::size_t kBlocks32In = 1;
-template <>
-inline constexpr std::size_t kBlocks32In<BlockIQ4XS> = 8;
-
-// 32-value block b of a token's activations (`row`, its first block): a Q8_0 / Q8_1
-// block, or the b % 8-th 32 quants of Q8_K block b / 8, under that block's scale.
-template <class Activation>
-inline const std::int8_t* block32_quants(const Activation* row, std::size_t b) noexcept {
-  if constexpr (std::is_same_v<Activation, BlockQ8K>) {
-    return row[b / 8].qs + 32 * (b % 8);
-  } else {
-    return row[b].qs;
-  }
-}
-
 // The d (and Q8_1's s) of every block of `nt` <= 16 tokens `x_stride` blocks apart, as
 // floats [block][16 tokens], zeros past nt. The tile loop reads each once per row group,
 // and every call (a chunk of rows) needs all of them: converted one by one they took a
@@ -98,13 +80,7 @@ inline const std::int8_t* block32_quants(const Activation* row, std::size_t b) n
 template <class Arch, class Activation>
 inline void token_block_scales(const Activation* x, std::size_t x_stride, std::size_t nt,
                                std::size_t nblocks, float* yd, float* ys) noexcept {
-  if constexpr (std::is_same_v<Activation, BlockQ8K>) {  // float scales, one per 8 blocks
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      for (std::size_t t = 0; t < kTokenTile; ++t) {
-        yd[b * kTokenTile + t] = t < nt ? x[t * x_stride + b / 8].d : 0.0f;
-      }
-    }
-  } else {
+  {
     static_assert(offsetof(Activation, d) == 0 && sizeof(Activation) >= 4);
     const __m512i offsets =
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -237,8 +213,7 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
       std::memset(partial, 0, nblocks * kTokenTile * 32);
       for (std::size_t b = 0; b < nblocks; ++b) {
         for (std::size_t t = 0; t < nt; ++t) {
-          std::memcpy(partial + (b * kTokenTile + t) * 32, block32_quants(xt + t * x_stride, b),
-                      32);
+          std::memcpy(partial + (b * kTokenTile + t) * 32, xt[t * x_stride + b].qs, 32);
         }
       }
       stride = 32;
@@ -246,7 +221,7 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
     memory_barrier<Arch>();  // the planes and the copy are stored before the tiles read them
     const bool padded = nt < kTokenTile;
     const auto tokens = [=](std::size_t b) {
-      return padded ? partial + b * kTokenTile * 32 : block32_quants(xt, b);
+      return padded ? partial + b * kTokenTile * 32 : xt[b].qs;
     };
     for (std::size_t g = 0; g < groups; ++g) {
       const std::uint8_t* planes = all_planes + g * nblocks * 512;
@@ -288,23 +263,21 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
 }
 
 // y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
-// `n_tokens` activation rows `x_stride` blocks apart. `levels(block, j)` gives the 32
-// integer levels of the block's j-th 32-value block (j < kBlocks32In<Block>) as bytes in
-// value order: unsigned for the types with a min (dotted with Q8_1 blocks, whose s carries
-// the min term), signed otherwise; `scale(block, j)` their float scale.
+// `n_tokens` activation rows `x_stride` blocks apart. `levels(block)` gives the block's 32
+// integer levels as bytes in value order: unsigned for the types with a min (dotted with
+// Q8_1 blocks, whose s carries the min term), signed otherwise; `scale(block)` their
+// float scale.
 template <class Arch, class Block, class Activation, class Levels, class Scale>
 void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                             const Activation* x, std::size_t x_stride, std::size_t nblocks,
                             std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels,
                             Scale scale) {
   constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
-  constexpr std::size_t kSub = kBlocks32In<Block>;
-  const std::size_t n32 = nblocks * kSub;  // 32-value blocks per row
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
-  s.planes.resize(groups * n32 * 512);
-  s.wd.resize(groups * n32 * kTokenTile);
-  s.wm.resize(groups * n32 * kTokenTile);
+  s.planes.resize(groups * nblocks * 512);
+  s.wd.resize(groups * nblocks * kTokenTile);
+  s.wm.resize(groups * nblocks * kTokenTile);
 
   // The weights, once: quad q of row r's block b goes to bytes 64 q + 4 r of the block's
   // 512; rows past n_rows are zeros, their results dropped.
@@ -313,13 +286,12 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     for (std::size_t r = 0; r < kTokenTile; ++r) {
       const std::size_t row = g * kTokenTile + r;
       const auto* blocks = reinterpret_cast<const Block*>(w + row * row_bytes);
-      for (std::size_t i = 0; i < n32; ++i) {
-        const std::size_t b = i / kSub, j = i % kSub;
-        std::uint8_t* plane = s.planes.data() + (g * n32 + i) * 512 + 4 * r;
-        const std::size_t at = (g * n32 + i) * kTokenTile + r;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::uint8_t* plane = s.planes.data() + (g * nblocks + b) * 512 + 4 * r;
+        const std::size_t at = (g * nblocks + b) * kTokenTile + r;
         if (row < n_rows) {
-          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b], j), 1);
-          s.wd[at] = scale(blocks[b], j);
+          _mm256_i32scatter_epi32(plane, quad_offsets, levels(blocks[b]), 1);
+          s.wd[at] = scale(blocks[b]);
           if constexpr (kMin) s.wm[at] = f16_to_f32(blocks[b].m);
         } else {
           _mm256_i32scatter_epi32(plane, quad_offsets, _mm256_setzero_si256(), 1);
@@ -329,20 +301,18 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
 
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, n32, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
-// The same on Q4_1, Q4_0, IQ4_NL or IQ4_XS rows interleaved by sixteen (quant/rows16.hpp),
-// whose byte order is the planes' already: splitting each 64-byte vector of nibble pairs
-// into its low and high nibbles gives quads q and q + 4 of all sixteen rows, with no
-// scatter (Q4_0's levels are its nibbles minus 8, IQ4_NL's and IQ4_XS's a byte shuffle of
-// their table; IQ4_XS's eight sub-blocks are eight blocks here, scaled by d (s_j - 32) as
-// on the file's rows). Decode (matvec) and prefill then read one copy, and a token's
-// result is the same bit for bit (the float steps are the references').
+// The same on Q4_1, Q4_0 or IQ4_NL rows interleaved by sixteen (quant/rows16.hpp), whose
+// byte order is the planes' already: splitting each 64-byte vector of nibble pairs into
+// its low and high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter
+// (Q4_0's levels are its nibbles minus 8, IQ4_NL's a byte shuffle of its table). Decode
+// (matvec) and prefill then read one copy, and a token's result is the same bit for bit
+// (the float steps are the references').
 template <class Group>
-using Rows16Token = std::conditional_t<
-    std::is_same_v<Group, BlockQ4_1Rows16>, BlockQ8_1,
-    std::conditional_t<std::is_same_v<Group, BlockIQ4XSRows16>, BlockQ8K, BlockQ8_0>>;
+using Rows16Token =
+    std::conditional_t<std::is_same_v<Group, BlockQ4_1Rows16>, BlockQ8_1, BlockQ8_0>;
 
 template <class Arch, class Group>
 void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows,
@@ -350,16 +320,13 @@ void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows,
                                   std::size_t nblocks, std::size_t n_tokens, float* y,
                                   std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
-  constexpr bool kTable =
-      std::is_same_v<Group, BlockIQ4NLRows16> || std::is_same_v<Group, BlockIQ4XSRows16>;
-  constexpr std::size_t kSub = Group::kSubBlocks;
-  static_assert(Group::kOffset == (kMin ? 0 : kTable ? 128 : 8));
+  constexpr bool kTable = std::is_same_v<Group, BlockIQ4NLRows16>;
+  static_assert(Group::kOffset == (kMin ? 0 : kTable ? 128 : 8) && Group::kSubBlocks == 1);
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
-  const std::size_t n32 = nblocks * kSub;  // 32-value blocks per row
   Block32Scratch& s = block32_scratch();
-  s.planes.resize(groups * n32 * 512);
-  s.wd.resize(groups * n32 * kTokenTile);
-  if constexpr (kMin) s.wm.resize(groups * n32 * kTokenTile);
+  s.planes.resize(groups * nblocks * 512);
+  s.wd.resize(groups * nblocks * kTokenTile);
+  if constexpr (kMin) s.wm.resize(groups * nblocks * kTokenTile);
   const __m512i low = _mm512_set1_epi8(0x0F);
   // The signed levels of sixty-four nibbles (Q4_1's unsigned: its min is a term apart).
   const auto levels = [&](__m512i nibbles) {
@@ -374,36 +341,21 @@ void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows,
   for (std::size_t i = 0; i < groups * nblocks; ++i) {
     const Group& c = copy[i];
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d)));
-    for (std::size_t j = 0; j < kSub; ++j) {
-      const std::size_t unit = i * kSub + j;
-      std::uint8_t* plane = s.planes.data() + unit * 512;
-      const auto& qs = [&]() -> const std::uint8_t(&)[4][kRows16][4] {
-        if constexpr (kSub == 1) {
-          return c.qs;
-        } else {
-          return c.qs[j];
-        }
-      }();
-      for (std::size_t q = 0; q < 4; ++q) {
-        const __m512i v = _mm512_loadu_si512(qs[q]);
-        const __m512i lows = _mm512_and_si512(v, low);
-        const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        _mm512_storeu_si512(plane + 64 * q, levels(lows));
-        _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
-      }
-      __m512 wd = d;
-      if constexpr (std::is_same_v<Group, BlockIQ4XSRows16>) {  // d (s_j - 32), exact
-        wd = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                  _mm_load_si128(reinterpret_cast<const __m128i*>(c.scales[j])))));
-      }
-      _mm512_storeu_ps(s.wd.data() + unit * kTokenTile, wd);
+    std::uint8_t* plane = s.planes.data() + i * 512;
+    for (std::size_t q = 0; q < 4; ++q) {
+      const __m512i v = _mm512_loadu_si512(c.qs[q]);
+      const __m512i lows = _mm512_and_si512(v, low);
+      const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      _mm512_storeu_si512(plane + 64 * q, levels(lows));
+      _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
     }
+    _mm512_storeu_ps(s.wd.data() + i * kTokenTile, d);
     if constexpr (kMin) {
       _mm512_storeu_ps(s.wm.data() + i * kTokenTile,
                        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
     }
   }
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, n32, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
 }
 
 // The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes' order

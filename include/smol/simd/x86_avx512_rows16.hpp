@@ -170,17 +170,15 @@ inline void unsigned_quads(const BlockQ8_0Rows16& blk, std::size_t /*unit*/,
   for (std::size_t c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(blk.qs[c]);
 }
 
-// The sixteen rows' float scale of 32-value unit `unit` of a group block, given their d
-// as floats: d itself, or IQ4_XS's d (s_j - 32) (exact, as the reference's).
-template <class Arch, class Group>
-inline __m512 unit_scales_512(const Group& blk, std::size_t unit, __m512 d) noexcept {
-  if constexpr (std::is_same_v<Group, BlockIQ4XSRows16>) {
-    const __m128i s = _mm_load_si128(reinterpret_cast<const __m128i*>(blk.scales[unit]));
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)));
-  } else {
-    (void)blk, (void)unit;
-    return d;
-  }
+// Whether a group's units are summed in integers over its block before any float step:
+// IQ4_XS's eight sub-blocks times their integer scales (quant/rows16.hpp's reference).
+template <class Group>
+inline constexpr bool kSumsWholeBlock = Group::kSubBlocks > 1;
+
+// The sixteen rows' integer scales of unit `unit` (IQ4_XS's s_j - 32) as int32.
+template <class Arch>
+inline __m512i unit_int_scales_512(const BlockIQ4XSRows16& blk, std::size_t unit) noexcept {
+  return _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.scales[unit])));
 }
 
 // A token block's float scale: Q8_0's and Q8_1's f16 by F16C (exact, as f16_to_f32,
@@ -247,11 +245,16 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
     if constexpr (Traits::kMin) {
       wm = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.m)));
     }
+    [[maybe_unused]] __m512i whole[T];  // kSumsWholeBlock: the block's integer sums
+    if constexpr (kSumsWholeBlock<Group>) {
+      for (auto& s : whole) s = _mm512_setzero_si512();
+    }
     for (std::size_t u = 0; u < kUnits; ++u) {
       prefetch_unit_ahead(w + b, u);
       __m512i q[8];
       unsigned_quads<Arch>(blk, u, q);
-      const __m512 wd = unit_scales_512<Arch>(blk, u, d);
+      [[maybe_unused]] __m512i scales;
+      if constexpr (kSumsWholeBlock<Group>) scales = unit_int_scales_512<Arch>(blk, u);
 #pragma GCC unroll 4
       for (std::size_t t = 0; t < T; ++t) {
         const auto& a = x[t * x_stride + b];
@@ -260,10 +263,21 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
           start = _mm512_set1_epi32(-offsets[(t * x_stride + b) * kUnits + u]);
         }
         const __m512i isum = block_sums_512<Arch, Group>(q, a.qs + 32 * u, start);
-        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), wd);
-        acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(token_scale(a)), acc[t]);
+        if constexpr (kSumsWholeBlock<Group>) {
+          whole[t] = _mm512_add_epi32(whole[t], _mm512_mullo_epi32(isum, scales));
+        } else {
+          const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d);
+          acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(token_scale(a)), acc[t]);
+        }
         if constexpr (Traits::kMin)
           mins[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), mins[t]);
+      }
+    }
+    if constexpr (kSumsWholeBlock<Group>) {
+#pragma GCC unroll 4
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(whole[t]), d);
+        acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(token_scale(x[t * x_stride + b])), acc[t]);
       }
     }
   }
@@ -385,6 +399,7 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
     for (std::size_t b = 0; b < nblocks; ++b) {
       const Group& blk = w[b];
       const __m256 yd = _mm256_set1_ps(token_scale(xt[b]));
+      [[maybe_unused]] __m256i whole[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
       for (std::size_t u = 0; u < kUnits; ++u) {
         prefetch_unit_ahead(w + b, u);
         std::int32_t quads[8];
@@ -395,16 +410,23 @@ void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
         }
         block_sums_256<Arch>(blk, u, quads, isum);
         for (std::size_t h = 0; h < 2; ++h) {
-          __m256 wd =
-              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
-          if constexpr (std::is_same_v<Group, BlockIQ4XSRows16>) {  // d (s_j - 32), exact
-            wd = _mm256_mul_ps(wd, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
-                                       reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)))));
+          if constexpr (kSumsWholeBlock<Group>) {  // times s_j - 32, in integers
+            const __m256i scales = _mm256_cvtepi8_epi32(
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)));
+            whole[h] = _mm256_add_epi32(whole[h], _mm256_mullo_epi32(isum[h], scales));
+          } else {
+            const __m256 wd =
+                _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd), yd, acc[h]);
           }
-          acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd), yd, acc[h]);
         }
       }
       for (std::size_t h = 0; h < 2; ++h) {
+        if constexpr (kSumsWholeBlock<Group>) {
+          const __m256 wd =
+              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+          acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole[h]), wd), yd, acc[h]);
+        }
         if constexpr (Traits::kMin) {
           const __m256 wm =
               _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
