@@ -3,8 +3,8 @@
 // q, k, v, o, gate, up, down (v and down in Q6_K for 18 of the layers, as in the real
 // Q4_K_M file) plus the LM head for the last token. Attention and norms are not counted.
 // Each shape runs on the file's layout and, as `..._rows8`, on the interleaved copy
-// (quant/rows8.hpp); the projection uses the layout the kernel set prefers, as
-// smol-bench's default `--repack auto` does.
+// (quant/rows8.hpp, or quant/rows16.hpp for the types that have one); the projection uses the
+// layout the kernel set prefers, as smol-bench's default `--repack auto` does.
 #include <benchmark/benchmark.h>
 
 #include <time.h>
@@ -13,6 +13,7 @@
 
 #include "bench_support.hpp"
 #include "smol/ops/matmul.hpp"
+#include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
 
 using namespace smol;
@@ -36,6 +37,15 @@ constexpr Shape kShapes[] = {
     {"down_11008to2048_Q6_K", 2048, 11008, GgmlType::Q6_K, 18},
 };
 constexpr Shape kLmHead{"lm_head_2048to128256_Q6_K", 128256, 2048, GgmlType::Q6_K, 1};
+// The types with a sixteen-row copy (quant/rows16.hpp), on the widest shape: not in the
+// projection, which is the Q4_K_M file's.
+constexpr Shape kRows16Shapes[] = {
+    {"gate_up_2048to11008_Q4_0", 11008, 2048, GgmlType::Q4_0, 0},
+    {"gate_up_2048to11008_Q4_1", 11008, 2048, GgmlType::Q4_1, 0},
+    {"gate_up_2048to11008_Q8_0", 11008, 2048, GgmlType::Q8_0, 0},
+    {"gate_up_2048to11008_IQ4_NL", 11008, 2048, GgmlType::IQ4_NL, 0},
+    {"gate_up_2048to11008_IQ4_XS", 11008, 2048, GgmlType::IQ4_XS, 0},
+};
 
 struct Operands {
   AlignedBuffer<std::byte> weights, rows8;
@@ -55,9 +65,17 @@ Operands& operands(const Shape& s, std::size_t tokens) {
     for (auto& v : o.x) v = g(rng);
     o.y.resize(tokens * s.rows);
     o.w = bench::matrix_view(s.type, o.weights.data(), s.rows, s.cols);
-    o.rows8 = AlignedBuffer<std::byte>(rows8_bytes(s.type, s.rows, s.cols));
-    for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
-      repack_rows8_group(s.type, o.weights.data(), o.w.row_bytes, s.cols, g, o.rows8.data());
+    if (has_rows16_copy(s.type)) {
+      o.rows8 = AlignedBuffer<std::byte>(rows16_bytes(s.type, s.rows, s.cols));
+      for (std::size_t g = 0; g < (s.rows + kRows16 - 1) / kRows16; ++g) {
+        repack_rows16_group(s.type, o.weights.data(), o.w.row_bytes, s.rows, s.cols, g,
+                            o.rows8.data());
+      }
+    } else {
+      o.rows8 = AlignedBuffer<std::byte>(rows8_bytes(s.type, s.rows, s.cols));
+      for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
+        repack_rows8_group(s.type, o.weights.data(), o.w.row_bytes, s.cols, g, o.rows8.data());
+      }
     }
     o.w_rows8 = o.w;
     o.w_rows8.rows8 = o.rows8.data();
@@ -129,7 +147,9 @@ void BM_projected_prefill(benchmark::State& state) {
 }
 
 const bool registered = [] {
-  for (const Shape& s : kShapes) {
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.insert(shapes.end(), std::begin(kRows16Shapes), std::end(kRows16Shapes));
+  for (const Shape& s : shapes) {
     for (const bool rows8 : {false, true}) {
       const std::string name = std::string("matmul512/") + s.name + (rows8 ? "_rows8" : "");
       benchmark::RegisterBenchmark(name.c_str(), BM_matmul, s, rows8)
