@@ -203,18 +203,28 @@ void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Act
   });
 }
 
-// Prefill on a sixteen-row copy (WeightMatrix::rows8 of a 32-value type, or IQ4_XS) where
-// the set reads it (AMX): threads take chunks of whole groups, 16 to 128 rows a call. Each
-// call gathers the tokens' block scales again (x86_amx_blocks32.hpp), so up to 128 rows
-// rather than matmul_tile_dots' 64: SmolLM2-135M pp512 +4-9 %, 3B IQ4_XS +5-7 %, Q4_0
-// +1-4 % (2026-11-29).
+// Scratch for `n_tokens` tokens of `nblocks` 32-value blocks as Block32Tiles, padding
+// cleared; pack_block32_token fills it. Q8_1 (kMin) has the s of its blocks too.
+template <bool kMin>
+Block32Tiles block32_tiles_scratch(Context& ctx, std::size_t n_tokens, std::size_t nblocks) {
+  auto* quants = ctx.scratch_as<std::int8_t>(Scratch::packed_activations,
+                                             block32_tiles_quant_bytes(n_tokens, nblocks));
+  const std::size_t scale_count = block32_tiles_scale_count(n_tokens, nblocks);
+  float* d = ctx.scratch_as<float>(Scratch::activation_scales, (kMin ? 2 : 1) * scale_count);
+  const Block32Tiles tiles{quants, d, kMin ? d + scale_count : nullptr, n_tokens, nblocks};
+  clear_block32_padding(tiles);
+  return tiles;
+}
+
+// Prefill on a sixteen-row copy (WeightMatrix::rows8 of a 32-value type) where the set
+// reads it with tiles (AMX), the tokens packed as tiles once per matmul (Block32Tiles):
+// threads take chunks of whole groups, 16 to 128 rows a call, whose weights the kernel
+// expands once for every token tile.
 template <class W>
-void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
-                   std::size_t n_tokens, float* y,
+void matmul_rows16(Context& ctx, const WeightMatrix& w, const Block32Tiles& tiles, float* y,
                    decltype(WeightKernels<W>::tile_dots_rows16) tile) {
   using Rows16 = typename WeightKernels<W>::Rows16;
-  const std::size_t nblocks = w.cols / W::values_per_block,
-                    groups = (w.rows + kRows16 - 1) / kRows16;
+  const std::size_t nblocks = tiles.nblocks, groups = (w.rows + kRows16 - 1) / kRows16;
   const std::size_t threads = static_cast<std::size_t>(ctx.threads());
   const std::size_t chunk_groups = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 128) / 16;
   const auto* copy = reinterpret_cast<const Rows16*>(w.rows8);
@@ -222,7 +232,7 @@ void matmul_rows16(Context& ctx, const WeightMatrix& w, const typename W::Activa
     for (std::size_t g0 = first; g0 < last; g0 += chunk_groups) {
       const std::size_t g1 = std::min(g0 + chunk_groups, last);
       const std::size_t nr = std::min(g1 * kRows16, w.rows) - g0 * kRows16;
-      tile(copy + g0 * nblocks, nr, xs, nblocks, nblocks, n_tokens, y + g0 * kRows16, w.rows);
+      tile(copy + g0 * nblocks, nr, tiles, y + g0 * kRows16, w.rows);
     }
   });
 }
@@ -289,17 +299,25 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
                                 group_bytes / kRows16);
     }
-    if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
-      // Whole tiles of 16 tokens on the tiles; a remainder of a few on the decode kernel
-      // (a tile costs the same for 1 token as for 16).
-      const auto* xs = activations_for<W>(ctx, x, w.cols, n_tokens);
-      const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
-      const std::size_t tiled = n_tokens - rest, nblocks = w.cols / W::values_per_block;
-      if (tiled > 0) matmul_rows16<W>(ctx, w, xs, tiled, y, k.tile_dots_rows16);
-      if (rest > 0) {
-        matmul_rows16_few<W>(ctx, w, xs + tiled * nblocks, rest, y + tiled * w.rows, k.rows16);
+    if constexpr (W::values_per_block == 32) {  // (IQ4_XS's copy: the matrix unit above)
+      if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
+        // Whole tiles of 16 tokens on the tiles; a remainder of a few on the decode kernel
+        // (a tile costs the same for 1 token as for 16).
+        const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
+        const std::size_t tiled = n_tokens - rest, nblocks = w.cols / W::values_per_block;
+        using Act = typename W::Activation;
+        const Block32Tiles tiles =
+            block32_tiles_scratch<std::is_same_v<Act, BlockQ8_1>>(ctx, tiled, nblocks);
+        const auto* xs =
+            activations_for<W>(ctx, x, w.cols, n_tokens, [&](std::size_t t, const Act* blocks) {
+              if (t < tiled) pack_block32_token(blocks, t, tiles);
+            });
+        if (tiled > 0) matmul_rows16<W>(ctx, w, tiles, y, k.tile_dots_rows16);
+        if (rest > 0) {
+          matmul_rows16_few<W>(ctx, w, xs + tiled * nblocks, rest, y + tiled * w.rows, k.rows16);
+        }
+        return;
       }
-      return;
     }
   }
   if (k.matrix != nullptr) {

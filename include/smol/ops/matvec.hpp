@@ -214,10 +214,15 @@ void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, 
 
 // The activations in the form W's kernels take: `n_tokens` rows of `cols` floats
 // quantized to Q8_K, Q8_0 or Q8_1 blocks in the context's scratch, or `x` itself for float
-// weights.
-template <class W>
+// weights. `then(t, blocks)` runs on each token's blocks as soon as they are made, on the
+// thread that made them (prefill's repacking of them into tiles).
+struct NothingMore {
+  void operator()(std::size_t, const void*) const noexcept {}
+};
+
+template <class W, class Then = NothingMore>
 const typename W::Activation* activations_for(Context& ctx, const float* x, std::size_t cols,
-                                              std::size_t n_tokens) {
+                                              std::size_t n_tokens, Then then = {}) {
   using Act = typename W::Activation;
   if constexpr (std::is_same_v<Act, float>) {
     return x;
@@ -237,7 +242,10 @@ const typename W::Activation* activations_for(Context& ctx, const float* x, std:
       }
     };
     parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
-      for (std::size_t t = first; t < last; ++t) quantize_token(t);
+      for (std::size_t t = first; t < last; ++t) {
+        quantize_token(t);
+        then(t, xq + t * nblocks);
+      }
     });
     return xq;
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 
 namespace smol {
@@ -75,6 +76,57 @@ inline void pack_token_tile(const BlockQ8K* q8, std::size_t t, std::size_t nbloc
       std::int8_t* dst = quants + ((tile * nblocks * 4 + chunk) * 16 + quad % 16) * 64 + slot * 4;
       std::memcpy(dst, q8[b].qs + 4 * quad, 4);
     }
+  }
+}
+
+// Block32Tiles: the Q8_0 / Q8_1 activations of the 32-value types laid out as AMX A
+// tiles, 16 tokens per tile: for each tile and block, the 16 tokens' 32 quants one after
+// another (a tile load of 16 rows x 32 bytes, contiguous), and their d (and Q8_1's s)
+// as floats, 16 to a block. Made once per matmul: in the blocks' own layout a tile row
+// starts every 34 or 36 bytes, across cache lines, and every call of the tile loop
+// (a chunk of rows) gathered and converted the scales again.
+struct Block32Tiles {             // filled by pack_block32_token, read by the kernels
+  std::int8_t* quants = nullptr;  // [tile][block][16 tokens][32]
+  float* d = nullptr;             // [tile][block][16 tokens]; 0 for padding tokens
+  float* s = nullptr;             // Q8_1's s likewise; null for Q8_0
+  std::size_t n_tokens = 0;       // the last tile is padded with zero tokens
+  std::size_t nblocks = 0;        // 32-value blocks per token
+
+  std::size_t tiles() const noexcept { return (n_tokens + kTokenTile - 1) / kTokenTile; }
+  const std::int8_t* block_quants(std::size_t tile, std::size_t block) const noexcept {
+    return quants + (tile * nblocks + block) * kTokenTile * 32;
+  }
+  const float* block_d(std::size_t tile) const noexcept { return d + tile * nblocks * kTokenTile; }
+  const float* block_s(std::size_t tile) const noexcept { return s + tile * nblocks * kTokenTile; }
+};
+
+inline std::size_t block32_tiles_quant_bytes(std::size_t n_tokens, std::size_t nblocks) noexcept {
+  return token_tile_count(n_tokens) * nblocks * kTokenTile * 32;
+}
+inline std::size_t block32_tiles_scale_count(std::size_t n_tokens, std::size_t nblocks) noexcept {
+  return token_tile_count(n_tokens) * nblocks * kTokenTile;
+}
+
+// Zeroes the padding tokens of the last tile; call once before packing the tokens.
+inline void clear_block32_padding(const Block32Tiles& tiles) noexcept {
+  const std::size_t n_tokens = tiles.n_tokens, nblocks = tiles.nblocks;
+  if (n_tokens % kTokenTile == 0) return;
+  const std::size_t last = token_tile_count(n_tokens) - 1, count = nblocks * kTokenTile;
+  std::memset(tiles.quants + last * count * 32, 0, count * 32);
+  std::memset(tiles.d + last * count, 0, count * sizeof(float));
+  if (tiles.s != nullptr) std::memset(tiles.s + last * count, 0, count * sizeof(float));
+}
+
+// Places token `t` (its Q8_0 or Q8_1 blocks) into its tile; `s` is written for Q8_1 only.
+template <class Activation>
+void pack_block32_token(const Activation* x, std::size_t t, const Block32Tiles& tiles) noexcept {
+  static_assert(sizeof(Activation::qs) == 32);
+  const std::size_t tile = t / kTokenTile, slot = t % kTokenTile, nblocks = tiles.nblocks;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const std::size_t at = (tile * nblocks + b) * kTokenTile + slot;
+    std::memcpy(tiles.quants + at * 32, x[b].qs, 32);
+    tiles.d[at] = f16_to_f32(x[b].d);
+    if constexpr (requires { x[b].s; }) tiles.s[at] = f16_to_f32(x[b].s);
   }
 }
 

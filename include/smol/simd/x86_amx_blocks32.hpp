@@ -6,8 +6,9 @@
 // sub-block scales into the weights and multiply 64 values at a time: x86_amx.hpp, as
 // IQ4_XS's eight 32-value sub-blocks do with their integer scales: kernels_iq4.hpp).
 // The roles are the transpose of the K-quants' kernel: the activations are the A operand,
-// read straight from their Q8_0 / Q8_1 blocks (one token's 32 quants per tile row, the
-// tokens x_stride blocks apart; TDPBSUD / TDPBSSD take A signed); the weights are the B operand,
+// packed from their Q8_0 / Q8_1 blocks once per matmul as Block32Tiles (simd/token_tiles.hpp:
+// one token's 32 quants per tile row, a tile's 16 rows contiguous, the scales as floats;
+// TDPBSUD / TDPBSSD take A signed); the weights are the B operand,
 // expanded once per call into AMX's order (for each 4 consecutive values, the 4 bytes of 16 rows
 // side by side) with their scales as floats. A result tile row then holds one token's 16 rows,
 // scaled by a vector of the rows' d and a broadcast of the token's d; the min terms (rows' m times
@@ -37,6 +38,7 @@
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/rows16.hpp"
 #include "smol/simd/arch.hpp"
+#include "smol/simd/token_tiles.hpp"
 #include "smol/simd/x86_amx.hpp"
 
 namespace smol::simd::x86 {
@@ -58,13 +60,14 @@ inline void written_by_tiles(T& object) noexcept {
 }
 
 // A thread's working memory for one call: the expanded weights of its rows and their
-// scales, and a token tile's activation scales. Kept between calls (prefill calls this
-// for every chunk of rows of every matrix).
+// scales; for the file's rows (whose kernel takes the activation blocks), the tokens
+// packed as Block32Tiles. Kept between calls (prefill calls this for every chunk of rows
+// of every matrix).
 struct Block32Scratch {
   std::vector<std::uint8_t> planes;  // [16-row group][block][8 quads][16 rows][4]
   std::vector<float> wd, wm;         // [16-row group][block][16 rows]
-  std::vector<float> yd, ys;         // [block][16 tokens]
-  std::vector<std::int8_t> partial;  // a last, partial token tile: [block][16 tokens][32]
+  std::vector<std::int8_t> quants;   // Block32Tiles::quants, 64 bytes aligned
+  std::vector<float> yd, ys;         // Block32Tiles::d and s
 };
 
 inline Block32Scratch& block32_scratch() noexcept {
@@ -72,32 +75,19 @@ inline Block32Scratch& block32_scratch() noexcept {
   return scratch;
 }
 
-// The d (and Q8_1's s) of every block of `nt` <= 16 tokens `x_stride` blocks apart, as
-// floats [block][16 tokens], zeros past nt. The tile loop reads each once per row group,
-// and every call (a chunk of rows) needs all of them: converted one by one they took a
-// fifth of SmolLM2's prefill, so the 16 tokens' first four bytes of a block (d, and s or
-// two quants) are gathered into one vector and converted by F16C, exactly as f16_to_f32.
-template <class Arch, class Activation>
-inline void token_block_scales(const Activation* x, std::size_t x_stride, std::size_t nt,
-                               std::size_t nblocks, float* yd, float* ys) noexcept {
-  {
-    static_assert(offsetof(Activation, d) == 0 && sizeof(Activation) >= 4);
-    const __m512i offsets =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(static_cast<int>(x_stride * sizeof(Activation))));
-    const __mmask16 tokens = static_cast<__mmask16>((1u << nt) - 1);
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      const __m512i first_words =
-          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), tokens, offsets, x + b, 1);
-      _mm512_storeu_ps(yd + b * kTokenTile, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first_words)));
-      if constexpr (std::is_same_v<Activation, BlockQ8_1>) {
-        static_assert(offsetof(BlockQ8_1, s) == 2);
-        _mm512_storeu_ps(
-            ys + b * kTokenTile,
-            _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(first_words, 16))));
-      }
-    }
-  }
+// The tokens `x_stride` blocks apart as Block32Tiles, in the thread's scratch.
+template <class Activation>
+Block32Tiles pack_block32_tiles(Block32Scratch& s, const Activation* x, std::size_t x_stride,
+                                std::size_t nblocks, std::size_t n_tokens) {
+  constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
+  s.quants.resize(block32_tiles_quant_bytes(n_tokens, nblocks) + 63);
+  s.yd.resize(block32_tiles_scale_count(n_tokens, nblocks));
+  if constexpr (kMin) s.ys.resize(s.yd.size());
+  std::int8_t* quants = s.quants.data() + (-reinterpret_cast<std::uintptr_t>(s.quants.data()) & 63);
+  const Block32Tiles tiles{quants, s.yd.data(), kMin ? s.ys.data() : nullptr, n_tokens, nblocks};
+  clear_block32_padding(tiles);
+  for (std::size_t t = 0; t < n_tokens; ++t) pack_block32_token(x + t * x_stride, t, tiles);
+  return tiles;
 }
 
 // One token tile's running sums for one group of sixteen rows: token t's sixteen rows in
@@ -143,18 +133,18 @@ inline void min_terms(const float* wm, const float* ys, std::size_t nblocks,
   for (std::size_t t = 0; t < kTokenTile; ++t) _mm512_storeu_ps(mins[t], m[t]);
 }
 
-// Blocks b and b + 1 (when `two`) of a token tile (`tokens(b)`: 16 rows of 32 quants,
-// `stride` bytes apart) times the weights' planes, into out[0] and out[1]: signed tokens
-// times unsigned weights where there is a min, signed times signed otherwise.
+// Blocks b and b + 1 (when `two`) of a token tile (`tokens(b)`: 16 rows of 32 quants)
+// times the weights' planes, into out[0] and out[1]: signed tokens times unsigned
+// weights where there is a min, signed times signed otherwise.
 template <class Arch, bool kMin, class Tokens>
-[[gnu::always_inline]] inline void multiply_pair(Tokens tokens, long stride,
-                                                 const std::uint8_t* planes, std::size_t b,
-                                                 bool two, std::int32_t (&out)[2][256]) noexcept {
-  _tile_loadd(1, tokens(b), stride);
+[[gnu::always_inline]] inline void multiply_pair(Tokens tokens, const std::uint8_t* planes,
+                                                 std::size_t b, bool two,
+                                                 std::int32_t (&out)[2][256]) noexcept {
+  _tile_loadd(1, tokens(b), 32);
   _tile_loadd(2, planes + b * 512, 64);
   _tile_zero(0);
   if (two) {
-    _tile_loadd(4, tokens(b + 1), stride);
+    _tile_loadd(4, tokens(b + 1), 32);
     _tile_loadd(5, planes + (b + 1) * 512, 64);
     _tile_zero(3);
   }
@@ -176,24 +166,19 @@ template <class Arch, bool kMin, class Tokens>
 //
 // The tile unit does one thing at a time, and per block it loads the tokens and the
 // weights, multiplies, and stores the 16 x 16 sums for the float steps (the store costs
-// about as much as the multiply): so every block is one multiply only (the levels are
-// stored signed rather than with an offset taken off by a second multiply), and the float
-// steps of a pair of blocks run while the next pair is in the tile unit. Nothing in the
-// loop calls out or reaches memory the compiler cannot see through: a call (a memcpy for
-// a last, partial tile; a thread-local's address) would move the sixteen running sums to
-// the stack on every block.
-template <class Arch, class Activation>
-void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activation* x,
-                           std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
-                           float* y, std::size_t y_stride) {
-  constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
-  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
-  s.yd.resize(nblocks * kTokenTile);
-  s.ys.resize(nblocks * kTokenTile);
-  if (n_tokens % kTokenTile != 0) s.partial.resize(nblocks * kTokenTile * 32);
-  float* yd = s.yd.data();
-  float* ys = s.ys.data();
-  std::int8_t* partial = s.partial.data();  // a last tile's tokens, zero-padded
+// about as much as the multiply, 4.8 against 5.3 ns on the Sapphire Rapids VM of
+// 2026-11-29, and a multiply of 32 values as much as one of 64): so every block is one
+// multiply only (the levels are stored signed rather than with an offset taken off by a
+// second multiply). The float steps of a pair of blocks are issued while the next pair is
+// in the tile unit, though on that VM the two did not overlap (a pair's tile work 19 ns,
+// its float steps 14 ns, both 39 ns): per block, about 10 ns of tile unit and 7 of
+// vector unit are the floor, whatever the order. Nothing in the loop calls out or
+// reaches memory the compiler cannot see through: a call (a thread-local's address)
+// would move the sixteen running sums to the stack on every block.
+template <class Arch, bool kMin>
+void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Block32Tiles& x, float* y,
+                           std::size_t y_stride) {
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile, nblocks = x.nblocks;
   const std::uint8_t* all_planes = s.planes.data();
   const float* all_wd = s.wd.data();
   const float* all_wm = s.wm.data();
@@ -202,27 +187,13 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
   // read back while the next pair multiplies.
   alignas(64) std::int32_t results[2][2][256];
   configure_amx_block32_tiles<Arch>();
-  for (std::size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-    const std::size_t nt = std::min(kTokenTile, n_tokens - t0);
-    const Activation* xt = x + t0 * x_stride;
-    token_block_scales<Arch>(xt, x_stride, nt, nblocks, yd, ys);
-    // The tokens' quants of block b: in place, or for a partial tile from a zero-padded
-    // copy, [block][16 tokens][32].
-    long stride = static_cast<long>(x_stride * sizeof(Activation));
-    if (nt < kTokenTile) {
-      std::memset(partial, 0, nblocks * kTokenTile * 32);
-      for (std::size_t b = 0; b < nblocks; ++b) {
-        for (std::size_t t = 0; t < nt; ++t) {
-          std::memcpy(partial + (b * kTokenTile + t) * 32, xt[t * x_stride + b].qs, 32);
-        }
-      }
-      stride = 32;
-    }
-    memory_barrier<Arch>();  // the planes and the copy are stored before the tiles read them
-    const bool padded = nt < kTokenTile;
-    const auto tokens = [=](std::size_t b) {
-      return padded ? partial + b * kTokenTile * 32 : xt[b].qs;
-    };
+  memory_barrier<Arch>();  // the planes are stored before the tiles read them
+  for (std::size_t tile = 0; tile < x.tiles(); ++tile) {
+    const std::size_t t0 = tile * kTokenTile, nt = std::min(kTokenTile, x.n_tokens - t0);
+    const float* yd = x.block_d(tile);
+    const float* ys = kMin ? x.block_s(tile) : nullptr;
+    const std::int8_t* tile_quants = x.block_quants(tile, 0);
+    const auto tokens = [tile_quants](std::size_t b) { return tile_quants + b * kTokenTile * 32; };
     for (std::size_t g = 0; g < groups; ++g) {
       const std::uint8_t* planes = all_planes + g * nblocks * 512;
       const float* wd = all_wd + g * nblocks * kTokenTile;
@@ -234,8 +205,7 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Activati
       // Pair b multiplies while pair b - 2's sums become floats.
       for (std::size_t b = 0; b < nblocks + 2; b += 2) {
         if (b < nblocks) {
-          multiply_pair<Arch, kMin>(tokens, stride, planes, b, b + 1 < nblocks,
-                                    results[(b / 2) % 2]);
+          multiply_pair<Arch, kMin>(tokens, planes, b, b + 1 < nblocks, results[(b / 2) % 2]);
         }
         if (b == 0) continue;
         const std::size_t done = b - 2;
@@ -301,7 +271,8 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
 
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  const Block32Tiles tiles = pack_block32_tiles(s, x, x_stride, nblocks, n_tokens);
+  amx_multiply_blocks32<Arch, kMin>(s, n_rows, tiles, y, y_stride);
 }
 
 // The same on Q4_1, Q4_0 or IQ4_NL rows interleaved by sixteen (quant/rows16.hpp), whose
@@ -310,19 +281,13 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
 // (Q4_0's levels are its nibbles minus 8, IQ4_NL's a byte shuffle of its table). Decode
 // (matvec) and prefill then read one copy, and a token's result is the same bit for bit
 // (the float steps are the references').
-template <class Group>
-using Rows16Token =
-    std::conditional_t<std::is_same_v<Group, BlockQ4_1Rows16>, BlockQ8_1, BlockQ8_0>;
-
 template <class Arch, class Group>
-void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows,
-                                  const Rows16Token<Group>* x, std::size_t x_stride,
-                                  std::size_t nblocks, std::size_t n_tokens, float* y,
-                                  std::size_t y_stride) {
+void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows, const Block32Tiles& x,
+                                  float* y, std::size_t y_stride) {
   constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
   constexpr bool kTable = std::is_same_v<Group, BlockIQ4NLRows16>;
   static_assert(Group::kOffset == (kMin ? 0 : kTable ? 128 : 8) && Group::kSubBlocks == 1);
-  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile, nblocks = x.nblocks;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
   s.wd.resize(groups * nblocks * kTokenTile);
@@ -355,18 +320,17 @@ void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows,
                        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.m))));
     }
   }
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch, kMin>(s, n_rows, x, y, y_stride);
 }
 
 // The same on Q8_0 rows interleaved by sixteen: the copy's quants are the planes' order
 // already, stored plus 128 (the sign bit flipped), so the planes are the copy with the
 // sign bit flipped back and the scales made floats.
 template <class Arch>
-void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows, const BlockQ8_0* x,
-                               std::size_t x_stride, std::size_t nblocks, std::size_t n_tokens,
-                               float* y, std::size_t y_stride) {
+void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows,
+                               const Block32Tiles& x, float* y, std::size_t y_stride) {
   static_assert(BlockQ8_0Rows16::kOffset == 128);
-  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
+  const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile, nblocks = x.nblocks;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
   s.wd.resize(groups * nblocks * kTokenTile);
@@ -381,7 +345,7 @@ void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows, 
         s.wd.data() + i * kTokenTile,
         _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(copy[i].d))));
   }
-  amx_multiply_blocks32<Arch>(s, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+  amx_multiply_blocks32<Arch, false>(s, n_rows, x, y, y_stride);
 }
 
 }  // namespace smol::simd::x86
