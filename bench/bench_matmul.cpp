@@ -37,9 +37,11 @@ constexpr Shape kShapes[] = {
     {"down_11008to2048_Q6_K", 2048, 11008, GgmlType::Q6_K, 18},
 };
 constexpr Shape kLmHead{"lm_head_2048to128256_Q6_K", 128256, 2048, GgmlType::Q6_K, 1};
-// The types with a sixteen-row copy (quant/rows16.hpp), on the widest shape: not in the
-// projection, which is the Q4_K_M file's.
-constexpr Shape kRows16Shapes[] = {
+// The other types on the widest shape (with a sixteen-row copy, quant/rows16.hpp, where
+// they have one): not in the projection, which is the Q4_K_M file's.
+constexpr Shape kOtherShapes[] = {
+    {"gate_up_2048to11008_Q5_0", 11008, 2048, GgmlType::Q5_0, 0},
+    {"gate_up_2048to11008_Q5_1", 11008, 2048, GgmlType::Q5_1, 0},
     {"gate_up_2048to11008_Q4_0", 11008, 2048, GgmlType::Q4_0, 0},
     {"gate_up_2048to11008_Q4_1", 11008, 2048, GgmlType::Q4_1, 0},
     {"gate_up_2048to11008_Q8_0", 11008, 2048, GgmlType::Q8_0, 0},
@@ -65,7 +67,9 @@ Operands& operands(const Shape& s, std::size_t tokens) {
     for (auto& v : o.x) v = g(rng);
     o.y.resize(tokens * s.rows);
     o.w = bench::matrix_view(s.type, o.weights.data(), s.rows, s.cols);
-    if (has_rows16_copy(s.type)) {
+    if (!has_rows16_copy(s.type) && !has_rows8_copy(s.type)) {
+      o.w_rows8 = o.w;  // no copy: the file's layout (not registered as `_rows8`)
+    } else if (has_rows16_copy(s.type)) {
       o.rows8 = AlignedBuffer<std::byte>(rows16_bytes(s.type, s.rows, s.cols));
       for (std::size_t g = 0; g < (s.rows + kRows16 - 1) / kRows16; ++g) {
         repack_rows16_group(s.type, o.weights.data(), o.w.row_bytes, s.rows, s.cols, g,
@@ -148,9 +152,10 @@ void BM_projected_prefill(benchmark::State& state) {
 
 const bool registered = [] {
   std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
-  shapes.insert(shapes.end(), std::begin(kRows16Shapes), std::end(kRows16Shapes));
+  shapes.insert(shapes.end(), std::begin(kOtherShapes), std::end(kOtherShapes));
   for (const Shape& s : shapes) {
     for (const bool rows8 : {false, true}) {
+      if (rows8 && !has_rows16_copy(s.type) && !has_rows8_copy(s.type)) continue;
       const std::string name = std::string("matmul512/") + s.name + (rows8 ? "_rows8" : "");
       benchmark::RegisterBenchmark(name.c_str(), BM_matmul, s, rows8)
           ->Arg(1)

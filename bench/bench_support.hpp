@@ -39,14 +39,16 @@ inline void fill_random_blocks(GgmlType type, std::byte* data, std::size_t bytes
   } else if (type == GgmlType::Q6_K) {
     auto* b = reinterpret_cast<BlockQ6K*>(data);
     for (std::size_t i = 0; i < bytes / sizeof(BlockQ6K); ++i) b[i].d = f32_to_f16(u(rng));
-  } else if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q8_0 ||
-             type == GgmlType::IQ4_NL || type == GgmlType::IQ4_XS) {
-    // Their blocks begin with d (Q4_1's then m) as f16: finite scales, as a file has.
+  } else if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1 || type == GgmlType::Q5_0 ||
+             type == GgmlType::Q5_1 || type == GgmlType::Q8_0 || type == GgmlType::IQ4_NL ||
+             type == GgmlType::IQ4_XS) {
+    // Their blocks begin with d (Q4_1's and Q5_1's then m) as f16: finite scales, as a
+    // file has.
     const std::size_t block_bytes = ggml_type_info(type).block_bytes;
     for (std::size_t at = 0; at + block_bytes <= bytes; at += block_bytes) {
       const std::uint16_t d = f32_to_f16(u(rng)), m = f32_to_f16(-u(rng));
       std::memcpy(data + at, &d, 2);
-      if (type == GgmlType::Q4_1) std::memcpy(data + at + 2, &m, 2);
+      if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) std::memcpy(data + at + 2, &m, 2);
     }
   }
 }

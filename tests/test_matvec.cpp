@@ -123,8 +123,11 @@ TEST_CASE(
               scalar::quantize_row_q8_0(x.data(), x1.data(), s.cols);
             }
             if (isa == Isa::amx && amx.of(W{}).tile_dots_rows16 != nullptr) {
-              amx.of(W{}).tile_dots(file_rows.data, file_rows.row_bytes, s.rows, x1.data(), nblocks,
-                                    nblocks, 1, tiles.data(), s.rows);
+              if constexpr (W::values_per_block == 32) {
+                const auto packed = pack_block32_tiles(x1.data(), nblocks, nblocks, 1);
+                amx.of(W{}).tile_dots_packed(file_rows.data, file_rows.row_bytes, s.rows,
+                                             packed.tiles, tiles.data(), s.rows);
+              }
             } else {  // the scalar set's rows16 is the reference (test_quant_rows8)
               const auto reference = kernels_for_isa(Isa::scalar).of(W{}).rows16;
               using Rows16 = typename Rows16Of<Block>::type;

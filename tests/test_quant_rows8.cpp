@@ -555,18 +555,12 @@ void check_rows16_kernels() {
           if constexpr (T::W::values_per_block == 32) {  // (IQ4_XS has no tiles)
             if (amx_tiles) {
               std::vector<float> tiles(n_rows, -7.0f), copy_tiles(n_rows, -7.0f);
-              k.tile_dots(reinterpret_cast<const std::byte*>(rows.data()),
-                          nblocks * sizeof(typename T::Block), n_rows, x.data(), nblocks, nblocks,
-                          1, tiles.data(), n_rows);
               // The token packed as the tiles take it, one token padded to a tile of 16.
-              std::vector<std::int8_t> quants(block32_tiles_quant_bytes(1, nblocks));
-              std::vector<float> d(block32_tiles_scale_count(1, nblocks)), s(d.size());
-              float* sums =
-                  std::is_same_v<typename T::W::Activation, BlockQ8_1> ? s.data() : nullptr;
-              const Block32Tiles token{quants.data(), d.data(), sums, 1, nblocks};
-              clear_block32_padding(token);
-              pack_block32_token(x.data(), 0, token);
-              k.tile_dots_rows16(packed.data(), n_rows, token, copy_tiles.data(), n_rows);
+              const auto token = pack_block32_tiles(x.data(), nblocks, nblocks, 1);
+              k.tile_dots_packed(reinterpret_cast<const std::byte*>(rows.data()),
+                                 nblocks * sizeof(typename T::Block), n_rows, token.tiles,
+                                 tiles.data(), n_rows);
+              k.tile_dots_rows16(packed.data(), n_rows, token.tiles, copy_tiles.data(), n_rows);
               std::size_t differ = 0;
               for (std::size_t r = 0; r < n_rows; ++r) {
                 differ += !same_float(tiles[r], y[r]) + !same_float(copy_tiles[r], y[r]);

@@ -365,8 +365,20 @@ TEST_CASE(
     const Kernels& k = kernels_for_isa(isa);
     for_each_weight_type([&]<class W>(W tag) {
       if constexpr (is_quantized_v<W>) {
-        const auto tile = k.of(tag).tile_dots;
-        if (tile == nullptr) return;
+        // The tiles on the activation blocks, or packed as Block32Tiles (AMX).
+        const auto& kw = k.of(tag);
+        if (kw.tile_dots == nullptr && kw.tile_dots_packed == nullptr) return;
+        const auto tile = [&](const std::byte* w, std::size_t row_bytes, std::size_t rows,
+                              const typename W::Activation* x, std::size_t x_stride,
+                              std::size_t nblocks, std::size_t n_tokens, float* y,
+                              std::size_t y_stride) {
+          if (kw.tile_dots != nullptr) {
+            kw.tile_dots(w, row_bytes, rows, x, x_stride, nblocks, n_tokens, y, y_stride);
+          } else if constexpr (W::values_per_block == 32) {
+            const auto packed = pack_block32_tiles(x, x_stride, nblocks, n_tokens);
+            kw.tile_dots_packed(w, row_bytes, rows, packed.tiles, y, y_stride);
+          }
+        };
         constexpr bool k_quant = W::values_per_block == QK_K;
         for (std::size_t nblocks : k_quant ? block_counts_256 : block_counts_32) {
           for (Pattern p : kPatterns) {

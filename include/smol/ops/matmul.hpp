@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #include "smol/ops/context.hpp"
 #include "smol/ops/matvec.hpp"
@@ -203,17 +204,40 @@ void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Act
   });
 }
 
-// Scratch for `n_tokens` tokens of `nblocks` 32-value blocks as Block32Tiles, padding
-// cleared; pack_block32_token fills it. Q8_1 (kMin) has the s of its blocks too.
-template <bool kMin>
-Block32Tiles block32_tiles_scratch(Context& ctx, std::size_t n_tokens, std::size_t nblocks) {
+// The activations of a 32-value type W in both forms its kernels take: quantized to its
+// blocks (Scratch::activations, for a few tokens on the decode kernel), and the first
+// `tiled` of them packed as Block32Tiles (Scratch::packed_activations and
+// activation_scales, padding cleared), each token packed by the thread that quantized it.
+template <class W>
+std::pair<const typename W::Activation*, Block32Tiles> block32_activations(
+    Context& ctx, const float* x, std::size_t cols, std::size_t n_tokens, std::size_t tiled) {
+  using Act = typename W::Activation;
+  constexpr bool kMin = std::is_same_v<Act, BlockQ8_1>;
+  const std::size_t nblocks = cols / W::values_per_block;
   auto* quants = ctx.scratch_as<std::int8_t>(Scratch::packed_activations,
-                                             block32_tiles_quant_bytes(n_tokens, nblocks));
-  const std::size_t scale_count = block32_tiles_scale_count(n_tokens, nblocks);
+                                             block32_tiles_quant_bytes(tiled, nblocks));
+  const std::size_t scale_count = block32_tiles_scale_count(tiled, nblocks);
   float* d = ctx.scratch_as<float>(Scratch::activation_scales, (kMin ? 2 : 1) * scale_count);
-  const Block32Tiles tiles{quants, d, kMin ? d + scale_count : nullptr, n_tokens, nblocks};
+  const Block32Tiles tiles{quants, d, kMin ? d + scale_count : nullptr, tiled, nblocks};
   clear_block32_padding(tiles);
-  return tiles;
+  const Act* xs = activations_for<W>(ctx, x, cols, n_tokens, [&](std::size_t t, const Act* blocks) {
+    if (t < tiled) pack_block32_token(blocks, t, tiles);
+  });
+  return {xs, tiles};
+}
+
+// The file's rows of a 32-value type on tiles that take the tokens packed
+// (WeightKernels::tile_dots_packed), chunked as matmul_tile_dots.
+template <class W>
+void matmul_tile_dots_packed(Context& ctx, const WeightMatrix& w, const Block32Tiles& tiles,
+                             float* y, decltype(WeightKernels<W>::tile_dots_packed) tile) {
+  const std::size_t threads = static_cast<std::size_t>(ctx.threads());
+  const std::size_t chunk_rows = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 64);
+  parallel_chunks(ctx, w.rows, chunk_rows, [&](std::size_t first, std::size_t last) {
+    for (std::size_t r0 = first; r0 < last; r0 += chunk_rows) {
+      tile(w.row(r0), w.row_bytes, std::min(chunk_rows, last - r0), tiles, y + r0, w.rows);
+    }
+  });
 }
 
 // Prefill on a sixteen-row copy (WeightMatrix::rows8 of a 32-value type) where the set
@@ -305,13 +329,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
         // (a tile costs the same for 1 token as for 16).
         const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
         const std::size_t tiled = n_tokens - rest, nblocks = w.cols / W::values_per_block;
-        using Act = typename W::Activation;
-        const Block32Tiles tiles =
-            block32_tiles_scratch<std::is_same_v<Act, BlockQ8_1>>(ctx, tiled, nblocks);
-        const auto* xs =
-            activations_for<W>(ctx, x, w.cols, n_tokens, [&](std::size_t t, const Act* blocks) {
-              if (t < tiled) pack_block32_token(blocks, t, tiles);
-            });
+        const auto [xs, tiles] = block32_activations<W>(ctx, x, w.cols, n_tokens, tiled);
         if (tiled > 0) matmul_rows16<W>(ctx, w, tiles, y, k.tile_dots_rows16);
         if (rest > 0) {
           matmul_rows16_few<W>(ctx, w, xs + tiled * nblocks, rest, y + tiled * w.rows, k.rows16);
@@ -327,6 +345,12 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
     return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
   }
   if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
+  if constexpr (W::values_per_block == 32) {
+    if (k.tile_dots_packed != nullptr) {
+      const auto [xs, tiles] = block32_activations<W>(ctx, x, w.cols, n_tokens, n_tokens);
+      return matmul_tile_dots_packed<W>(ctx, w, tiles, y, k.tile_dots_packed);
+    }
+  }
   if (k.tile_dots != nullptr) {
     return matmul_tile_dots<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,
                                k.tile_dots);

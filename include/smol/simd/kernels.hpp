@@ -95,9 +95,13 @@ struct WeightKernels {
   void (*tile_dots)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                     const Activation* x, std::size_t x_stride, std::size_t nblocks,
                     std::size_t n_tokens, float* y, std::size_t y_stride) = nullptr;
-  // The same on the sixteen-row copy (`rows16`'s layout), for `n_rows` rows from the
-  // first group of `w`, with the tokens' blocks packed once per matmul as Block32Tiles
-  // (pack_block32_token): where a set has it (AMX), prefill reads the copy that decode reads.
+  // The same with the tokens' blocks packed once per matmul as Block32Tiles
+  // (pack_block32_token), where a set's tiles read them so (AMX, the 32-value types): the
+  // file's rows, or below, the sixteen-row copy.
+  void (*tile_dots_packed)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                           const Block32Tiles& x, float* y, std::size_t y_stride) = nullptr;
+  // On the sixteen-row copy (`rows16`'s layout), for `n_rows` rows from the first group of
+  // `w`: where a set has it (AMX), prefill reads the copy that decode reads.
   void (*tile_dots_rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>* w,
                            std::size_t n_rows, const Block32Tiles& x, float* y,
                            std::size_t y_stride) = nullptr;

@@ -484,11 +484,10 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {  // x86_amx_blocks32.hpp
         k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockIQ4NLRows16>;
-        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                         const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
-                         std::size_t n_tokens, float* y, std::size_t y_stride) {
+        k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                                const Block32Tiles& x, float* y, std::size_t y_stride) {
           simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4NL>(
-              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+              w, row_bytes, n_rows, x, y, y_stride,
               [](const BlockIQ4NL& b) { return decltype(levels){}(b); },
               [](const BlockIQ4NL& b) { return f16_to_f32(b.d); });
         };

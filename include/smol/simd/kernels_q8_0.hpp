@@ -127,11 +127,10 @@ struct Q8_0ActivationKernelUnit {
       k.dot_rounds_like_tile_dots = true;  // dot_q8_0_q8_0 / dot_q4_0_q8_0 sum as the tile
     }
     if constexpr (std::is_same_v<Arch, amx_arch>) {
-      k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                       const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
-                       std::size_t n_tokens, float* y, std::size_t y_stride) {
+      k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                              const Block32Tiles& x, float* y, std::size_t y_stride) {
         simd::x86::amx_tile_dots_blocks32<Arch, Block>(
-            w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
+            w, row_bytes, n_rows, x, y, y_stride,
             [](const Block& b) { return simd::x86::block_quants<Arch>(b); },
             [](const Block& b) { return f16_to_f32(b.d); });
       };

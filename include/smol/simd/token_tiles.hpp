@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
@@ -128,6 +129,27 @@ void pack_block32_token(const Activation* x, std::size_t t, const Block32Tiles& 
     tiles.d[at] = f16_to_f32(x[b].d);
     if constexpr (requires { x[b].s; }) tiles.s[at] = f16_to_f32(x[b].s);
   }
+}
+
+// Block32Tiles with storage of its own, packed from `n_tokens` tokens `x_stride` blocks
+// apart (tests and benchmarks; prefill packs into the context's scratch).
+struct Block32TilesBuffer {
+  std::vector<std::int8_t> quants;
+  std::vector<float> d, s;
+  Block32Tiles tiles;
+};
+
+template <class Activation>
+Block32TilesBuffer pack_block32_tiles(const Activation* x, std::size_t x_stride,
+                                      std::size_t nblocks, std::size_t n_tokens) {
+  Block32TilesBuffer b;
+  b.quants.resize(block32_tiles_quant_bytes(n_tokens, nblocks));
+  b.d.resize(block32_tiles_scale_count(n_tokens, nblocks));
+  if constexpr (requires { x->s; }) b.s.resize(b.d.size());
+  b.tiles = {b.quants.data(), b.d.data(), b.s.empty() ? nullptr : b.s.data(), n_tokens, nblocks};
+  clear_block32_padding(b.tiles);
+  for (std::size_t t = 0; t < n_tokens; ++t) pack_block32_token(x + t * x_stride, t, b.tiles);
+  return b;
 }
 
 }  // namespace smol

@@ -60,34 +60,15 @@ inline void written_by_tiles(T& object) noexcept {
 }
 
 // A thread's working memory for one call: the expanded weights of its rows and their
-// scales; for the file's rows (whose kernel takes the activation blocks), the tokens
-// packed as Block32Tiles. Kept between calls (prefill calls this for every chunk of rows
-// of every matrix).
+// scales. Kept between calls (prefill calls this for every chunk of rows of every matrix).
 struct Block32Scratch {
   std::vector<std::uint8_t> planes;  // [16-row group][block][8 quads][16 rows][4]
   std::vector<float> wd, wm;         // [16-row group][block][16 rows]
-  std::vector<std::int8_t> quants;   // Block32Tiles::quants, 64 bytes aligned
-  std::vector<float> yd, ys;         // Block32Tiles::d and s
 };
 
 inline Block32Scratch& block32_scratch() noexcept {
   thread_local Block32Scratch scratch;
   return scratch;
-}
-
-// The tokens `x_stride` blocks apart as Block32Tiles, in the thread's scratch.
-template <class Activation>
-Block32Tiles pack_block32_tiles(Block32Scratch& s, const Activation* x, std::size_t x_stride,
-                                std::size_t nblocks, std::size_t n_tokens) {
-  constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
-  s.quants.resize(block32_tiles_quant_bytes(n_tokens, nblocks) + 63);
-  s.yd.resize(block32_tiles_scale_count(n_tokens, nblocks));
-  if constexpr (kMin) s.ys.resize(s.yd.size());
-  std::int8_t* quants = s.quants.data() + (-reinterpret_cast<std::uintptr_t>(s.quants.data()) & 63);
-  const Block32Tiles tiles{quants, s.yd.data(), kMin ? s.ys.data() : nullptr, n_tokens, nblocks};
-  clear_block32_padding(tiles);
-  for (std::size_t t = 0; t < n_tokens; ++t) pack_block32_token(x + t * x_stride, t, tiles);
-  return tiles;
 }
 
 // One token tile's running sums for one group of sixteen rows: token t's sixteen rows in
@@ -232,17 +213,18 @@ void amx_multiply_blocks32(Block32Scratch& s, std::size_t n_rows, const Block32T
   _tile_release();
 }
 
-// y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
-// `n_tokens` activation rows `x_stride` blocks apart. `levels(block)` gives the block's 32
-// integer levels as bytes in value order: unsigned for the types with a min (dotted with
-// Q8_1 blocks, whose s carries the min term), signed otherwise; `scale(block)` their
-// float scale.
-template <class Arch, class Block, class Activation, class Levels, class Scale>
+// y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and the
+// tokens of `x`. `levels(block)` gives the block's 32 integer levels as bytes in value
+// order: unsigned for the types with a min (dotted with Q8_1 blocks, whose s carries the
+// min term), signed otherwise; `scale(block)` their float scale.
+template <class Arch, class Block, class Levels, class Scale>
 void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                            const Activation* x, std::size_t x_stride, std::size_t nblocks,
-                            std::size_t n_tokens, float* y, std::size_t y_stride, Levels levels,
+                            const Block32Tiles& x, float* y, std::size_t y_stride, Levels levels,
                             Scale scale) {
-  constexpr bool kMin = std::is_same_v<Activation, BlockQ8_1>;
+  constexpr bool kMin = requires(const Block& b) {
+    b.m;
+  };
+  const std::size_t nblocks = x.nblocks;
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
@@ -271,8 +253,7 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
     }
   }
 
-  const Block32Tiles tiles = pack_block32_tiles(s, x, x_stride, nblocks, n_tokens);
-  amx_multiply_blocks32<Arch, kMin>(s, n_rows, tiles, y, y_stride);
+  amx_multiply_blocks32<Arch, kMin>(s, n_rows, x, y, y_stride);
 }
 
 // The same on Q4_1, Q4_0 or IQ4_NL rows interleaved by sixteen (quant/rows16.hpp), whose
