@@ -206,6 +206,69 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
+  // q, k, v-like groups (uneven row counts) of every type, the 32-value types also on
+  // their sixteen-row copies (on AMX x is then quantized and packed once for the group);
+  // token counts below a tile, a tile and a remainder, and whole tiles; a mixed group
+  // (another type, or one matrix on its copy and one not) takes separate matmuls.
+  std::mt19937 rng(27);
+  const auto check_group = [&](const std::vector<WeightMatrix>& ws, const char* what) {
+    for (std::size_t n_tokens : {3, 21, 32}) {
+      const auto x = random_floats(n_tokens * ws[0].cols, rng);
+      for (Isa isa : available_isas()) {
+        Context ctx(2, isa);
+        std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+        std::vector<const WeightMatrix*> pointers;
+        std::vector<float*> outputs;
+        for (std::size_t j = 0; j < ws.size(); ++j) {
+          want[j].assign(n_tokens * ws[j].rows, -1.0f);
+          got[j].assign(n_tokens * ws[j].rows, -2.0f);
+          matmul(ctx, ws[j], x.data(), n_tokens, want[j].data());
+          pointers.push_back(&ws[j]);
+          outputs.push_back(got[j].data());
+        }
+        std::size_t calls = 0;
+        matmul_shared_input(ctx, pointers, x.data(), n_tokens, outputs, OneToken::matvec,
+                            [&] { ++calls; });
+        CAPTURE(what);
+        CAPTURE(isa_name(isa));
+        CAPTURE(n_tokens);
+        CHECK(calls == ws.size());
+        for (std::size_t j = 0; j < ws.size(); ++j) {
+          CHECK(std::memcmp(got[j].data(), want[j].data(), want[j].size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  };
+  const std::size_t cols = 576;
+  for (GgmlType type : kTypes) {
+    if (cols % ggml_type_info(type).block_values != 0) continue;
+    std::vector<std::vector<std::byte>> bytes;
+    std::vector<WeightMatrix> ws;
+    for (std::size_t rows : {72, 24, 24}) {
+      bytes.push_back(random_matrix(type, rows, cols, rng));
+      ws.push_back(view(type, bytes.back(), rows, cols));
+    }
+    check_group(ws, ggml_type_name(type).data());
+    if (has_rows16_copy(type) && ggml_type_info(type).block_values == 32) {
+      std::vector<AlignedBuffer<std::byte>> copies;
+      copies.reserve(ws.size());
+      for (WeightMatrix& w : ws) {
+        copies.push_back(rows8_copy(w));
+        w = with_rows8(w, copies.back());
+      }
+      check_group(ws, "sixteen-row copies");
+      ws[1] = view(type, bytes[1], 24, cols);  // the file's rows: another path on AMX
+      check_group(ws, "copies and file rows");
+    }
+  }
+  std::vector<std::vector<std::byte>> bytes;
+  bytes.push_back(random_matrix(GgmlType::Q4_0, 40, cols, rng));
+  bytes.push_back(random_matrix(GgmlType::Q8_0, 24, cols, rng));
+  check_group({view(GgmlType::Q4_0, bytes[0], 40, cols), view(GgmlType::Q8_0, bytes[1], 24, cols)},
+              "mixed types");
+}
+
 TEST_CASE(
     "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
   // Where matvec rounds like the tiles, one token takes the decode kernel; it must still

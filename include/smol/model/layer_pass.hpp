@@ -180,8 +180,9 @@ class LayerPass {
   // project() for matrices that read the same input: one pass over the threads for all
   // of them when the batch is one token decoded with the matvec kernels (OneToken::matvec,
   // or matrices whose matvec rounds like the tiles; microseconds:
-  // `cancel` is polled once, after it); else one project() each, `cancel` polled after
-  // each, so that a long prefill polls as often as with separate calls.
+  // `cancel` is polled once, after it); else matmul_shared_input (the input quantized once
+  // where the matrices take it alike), `cancel` polled after each matrix, so that a long
+  // prefill polls as often as with separate calls.
   void project_shared_input(std::initializer_list<const WeightMatrix*> ws, const float* x,
                             std::size_t n, std::initializer_list<float*> ys,
                             const CancelCheck& cancel) {
@@ -194,10 +195,9 @@ class LayerPass {
       cancel.throw_if_requested();
       return;
     }
-    for (std::size_t j = 0; j < ws.size(); ++j) {
-      project(*ws.begin()[j], x, n, ys.begin()[j]);
-      cancel.throw_if_requested();
-    }
+    matmul_shared_input(*context_, std::span(ws.begin(), ws.size()), x, n,
+                        std::span(ys.begin(), ys.size()), one_token_,
+                        [&] { cancel.throw_if_requested(); });
   }
 
   // Runs f(t) for t in [0, n), in parallel when the block is large enough to pay.

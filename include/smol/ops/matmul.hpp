@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "smol/ops/context.hpp"
@@ -287,6 +288,50 @@ void matmul_rows16_few(Context& ctx, const WeightMatrix& w, const typename W::Ac
                           });
 }
 
+// Which tiles that take Block32Tiles a 32-value type's prefill runs on (AMX), if any: the
+// sixteen-row copy's, or the file rows' where the set has no matrix unit or lane tiles
+// for the type.
+enum class Block32Path { none, copy, file_rows };
+
+template <class W>
+Block32Path block32_path(const WeightKernels<W>& k, const WeightMatrix& w) {
+  if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
+    if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) return Block32Path::copy;
+  }
+  if (k.matrix == nullptr && k.tile == nullptr && k.tile_dots_packed != nullptr) {
+    return Block32Path::file_rows;
+  }
+  return Block32Path::none;
+}
+
+// The tokens a Block32Path takes packed: on the copy, whole tiles of 16, and a remainder
+// of a few (or up to kRows16FewTokens in all) goes to the decode kernel over them, since
+// a tile costs the same for 1 token as for 16; on the file rows, all of them.
+inline std::size_t block32_tiled(Block32Path path, std::size_t n_tokens) noexcept {
+  if (path == Block32Path::file_rows) return n_tokens;
+  const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
+  return n_tokens - rest;
+}
+
+// Prefill on a Block32Path with the tokens made once (block32_activations): `xs`, all
+// n_tokens quantized; `tiles`, the first block32_tiled(path, n_tokens) packed.
+template <class W>
+void matmul_block32(Context& ctx, const WeightMatrix& w, Block32Path path,
+                    const typename W::Activation* xs, const Block32Tiles& tiles,
+                    std::size_t n_tokens, float* y) {
+  const WeightKernels<W>& k = ctx.kernels().of(W{});
+  if (path == Block32Path::file_rows) {
+    return matmul_tile_dots_packed<W>(ctx, w, tiles, y, k.tile_dots_packed);
+  }
+  if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
+    const std::size_t tiled = tiles.n_tokens, rest = n_tokens - tiled;
+    if (tiled > 0) matmul_rows16<W>(ctx, w, tiles, y, k.tile_dots_rows16);
+    if (rest > 0) {
+      matmul_rows16_few<W>(ctx, w, xs + tiled * tiles.nblocks, rest, y + tiled * w.rows, k.rows16);
+    }
+  }
+}
+
 // Prefill for weights of type W, on the fastest path the set and the model offer: the
 // interleaved copy (on the matrix unit where the set has it), the matrix unit, the tiles,
 // else the dot kernel.
@@ -323,19 +368,12 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
                                 group_bytes / kRows16);
     }
-    if constexpr (W::values_per_block == 32) {  // (IQ4_XS's copy: the matrix unit above)
-      if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) {
-        // Whole tiles of 16 tokens on the tiles; a remainder of a few on the decode kernel
-        // (a tile costs the same for 1 token as for 16).
-        const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
-        const std::size_t tiled = n_tokens - rest, nblocks = w.cols / W::values_per_block;
-        const auto [xs, tiles] = block32_activations<W>(ctx, x, w.cols, n_tokens, tiled);
-        if (tiled > 0) matmul_rows16<W>(ctx, w, tiles, y, k.tile_dots_rows16);
-        if (rest > 0) {
-          matmul_rows16_few<W>(ctx, w, xs + tiled * nblocks, rest, y + tiled * w.rows, k.rows16);
-        }
-        return;
-      }
+  }
+  if constexpr (W::values_per_block == 32) {
+    if (const Block32Path path = block32_path<W>(k, w); path != Block32Path::none) {
+      const auto [xs, tiles] =
+          block32_activations<W>(ctx, x, w.cols, n_tokens, block32_tiled(path, n_tokens));
+      return matmul_block32<W>(ctx, w, path, xs, tiles, n_tokens, y);
     }
   }
   if (k.matrix != nullptr) {
@@ -345,12 +383,6 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
     return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
   }
   if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
-  if constexpr (W::values_per_block == 32) {
-    if (k.tile_dots_packed != nullptr) {
-      const auto [xs, tiles] = block32_activations<W>(ctx, x, w.cols, n_tokens, n_tokens);
-      return matmul_tile_dots_packed<W>(ctx, w, tiles, y, k.tile_dots_packed);
-    }
-  }
   if (k.tile_dots != nullptr) {
     return matmul_tile_dots<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,
                                k.tile_dots);
@@ -426,6 +458,49 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
     return;
   }
   visit_weight_type(w.type, [&]<class W>(W) { detail::matmul_of<W>(ctx, w, x, n_tokens, y); });
+}
+
+// matmul for matrices that read the same x (a block's q, k and v projections; its
+// feed-forward's gate and up): ys[j] = x ws[j]^T, the same values as one matmul each.
+// Where they share a type, width and Block32Path (the 32-value types on AMX), x is
+// quantized and packed once for all of them. `after_each()` runs after each matrix (a
+// long prefill polls its cancellation there).
+template <class AfterEach>
+void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, const float* x,
+                         std::size_t n_tokens, std::span<float* const> ys, OneToken one_token,
+                         const AfterEach& after_each) {
+  if (ws.size() != ys.size()) {
+    fail("matmul_shared_input: ", ws.size(), " matrices and ", ys.size(), " outputs");
+  }
+  bool shared = false;
+  if (!ws.empty() && n_tokens > 1 && ctx.activation_precision != ActivationPrecision::f32 &&
+      std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
+        return w->type == ws[0]->type && w->cols == ws[0]->cols;
+      })) {
+    visit_weight_type(ws[0]->type, [&]<class W>(W) {
+      if constexpr (W::values_per_block == 32) {
+        const WeightKernels<W>& k = ctx.kernels().of(W{});
+        const detail::Block32Path path = detail::block32_path<W>(k, *ws[0]);
+        shared = path != detail::Block32Path::none &&
+                 std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
+                   return detail::block32_path<W>(k, *w) == path;
+                 });
+        if (!shared) return;
+        for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matmul");
+        const auto [xs, tiles] = detail::block32_activations<W>(
+            ctx, x, ws[0]->cols, n_tokens, detail::block32_tiled(path, n_tokens));
+        for (std::size_t j = 0; j < ws.size(); ++j) {
+          detail::matmul_block32<W>(ctx, *ws[j], path, xs, tiles, n_tokens, ys[j]);
+          after_each();
+        }
+      }
+    });
+  }
+  if (shared) return;
+  for (std::size_t j = 0; j < ws.size(); ++j) {
+    matmul(ctx, *ws[j], x, n_tokens, ys[j], one_token);
+    after_each();
+  }
 }
 
 }  // namespace smol
