@@ -188,20 +188,28 @@ void matmul_by_dots(Context& ctx, const WeightMatrix& w, const Act* xs, std::siz
   });
 }
 
-// A type's tiles on its own activation blocks (WeightKernels::tile_dots): threads take
-// chunks of rows (a few KB of weights, which stay in L1/L2 while every token tile
-// passes); small chunks, since these matrices are small and compute-bound.
-template <class W>
-void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
-                      std::size_t n_tokens, float* y, decltype(WeightKernels<W>::tile_dots) tile) {
-  const std::size_t count = w.cols / ggml_type_info(w.type).block_values;
+// The row chunks of the tile kernels on the file's rows (tile_dots, tile_dots_packed):
+// threads take chunks of rows (a few KB of weights, which stay in L1/L2 while every token
+// tile passes); small chunks, since these matrices are small and compute-bound.
+// tile(r0, nr) runs rows [r0, r0 + nr).
+template <class Tile>
+void for_each_tile_chunk(Context& ctx, const WeightMatrix& w, const Tile& tile) {
   const std::size_t threads = static_cast<std::size_t>(ctx.threads());
   const std::size_t chunk_rows = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 64);
   parallel_chunks(ctx, w.rows, chunk_rows, [&](std::size_t first, std::size_t last) {
     for (std::size_t r0 = first; r0 < last; r0 += chunk_rows) {
-      const std::size_t nr = std::min(chunk_rows, last - r0);
-      tile(w.row(r0), w.row_bytes, nr, xs, count, count, n_tokens, y + r0, w.rows);
+      tile(r0, std::min(chunk_rows, last - r0));
     }
+  });
+}
+
+// A type's tiles on its own activation blocks (WeightKernels::tile_dots).
+template <class W>
+void matmul_tile_dots(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
+                      std::size_t n_tokens, float* y, decltype(WeightKernels<W>::tile_dots) tile) {
+  const std::size_t count = w.cols / ggml_type_info(w.type).block_values;
+  for_each_tile_chunk(ctx, w, [&](std::size_t r0, std::size_t nr) {
+    tile(w.row(r0), w.row_bytes, nr, xs, count, count, n_tokens, y + r0, w.rows);
   });
 }
 
@@ -228,16 +236,12 @@ std::pair<const typename W::Activation*, Block32Tiles> block32_activations(
 }
 
 // The file's rows of a 32-value type on tiles that take the tokens packed
-// (WeightKernels::tile_dots_packed), chunked as matmul_tile_dots.
+// (WeightKernels::tile_dots_packed).
 template <class W>
 void matmul_tile_dots_packed(Context& ctx, const WeightMatrix& w, const Block32Tiles& tiles,
                              float* y, decltype(WeightKernels<W>::tile_dots_packed) tile) {
-  const std::size_t threads = static_cast<std::size_t>(ctx.threads());
-  const std::size_t chunk_rows = std::clamp<std::size_t>(w.rows / (4 * threads), 16, 64);
-  parallel_chunks(ctx, w.rows, chunk_rows, [&](std::size_t first, std::size_t last) {
-    for (std::size_t r0 = first; r0 < last; r0 += chunk_rows) {
-      tile(w.row(r0), w.row_bytes, std::min(chunk_rows, last - r0), tiles, y + r0, w.rows);
-    }
+  for_each_tile_chunk(ctx, w, [&](std::size_t r0, std::size_t nr) {
+    tile(w.row(r0), w.row_bytes, nr, tiles, y + r0, w.rows);
   });
 }
 
