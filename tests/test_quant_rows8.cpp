@@ -615,7 +615,7 @@ TEST_CASE(
 }
 
 TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA") {
-  // The few-token passes on AMX (matmul_rows16_few) rely on it: 1 to 9 tokens, so the
+  // The few-token passes on AMX (matvec_rows16 over a few tokens) rely on it: 1 to 9 tokens, so the
   // four-token steps and every remainder run, tokens and outputs strided.
   std::mt19937 rng(53);
   const auto check = [&]<class T>(T) {

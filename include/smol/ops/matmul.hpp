@@ -126,21 +126,6 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::
 // unit, whose expansion the tiles already paid for.
 inline constexpr std::size_t kRows8FewTokens = 16;
 
-// A few tokens on an eight-row copy: groups streamed over the threads as decode does.
-template <class Rows8>
-void matmul_rows8_few(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::size_t n_tokens,
-                      Rows8Fn<Rows8> kernel, float* y) {
-  const std::size_t nblocks = w.cols / QK_K;
-  const auto* groups = reinterpret_cast<const Rows8*>(w.rows8);
-  for_each_streamed_chunk(ctx, w.rows / kRowsPerGroup, nblocks * sizeof(Rows8),
-                          [&](std::size_t first, std::size_t last) {
-                            for (std::size_t g = first; g < last; ++g) {
-                              kernel(groups + g * nblocks, nblocks, q8, nblocks, n_tokens,
-                                     y + g * kRowsPerGroup, w.rows, WeightsFrom::memory);
-                            }
-                          });
-}
-
 // Up to this many tokens, the file's rows of a type whose dot rounds as its matrix unit
 // (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) take that dot per token, a
 // row's weights read once from memory for all of them, instead of the matrix unit, which
@@ -149,22 +134,6 @@ void matmul_rows8_few(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, s
 // B = 2, 160 / 199 for 3, 212 / 205 for 4, 395 / 230 for 8; Q3_K_M 108 / 215, 148 / 224,
 // 178 / 222, 322 / 236.
 inline constexpr std::size_t kDotsFewTokens = 4;
-
-// A few tokens through the dot kernel, rows streamed over the threads as decode does.
-template <class W>
-void matmul_dots_few(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
-                     std::size_t n_tokens, float* y) {
-  const WeightKernels<W>& k = ctx.kernels().of(W{});
-  const std::size_t count = w.cols / W::values_per_block;
-  for_each_streamed_chunk(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
-    for (std::size_t r = first; r < last; ++r) {
-      if (!k.dot_streams) prefetch_ahead(w, r);
-      const auto* row = reinterpret_cast<const typename W::Block*>(w.row(r));
-      for (std::size_t t = 0; t < n_tokens; ++t)
-        y[t * w.rows + r] = k.dot(row, xs + t * count, count);
-    }
-  });
-}
 
 // Any type through its dot kernel, in blocks of rows x tokens that fit in cache. `xs`
 // holds n_tokens activation rows of `count` elements (blocks, or floats).
@@ -275,23 +244,6 @@ void matmul_rows16(Context& ctx, const WeightMatrix& w, const Block32Tiles& tile
 // alike, so the choice is speed alone (bench: smol-bench --spec-type).
 inline constexpr std::size_t kRows16FewTokens = 16;
 
-// A few tokens on a sixteen-row copy: groups streamed over the threads as decode does.
-template <class W>
-void matmul_rows16_few(Context& ctx, const WeightMatrix& w, const typename W::Activation* xs,
-                       std::size_t n_tokens, float* y, decltype(WeightKernels<W>::rows16) kernel) {
-  using Rows16 = typename WeightKernels<W>::Rows16;
-  const std::size_t nblocks = w.cols / W::values_per_block;
-  const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
-  const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xs, nblocks, n_tokens);
-  for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
-                          [&](std::size_t first, std::size_t last) {
-                            for (std::size_t g = first; g < last; ++g) {
-                              kernel(groups + g * nblocks, nblocks, w.rows - g * kRows16, xs,
-                                     nblocks, n_tokens, offsets, y + g * kRows16, w.rows);
-                            }
-                          });
-}
-
 // Which tiles that take Block32Tiles a 32-value type's prefill runs on (AMX), if any: the
 // sixteen-row copy's, or the file rows' where the set has no matrix unit or lane tiles
 // for the type.
@@ -331,7 +283,8 @@ void matmul_block32(Context& ctx, const WeightMatrix& w, Block32Path path,
     const std::size_t tiled = tiles.n_tokens, rest = n_tokens - tiled;
     if (tiled > 0) matmul_rows16<W>(ctx, w, tiles, y, k.tile_dots_rows16);
     if (rest > 0) {
-      matmul_rows16_few<W>(ctx, w, xs + tiled * tiles.nblocks, rest, y + tiled * w.rows, k.rows16);
+      matvec_rows16<typename WeightKernels<W>::Rows16>(ctx, w, xs + tiled * tiles.nblocks, k.rows16,
+                                                       y + tiled * w.rows, rest);
     }
   }
 }
@@ -347,8 +300,8 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   if constexpr (!std::is_void_v<Rows8>) {
     if (w.rows8 != nullptr && k.matrix_rows8 != nullptr) {
       if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) {
-        return matmul_rows8_few<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens),
-                                       n_tokens, k.rows8, y);
+        return matvec_rows8<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), k.rows8, y,
+                                   n_tokens);
       }
       const std::size_t group_bytes = w.cols / QK_K * sizeof(Rows8);
       return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows8, w.rows8,
@@ -365,8 +318,8 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       // A few tokens on the decode kernel over them (the matrix unit expands every block
       // first, whatever the count; see kRows8FewTokens); more on the matrix unit.
       if (n_tokens <= kRows16FewTokens) {
-        return matmul_rows16_few<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens,
-                                    y, k.rows16);
+        return matvec_rows16<Rows16>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), k.rows16,
+                                     y, n_tokens);
       }
       const std::size_t group_bytes = w.cols / W::values_per_block * sizeof(Rows16);
       return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
@@ -382,7 +335,8 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   }
   if (k.matrix != nullptr) {
     if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) {
-      return matmul_dots_few<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y);
+      return matvec_blocks<typename W::Block>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens),
+                                              k.dot, k.dot_streams, y, n_tokens);
     }
     return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
   }

@@ -143,30 +143,23 @@ void for_each_streamed_chunk(Context& ctx, std::size_t items, std::size_t item_b
   });
 }
 
-// y[r] = row_dot(r) for every row, streaming with prefetch (row_dot's own where
-// `dot_streams`, WeightKernels::dot_streams).
-template <class RowDot>
-void for_each_row(Context& ctx, const WeightMatrix& w, bool dot_streams, float* y, RowDot row_dot) {
-  for_each_streamed_chunk(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
-    for (std::size_t r = first; r < last; ++r) {
-      if (!dot_streams) prefetch_ahead(w, r);
-      y[r] = row_dot(r);
-    }
-  });
-}
+// The decode loops below take `n_tokens` tokens at once where matmul sends a few
+// (matmul's few-token paths: a server's step of a few sequences, a speculative
+// verification), each block of weights streamed from memory once for all of them; token
+// t's results land at y + t * w.rows.
 
 // Repacked rows (WeightMatrix::rows8): eight rows per kernel call, groups streamed like
 // rows.
 template <class Rows8>
 void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8Fn<Rows8> kernel,
-                  float* y) {
+                  float* y, std::size_t n_tokens = 1) {
   const std::size_t nblocks = w.cols / QK_K;
   const auto* groups = reinterpret_cast<const Rows8*>(w.rows8);
   for_each_streamed_chunk(ctx, w.rows / kRowsPerGroup, nblocks * sizeof(Rows8),
                           [&](std::size_t first, std::size_t last) {
                             for (std::size_t g = first; g < last; ++g) {
-                              kernel(groups + g * nblocks, nblocks, xq, nblocks, 1,
-                                     y + g * kRowsPerGroup, 0, WeightsFrom::memory);
+                              kernel(groups + g * nblocks, nblocks, xq, nblocks, n_tokens,
+                                     y + g * kRowsPerGroup, w.rows, WeightsFrom::memory);
                             }
                           });
 }
@@ -190,25 +183,34 @@ const std::int32_t* rows16_offsets(Context& ctx, const Act* xq, std::size_t nblo
 // The sixteen-row copy of a 32-value type or IQ4_XS (WeightMatrix::rows8 holds it):
 // sixteen rows per kernel call, the last group's padding rows not written.
 template <class Rows16, class Act, class Kernel>
-void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel kernel, float* y) {
+void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel kernel, float* y,
+                   std::size_t n_tokens = 1) {
   const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
   const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
-  const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks);
+  const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks, n_tokens);
   for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
                           [&](std::size_t first, std::size_t last) {
                             for (std::size_t g = first; g < last; ++g) {
                               kernel(groups + g * nblocks, nblocks, w.rows - g * kRows16, xq,
-                                     nblocks, 1, offsets, y + g * kRows16, 0);
+                                     nblocks, n_tokens, offsets, y + g * kRows16, w.rows);
                             }
                           });
 }
 
+// The file's rows, one dot per row and token, streaming with prefetch (the dot's own
+// where `dot_streams`, WeightKernels::dot_streams).
 template <class Block, class Act, class Dot>
 void matvec_blocks(Context& ctx, const WeightMatrix& w, const Act* xq, Dot dot, bool dot_streams,
-                   float* y) {
+                   float* y, std::size_t n_tokens = 1) {
   const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
-  for_each_row(ctx, w, dot_streams, y, [&](std::size_t r) {
-    return dot(reinterpret_cast<const Block*>(w.row(r)), xq, nblocks);
+  for_each_streamed_chunk(ctx, w.rows, w.row_bytes, [&](std::size_t first, std::size_t last) {
+    for (std::size_t r = first; r < last; ++r) {
+      if (!dot_streams) prefetch_ahead(w, r);
+      const auto* row = reinterpret_cast<const Block*>(w.row(r));
+      for (std::size_t t = 0; t < n_tokens; ++t) {
+        y[t * w.rows + r] = dot(row, xq + t * nblocks, nblocks);
+      }
+    }
   });
 }
 
