@@ -244,39 +244,63 @@ void matmul_rows16(Context& ctx, const WeightMatrix& w, const Block32Tiles& tile
 // alike, so the choice is speed alone (bench: smol-bench --spec-type).
 inline constexpr std::size_t kRows16FewTokens = 16;
 
-// Which tiles that take Block32Tiles a 32-value type's prefill runs on (AMX), if any: the
-// sixteen-row copy's, or the file rows' where the set has no matrix unit or lane tiles
-// for the type.
-enum class Block32Path { none, copy, file_rows };
+// The kernels a prefill of W's matrix `w` runs on, in matmul_of's order of preference:
+// one decision, which matmul_of follows and matvec_rounds_like_tiles reads.
+enum class PrefillPath {
+  rows8_matrix,       // the eight-row copy, through the matrix unit (AMX)
+  rows8,              // the eight-row copy, through its multi-token kernel
+  rows16_matrix,      // the sixteen-row copy, through the matrix unit (IQ4_XS on AMX)
+  block32_copy,       // a 32-value type's sixteen-row copy, on tiles of packed tokens (AMX)
+  block32_file_rows,  // a 32-value type's file rows, on tiles of packed tokens (AMX)
+  matrix,             // the file's rows, through the matrix unit
+  tile,               // the file's rows, on the lane tiles
+  tile_dots,          // the file's rows, on the dot's tiles of tokens
+  dots,               // the file's rows, one dot per row and token
+};
 
 template <class W>
-Block32Path block32_path(const WeightKernels<W>& k, const WeightMatrix& w) {
+PrefillPath prefill_path(const WeightKernels<W>& k, const WeightMatrix& w) {
+  if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows8>) {
+    if (w.rows8 != nullptr) {
+      return k.matrix_rows8 != nullptr ? PrefillPath::rows8_matrix : PrefillPath::rows8;
+    }
+  }
   if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
-    if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) return Block32Path::copy;
+    if (w.rows8 != nullptr && k.matrix_rows16 != nullptr) return PrefillPath::rows16_matrix;
   }
-  if (k.matrix == nullptr && k.tile == nullptr && k.tile_dots_packed != nullptr) {
-    return Block32Path::file_rows;
+  if constexpr (W::values_per_block == 32) {
+    if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) return PrefillPath::block32_copy;
+    if (k.matrix == nullptr && k.tile == nullptr && k.tile_dots_packed != nullptr) {
+      return PrefillPath::block32_file_rows;
+    }
   }
-  return Block32Path::none;
+  if (k.matrix != nullptr) return PrefillPath::matrix;
+  if (k.tile != nullptr) return PrefillPath::tile;
+  if (k.tile_dots != nullptr) return PrefillPath::tile_dots;
+  return PrefillPath::dots;
 }
 
-// The tokens a Block32Path takes packed: on the copy, whole tiles of 16, and a remainder
+inline bool is_block32(PrefillPath path) noexcept {
+  return path == PrefillPath::block32_copy || path == PrefillPath::block32_file_rows;
+}
+
+// The tokens a block32 path takes packed: on the copy, whole tiles of 16, and a remainder
 // of a few (or up to kRows16FewTokens in all) goes to the decode kernel over them, since
 // a tile costs the same for 1 token as for 16; on the file rows, all of them.
-inline std::size_t block32_tiled(Block32Path path, std::size_t n_tokens) noexcept {
-  if (path == Block32Path::file_rows) return n_tokens;
+inline std::size_t block32_tiled(PrefillPath path, std::size_t n_tokens) noexcept {
+  if (path == PrefillPath::block32_file_rows) return n_tokens;
   const std::size_t rest = n_tokens <= kRows16FewTokens ? n_tokens : n_tokens % kTokenTile;
   return n_tokens - rest;
 }
 
-// Prefill on a Block32Path with the tokens made once (block32_activations): `xs`, all
+// Prefill on a block32 path with the tokens made once (block32_activations): `xs`, all
 // n_tokens quantized; `tiles`, the first block32_tiled(path, n_tokens) packed.
 template <class W>
-void matmul_block32(Context& ctx, const WeightMatrix& w, Block32Path path,
+void matmul_block32(Context& ctx, const WeightMatrix& w, PrefillPath path,
                     const typename W::Activation* xs, const Block32Tiles& tiles,
                     std::size_t n_tokens, float* y) {
   const WeightKernels<W>& k = ctx.kernels().of(W{});
-  if (path == Block32Path::file_rows) {
+  if (path == PrefillPath::block32_file_rows) {
     return matmul_tile_dots_packed<W>(ctx, w, tiles, y, k.tile_dots_packed);
   }
   if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
@@ -289,63 +313,68 @@ void matmul_block32(Context& ctx, const WeightMatrix& w, Block32Path path,
   }
 }
 
-// Prefill for weights of type W, on the fastest path the set and the model offer: the
-// interleaved copy (on the matrix unit where the set has it), the matrix unit, the tiles,
-// else the dot kernel.
+// Prefill for weights of type W, on the fastest path the set and the model offer
+// (prefill_path): the interleaved copy (on the matrix unit where the set has it), the
+// matrix unit, the tiles, else the dot kernel. A few tokens on a path whose decode kernel
+// rounds as it does take that kernel over them (kRows8FewTokens, kRows16FewTokens,
+// kDotsFewTokens).
 template <class W>
 void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t n_tokens,
                float* y) {
   const WeightKernels<W>& k = ctx.kernels().of(W{});
   using Rows8 = typename WeightKernels<W>::Rows8;
-  if constexpr (!std::is_void_v<Rows8>) {
-    if (w.rows8 != nullptr && k.matrix_rows8 != nullptr) {
-      if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) {
-        return matvec_rows8<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), k.rows8, y,
-                                   n_tokens);
-      }
-      const std::size_t group_bytes = w.cols / QK_K * sizeof(Rows8);
-      return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows8, w.rows8,
-                                group_bytes / kRowsPerGroup);
-    }
-    if (w.rows8 != nullptr) {
-      return matmul_rows8<Rows8>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens,
-                                 k.rows8, y);
-    }
-  }
   using Rows16 = typename WeightKernels<W>::Rows16;
-  if constexpr (!std::is_void_v<Rows16>) {
-    if (w.rows8 != nullptr && k.matrix_rows16 != nullptr) {
-      // A few tokens on the decode kernel over them (the matrix unit expands every block
-      // first, whatever the count; see kRows8FewTokens); more on the matrix unit.
-      if (n_tokens <= kRows16FewTokens) {
-        return matvec_rows16<Rows16>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), k.rows16,
-                                     y, n_tokens);
+  const auto activations = [&] { return activations_for<W>(ctx, x, w.cols, n_tokens); };
+  switch (const PrefillPath path = prefill_path<W>(k, w)) {
+    case PrefillPath::rows8_matrix:
+      if constexpr (!std::is_void_v<Rows8>) {
+        if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) {
+          return matvec_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
+        }
+        const std::size_t group_bytes = w.cols / QK_K * sizeof(Rows8);
+        return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows8, w.rows8,
+                                  group_bytes / kRowsPerGroup);
       }
-      const std::size_t group_bytes = w.cols / W::values_per_block * sizeof(Rows16);
-      return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
-                                group_bytes / kRows16);
-    }
+      break;
+    case PrefillPath::rows8:
+      if constexpr (!std::is_void_v<Rows8>) {
+        return matmul_rows8<Rows8>(ctx, w, activations(), n_tokens, k.rows8, y);
+      }
+      break;
+    case PrefillPath::rows16_matrix:
+      if constexpr (!std::is_void_v<Rows16>) {
+        // The matrix unit expands every block first, whatever the count (see
+        // kRows8FewTokens).
+        if (n_tokens <= kRows16FewTokens) {
+          return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
+        }
+        const std::size_t group_bytes = w.cols / W::values_per_block * sizeof(Rows16);
+        return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
+                                  group_bytes / kRows16);
+      }
+      break;
+    case PrefillPath::block32_copy:
+    case PrefillPath::block32_file_rows:
+      if constexpr (W::values_per_block == 32) {
+        const auto [xs, tiles] =
+            block32_activations<W>(ctx, x, w.cols, n_tokens, block32_tiled(path, n_tokens));
+        return matmul_block32<W>(ctx, w, path, xs, tiles, n_tokens, y);
+      }
+      break;
+    case PrefillPath::matrix:
+      if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) {
+        return matvec_blocks<typename W::Block>(ctx, w, activations(), k.dot, k.dot_streams, y,
+                                                n_tokens);
+      }
+      return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
+    case PrefillPath::tile:
+      return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
+    case PrefillPath::tile_dots:
+      return matmul_tile_dots<W>(ctx, w, activations(), n_tokens, y, k.tile_dots);
+    case PrefillPath::dots:
+      break;
   }
-  if constexpr (W::values_per_block == 32) {
-    if (const Block32Path path = block32_path<W>(k, w); path != Block32Path::none) {
-      const auto [xs, tiles] =
-          block32_activations<W>(ctx, x, w.cols, n_tokens, block32_tiled(path, n_tokens));
-      return matmul_block32<W>(ctx, w, path, xs, tiles, n_tokens, y);
-    }
-  }
-  if (k.matrix != nullptr) {
-    if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) {
-      return matvec_blocks<typename W::Block>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens),
-                                              k.dot, k.dot_streams, y, n_tokens);
-    }
-    return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
-  }
-  if (k.tile != nullptr) return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
-  if (k.tile_dots != nullptr) {
-    return matmul_tile_dots<W>(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y,
-                               k.tile_dots);
-  }
-  matmul_by_dots(ctx, w, activations_for<W>(ctx, x, w.cols, n_tokens), n_tokens, y, k.dot);
+  matmul_by_dots(ctx, w, activations(), n_tokens, y, k.dot);
 }
 
 // Reference mode: each row dequantized once, dotted with every token in f32.
@@ -373,30 +402,35 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 enum class OneToken { matvec, tiles };
 
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
-// may take the decode kernel for one token at no cost to batch invariance. True where
-// prefill reads a sixteen-row copy (AMX): the decode kernel on that copy rounds like a
-// tile's token (quant/rows16.hpp); on an eight-row copy where it rounds as the matrix unit
-// (WeightKernels::rows8_rounds_like_matrix: Q4_K, Q5_K, Q6_K on AMX); and on the file's rows where
-// the set's dot sums as its matrix kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on
-// AMX) or its tile_dots do (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in
-// test_matmul. Elsewhere the two sum in different orders, and one token must run on the
-// tiles.
+// may take the decode kernel for one token at no cost to batch invariance. Where there is
+// a copy, decode reads it: true where prefill reads the sixteen-row copy too (AMX), whose
+// decode kernel rounds like a tile's token (quant/rows16.hpp), and on an eight-row copy
+// where its decode kernel rounds as the matrix unit (WeightKernels::rows8_rounds_like_matrix:
+// Q4_K, Q5_K, Q6_K on AMX). On the file's rows, where the set's dot sums as its matrix
+// kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its tile_dots do
+// (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in test_matmul.
+// Elsewhere the two sum in different orders, and one token must run on the tiles.
 inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
   if (ctx.activation_precision == ActivationPrecision::f32) return false;
   bool same = false;
   visit_weight_type(w.type, [&]<class W>(W) {
     const WeightKernels<W>& k = ctx.kernels().of(W{});
-    if (w.rows8 != nullptr) {
-      if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
-        same = k.tile_dots_rows16 != nullptr || k.matrix_rows16 != nullptr;
-      } else if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows8>) {
-        same = k.rows8_rounds_like_matrix && k.matrix_rows8 != nullptr;
-      }
-    } else if (k.matrix != nullptr) {  // matmul_of's first choice for the file's rows
-      same = k.dot_rounds_like_matrix;
-    } else {
-      // then tile_dots, if there is no `tile`
-      same = k.dot_rounds_like_tile_dots && k.tile_dots != nullptr && k.tile == nullptr;
+    switch (detail::prefill_path<W>(k, w)) {
+      case detail::PrefillPath::rows8_matrix:
+        same = k.rows8_rounds_like_matrix;
+        break;
+      case detail::PrefillPath::rows16_matrix:
+      case detail::PrefillPath::block32_copy:
+        same = true;
+        break;
+      case detail::PrefillPath::matrix:
+        same = w.rows8 == nullptr && k.dot_rounds_like_matrix;
+        break;
+      case detail::PrefillPath::tile_dots:
+        same = w.rows8 == nullptr && k.dot_rounds_like_tile_dots;
+        break;
+      default:
+        same = false;
     }
   });
   return same;
@@ -420,7 +454,7 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
 
 // matmul for matrices that read the same x (a block's q, k and v projections; its
 // feed-forward's gate and up): ys[j] = x ws[j]^T, the same values as one matmul each.
-// Where they share a type, width and Block32Path (the 32-value types on AMX), x is
+// Where they share a type, width and block32 path (the 32-value types on AMX), x is
 // quantized and packed once for all of them. `after_each()` runs after each matrix (a
 // long prefill polls its cancellation there).
 template <class AfterEach>
@@ -438,10 +472,10 @@ void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, 
     visit_weight_type(ws[0]->type, [&]<class W>(W) {
       if constexpr (W::values_per_block == 32) {
         const WeightKernels<W>& k = ctx.kernels().of(W{});
-        const detail::Block32Path path = detail::block32_path<W>(k, *ws[0]);
-        shared = path != detail::Block32Path::none &&
+        const detail::PrefillPath path = detail::prefill_path<W>(k, *ws[0]);
+        shared = detail::is_block32(path) &&
                  std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
-                   return detail::block32_path<W>(k, *w) == path;
+                   return detail::prefill_path<W>(k, *w) == path;
                  });
         if (!shared) return;
         for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matmul");
