@@ -443,9 +443,10 @@ template <class Arch, auto kExpandRow, int kOffset>
 void amx_matrix_with_offset(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                             const TokenTiles& act, float* y, std::size_t y_stride,
                             std::byte* scratch) noexcept {
-  static_assert(kOffset == 32 || kOffset == 4 || kOffset == 0, "a power of two, as a shift below");
-  constexpr int kOffsetShift = kOffset == 32 ? 5 : 2;
+  static_assert(kOffset == 32 || kOffset == 4 || kOffset == 0,
+                "32 or 4 (taken off as a shift below), or 0 (no offset plane)");
   constexpr bool kOffsetPlane = kOffset != 0;
+  constexpr int kOffsetShift = kOffset == 32 ? 5 : kOffset == 4 ? 2 : 0;  // unused for 0
   const std::size_t nblocks = act.nblocks, cols = nblocks * QK_K;
   const ExpandedRows e = carve_scratch<Arch>(scratch, cols);
   const long stride = static_cast<long>(cols);
