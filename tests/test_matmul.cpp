@@ -209,8 +209,9 @@ TEST_CASE(
 TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
   // q, k, v-like groups (uneven row counts) of every type, the 32-value types also on
   // their sixteen-row copies (on AMX x is then quantized and packed once for the group);
-  // token counts below a tile, a tile and a remainder, and whole tiles; a mixed group
-  // (another type, or one matrix on its copy and one not) takes separate matmuls.
+  // token counts below a tile, a tile and a remainder, and whole tiles; a mixed group of
+  // 32-value types (another type, or one matrix on its copy and one not) takes separate
+  // matmuls.
   std::mt19937 rng(27);
   const auto check_group = [&](const std::vector<WeightMatrix>& ws, const char* what) {
     for (std::size_t n_tokens : {3, 21, 32}) {
@@ -267,6 +268,42 @@ TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
   bytes.push_back(random_matrix(GgmlType::Q8_0, 24, cols, rng));
   check_group({view(GgmlType::Q4_0, bytes[0], 40, cols), view(GgmlType::Q8_0, bytes[1], 24, cols)},
               "mixed types");
+
+  // The 256-value types on their files' rows and on their copies: on AMX each takes the
+  // matrix unit above a few tokens, and x is quantized and packed once for the group,
+  // whatever the mix of types (a Q4_K_M file's q, k and v: Q4_K, Q4_K, Q6_K, one of them
+  // without its copy).
+  const std::size_t k_cols = 512;
+  for (GgmlType type : kTypes) {
+    if (ggml_type_info(type).block_values != QK_K) continue;
+    std::vector<std::vector<std::byte>> k_bytes;
+    std::vector<WeightMatrix> ws;
+    for (std::size_t rows : {72, 24, 24}) {
+      k_bytes.push_back(random_matrix(type, rows, k_cols, rng));
+      ws.push_back(view(type, k_bytes.back(), rows, k_cols));
+    }
+    check_group(ws, ggml_type_name(type).data());
+    if (has_rows8_copy(type) || has_rows16_copy(type)) {
+      std::vector<AlignedBuffer<std::byte>> copies;
+      copies.reserve(ws.size());
+      for (WeightMatrix& w : ws) {
+        copies.push_back(rows8_copy(w));
+        w = with_rows8(w, copies.back());
+      }
+      check_group(ws, "copies of a 256-value type");
+    }
+  }
+  std::vector<std::vector<std::byte>> mix;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    mix.push_back(random_matrix(type, 24, k_cols, rng));
+  }
+  std::vector<WeightMatrix> ws = {view(GgmlType::Q4_K, mix[0], 24, k_cols),
+                                  view(GgmlType::Q4_K, mix[1], 24, k_cols),
+                                  view(GgmlType::Q6_K, mix[2], 24, k_cols)};
+  const auto copy0 = rows8_copy(ws[0]), copy2 = rows8_copy(ws[2]);
+  ws[0] = with_rows8(ws[0], copy0);
+  ws[2] = with_rows8(ws[2], copy2);
+  check_group(ws, "Q4_K, Q4_K and Q6_K, two on copies");
 }
 
 TEST_CASE(

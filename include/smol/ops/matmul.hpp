@@ -55,15 +55,14 @@ inline void matmul_tiled(Context& ctx, const WeightMatrix& w, const float* x, st
   });
 }
 
-// Matrix-unit path (AMX): tokens packed into 16-token tiles once, then each thread takes
-// whole groups of 16 rows; the kernel expands a group's weights once for all tiles. The
-// rows are read from `rows` at `row_bytes` apart: the file's, or the interleaved copy's
-// (WeightKernels::matrix_rows8, whose groups of 8 rows lie 8 * row_bytes apart).
-inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float* x,
-                               std::size_t n_tokens, float* y, MatrixFn matrix,
-                               const std::byte* rows, std::size_t row_bytes) {
+// Matrix-unit path (AMX): tokens packed into 16-token tiles once
+// (matrix_unit_activations), then each thread takes whole groups of 16 rows; the kernel
+// expands a group's weights once for all tiles. The tokens are Q8_K tiles whatever the
+// weights' type, so matrices that read the same input share them (matmul_shared_input).
+inline TokenTiles matrix_unit_activations(Context& ctx, const float* x, std::size_t cols,
+                                          std::size_t n_tokens) {
   const Kernels& k = ctx.kernels();
-  const std::size_t nblocks = w.cols / QK_K;
+  const std::size_t nblocks = cols / QK_K;
   auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
   auto* quants = ctx.scratch_as<std::int8_t>(Scratch::packed_activations,
                                              token_tiles_quant_bytes(n_tokens, nblocks));
@@ -74,18 +73,31 @@ inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const float*
   clear_token_padding(n_tokens, nblocks, quants, scales, sub_sums);
   parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
     for (std::size_t t = first; t < last; ++t) {
-      k.quantize_row_q8k(x + t * w.cols, q8 + t * nblocks, w.cols);
+      k.quantize_row_q8k(x + t * cols, q8 + t * nblocks, cols);
       pack_token_tile(q8 + t * nblocks, t, nblocks, quants, scales, sub_sums);
     }
   });
-  const TokenTiles act{quants, scales, sub_sums, n_tokens, nblocks};
+  return TokenTiles{quants, scales, sub_sums, n_tokens, nblocks};
+}
+
+// The rows of a matrix-unit call: read from `rows` at `row_bytes` apart, the file's, or the
+// interleaved copy's (WeightKernels::matrix_rows8, whose groups of 8 rows lie 8 * row_bytes
+// apart).
+struct MatrixUnitCall {
+  MatrixFn matrix = nullptr;  // none: the path is not the matrix unit for this count
+  const std::byte* rows = nullptr;
+  std::size_t row_bytes = 0;
+};
+
+inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const TokenTiles& act, float* y,
+                               const MatrixUnitCall& call) {
   const std::size_t per_thread = matrix_scratch_bytes(w.cols);
   std::byte* scratch = ctx.scratch(Scratch::rows, per_thread * (ctx.threads() + 1));
   const std::size_t groups = (w.rows + kTokenTile - 1) / kTokenTile;
   parallel_chunks(ctx, groups, 1, [&](std::size_t first, std::size_t last) {
     const std::size_t r0 = first * kTokenTile, r1 = std::min(last * kTokenTile, w.rows);
-    matrix(rows + r0 * row_bytes, row_bytes, r1 - r0, act, y + r0, w.rows,
-           scratch + thread_slot(ctx) * per_thread);
+    call.matrix(call.rows + r0 * call.row_bytes, call.row_bytes, r1 - r0, act, y + r0, w.rows,
+                scratch + thread_slot(ctx) * per_thread);
   });
 }
 
@@ -293,6 +305,37 @@ inline std::size_t block32_tiled(PrefillPath path, std::size_t n_tokens) noexcep
   return n_tokens - rest;
 }
 
+// The matrix-unit call matmul_of makes for `n_tokens` tokens on `path`, if it takes the
+// matrix unit: not on other paths, nor for a few tokens where the path's decode kernel
+// rounds as the matrix unit (kRows8FewTokens, kRows16FewTokens, kDotsFewTokens).
+template <class W>
+MatrixUnitCall matrix_unit_call(const WeightKernels<W>& k, const WeightMatrix& w, PrefillPath path,
+                                std::size_t n_tokens) {
+  using Rows8 = typename WeightKernels<W>::Rows8;
+  using Rows16 = typename WeightKernels<W>::Rows16;
+  switch (path) {
+    case PrefillPath::rows8_matrix:
+      if constexpr (!std::is_void_v<Rows8>) {
+        if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) return {};
+        return {k.matrix_rows8, w.rows8, w.cols / QK_K * sizeof(Rows8) / kRowsPerGroup};
+      }
+      return {};
+    case PrefillPath::rows16_matrix:
+      if constexpr (!std::is_void_v<Rows16>) {
+        // The matrix unit expands every block first, whatever the count (see
+        // kRows8FewTokens).
+        if (n_tokens <= kRows16FewTokens) return {};
+        return {k.matrix_rows16, w.rows8, w.cols / W::values_per_block * sizeof(Rows16) / kRows16};
+      }
+      return {};
+    case PrefillPath::matrix:
+      if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) return {};
+      return {k.matrix, w.row(0), w.row_bytes};
+    default:
+      return {};
+  }
+}
+
 // Prefill on a block32 path with the tokens made once (block32_activations): `xs`, all
 // n_tokens quantized; `tiles`, the first block32_tiled(path, n_tokens) packed.
 template <class W>
@@ -325,15 +368,14 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   using Rows8 = typename WeightKernels<W>::Rows8;
   using Rows16 = typename WeightKernels<W>::Rows16;
   const auto activations = [&] { return activations_for<W>(ctx, x, w.cols, n_tokens); };
-  switch (const PrefillPath path = prefill_path<W>(k, w)) {
+  const PrefillPath path = prefill_path<W>(k, w);
+  if (const MatrixUnitCall call = matrix_unit_call<W>(k, w, path, n_tokens); call.matrix) {
+    return matmul_matrix_unit(ctx, w, matrix_unit_activations(ctx, x, w.cols, n_tokens), y, call);
+  }
+  switch (path) {  // the matrix-unit paths here with a few tokens
     case PrefillPath::rows8_matrix:
       if constexpr (!std::is_void_v<Rows8>) {
-        if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) {
-          return matvec_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
-        }
-        const std::size_t group_bytes = w.cols / QK_K * sizeof(Rows8);
-        return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows8, w.rows8,
-                                  group_bytes / kRowsPerGroup);
+        return matvec_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
       }
       break;
     case PrefillPath::rows8:
@@ -343,14 +385,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       break;
     case PrefillPath::rows16_matrix:
       if constexpr (!std::is_void_v<Rows16>) {
-        // The matrix unit expands every block first, whatever the count (see
-        // kRows8FewTokens).
-        if (n_tokens <= kRows16FewTokens) {
-          return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
-        }
-        const std::size_t group_bytes = w.cols / W::values_per_block * sizeof(Rows16);
-        return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix_rows16, w.rows8,
-                                  group_bytes / kRows16);
+        return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
       }
       break;
     case PrefillPath::block32_copy:
@@ -362,11 +397,8 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       }
       break;
     case PrefillPath::matrix:
-      if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) {
-        return matvec_blocks<typename W::Block>(ctx, w, activations(), k.dot, k.dot_streams, y,
-                                                n_tokens);
-      }
-      return matmul_matrix_unit(ctx, w, x, n_tokens, y, k.matrix, w.row(0), w.row_bytes);
+      return matvec_blocks<typename W::Block>(ctx, w, activations(), k.dot, k.dot_streams, y,
+                                              n_tokens);
     case PrefillPath::tile:
       return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
     case PrefillPath::tile_dots:
@@ -454,7 +486,8 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
 
 // matmul for matrices that read the same x (a block's q, k and v projections; its
 // feed-forward's gate and up): ys[j] = x ws[j]^T, the same values as one matmul each.
-// Where they share a type, width and block32 path (the 32-value types on AMX), x is
+// Where each takes the matrix unit (the K-quants and IQ4_XS on AMX, of any mix of types),
+// or where they share a type and a block32 path (the 32-value types on AMX), x is
 // quantized and packed once for all of them. `after_each()` runs after each matrix (a
 // long prefill polls its cancellation there).
 template <class AfterEach>
@@ -464,11 +497,33 @@ void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, 
   if (ws.size() != ys.size()) {
     fail("matmul_shared_input: ", ws.size(), " matrices and ", ys.size(), " outputs");
   }
-  bool shared = false;
-  if (!ws.empty() && n_tokens > 1 && ctx.activation_precision != ActivationPrecision::f32 &&
-      std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
-        return w->type == ws[0]->type && w->cols == ws[0]->cols;
+  const bool may_share = !ws.empty() && n_tokens > 1 &&
+                         ctx.activation_precision != ActivationPrecision::f32 &&
+                         std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
+                           return w->cols == ws[0]->cols && is_weight_type(w->type);
+                         });
+  const auto matrix_unit_call = [&](const WeightMatrix& w) {
+    detail::MatrixUnitCall call;
+    visit_weight_type(w.type, [&]<class W>(W) {
+      const WeightKernels<W>& k = ctx.kernels().of(W{});
+      call = detail::matrix_unit_call<W>(k, w, detail::prefill_path<W>(k, w), n_tokens);
+    });
+    return call;
+  };
+  if (may_share && std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
+        return matrix_unit_call(*w).matrix != nullptr;
       })) {
+    for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matmul");
+    const TokenTiles act = detail::matrix_unit_activations(ctx, x, ws[0]->cols, n_tokens);
+    for (std::size_t j = 0; j < ws.size(); ++j) {
+      detail::matmul_matrix_unit(ctx, *ws[j], act, ys[j], matrix_unit_call(*ws[j]));
+      after_each();
+    }
+    return;
+  }
+  bool shared = false;
+  if (may_share && std::all_of(ws.begin(), ws.end(),
+                               [&](const WeightMatrix* w) { return w->type == ws[0]->type; })) {
     visit_weight_type(ws[0]->type, [&]<class W>(W) {
       if constexpr (W::values_per_block == 32) {
         const WeightKernels<W>& k = ctx.kernels().of(W{});
