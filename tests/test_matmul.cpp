@@ -207,11 +207,11 @@ TEST_CASE(
 }
 
 TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
-  // q, k, v-like groups (uneven row counts) of every type, the 32-value types also on
-  // their sixteen-row copies (on AMX x is then quantized and packed once for the group);
-  // token counts below a tile, a tile and a remainder, and whole tiles; a mixed group of
-  // 32-value types (another type, or one matrix on its copy and one not) takes separate
-  // matmuls.
+  // q, k, v-like groups (uneven row counts) of every type, also on their copies (on AMX
+  // x is then quantized and packed once for the group: the 32-value types' tiles, the
+  // matrix unit of the 256-value types); token counts below a tile, a tile and a
+  // remainder, and whole tiles; a mixed group of 32-value types (another type, or one
+  // matrix on its copy and one not) takes separate matmuls.
   std::mt19937 rng(27);
   const auto check_group = [&](const std::vector<WeightMatrix>& ws, const char* what) {
     for (std::size_t n_tokens : {3, 21, 32}) {
@@ -241,9 +241,9 @@ TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
       }
     }
   };
-  const std::size_t cols = 576;
   for (GgmlType type : kTypes) {
-    if (cols % ggml_type_info(type).block_values != 0) continue;
+    const bool k_quant = ggml_type_info(type).block_values == QK_K;
+    const std::size_t cols = k_quant ? 512 : 576;
     std::vector<std::vector<std::byte>> bytes;
     std::vector<WeightMatrix> ws;
     for (std::size_t rows : {72, 24, 24}) {
@@ -251,48 +251,28 @@ TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
       ws.push_back(view(type, bytes.back(), rows, cols));
     }
     check_group(ws, ggml_type_name(type).data());
-    if (has_rows16_copy(type) && ggml_type_info(type).block_values == 32) {
+    if (has_rows16_copy(type) || has_rows8_copy(type)) {
       std::vector<AlignedBuffer<std::byte>> copies;
       copies.reserve(ws.size());
       for (WeightMatrix& w : ws) {
         copies.push_back(rows8_copy(w));
         w = with_rows8(w, copies.back());
       }
-      check_group(ws, "sixteen-row copies");
-      ws[1] = view(type, bytes[1], 24, cols);  // the file's rows: another path on AMX
+      check_group(ws, "copies");
+      // The file's rows: another path on AMX for a 32-value type (separate matmuls), the
+      // matrix unit on other rows for a 256-value one (shared tokens).
+      ws[1] = view(type, bytes[1], 24, cols);
       check_group(ws, "copies and file rows");
     }
   }
+  const std::size_t cols = 576, k_cols = 512;
   std::vector<std::vector<std::byte>> bytes;
   bytes.push_back(random_matrix(GgmlType::Q4_0, 40, cols, rng));
   bytes.push_back(random_matrix(GgmlType::Q8_0, 24, cols, rng));
   check_group({view(GgmlType::Q4_0, bytes[0], 40, cols), view(GgmlType::Q8_0, bytes[1], 24, cols)},
               "mixed types");
-
-  // The 256-value types on their files' rows and on their copies: on AMX each takes the
-  // matrix unit above a few tokens, and x is quantized and packed once for the group,
-  // whatever the mix of types (a Q4_K_M file's q, k and v: Q4_K, Q4_K, Q6_K, one of them
-  // without its copy).
-  const std::size_t k_cols = 512;
-  for (GgmlType type : kTypes) {
-    if (ggml_type_info(type).block_values != QK_K) continue;
-    std::vector<std::vector<std::byte>> k_bytes;
-    std::vector<WeightMatrix> ws;
-    for (std::size_t rows : {72, 24, 24}) {
-      k_bytes.push_back(random_matrix(type, rows, k_cols, rng));
-      ws.push_back(view(type, k_bytes.back(), rows, k_cols));
-    }
-    check_group(ws, ggml_type_name(type).data());
-    if (has_rows8_copy(type) || has_rows16_copy(type)) {
-      std::vector<AlignedBuffer<std::byte>> copies;
-      copies.reserve(ws.size());
-      for (WeightMatrix& w : ws) {
-        copies.push_back(rows8_copy(w));
-        w = with_rows8(w, copies.back());
-      }
-      check_group(ws, "copies of a 256-value type");
-    }
-  }
+  // A Q4_K_M file's q, k and v (Q4_K, Q4_K, Q6_K), one without its copy: on AMX each takes
+  // the matrix unit above a few tokens, and x is quantized and packed once for all.
   std::vector<std::vector<std::byte>> mix;
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
     mix.push_back(random_matrix(type, 24, k_cols, rng));

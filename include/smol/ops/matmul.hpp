@@ -372,7 +372,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   if (const MatrixUnitCall call = matrix_unit_call<W>(k, w, path, n_tokens); call.matrix) {
     return matmul_matrix_unit(ctx, w, matrix_unit_activations(ctx, x, w.cols, n_tokens), y, call);
   }
-  switch (path) {  // the matrix-unit paths here with a few tokens
+  switch (path) {  // every other path, and the matrix-unit paths with a few tokens
     case PrefillPath::rows8_matrix:
       if constexpr (!std::is_void_v<Rows8>) {
         return matvec_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
