@@ -10,8 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/iq4.hpp"
@@ -25,6 +30,28 @@ namespace {
 constexpr smol::f16_bits kHalfOne = 0x3C00;      // 1.0
 constexpr smol::f16_bits kHalfHalf = 0x3800;     // 0.5
 constexpr smol::f16_bits kHalfQuarter = 0x3400;  // 0.25
+
+// The machine's own half conversions, the oracle for core/half.hpp's written-out ones:
+// F16C's vcvtps2ph / vcvtph2ps (every x86 CI machine has F16C), AArch64's fcvt.
+#if defined(__x86_64__)
+bool has_hardware_half() { return __builtin_cpu_supports("f16c"); }
+[[gnu::target("f16c")]] smol::f16_bits hardware_f32_to_f16(float value) {
+  return static_cast<smol::f16_bits>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
+}
+[[gnu::target("f16c")]] float hardware_f16_to_f32(smol::f16_bits half) { return _cvtsh_ss(half); }
+#elif defined(__aarch64__)
+bool has_hardware_half() { return true; }
+smol::f16_bits hardware_f32_to_f16(float value) {
+  return std::bit_cast<smol::f16_bits>(static_cast<_Float16>(value));
+}
+float hardware_f16_to_f32(smol::f16_bits half) {
+  return static_cast<float>(std::bit_cast<_Float16>(half));
+}
+#else
+bool has_hardware_half() { return false; }
+smol::f16_bits hardware_f32_to_f16(float) { return 0; }
+float hardware_f16_to_f32(smol::f16_bits) { return 0; }
+#endif
 
 template <class Block>
 std::vector<float> dequantize(const Block& block) {
@@ -591,4 +618,41 @@ TEST_CASE("dequantize_row rejects unsupported types and partial blocks") {
     CHECK(smol::is_weight_type(type));
   }
   CHECK_FALSE(smol::is_weight_type(smol::GgmlType::IQ2_XXS));
+}
+
+TEST_CASE("f16 scales: the written-out conversions are the hardware's, bit for bit") {
+  // Every half, and for each the floats around it and around the midpoint to the next
+  // (the ties, rounded to even), then random bit patterns: every class of input
+  // (zeros, subnormals, normals, overflow, infinities, NaNs of either sign).
+  REQUIRE(has_hardware_half());
+  const auto bits = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+  const auto check = [&](std::uint32_t pattern) {
+    const float value = std::bit_cast<float>(pattern);
+    CAPTURE(pattern);
+    REQUIRE(smol::f32_to_f16(value) == hardware_f32_to_f16(value));
+  };
+  for (std::uint32_t h = 0; h <= 0xFFFF; ++h) {
+    const auto half = static_cast<smol::f16_bits>(h);
+    CAPTURE(h);
+    REQUIRE(bits(smol::f16_to_f32(half)) == bits(hardware_f16_to_f32(half)));
+    const std::uint32_t at = bits(smol::f16_to_f32(half));
+    for (std::uint32_t d = 0; d <= 2; ++d) {
+      check(at + d);
+      check(at - d);
+    }
+    if ((h & 0x7C00) != 0x7C00 && (h & 0x7FFF) != 0x7BFF) {  // a finite next half
+      const float next = smol::f16_to_f32(static_cast<smol::f16_bits>(h + 1));
+      const std::uint32_t mid = bits(static_cast<float>(
+          (static_cast<double>(smol::f16_to_f32(half)) + static_cast<double>(next)) / 2));
+      for (std::uint32_t d = 0; d <= 1; ++d) {
+        check(mid + d);
+        check(mid - d);
+      }
+    }
+  }
+  std::mt19937 rng(16);
+  for (int i = 0; i < 1 << 20; ++i) check(rng());
+  // A NaN keeps its sign (the conversion before this test's did not).
+  CHECK(smol::f32_to_f16(std::bit_cast<float>(0x7FC00000u)) == 0x7E00);
+  CHECK(smol::f32_to_f16(std::bit_cast<float>(0xFFC00000u)) == 0xFE00);
 }
