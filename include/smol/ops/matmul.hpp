@@ -10,6 +10,7 @@
 #include <cstring>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "smol/ops/context.hpp"
 #include "smol/ops/matvec.hpp"
@@ -404,9 +405,12 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
     case PrefillPath::tile_dots:
       return matmul_tile_dots<W>(ctx, w, activations(), n_tokens, y, k.tile_dots);
     case PrefillPath::dots:
-      break;
+      return matmul_by_dots(ctx, w, activations(), n_tokens, y, k.dot);
   }
-  matmul_by_dots(ctx, w, activations(), n_tokens, y, k.dot);
+  // prefill_path names a copy's path only for a type with that copy, and a block32 path
+  // only for a 32-value type: a break above is a broken kernel table, not a fallback.
+  fail("matmul: prefill path ", static_cast<int>(path), " has no kernel for ",
+       ggml_type_name(W::type));
 }
 
 // Reference mode: each row dequantized once, dotted with every token in f32.
@@ -461,8 +465,14 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
       case detail::PrefillPath::tile_dots:
         same = w.rows8 == nullptr && k.dot_rounds_like_tile_dots;
         break;
-      default:
+      // The eight-row copy's multi-token kernel, the file rows' packed tiles and lane
+      // tiles, and the plain dots each sum in an order of their own.
+      case detail::PrefillPath::rows8:
+      case detail::PrefillPath::block32_file_rows:
+      case detail::PrefillPath::tile:
+      case detail::PrefillPath::dots:
         same = false;
+        break;
     }
   });
   return same;
@@ -502,21 +512,23 @@ void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, 
                          std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
                            return w->cols == ws[0]->cols && is_weight_type(w->type);
                          });
-  const auto matrix_unit_call = [&](const WeightMatrix& w) {
-    detail::MatrixUnitCall call;
-    visit_weight_type(w.type, [&]<class W>(W) {
-      const WeightKernels<W>& k = ctx.kernels().of(W{});
-      call = detail::matrix_unit_call<W>(k, w, detail::prefill_path<W>(k, w), n_tokens);
-    });
-    return call;
-  };
-  if (may_share && std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
-        return matrix_unit_call(*w).matrix != nullptr;
-      })) {
+  // Each matrix's matrix-unit call, if every one takes the matrix unit.
+  std::vector<detail::MatrixUnitCall> calls;
+  if (may_share) {
+    for (const WeightMatrix* w : ws) {
+      visit_weight_type(w->type, [&]<class W>(W) {
+        const WeightKernels<W>& k = ctx.kernels().of(W{});
+        calls.push_back(
+            detail::matrix_unit_call<W>(k, *w, detail::prefill_path<W>(k, *w), n_tokens));
+      });
+      if (calls.back().matrix == nullptr) break;
+    }
+  }
+  if (may_share && calls.size() == ws.size() && calls.back().matrix != nullptr) {
     for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matmul");
     const TokenTiles act = detail::matrix_unit_activations(ctx, x, ws[0]->cols, n_tokens);
     for (std::size_t j = 0; j < ws.size(); ++j) {
-      detail::matmul_matrix_unit(ctx, *ws[j], act, ys[j], matrix_unit_call(*ws[j]));
+      detail::matmul_matrix_unit(ctx, *ws[j], act, ys[j], calls[j]);
       after_each();
     }
     return;
