@@ -336,7 +336,7 @@ TEST_CASE(
             CAPTURE(t);
             CHECK(std::memcmp(one.data(), many.data() + t * rows, rows * sizeof(float)) == 0);
             if (matvec_rounds_like_tiles(ctx, *m)) {  // and that is matvec's own result
-              matvec(ctx, *m, x.data() + t * cols, decoded.data());
+              matvec(ctx, *m, x.data() + t * cols, decoded.data(), OneToken::tiles);
               CHECK(std::memcmp(decoded.data(), one.data(), rows * sizeof(float)) == 0);
             }
           }

@@ -263,3 +263,39 @@ TEST_CASE("matvec: unsupported types and bad shapes are errors naming the tensor
   const WeightMatrix ragged{GgmlType::Q4_K, bytes.data(), 1, 100, 144, "ragged"};
   CHECK_THROWS_AS(matvec(ctx, ragged, x.data(), y.data()), Error);
 }
+
+TEST_CASE("plain decode takes a set's dot_plain; a batch-invariant step keeps to dot") {
+  // Q2_K and Q3_K on AMX: `dot` rounds as the matrix unit (so that one token decoded is
+  // its bits in a prefill), `dot_plain` is the faster VNNI dot. matvec must take each
+  // where it belongs, row for row the kernel's own value.
+  std::mt19937 rng(15);
+  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K}) {
+    const auto bytes = random_matrix(type, 40, 2048, rng);
+    const WeightMatrix w = view(type, bytes, 40, 2048);
+    const auto x = random_floats(2048, rng);
+    for (Isa isa : available_isas()) {
+      Context ctx(2, isa);
+      CAPTURE(ggml_type_name(type));
+      CAPTURE(isa_name(isa));
+      visit_weight_type(type, [&]<class W>(W) {
+        if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
+          const WeightKernels<W>& k = ctx.kernels().of(W{});
+          CHECK((k.dot_plain != nullptr) == (isa == Isa::amx));
+          std::vector<BlockQ8K> xq(w.cols / QK_K);
+          ctx.kernels().quantize_row_q8k(x.data(), xq.data(), w.cols);
+          for (OneToken one_token : {OneToken::matvec, OneToken::tiles}) {
+            const auto dot =
+                one_token == OneToken::matvec && k.dot_plain != nullptr ? k.dot_plain : k.dot;
+            std::vector<float> y(w.rows);
+            matvec(ctx, w, x.data(), y.data(), one_token);
+            for (std::size_t r = 0; r < w.rows; ++r) {
+              const float want = dot(reinterpret_cast<const typename W::Block*>(w.row(r)),
+                                     xq.data(), w.cols / QK_K);
+              CHECK(std::memcmp(&y[r], &want, sizeof(float)) == 0);
+            }
+          }
+        }
+      });
+    }
+  }
+}

@@ -156,6 +156,10 @@ TEST_CASE("quantized dots: every ISA equals the scalar reference, for every type
             CAPTURE(label(isa, ggml_type_name(W::type), n, p));
             check_close(k.of(tag).dot(w.data(), act.data(), w.size()), want,
                         kernel_magnitude<W>(w, act, n));
+            if (k.of(tag).dot_plain) {
+              check_close(k.of(tag).dot_plain(w.data(), act.data(), w.size()), want,
+                          kernel_magnitude<W>(w, act, n));
+            }
             if constexpr (std::is_same_v<typename W::Activation, BlockQ8K>) {
               if (k.of(tag).dot_lanes) {
                 const auto lanes = lane_packed(act, k.of(tag).lanes);
@@ -202,6 +206,14 @@ TEST_CASE("integer parts are exact: unit scales give identical floats") {
             ref.of<GgmlType::Q2_K>().dot(w2.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1) ==
             ref.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1));
+      if (const auto plain = k.of<GgmlType::Q2_K>().dot_plain) {  // AMX's plain decode
+        CHECK(plain(w2.data(), act.data(), 1) ==
+              ref.of<GgmlType::Q2_K>().dot(w2.data(), act.data(), 1));
+      }
+      if (const auto plain = k.of<GgmlType::Q3_K>().dot_plain) {
+        CHECK(plain(w3.data(), act.data(), 1) ==
+              ref.of<GgmlType::Q3_K>().dot(w3.data(), act.data(), 1));
+      }
       CHECK(k.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1) ==
             ref.of<GgmlType::Q5_K>().dot(w5.data(), act.data(), 1));
       CHECK(k.of<GgmlType::Q6_K>().dot(w6.data(), act.data(), 1) ==

@@ -191,7 +191,7 @@ class LayerPass {
                      return matvec_rounds_like_tiles(*context_, *w);
                    }))) {
       matvec_shared_input(*context_, std::span(ws.begin(), ws.size()), x,
-                          std::span(ys.begin(), ys.size()));
+                          std::span(ys.begin(), ys.size()), one_token_);
       cancel.throw_if_requested();
       return;
     }

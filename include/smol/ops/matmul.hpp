@@ -432,11 +432,6 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 
 }  // namespace detail
 
-// What matmul does with a single token: the decode kernels (matvec, the fastest for
-// one token), or the same tile kernels as for a block, whose per-token float order is
-// the same at any n, so a token's result never depends on how many share its batch.
-enum class OneToken { matvec, tiles };
-
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. Where there is
 // a copy, decode reads it: true where prefill reads the sixteen-row copy too (AMX), whose
@@ -484,7 +479,7 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
   detail::check_weight_matrix(w, "matmul");
   if (n_tokens == 0) return;
   if (n_tokens == 1 && (one_token == OneToken::matvec || matvec_rounds_like_tiles(ctx, w))) {
-    matvec(ctx, w, x, y);
+    matvec(ctx, w, x, y, one_token);
     return;
   }
   if (ctx.activation_precision == ActivationPrecision::f32) {

@@ -29,6 +29,13 @@ namespace smol {
 // The most matrices one matvec_shared_input call takes (q, k and v).
 inline constexpr std::size_t kMaxSharedInput = 4;
 
+// What matmul does with a single token: the decode kernels (matvec, the fastest for
+// one token), or the same tile kernels as for a block, whose per-token float order is
+// the same at any n, so a token's result never depends on how many share its batch.
+// matvec itself takes it too: with `tiles` (where matvec_rounds_like_tiles said matvec
+// gives the tiles' bits) it must keep to them, and never takes WeightKernels::dot_plain.
+enum class OneToken { matvec, tiles };
+
 namespace detail {
 
 inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
@@ -253,10 +260,18 @@ const typename W::Activation* activations_for(Context& ctx, const float* x, std:
   }
 }
 
-// Decode for weights of type W: the interleaved copy where the model made one, else the
-// dot on lane-packed activations where the set has it, else the plain dot.
+// The dot a one-token step on the file's rows takes: the set's faster dot for plain
+// decode where it has one and no batch invariance is asked (WeightKernels::dot_plain),
+// else `dot`.
 template <class W>
-void matvec_of(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
+auto decode_dot(const WeightKernels<W>& k, OneToken one_token) noexcept {
+  return one_token == OneToken::matvec && k.dot_plain != nullptr ? k.dot_plain : k.dot;
+}
+
+// Decode for weights of type W: the interleaved copy where the model made one, else the
+// dot on lane-packed activations where the set has it, else the plain dot (decode_dot).
+template <class W>
+void matvec_of(Context& ctx, const WeightMatrix& w, const float* x, float* y, OneToken one_token) {
   const WeightKernels<W>& k = ctx.kernels().of(W{});
   const auto* xq = activations_for<W>(ctx, x, w.cols, 1);
   using Rows8 = typename WeightKernels<W>::Rows8;
@@ -275,7 +290,7 @@ void matvec_of(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
       return matvec_blocks<typename W::Block>(ctx, w, lanes, k.dot_lanes, false, y);
     }
   }
-  matvec_blocks<typename W::Block>(ctx, w, xq, k.dot, k.dot_streams, y);
+  matvec_blocks<typename W::Block>(ctx, w, xq, decode_dot(k, one_token), k.dot_streams, y);
 }
 
 // This thread's index in the context's arena, or threads() outside it (only one chunk
@@ -292,7 +307,7 @@ inline std::size_t thread_slot(Context& ctx) noexcept {
 // the kernel call that matvec_of makes for it, so every value is the same.
 template <class W>
 void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> ws, const float* x,
-                            std::span<float* const> ys) {
+                            std::span<float* const> ys, OneToken one_token) {
   const WeightKernels<W>& k = ctx.kernels().of(W{});
   const WeightMatrix& first = *ws[0];
   const auto* xq = activations_for<W>(ctx, x, first.cols, 1);
@@ -367,7 +382,7 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
       return rows(lanes, k.dot_lanes, false);
     }
   }
-  rows(xq, k.dot, k.dot_streams);
+  rows(xq, decode_dot(k, one_token), k.dot_streams);
 }
 
 // Reference mode: dequantize each row, then an f32 dot.
@@ -387,13 +402,14 @@ inline void matvec_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 }  // namespace detail
 
 // y[w.rows] = W x, with x holding w.cols values.
-inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y) {
+inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y,
+                   OneToken one_token = OneToken::matvec) {
   detail::check_weight_matrix(w, "matvec");
   if (ctx.activation_precision == ActivationPrecision::f32) {
     detail::matvec_f32_reference(ctx, w, x, y);
     return;
   }
-  visit_weight_type(w.type, [&]<class W>(W) { detail::matvec_of<W>(ctx, w, x, y); });
+  visit_weight_type(w.type, [&]<class W>(W) { detail::matvec_of<W>(ctx, w, x, y, one_token); });
 }
 
 // ys[j][ws[j]->rows] = W_j x for matrices that read the same input (a block's q, k and v
@@ -402,7 +418,8 @@ inline void matvec(Context& ctx, const WeightMatrix& w, const float* x, float* y
 // through one pass over the threads: on a small model, whose matrices take microseconds,
 // the hand-off to the threads is a large part of each matvec.
 inline void matvec_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws,
-                                const float* x, std::span<float* const> ys) {
+                                const float* x, std::span<float* const> ys,
+                                OneToken one_token = OneToken::matvec) {
   if (ws.size() != ys.size() || ws.size() > kMaxSharedInput) {
     fail("matvec_shared_input: ", ws.size(), " matrices and ", ys.size(), " outputs (at most ",
          kMaxSharedInput, ")");
@@ -413,12 +430,12 @@ inline void matvec_shared_input(Context& ctx, std::span<const WeightMatrix* cons
                               (w->rows8 == nullptr) == (ws[0]->rows8 == nullptr);
                      });
   if (!fused) {
-    for (std::size_t j = 0; j < ws.size(); ++j) matvec(ctx, *ws[j], x, ys[j]);
+    for (std::size_t j = 0; j < ws.size(); ++j) matvec(ctx, *ws[j], x, ys[j], one_token);
     return;
   }
   for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matvec");
   visit_weight_type(ws[0]->type,
-                    [&]<class W>(W) { detail::matvec_shared_input_of<W>(ctx, ws, x, ys); });
+                    [&]<class W>(W) { detail::matvec_shared_input_of<W>(ctx, ws, x, ys, one_token); });
 }
 
 }  // namespace smol

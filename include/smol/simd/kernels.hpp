@@ -60,6 +60,12 @@ struct WeightKernels {
   using Rows8 = typename Rows8Of<Block>::type;  // void: the type has no interleaved copy
   // One row of `count` blocks (values, for float rows) dotted with one activation row.
   float (*dot)(const Block*, const Activation*, std::size_t count) = nullptr;
+  // A faster dot for plain decode, where `dot` must round as the matrix unit's prefill
+  // (dot_rounds_like_matrix) and pays for it: Q2_K and Q3_K on AMX take the VNNI sets' dot
+  // here, 8-13 % faster decode. Taken by a one-token step that asks for no batch
+  // invariance (ops/matvec.hpp's decode_dot); it streams as `dot` does (dot_streams).
+  // Null: `dot` serves both.
+  float (*dot_plain)(const Block*, const Activation*, std::size_t count) = nullptr;
   // The same value on lane-packed activations (pack_q8k_lanes<lanes>); where set, matvec
   // packs x once per call and uses it instead of `dot`.
   float (*dot_lanes)(const Block*, const BlockQ8KLanes*, std::size_t nblocks) = nullptr;

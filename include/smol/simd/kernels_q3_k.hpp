@@ -133,7 +133,8 @@ float dot_q3k_q8k(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noe
 // AMX's decode dot: the same integers, summed whole per block, then the float steps of its
 // matrix-unit prefill (amx_matrix_with_offset: times d, then one fma by the token's
 // scale), so that one token decoded and the same token in a prefill are the same bits
-// (WeightKernels::dot_rounds_like_matrix, as Q2_K's).
+// (WeightKernels::dot_rounds_like_matrix, as Q2_K's; plain decode takes the VNNI sets'
+// dot, WeightKernels::dot_plain, as Q2_K's does).
 template <class Arch>
 float dot_q3k_q8k_like_matrix(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m128 acc = _mm_setzero_ps();
@@ -257,6 +258,7 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q3k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
+        k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode
         k.dot = simd::x86::dot_q3k_q8k_like_matrix<Arch>;
         k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
         k.dot_rounds_like_tile_dots = false;
