@@ -34,13 +34,19 @@ constexpr smol::f16_bits kHalfQuarter = 0x3400;  // 0.25
 // The machine's own half conversions, the oracle for core/half.hpp's written-out ones:
 // F16C's vcvtps2ph / vcvtph2ps (every x86 CI machine has F16C), AArch64's fcvt.
 #if defined(__x86_64__)
-bool has_hardware_half() { return __builtin_cpu_supports("f16c"); }
+bool has_hardware_half() {
+  return __builtin_cpu_supports("f16c");
+}
 [[gnu::target("f16c")]] smol::f16_bits hardware_f32_to_f16(float value) {
   return static_cast<smol::f16_bits>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
 }
-[[gnu::target("f16c")]] float hardware_f16_to_f32(smol::f16_bits half) { return _cvtsh_ss(half); }
+[[gnu::target("f16c")]] float hardware_f16_to_f32(smol::f16_bits half) {
+  return _cvtsh_ss(half);
+}
 #elif defined(__aarch64__)
-bool has_hardware_half() { return true; }
+bool has_hardware_half() {
+  return true;
+}
 smol::f16_bits hardware_f32_to_f16(float value) {
   return std::bit_cast<smol::f16_bits>(static_cast<_Float16>(value));
 }
@@ -48,9 +54,15 @@ float hardware_f16_to_f32(smol::f16_bits half) {
   return static_cast<float>(std::bit_cast<_Float16>(half));
 }
 #else
-bool has_hardware_half() { return false; }
-smol::f16_bits hardware_f32_to_f16(float) { return 0; }
-float hardware_f16_to_f32(smol::f16_bits) { return 0; }
+bool has_hardware_half() {
+  return false;
+}
+smol::f16_bits hardware_f32_to_f16(float) {
+  return 0;
+}
+float hardware_f16_to_f32(smol::f16_bits) {
+  return 0;
+}
 #endif
 
 template <class Block>

@@ -57,8 +57,8 @@ constexpr f16_bits f32_to_f16(float value) noexcept {
   const std::uint32_t subnormal =
       std::bit_cast<std::uint32_t>(std::bit_cast<float>(abs) + 0.5f) - 0x3f000000u;
   std::uint32_t half = abs < 0x38800000u ? subnormal : normal;
-  half = abs >= 0x477ff000u ? 0x7c00u : half;                                // overflow
-  half = abs > 0x7f800000u ? 0x7e00u | ((abs >> 13) & 0x3ffu) : half;        // NaN
+  half = abs >= 0x477ff000u ? 0x7c00u : half;                          // overflow
+  half = abs > 0x7f800000u ? 0x7e00u | ((abs >> 13) & 0x3ffu) : half;  // NaN
   return static_cast<f16_bits>(sign | half);
 }
 

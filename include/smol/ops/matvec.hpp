@@ -434,8 +434,9 @@ inline void matvec_shared_input(Context& ctx, std::span<const WeightMatrix* cons
     return;
   }
   for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matvec");
-  visit_weight_type(ws[0]->type,
-                    [&]<class W>(W) { detail::matvec_shared_input_of<W>(ctx, ws, x, ys, one_token); });
+  visit_weight_type(ws[0]->type, [&]<class W>(W) {
+    detail::matvec_shared_input_of<W>(ctx, ws, x, ys, one_token);
+  });
 }
 
 }  // namespace smol
