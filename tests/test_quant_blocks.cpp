@@ -44,14 +44,21 @@ bool has_hardware_half() {
   return _cvtsh_ss(half);
 }
 #elif defined(__aarch64__)
+// __fp16, the ARM C language extension's half (GCC 12 has no _Float16 in C++): its
+// conversions are fcvt.
 bool has_hardware_half() {
   return true;
 }
 smol::f16_bits hardware_f32_to_f16(float value) {
-  return std::bit_cast<smol::f16_bits>(static_cast<_Float16>(value));
+  const __fp16 half = static_cast<__fp16>(value);
+  smol::f16_bits bits;
+  std::memcpy(&bits, &half, sizeof bits);
+  return bits;
 }
-float hardware_f16_to_f32(smol::f16_bits half) {
-  return static_cast<float>(std::bit_cast<_Float16>(half));
+float hardware_f16_to_f32(smol::f16_bits bits) {
+  __fp16 half;
+  std::memcpy(&half, &bits, sizeof half);
+  return static_cast<float>(half);
 }
 #else
 bool has_hardware_half() {
