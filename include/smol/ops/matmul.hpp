@@ -6,11 +6,11 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <span>
 #include <utility>
-#include <vector>
 
 #include "smol/ops/context.hpp"
 #include "smol/ops/matvec.hpp"
@@ -332,9 +332,15 @@ MatrixUnitCall matrix_unit_call(const WeightKernels<W>& k, const WeightMatrix& w
     case PrefillPath::matrix:
       if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) return {};
       return {k.matrix, w.row(0), w.row_bytes};
-    default:
+    case PrefillPath::rows8:  // the paths that never take the matrix unit
+    case PrefillPath::block32_copy:
+    case PrefillPath::block32_file_rows:
+    case PrefillPath::tile:
+    case PrefillPath::tile_dots:
+    case PrefillPath::dots:
       return {};
   }
+  return {};
 }
 
 // Prefill on a block32 path with the tokens made once (block32_activations): `xs`, all
@@ -493,8 +499,9 @@ inline void matmul(Context& ctx, const WeightMatrix& w, const float* x, std::siz
 // feed-forward's gate and up): ys[j] = x ws[j]^T, the same values as one matmul each.
 // Where each takes the matrix unit (the K-quants and IQ4_XS on AMX, of any mix of types),
 // or where they share a type and a block32 path (the 32-value types on AMX), x is
-// quantized and packed once for all of them. `after_each()` runs after each matrix (a
-// long prefill polls its cancellation there).
+// quantized and packed once for all of them (up to kMaxSharedInput matrices; more take
+// one matmul each). `after_each()` runs after each matrix (a long prefill polls its
+// cancellation there).
 template <class AfterEach>
 void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, const float* x,
                          std::size_t n_tokens, std::span<float* const> ys, OneToken one_token,
@@ -502,24 +509,24 @@ void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, 
   if (ws.size() != ys.size()) {
     fail("matmul_shared_input: ", ws.size(), " matrices and ", ys.size(), " outputs");
   }
-  const bool may_share = !ws.empty() && n_tokens > 1 &&
+  const bool may_share = !ws.empty() && ws.size() <= kMaxSharedInput && n_tokens > 1 &&
                          ctx.activation_precision != ActivationPrecision::f32 &&
                          std::all_of(ws.begin(), ws.end(), [&](const WeightMatrix* w) {
                            return w->cols == ws[0]->cols && is_weight_type(w->type);
                          });
-  // Each matrix's matrix-unit call, if every one takes the matrix unit.
-  std::vector<detail::MatrixUnitCall> calls;
-  if (may_share) {
-    for (const WeightMatrix* w : ws) {
-      visit_weight_type(w->type, [&]<class W>(W) {
-        const WeightKernels<W>& k = ctx.kernels().of(W{});
-        calls.push_back(
-            detail::matrix_unit_call<W>(k, *w, detail::prefill_path<W>(k, *w), n_tokens));
-      });
-      if (calls.back().matrix == nullptr) break;
-    }
+  // Each matrix's matrix-unit call (no allocation: a server's few-token steps come here
+  // every block), and whether every one takes the matrix unit.
+  std::array<detail::MatrixUnitCall, kMaxSharedInput> calls{};
+  bool all_matrix_unit = may_share;
+  for (std::size_t j = 0; all_matrix_unit && j < ws.size(); ++j) {
+    visit_weight_type(ws[j]->type, [&]<class W>(W) {
+      const WeightKernels<W>& k = ctx.kernels().of(W{});
+      calls[j] =
+          detail::matrix_unit_call<W>(k, *ws[j], detail::prefill_path<W>(k, *ws[j]), n_tokens);
+    });
+    all_matrix_unit = calls[j].matrix != nullptr;
   }
-  if (may_share && calls.size() == ws.size() && calls.back().matrix != nullptr) {
+  if (all_matrix_unit) {
     for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matmul");
     const TokenTiles act = detail::matrix_unit_activations(ctx, x, ws[0]->cols, n_tokens);
     for (std::size_t j = 0; j < ws.size(); ++j) {
