@@ -174,6 +174,73 @@ TEST_CASE("repacked Q4_K / Q6_K weights: the mmap path's logits, prefill and dec
   CHECK(a.top1 >= 0.9);
 }
 
+// The matrices of types without an interleaved copy (here Q2_K and Q3_K) copied in the
+// file's order into huge pages: the same bytes under the same kernels, so the same bits,
+// in prefill and decode, f32 and Q8_K activations; the views point at the copy, and the
+// interleaved types still get theirs.
+TEST_CASE("file-order copies (Q2_K, Q3_K_M fixtures): the mapped rows' logits, bit for bit") {
+  for (const char* kind : {"q2_k", "q3_k_m"}) {
+    CAPTURE(kind);
+    const std::string path = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a." + kind + ".gguf";
+    const smol::Model mapped = smol::Model::open(path);
+    const smol::Model copied = smol::Model::open(path, {.repack = smol::Repack::always});
+    std::size_t interleaved = 0, file_order = 0;
+    const auto bytes = copied.file().bytes();
+    const auto in_map = [&](const smol::WeightMatrix& w) {
+      return w.data >= bytes.data() && w.data < bytes.data() + bytes.size();
+    };
+    const auto count = [&](const smol::WeightMatrix& w) {
+      const bool rows8 = smol::has_rows8_copy(w.type) && w.rows % smol::kRowsPerGroup == 0;
+      if (rows8 || smol::has_rows16_copy(w.type)) {
+        ++interleaved;
+        CHECK(w.rows8 != nullptr);
+        CHECK(in_map(w));
+      } else {
+        ++file_order;
+        CHECK(w.rows8 == nullptr);
+        CHECK_FALSE(in_map(w));
+      }
+    };
+    for (const smol::LayerWeights& layer : copied.weights().layers) {
+      for (const smol::WeightMatrix* w :
+           {&layer.attn_q, &layer.attn_k, &layer.attn_v, &layer.attn_output, &layer.ffn_gate,
+            &layer.ffn_up, &layer.ffn_down}) {
+        count(*w);
+      }
+    }
+    count(copied.weights().output);
+    CHECK(in_map(copied.weights().token_embd));  // embed() reads the map
+    REQUIRE(file_order >= 32);                   // the fixture README's Q2_K / Q3_K matrices
+    CHECK(copied.repacked().file_order_matrices() == file_order);
+    CHECK(copied.repacked().matrices() == interleaved);
+
+    const std::vector<std::int32_t> tokens = some_tokens(24, 1024, 7);
+    const auto run = [&](const smol::Model& model, smol::ActivationPrecision precision) {
+      smol::Context ctx;
+      ctx.activation_precision = precision;
+      smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+      const auto prefill = session.forward(std::span(tokens).first(20), 0, smol::LogitsFor::all);
+      std::vector<float> rows(prefill.begin(), prefill.end());
+      for (std::size_t pos = 20; pos < tokens.size(); ++pos) {
+        const auto logits = session.forward(std::span(tokens).subspan(pos, 1), pos);
+        rows.insert(rows.end(), logits.begin(), logits.end());
+      }
+      return rows;
+    };
+    // Repack::always interleaves the K-quant matrices too, whose sums run in another order
+    // (the test above), so the bits are compared against a model with those copies only.
+    const smol::Model interleaved_only =
+        smol::Model::open(path, {.repack = smol::Repack::always, .file_order_copies = false});
+    CHECK(interleaved_only.repacked().file_order_matrices() == 0);
+    for (const auto precision : {smol::ActivationPrecision::f32, smol::ActivationPrecision::q8}) {
+      CHECK(run(copied, precision) == run(interleaved_only, precision));
+    }
+    // Reference mode reads every matrix's `data`: the copies, and the released map pages.
+    CHECK(run(copied, smol::ActivationPrecision::f32) ==
+          run(mapped, smol::ActivationPrecision::f32));
+  }
+}
+
 TEST_CASE("a prefill split into batches, or rewound and redone, gives the same logits") {
   const smol::Model model = smol::Model::open(kQ4Model);
   smol::Context ctx;

@@ -401,10 +401,11 @@ inline void add_kv_types(Program& program, KvTypes& types) {
 inline CLI::Option* add_repack(Program& program, Repack& repack) {
   return add_choice(program.app, "--repack", repack,
                     {{"auto", Repack::when_faster}, {"on", Repack::always}, {"off", Repack::never}},
-                    "interleave the Q4_K/Q6_K weights in groups of 8 rows at\n"
-                    "load (on: always; auto, the default: where the CPU's\n"
-                    "kernels run faster on them, AVX2 and AVX-512; off: read\n"
-                    "the file only)");
+                    "copy the weights into huge pages at load, the K-quants\n"
+                    "interleaved by 8 rows, Q4_0/Q4_1/Q8_0/IQ4 by 16 (AMX),\n"
+                    "the rest in the file's order (on: always; auto, the\n"
+                    "default: where the CPU's kernels run faster on them, x86;\n"
+                    "off: read the file only)");
 }
 
 // llama.cpp's RoPE flags, for every program that runs a model: scaling to run past the

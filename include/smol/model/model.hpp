@@ -15,9 +15,10 @@
 
 namespace smol {
 
-// Whether to interleave the Q4_K / Q6_K matrices in groups of 8 rows (Q4_1: 16) at load time
-// (RepackedWeights): faster decode and prefill where the kernels prefer it, for a few
-// seconds of copying at load. `never` reads every weight straight from the memory map.
+// Whether to copy the weights at load time (RepackedWeights): the K-quants interleaved in
+// groups of 8 rows, Q4_0/Q4_1/Q8_0/IQ4 in groups of 16, every other matrix in the file's
+// order, all in huge pages: faster decode and prefill where the kernels prefer it, for a
+// few seconds of copying at load. `never` reads every weight straight from the memory map.
 enum class Repack {
   never,
   when_faster,  // if the kernels a Context would pick ($SMOL_ISA, else the best) prefer it
@@ -68,6 +69,9 @@ struct ModelOptions {
   // The instruction set whose kernels Repack::when_faster asks (a benchmark forcing one);
   // unset: the one a Context would pick ($SMOL_ISA, else the best).
   std::optional<Isa> repack_for{};
+  // With repacking: the matrices that get no interleaved copy copied in the file's order
+  // (RepackLayouts::file_order); off, they are read from the map, as before (a comparison).
+  bool file_order_copies = true;
 };
 
 inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
@@ -112,8 +116,12 @@ class Model {
     const bool automatic = options.repack == Repack::when_faster;
     const RepackLayouts layouts{
         .rows8 = always || (automatic && repacking_pays(options.repack_for)),
-        .rows16 = always || (automatic && repacking_rows16_pays(options.repack_for))};
-    if (layouts.rows8 || layouts.rows16) repacked_ = RepackedWeights(weights_, file_, layouts);
+        .rows16 = always || (automatic && repacking_rows16_pays(options.repack_for)),
+        .file_order = options.file_order_copies &&
+                      (always || (automatic && repacking_pays(options.repack_for)))};
+    if (layouts.rows8 || layouts.rows16 || layouts.file_order) {
+      repacked_ = RepackedWeights(weights_, file_, layouts);
+    }
   }
 
   Model(Model&&) noexcept = default;

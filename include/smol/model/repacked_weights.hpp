@@ -1,16 +1,25 @@
-// RepackedWeights: load-time interleaved copies of a model's Q4_K, Q5_K and Q6_K matrices
-// (eight rows per group) and Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrices (sixteen).
+// RepackedWeights: load-time copies of a model's weight matrices in huge pages, which the
+// kernels read instead of the memory map. Q4_K, Q5_K and Q6_K matrices interleaved by eight
+// rows, Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 by sixteen; every other matrix (Q2_K, Q3_K, Q5_0,
+// Q5_1, floats, and those whose interleaved copy is not made) copied in the file's order.
+//
+// Why the plain copy: a file's page cache comes in 4 KB pages, so a weight pass over the map
+// misses the TLB every 4 KB; in huge pages the same kernels decode the 3B Q2_K and Q3_K_M
+// files 12-16 % faster and prefill them 3-12 % faster (bench/README.md).
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
-// (quant/rows8.hpp, quant/rows16.hpp) and hung on the matrix view as `rows8`, which the
-// kernels prefer. The file's pages of a copied matrix are released afterwards, so resident
-// memory holds the weights once, not twice; a path that still reads them (reference
-// mode) faults them back in from the page cache.
+// (quant/rows8.hpp, quant/rows16.hpp, or the bytes as they are) and hung on the matrix view
+// (`rows8` for an interleaved copy, `data` for a plain one). The file's pages of a copied
+// matrix are released afterwards, so resident memory holds the weights once, not twice; a
+// path that still reads them (reference mode, embed() on a tied LM head) faults them back
+// in from the page cache.
 #pragma once
 
 #include <oneapi/tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "smol/core/huge_page_buffer.hpp"
@@ -31,10 +40,12 @@ inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
 
 // Which layouts to make: the K-quants' eight-row copies (quant/rows8.hpp's Rows8Of:
 // Q4_K, Q5_K, Q6_K), the sixteen-row ones
-// (quant/rows16.hpp's Rows16Of: Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q8_0).
+// (quant/rows16.hpp's Rows16Of: Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q8_0), and the file's order
+// in huge pages for every matrix that gets neither.
 struct RepackLayouts {
   bool rows8 = true;
   bool rows16 = true;
+  bool file_order = true;
 };
 
 class RepackedWeights {
@@ -43,44 +54,70 @@ class RepackedWeights {
 
   // Repacks every Q4_K, Q5_K and Q6_K matrix of `weights` whose rows come in whole groups of
   // 8 (layouts.rows8) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrix
-  // (layouts.rows16; a partial last group is padded), and points its view at the copy. Matrices of
-  // other types are left as they are.
+  // (layouts.rows16; a partial last group is padded), copies every other one as it is
+  // (layouts.file_order), and points its view at the copy.
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
       : layouts_(layouts) {
     std::vector<WeightMatrix*> matrices;
     for (LayerWeights& layer : weights.layers) {
       for (WeightMatrix* w : {&layer.attn_q, &layer.attn_k, &layer.attn_v, &layer.attn_output,
                               &layer.ffn_gate, &layer.ffn_up, &layer.ffn_down}) {
-        if (repackable(*w)) matrices.push_back(w);
+        if (copy_of(*w) != Copy::none) matrices.push_back(w);
       }
     }
     // A tied LM head is a view of the embedding table: the head gets the copy, and
     // embed() goes on reading one row per token from the map.
-    if (repackable(weights.output)) matrices.push_back(&weights.output);
+    if (copy_of(weights.output) != Copy::none) matrices.push_back(&weights.output);
 
     std::size_t total = 0;
     for (const WeightMatrix* w : matrices) total += copy_bytes(*w);
     buffer_ = HugePageBuffer(total);
     std::byte* next = buffer_.data();
     for (WeightMatrix* w : matrices) {
-      repack(*w, next, file);
+      if (copy_of(*w) == Copy::file_order) {
+        copy_file_order(*w, next, file);
+        ++file_order_matrices_;
+      } else {
+        repack(*w, next, file);
+        ++interleaved_matrices_;
+      }
       next += copy_bytes(*w);
     }
-    matrices_ = matrices.size();
   }
 
-  std::size_t matrices() const noexcept { return matrices_; }
+  // Matrices copied interleaved (eight or sixteen rows per group), and in the file's order.
+  std::size_t matrices() const noexcept { return interleaved_matrices_; }
+  std::size_t file_order_matrices() const noexcept { return file_order_matrices_; }
   std::size_t bytes() const noexcept { return buffer_.size(); }
 
  private:
-  bool repackable(const WeightMatrix& w) const noexcept {
-    if (has_rows16_copy(w.type)) return layouts_.rows16 && w.rows > 0;
-    return layouts_.rows8 && has_rows8_copy(w.type) && w.rows % kRowsPerGroup == 0 && w.rows > 0;
+  enum class Copy { none, interleaved, file_order };
+
+  Copy copy_of(const WeightMatrix& w) const noexcept {
+    if (w.rows == 0) return Copy::none;
+    if (has_rows16_copy(w.type) && layouts_.rows16) return Copy::interleaved;
+    if (has_rows8_copy(w.type) && layouts_.rows8 && w.rows % kRowsPerGroup == 0) {
+      return Copy::interleaved;
+    }
+    return layouts_.file_order ? Copy::file_order : Copy::none;
   }
   // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
   // is only a multiple of 16).
-  static std::size_t copy_bytes(const WeightMatrix& w) noexcept {
-    return (repacked_bytes(w) + 63) / 64 * 64;
+  std::size_t copy_bytes(const WeightMatrix& w) const noexcept {
+    const std::size_t bytes =
+        copy_of(w) == Copy::file_order ? w.rows * w.row_bytes : repacked_bytes(w);
+    return (bytes + 63) / 64 * 64;
+  }
+
+  // The rows as they are, in slices of about 1 MiB over the threads.
+  static void copy_file_order(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
+    const std::size_t slice_rows = std::max<std::size_t>(1, (std::size_t{1} << 20) / w.row_bytes);
+    tbb::parallel_for(std::size_t{0}, (w.rows + slice_rows - 1) / slice_rows, [&](std::size_t s) {
+      const std::size_t first = s * slice_rows, rows = std::min(slice_rows, w.rows - first);
+      std::memcpy(out + first * w.row_bytes, w.row(first), rows * w.row_bytes);
+    });
+    file.release_pages(w.data, w.rows * w.row_bytes);
+    w.data = out;
   }
 
   static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
@@ -99,7 +136,7 @@ class RepackedWeights {
 
   RepackLayouts layouts_;
   HugePageBuffer buffer_;
-  std::size_t matrices_ = 0;
+  std::size_t interleaved_matrices_ = 0, file_order_matrices_ = 0;
 };
 
 }  // namespace smol
