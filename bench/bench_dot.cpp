@@ -1,6 +1,7 @@
 // Single-thread dot throughput per ISA, in GB/s of weights: Q2_K, Q3_K, Q4_K and Q6_K rows of 2048
 // against one Q8_K activation row, with the weights in L2 (256 KB) and beyond the LLC;
-// on the file's rows (dot_*) and on rows interleaved by eight (rows8_*, quant/rows8.hpp).
+// on the file's rows (dot_*; dot_*_plain: the plain-decode dot where a set has one,
+// WeightKernels::dot_plain) and on rows interleaved by eight (rows8_*, quant/rows8.hpp).
 #include <benchmark/benchmark.h>
 
 #include "bench_support.hpp"
@@ -13,7 +14,7 @@ namespace {
 
 constexpr std::size_t kCols = 2048, kBlocks = kCols / QK_K;
 
-template <class Block>
+template <class Block, bool kPlain = false>
 void BM_dot(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes) {
   const Kernels& k = kernels_for_isa(isa);
   const std::size_t row_bytes = ggml_row_bytes(type, kCols);
@@ -27,7 +28,8 @@ void BM_dot(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes) 
   std::vector<float> x(kCols, 0.25f);
   std::vector<BlockQ8K> xq(kBlocks);
   k.quantize_row_q8k(x.data(), xq.data(), kCols);
-  const auto dot = k.of<BlockTraits<Block>::type>().dot;
+  const auto& kernels = k.of<BlockTraits<Block>::type>();
+  const auto dot = kPlain ? kernels.dot_plain : kernels.dot;
   std::size_t r = 0;
   for (auto _ : state) {
     for (std::size_t i = 0; i < 64; ++i) {
@@ -82,6 +84,14 @@ const bool registered = [] {
                                    GgmlType::Q2_K, bytes);
       benchmark::RegisterBenchmark(("dot_q3k/" + suffix).c_str(), BM_dot<BlockQ3K>, isa,
                                    GgmlType::Q3_K, bytes);
+      if (kernels_for_isa(isa).of<GgmlType::Q2_K>().dot_plain) {
+        benchmark::RegisterBenchmark(("dot_q2k_plain/" + suffix).c_str(), BM_dot<BlockQ2K, true>,
+                                     isa, GgmlType::Q2_K, bytes);
+      }
+      if (kernels_for_isa(isa).of<GgmlType::Q3_K>().dot_plain) {
+        benchmark::RegisterBenchmark(("dot_q3k_plain/" + suffix).c_str(), BM_dot<BlockQ3K, true>,
+                                     isa, GgmlType::Q3_K, bytes);
+      }
       benchmark::RegisterBenchmark(("dot_q4k/" + suffix).c_str(), BM_dot<BlockQ4K>, isa,
                                    GgmlType::Q4_K, bytes);
       benchmark::RegisterBenchmark(("dot_q6k/" + suffix).c_str(), BM_dot<BlockQ6K>, isa,
