@@ -173,7 +173,10 @@ TEST_CASE(
     "matmul on a sixteen-row Q4_1, Q8_0, Q4_0, IQ4_NL or IQ4_XS copy: as the file's rows, bit "
     "for bit") {
   // On AMX the tiles read the copy (amx_tile_dots_nibbles_rows16, _q8_0_rows16) and must
-  // round like the tiles on the file; elsewhere prefill reads the file's rows either way.
+  // round like the tiles on the file. The other AVX-512 sets prefill through the copy's
+  // decode kernel (WeightKernels::rows16_prefills), whose float order is its own: there
+  // each token's row must be that kernel's, matvec's on the copy. Elsewhere prefill reads
+  // the file's rows either way.
   std::mt19937 rng(25);
   for (GgmlType type :
        {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS})
@@ -190,14 +193,24 @@ TEST_CASE(
           for (Isa isa : available_isas()) {
             for (int threads : {1, 3}) {
               Context ctx(threads, isa);
+              bool copy_kernel = false;
+              visit_weight_type(
+                  type, [&]<class W>(W) { copy_kernel = ctx.kernels().of(W{}).rows16_prefills; });
               std::vector<float> want(n_tokens * rows, -1.0f), got(n_tokens * rows, -2.0f);
-              matmul(ctx, file_rows, x.data(), n_tokens, want.data());
+              if (copy_kernel) {
+                for (std::size_t t = 0; t < n_tokens; ++t) {
+                  matvec(ctx, w, x.data() + t * cols, want.data() + t * rows);
+                }
+              } else {
+                matmul(ctx, file_rows, x.data(), n_tokens, want.data());
+              }
               matmul(ctx, w, x.data(), n_tokens, got.data());
               CAPTURE(isa_name(isa));
               CAPTURE(threads);
               CAPTURE(rows);
               CAPTURE(cols);
               CAPTURE(n_tokens);
+              CHECK(copy_kernel == (isa == Isa::avx512 || isa == Isa::avx512vnni));
               CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
             }
           }
@@ -289,8 +302,9 @@ TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
 TEST_CASE(
     "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
   // Where matvec rounds like the tiles, one token takes the decode kernel; it must still
-  // equal that token's row of a many-token call. AMX on a Q4_1, Q8_0, Q4_0, IQ4_NL or
-  // IQ4_XS copy (the file's rows keep the tiles there); AVX2 on the file's rows of every
+  // equal that token's row of a many-token call. The AVX-512 sets on a Q4_1, Q8_0, Q4_0,
+  // IQ4_NL or IQ4_XS copy (AMX's tiles round as its decode kernel, the others prefill
+  // through that kernel; the file's rows keep the tiles there); AVX2 on the file's rows of every
   // 32-value type but IQ4_NL (its dots sum as its tiles: scaled_block_sums), not on a copy
   // (decode reads the copy, prefill the file), and on Q5_K's (its 256-bit dot is its
   // tiles' operations; the AVX-512 sets decode it with a 512-bit dot); Q2_K and Q3_K on
@@ -321,7 +335,10 @@ TEST_CASE(
         CHECK(matvec_rounds_like_tiles(ctx, file_rows) ==
               ((isa == Isa::avx2 && type != GgmlType::IQ4_NL && type != GgmlType::IQ4_XS) ||
                (every_x86 && isa != Isa::scalar && isa != Isa::neon)));
-        if (has_copy) CHECK(matvec_rounds_like_tiles(ctx, w) == (isa == Isa::amx));
+        if (has_copy) {
+          CHECK(matvec_rounds_like_tiles(ctx, w) ==
+                (isa == Isa::amx || isa == Isa::avx512 || isa == Isa::avx512vnni));
+        }
         for (const WeightMatrix* m : {&file_rows, &w}) {
           std::vector<float> many(n_tokens * rows), one(rows), decoded(rows);
           matmul(ctx, *m, x.data(), n_tokens, many.data(), OneToken::tiles);

@@ -79,16 +79,18 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
 }
 
 // The sixteen-row copies (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0, IQ4_XS) where the prefill
-// reads them too (AMX: tiles or the matrix unit), so the file's pages stay released. Elsewhere
-// decode would gain as well, but prefill reads the file's rows, whose pages then come back: the
-// weights resident twice (Repack::always still makes them, e.g. for decode-only use).
+// reads them too (AMX: tiles or the matrix unit; AVX-512: the copy's own kernel), so the file's
+// pages stay released. On AVX2 decode would gain as well, but prefill reads the file's rows,
+// whose pages then come back: the weights resident twice (Repack::always still makes them,
+// e.g. for decode-only use).
 inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
   const Kernels& k = kernels_for_isa(select_isa(isa));
   bool pays = true;
   for_each_weight_type([&]<class W>(W) {
     if constexpr (!std::is_void_v<typename Rows16Of<typename W::Block>::type>) {
       const auto& kw = k.of<W::type>();
-      pays = pays && (kw.tile_dots_rows16 != nullptr || kw.matrix_rows16 != nullptr);
+      pays = pays &&
+             (kw.tile_dots_rows16 != nullptr || kw.matrix_rows16 != nullptr || kw.rows16_prefills);
     }
   });
   return pays;

@@ -263,6 +263,7 @@ enum class PrefillPath {
   rows8_matrix,       // the eight-row copy, through the matrix unit (AMX)
   rows8,              // the eight-row copy, through its multi-token kernel
   rows16_matrix,      // the sixteen-row copy, through the matrix unit (IQ4_XS on AMX)
+  rows16,             // the sixteen-row copy, through its multi-token kernel (AVX-512)
   block32_copy,       // a 32-value type's sixteen-row copy, on tiles of packed tokens (AMX)
   block32_file_rows,  // a 32-value type's file rows, on tiles of packed tokens (AMX)
   matrix,             // the file's rows, through the matrix unit
@@ -280,6 +281,7 @@ PrefillPath prefill_path(const WeightKernels<W>& k, const WeightMatrix& w) {
   }
   if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
     if (w.rows8 != nullptr && k.matrix_rows16 != nullptr) return PrefillPath::rows16_matrix;
+    if (w.rows8 != nullptr && k.rows16_prefills) return PrefillPath::rows16;
   }
   if constexpr (W::values_per_block == 32) {
     if (w.rows8 != nullptr && k.tile_dots_rows16 != nullptr) return PrefillPath::block32_copy;
@@ -333,6 +335,7 @@ MatrixUnitCall matrix_unit_call(const WeightKernels<W>& k, const WeightMatrix& w
       if (n_tokens <= kDotsFewTokens && k.dot_rounds_like_matrix) return {};
       return {k.matrix, w.row(0), w.row_bytes};
     case PrefillPath::rows8:  // the paths that never take the matrix unit
+    case PrefillPath::rows16:
     case PrefillPath::block32_copy:
     case PrefillPath::block32_file_rows:
     case PrefillPath::tile:
@@ -395,6 +398,11 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
         return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
       }
       break;
+    case PrefillPath::rows16:
+      if constexpr (!std::is_void_v<Rows16>) {
+        return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
+      }
+      break;
     case PrefillPath::block32_copy:
     case PrefillPath::block32_file_rows:
       if constexpr (W::values_per_block == 32) {
@@ -440,8 +448,9 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. Where there is
-// a copy, decode reads it: true where prefill reads the sixteen-row copy too (AMX), whose
-// decode kernel rounds like a tile's token (quant/rows16.hpp), and on an eight-row copy
+// a copy, decode reads it: true where prefill reads the sixteen-row copy too (AMX's tiles
+// and matrix unit, whose tokens the decode kernel rounds alike, quant/rows16.hpp; AVX-512's
+// prefill through the decode kernel itself), and on an eight-row copy
 // where its decode kernel rounds as the matrix unit (WeightKernels::rows8_rounds_like_matrix:
 // Q4_K, Q5_K, Q6_K on AMX). On the file's rows, where the set's dot sums as its matrix
 // kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its tile_dots do
@@ -457,6 +466,7 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
         same = k.rows8_rounds_like_matrix;
         break;
       case detail::PrefillPath::rows16_matrix:
+      case detail::PrefillPath::rows16:  // the decode kernel itself, over the tokens
       case detail::PrefillPath::block32_copy:
         same = true;
         break;

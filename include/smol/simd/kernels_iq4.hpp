@@ -478,6 +478,7 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
         };
         k.dot_streams = true;
         k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4NLRows16>;  // x86_avx512_rows16.hpp
+        k.rows16_prefills = !std::is_same_v<Arch, amx_arch>;       // AMX: its tiles
       } else {
         k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
         k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4NLRows16>;
@@ -526,6 +527,7 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch, /*kStreams=*/true>;
         k.dot_streams = true;
         k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4XSRows16>;  // x86_avx512_rows16.hpp
+        k.rows16_prefills = !std::is_same_v<Arch, amx_arch>;       // AMX: its matrix unit
       } else {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
         k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4XSRows16>;
