@@ -81,6 +81,24 @@ std::size_t resident_bytes() {
   return pages_resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
+// The logits of all but the last four tokens in one prefill, then of those four decoded
+// one at a time, in `precision` with an f32 KV cache.
+std::vector<float> prefill_then_decode(const smol::Model& model,
+                                       smol::ActivationPrecision precision,
+                                       std::span<const std::int32_t> tokens) {
+  smol::Context ctx;
+  ctx.activation_precision = precision;
+  smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+  const std::size_t prefilled = tokens.size() - 4;
+  const auto prefill = session.forward(tokens.first(prefilled), 0, smol::LogitsFor::all);
+  std::vector<float> rows(prefill.begin(), prefill.end());
+  for (std::size_t pos = prefilled; pos < tokens.size(); ++pos) {
+    const auto logits = session.forward(tokens.subspan(pos, 1), pos);
+    rows.insert(rows.end(), logits.begin(), logits.end());
+  }
+  return rows;
+}
+
 }  // namespace
 
 TEST_CASE("prefill of n tokens then one decode equals n+1 decode steps") {
@@ -148,16 +166,7 @@ TEST_CASE("repacked Q4_K / Q6_K weights: the mmap path's logits, prefill and dec
 
   const std::vector<std::int32_t> tokens = some_tokens(24, 1024, 5);
   const auto run = [&](const smol::Model& model, smol::ActivationPrecision precision) {
-    smol::Context ctx;
-    ctx.activation_precision = precision;
-    smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
-    const auto prefill = session.forward(std::span(tokens).first(20), 0, smol::LogitsFor::all);
-    std::vector<float> rows(prefill.begin(), prefill.end());
-    for (std::size_t pos = 20; pos < tokens.size(); ++pos) {
-      const auto logits = session.forward(std::span(tokens).subspan(pos, 1), pos);
-      rows.insert(rows.end(), logits.begin(), logits.end());
-    }
-    return rows;
+    return prefill_then_decode(model, precision, tokens);
   };
   // Reference mode dequantizes the file's rows, whose pages the repacking released: they
   // must come back unchanged.
@@ -217,16 +226,7 @@ TEST_CASE("file-order copies (Q2_K, Q3_K_M fixtures): the mapped rows' logits, b
 
     const std::vector<std::int32_t> tokens = some_tokens(24, 1024, 7);
     const auto run = [&](const smol::Model& model, smol::ActivationPrecision precision) {
-      smol::Context ctx;
-      ctx.activation_precision = precision;
-      smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
-      const auto prefill = session.forward(std::span(tokens).first(20), 0, smol::LogitsFor::all);
-      std::vector<float> rows(prefill.begin(), prefill.end());
-      for (std::size_t pos = 20; pos < tokens.size(); ++pos) {
-        const auto logits = session.forward(std::span(tokens).subspan(pos, 1), pos);
-        rows.insert(rows.end(), logits.begin(), logits.end());
-      }
-      return rows;
+      return prefill_then_decode(model, precision, tokens);
     };
     // Repack::always interleaves the K-quant matrices too, whose sums run in another order
     // (the test above), so the bits are compared against a model with those copies only.
