@@ -393,11 +393,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
         return matmul_rows8<Rows8>(ctx, w, activations(), n_tokens, k.rows8, y);
       }
       break;
-    case PrefillPath::rows16_matrix:
-      if constexpr (!std::is_void_v<Rows16>) {
-        return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
-      }
-      break;
+    case PrefillPath::rows16_matrix:  // a few tokens, off the matrix unit
     case PrefillPath::rows16:
       if constexpr (!std::is_void_v<Rows16>) {
         return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
