@@ -157,11 +157,12 @@ TEST_CASE("repacked Q4_K / Q6_K weights: the mmap path's logits, prefill and dec
   const smol::Model automatic = smol::Model::open(kQ4Model, {.repack = smol::Repack::when_faster});
   CHECK((automatic.repacked().matrices() > 0) == smol::repacking_pays());
   // The sixteen-row copies where every type that has one is read by the prefill too: AMX
-  // (tiles or the matrix unit) and the other AVX-512 sets (the copy's own kernel).
+  // (tiles or the matrix unit) and the other x86 sets (the copy's own kernel).
   for (smol::Isa isa : smol::available_isas()) {
     CAPTURE(smol::isa_name(isa));
     CHECK(smol::repacking_rows16_pays(isa) ==
-          (isa == smol::Isa::amx || isa == smol::Isa::avx512 || isa == smol::Isa::avx512vnni));
+          (isa == smol::Isa::amx || isa == smol::Isa::avx512 || isa == smol::Isa::avx512vnni ||
+           isa == smol::Isa::avx2));
   }
 
   const std::vector<std::int32_t> tokens = some_tokens(24, 1024, 5);

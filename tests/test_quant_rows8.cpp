@@ -615,41 +615,48 @@ TEST_CASE(
 }
 
 TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA") {
-  // The few-token passes on AMX (matvec_rows16 over a few tokens) rely on it: 1 to 9 tokens, so the
-  // four-token steps and every remainder run, tokens and outputs strided.
+  // The few-token passes on AMX (matvec_rows16 over a few tokens) and the prefill on the
+  // copy elsewhere rely on it: 1 to 9 tokens, so the four-token steps and every remainder
+  // run, tokens and outputs strided; 29 rows, so the last group's second half (AVX2's
+  // kernels take a group half by half) is partial; every pattern, so AVX2's 16-bit sums of
+  // Q4_1's and Q4_0's nibble products meet the largest quants.
   std::mt19937 rng(53);
   const auto check = [&]<class T>(T) {
-    const std::size_t nblocks = 18, n_rows = 21, groups = 2, x_stride = nblocks + 3;
-    const auto rows = T::blocks(n_rows * nblocks, Pattern::random, rng);
-    const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
-    for (std::size_t n_tokens = 1; n_tokens <= 9; ++n_tokens) {
-      const auto x =
-          weight_activations<typename T::W>(kValues<T> * x_stride * n_tokens, Pattern::random, rng);
-      std::vector<std::int32_t> offsets(x.size() * T::Rows16::kSubBlocks, 0);
-      offset_sums_for<T>(x, offsets);
-      for (Isa isa : available_isas()) {
-        CAPTURE(isa_name(isa));
-        CAPTURE(n_tokens);
-        const auto& k = kernels_for_isa(isa).of<T::type>();
-        const std::size_t y_stride = groups * kRows16 + 5;
-        std::vector<float> many(n_tokens * y_stride, -7.0f), one(groups * kRows16, -7.0f);
-        for (std::size_t g = 0; g < groups; ++g) {
-          k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(), x_stride,
-                   n_tokens, offsets.data(), many.data() + g * kRows16, y_stride);
-        }
-        std::size_t differ = 0;
-        for (std::size_t t = 0; t < n_tokens; ++t) {
+    const std::size_t nblocks = 18, n_rows = 29, groups = 2, x_stride = nblocks + 3;
+    for (Pattern pattern : kPatterns) {
+      CAPTURE(static_cast<int>(pattern));
+      const auto rows = T::blocks(n_rows * nblocks, pattern, rng);
+      const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
+      for (std::size_t n_tokens = 1; n_tokens <= 9; ++n_tokens) {
+        const auto x =
+            weight_activations<typename T::W>(kValues<T> * x_stride * n_tokens, pattern, rng);
+        std::vector<std::int32_t> offsets(x.size() * T::Rows16::kSubBlocks, 0);
+        offset_sums_for<T>(x, offsets);
+        for (Isa isa : available_isas()) {
+          CAPTURE(isa_name(isa));
+          CAPTURE(n_tokens);
+          const auto& k = kernels_for_isa(isa).of<T::type>();
+          const std::size_t y_stride = groups * kRows16 + 5;
+          std::vector<float> many(n_tokens * y_stride, -7.0f), one(groups * kRows16, -7.0f);
           for (std::size_t g = 0; g < groups; ++g) {
-            k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
-                     x.data() + t * x_stride, x_stride, 1,
-                     offsets.data() + t * x_stride * T::Rows16::kSubBlocks,
-                     one.data() + g * kRows16, 0);
+            k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(), x_stride,
+                     n_tokens, offsets.data(), many.data() + g * kRows16, y_stride);
           }
-          for (std::size_t r = 0; r < n_rows; ++r)
-            differ += !same_float(one[r], many[t * y_stride + r]);
-          for (std::size_t r = n_rows; r < y_stride; ++r) differ += many[t * y_stride + r] != -7.0f;
+          std::size_t differ = 0;
+          for (std::size_t t = 0; t < n_tokens; ++t) {
+            for (std::size_t g = 0; g < groups; ++g) {
+              k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
+                       x.data() + t * x_stride, x_stride, 1,
+                       offsets.data() + t * x_stride * T::Rows16::kSubBlocks,
+                       one.data() + g * kRows16, 0);
+            }
+            for (std::size_t r = 0; r < n_rows; ++r)
+              differ += !same_float(one[r], many[t * y_stride + r]);
+            for (std::size_t r = n_rows; r < y_stride; ++r)
+              differ += many[t * y_stride + r] != -7.0f;
+          }
+          CHECK(differ == 0);
         }
-        CHECK(differ == 0);
       }
     }
   };

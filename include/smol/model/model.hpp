@@ -79,10 +79,9 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
 }
 
 // The sixteen-row copies (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0, IQ4_XS) where the prefill
-// reads them too (AMX: tiles or the matrix unit; AVX-512: the copy's own kernel), so the file's
-// pages stay released. On AVX2 decode would gain as well, but prefill reads the file's rows,
-// whose pages then come back: the weights resident twice (Repack::always still makes them,
-// e.g. for decode-only use).
+// reads them too (AMX: tiles or the matrix unit; the other x86 sets: the copy's own kernel), so
+// the file's pages stay released. A set whose prefill read the file's rows would bring those
+// pages back: the weights resident twice.
 inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
   const Kernels& k = kernels_for_isa(select_isa(isa));
   bool pays = true;

@@ -263,7 +263,7 @@ enum class PrefillPath {
   rows8_matrix,       // the eight-row copy, through the matrix unit (AMX)
   rows8,              // the eight-row copy, through its multi-token kernel
   rows16_matrix,      // the sixteen-row copy, through the matrix unit (IQ4_XS on AMX)
-  rows16,             // the sixteen-row copy, through its multi-token kernel (AVX-512)
+  rows16,             // the sixteen-row copy, through its multi-token kernel (x86 but AMX)
   block32_copy,       // a 32-value type's sixteen-row copy, on tiles of packed tokens (AMX)
   block32_file_rows,  // a 32-value type's file rows, on tiles of packed tokens (AMX)
   matrix,             // the file's rows, through the matrix unit
@@ -445,8 +445,8 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. Where there is
 // a copy, decode reads it: true where prefill reads the sixteen-row copy too (AMX's tiles
-// and matrix unit, whose tokens the decode kernel rounds alike, quant/rows16.hpp; AVX-512's
-// prefill through the decode kernel itself), and on an eight-row copy
+// and matrix unit, whose tokens the decode kernel rounds alike, quant/rows16.hpp; the other x86
+// sets' prefill through the decode kernel itself), and on an eight-row copy
 // where its decode kernel rounds as the matrix unit (WeightKernels::rows8_rounds_like_matrix:
 // Q4_K, Q5_K, Q6_K on AMX). On the file's rows, where the set's dot sums as its matrix
 // kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its tile_dots do

@@ -115,10 +115,11 @@ struct WeightKernels {
   // MatrixFn's rows at a group's bytes / 16 apart, with the bits `matrix` gives the file's
   // rows and `rows16` gives a token on the copy.
   MatrixFn matrix_rows16 = nullptr;
-  // Whether prefill on the sixteen-row copy takes `rows16` over all its tokens (the
-  // AVX-512 sets without AMX: four tokens per pass over each group, which stays in L1;
-  // SmolLM2's Q4_1 and the 3B IQ4_XS file prefill 1.6-1.9x faster so than on the tiles over
-  // the file's rows, bench/README.md), so that the copy serves decode and prefill alike.
+  // Whether prefill on the sixteen-row copy takes `rows16` over all its tokens (every x86
+  // set but AMX: four tokens per pass over each group, or half group on AVX2, which stays
+  // in L1; on the AVX-512 sets SmolLM2's Q4_1 and the 3B IQ4_XS file prefill 1.5-2.0x
+  // faster so than on the tiles over the file's rows, on AVX2 1.04-1.34x, bench/README.md),
+  // so that the copy serves decode and prefill alike.
   bool rows16_prefills = false;
   // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
   // 32-value types but IQ4_NL on AVX2, simd/x86_avx2.hpp's scaled_block_sums; Q2_K and

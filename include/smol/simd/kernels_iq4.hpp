@@ -478,12 +478,12 @@ struct KernelUnit<BlockWeight<BlockIQ4NL>> {
         };
         k.dot_streams = true;
         k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4NLRows16>;  // x86_avx512_rows16.hpp
-        k.rows16_prefills = !std::is_same_v<Arch, amx_arch>;       // AMX: its tiles
       } else {
         k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
         k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4NLRows16>;
       }
-      if constexpr (std::is_same_v<Arch, amx_arch>) {  // x86_amx_blocks32.hpp
+      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;  // AMX: its tiles
+      if constexpr (std::is_same_v<Arch, amx_arch>) {        // x86_amx_blocks32.hpp
         k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockIQ4NLRows16>;
         k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                                 const Block32Tiles& x, float* y, std::size_t y_stride) {
@@ -527,11 +527,11 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch, /*kStreams=*/true>;
         k.dot_streams = true;
         k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4XSRows16>;  // x86_avx512_rows16.hpp
-        k.rows16_prefills = !std::is_same_v<Arch, amx_arch>;       // AMX: its matrix unit
       } else {
         k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
         k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4XSRows16>;
       }
+      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;  // AMX: its matrix unit
       k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         // The matrix unit on two planes of the integer-scaled levels (x86_amx.hpp), from

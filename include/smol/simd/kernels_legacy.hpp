@@ -309,7 +309,7 @@ struct LegacyKernelUnit {
       if constexpr (is_avx512_v<Arch>) {
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
           k.rows16 = simd::x86::rows16_512<Arch, BlockQ4_1Rows16>;
-          k.rows16_prefills = !std::is_same_v<Arch, amx_arch>;  // AMX: its tiles
+          k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
         }
         k.dot = [](const Block* x, const LegacyActivation<Block>* y, std::size_t n) noexcept {
           return simd::x86::dot_pairs_512<Arch>(
@@ -320,6 +320,7 @@ struct LegacyKernelUnit {
         k.dot = simd::x86::dot_legacy<Arch, Block>;
         if constexpr (std::is_same_v<Block, BlockQ4_1>) {
           k.rows16 = simd::x86::rows16_256<Arch, BlockQ4_1Rows16>;
+          k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
         }
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {

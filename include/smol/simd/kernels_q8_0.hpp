@@ -106,9 +106,10 @@ struct Q8_0ActivationKernelUnit {
 #if defined(SMOL_X86)
     if constexpr (is_avx512_v<Arch>) {
       k.rows16 = simd::x86::rows16_512<Arch, Rows16>;
-      k.rows16_prefills = !std::is_same_v<Arch, amx_arch>;  // AMX: its tiles
+      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
     } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
       k.rows16 = simd::x86::rows16_256<Arch, Rows16>;
+      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
     }
     if constexpr (std::is_same_v<Arch, amx_arch>) {
       if constexpr (std::is_same_v<Block, BlockQ8_0>) {

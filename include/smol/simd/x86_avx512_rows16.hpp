@@ -1,8 +1,9 @@
 // AVX-512 and AVX2 kernels on sixteen interleaved rows (quant/rows16.hpp) times a few
 // tokens: Q4_1 rows times Q8_1 tokens, Q4_0, IQ4_NL and Q8_0 rows times Q8_0 tokens,
 // IQ4_XS rows (eight 32-value sub-blocks a group block, each a unit as the others' block)
-// times Q8_K tokens. Decode (one token), and on AMX the passes of a few tokens
-// (speculative verification, small batches), where AMX's tiles cost more than they save.
+// times Q8_K tokens. Decode (one token); on AMX the passes of a few tokens (speculative
+// verification, small batches), where AMX's tiles cost more than they save; on the other
+// sets every prefill on the copy (kRows16Prefills).
 //
 // Lane r of every vector is row r: a 64-byte load of qs[c] holds quad c (Q4_1: low
 // nibbles, and quad c + 4 in the high ones) of all sixteen rows, the token's matching 4
@@ -44,6 +45,13 @@
 #include "smol/simd/arch.hpp"
 
 namespace smol::simd::x86 {
+
+// Whether a set's prefill on a sixteen-row copy runs the copy's own kernel over the tokens
+// (WeightKernels::rows16_prefills): every x86 set but AMX, whose tiles or matrix unit read
+// the copy. Four tokens per pass over a group (half a group on AVX2) that stays in L1 beat
+// the tiles over the file's rows there, and decode reads the same copy (bench/README.md).
+template <class Arch>
+inline constexpr bool kRows16Prefills = !std::is_same_v<Arch, amx_arch>;
 
 // acc + the sums of four u8 x s8 products per 32-bit lane.
 template <class Arch>
@@ -320,128 +328,257 @@ void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
 
 // AVX2: the same steps on two 256-bit halves, rows 0-7 and rows 8-15 of each 64-byte
 // quad vector (vpmaddubsw and vpmaddwd for the u8 x s8 dot, exact as above; Q8_0,
-// IQ4_NL and IQ4_XS with the signs moved), one token at a time.
-template <class Arch, class Group>
-requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
-inline void block_sums_256(const Group& blk, std::size_t /*unit*/, const std::int32_t quads[8],
-                           __m256i isum[2]) noexcept {
-  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+// IQ4_NL and IQ4_XS with the signs moved).
+//
+// Q4_1's and Q4_0's nibble products are summed in 16-bit words over a block's eight quads
+// and widened once: each vpmaddubsw pair is within 2 x 15 x 128 = 3840, eight of them within
+// 30720 < 32767, so the words stay exact and a block takes one vpmaddwd per half instead of
+// eight. The sign-moved pairs (up to 2 x 128 x 127) are widened quad by quad.
+template <class Group>
+inline constexpr bool kNibbleWords =
+    std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>;
+
+// The eight quads of unit `unit` for rows 8h to 8h + 7, as calls f(c, w): Q4_1's and Q4_0's
+// nibbles (vpmaddubsw's unsigned operand), IQ4's levels and Q8_0's quants (signed, for the
+// sign-moving dot).
+template <class Arch, class Group, class F>
+requires kNibbleWords<Group>
+inline void half_quads_256(const Group& blk, std::size_t /*unit*/, std::size_t h, F&& f) noexcept {
+  const __m256i low = _mm256_set1_epi8(0x0F);
   for (std::size_t c = 0; c < 4; ++c) {
-    const __m256i xl = _mm256_set1_epi32(quads[c]), xh = _mm256_set1_epi32(quads[c + 4]);
-    for (std::size_t h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
-      const __m256i lo = _mm256_and_si256(v, low);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-      isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), ones));
-      isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), ones));
-    }
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
+    f(c, _mm256_and_si256(v, low));
+    f(c + 4, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
   }
 }
-template <class Arch>
-inline void iq4_block_sums_256(const std::uint8_t (*qs)[kRows16][4], const std::int32_t quads[8],
-                               __m256i isum[2]) noexcept {
-  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+template <class Arch, class F>
+inline void iq4_half_quads_256(const std::uint8_t (*qs)[kRows16][4], std::size_t h,
+                               F&& f) noexcept {
+  const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i levels =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
   for (std::size_t c = 0; c < 4; ++c) {
-    const __m256i xl = _mm256_set1_epi32(quads[c]), xh = _mm256_set1_epi32(quads[c + 4]);
-    for (std::size_t h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs[c][8 * h]));
-      const __m256i lo = _mm256_shuffle_epi8(levels, _mm256_and_si256(v, low));
-      const __m256i hi =
-          _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
-      // Signed levels: |w| x (y with w's sign), pairs within 2 x 127 x 128.
-      isum[h] = _mm256_add_epi32(
-          isum[h], _mm256_madd_epi16(
-                       _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones));
-      isum[h] = _mm256_add_epi32(
-          isum[h], _mm256_madd_epi16(
-                       _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
-    }
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs[c][8 * h]));
+    f(c, _mm256_shuffle_epi8(levels, _mm256_and_si256(v, low)));
+    f(c + 4, _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), low)));
   }
 }
-template <class Arch>
-inline void block_sums_256(const BlockIQ4NLRows16& blk, std::size_t /*unit*/,
-                           const std::int32_t quads[8], __m256i isum[2]) noexcept {
-  iq4_block_sums_256<Arch>(blk.qs, quads, isum);
+template <class Arch, class F>
+inline void half_quads_256(const BlockIQ4NLRows16& blk, std::size_t /*unit*/, std::size_t h,
+                           F&& f) noexcept {
+  iq4_half_quads_256<Arch>(blk.qs, h, f);
 }
-template <class Arch>
-inline void block_sums_256(const BlockIQ4XSRows16& blk, std::size_t unit,
-                           const std::int32_t quads[8], __m256i isum[2]) noexcept {
-  iq4_block_sums_256<Arch>(blk.qs[unit], quads, isum);
+template <class Arch, class F>
+inline void half_quads_256(const BlockIQ4XSRows16& blk, std::size_t unit, std::size_t h,
+                           F&& f) noexcept {
+  iq4_half_quads_256<Arch>(blk.qs[unit], h, f);
 }
-template <class Arch>
-inline void block_sums_256(const BlockQ8_0Rows16& blk, std::size_t /*unit*/,
-                           const std::int32_t quads[8], __m256i isum[2]) noexcept {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+template <class Arch, class F>
+inline void half_quads_256(const BlockQ8_0Rows16& blk, std::size_t /*unit*/, std::size_t h,
+                           F&& f) noexcept {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (std::size_t c = 0; c < 8; ++c) {
-    const __m256i xq = _mm256_set1_epi32(quads[c]);
-    for (std::size_t h = 0; h < 2; ++h) {
-      const __m256i wq = _mm256_xor_si256(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h])), flip);
-      const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
-      isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(pairs, ones));
-    }
+    f(c, _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h])),
+                          flip));
   }
 }
 
+// One quad's products added to a token's sums: 16-bit words for the nibbles, int32
+// lanes for the signed levels (|w| x (y with w's sign), pairs within 2 x 128 x 127).
+template <class Group>
+inline __m256i add_quad_256(__m256i sums, __m256i w, __m256i x) noexcept {
+  if constexpr (kNibbleWords<Group>) {
+    return _mm256_add_epi16(sums, _mm256_maddubs_epi16(w, x));
+  } else {
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+}
+
+// A token's int32 sums of a unit from add_quad_256's.
+template <class Group>
+inline __m256i widen_sums_256(__m256i sums) noexcept {
+  if constexpr (kNibbleWords<Group>) {
+    return _mm256_madd_epi16(sums, _mm256_set1_epi16(1));
+  } else {
+    return sums;
+  }
+}
+
+// Rows 8h to 8h + 7 (the first n_out of them written) times T tokens: each half-group's
+// quads are loaded and unpacked once for all T (prefill, where the group stays in L1 while
+// the tokens pass over it), and each token's floats take the one-token kernel's steps in
+// its order (below), so a token gets the same bits from either, for any T.
+template <class Arch, std::size_t T, class Group>
+inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::size_t h,
+                                   const typename Rows16Traits<Group>::Token* x,
+                                   std::size_t x_stride, const std::int32_t* offsets, float* y,
+                                   std::size_t y_stride, std::size_t n_out) noexcept {
+  using Traits = Rows16Traits<Group>;
+  constexpr std::size_t kUnits = Group::kSubBlocks;
+  __m256 acc[T];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const Group& blk = w[b];
+    const __m256 wd =
+        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+    [[maybe_unused]] __m256i whole[T];  // kSumsWholeBlock: the block's integer sums
+    if constexpr (kSumsWholeBlock<Group>) {
+      for (auto& s : whole) s = _mm256_setzero_si256();
+    }
+    for (std::size_t u = 0; u < kUnits; ++u) {
+      __m256i sums[T];
+      for (auto& s : sums) s = _mm256_setzero_si256();
+      half_quads_256<Arch>(blk, u, h, [&](std::size_t c, __m256i wq) {
+#pragma GCC unroll 4
+        for (std::size_t t = 0; t < T; ++t) {
+          std::int32_t quad;
+          std::memcpy(&quad, x[t * x_stride + b].qs + 32 * u + 4 * c, sizeof(quad));
+          sums[t] = add_quad_256<Group>(sums[t], wq, _mm256_set1_epi32(quad));
+        }
+      });
+#pragma GCC unroll 4
+      for (std::size_t t = 0; t < T; ++t) {
+        __m256i isum = widen_sums_256<Group>(sums[t]);
+        if constexpr (kSubtractsOffset<Arch, Group>) {
+          isum =
+              _mm256_sub_epi32(isum, _mm256_set1_epi32(offsets[(t * x_stride + b) * kUnits + u]));
+        }
+        if constexpr (kSumsWholeBlock<Group>) {  // times s_j - 32, in integers
+          const __m256i scales = _mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)));
+          whole[t] = _mm256_add_epi32(whole[t], _mm256_mullo_epi32(isum, scales));
+        } else {
+          const __m256 yd = _mm256_set1_ps(token_scale(x[t * x_stride + b]));
+          acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), wd), yd, acc[t]);
+        }
+      }
+    }
+    if constexpr (kSumsWholeBlock<Group>) {
+#pragma GCC unroll 4
+      for (std::size_t t = 0; t < T; ++t) {
+        const __m256 yd = _mm256_set1_ps(token_scale(x[t * x_stride + b]));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole[t]), wd), yd, acc[t]);
+      }
+    }
+  }
+  if constexpr (Traits::kMin) {  // the min terms apart, in a pass of their own (registers)
+    __m256 mins[T];
+    for (auto& m : mins) m = _mm256_setzero_ps();
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      const __m256 wm =
+          _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(w[b].m + 8 * h)));
+#pragma GCC unroll 4
+      for (std::size_t t = 0; t < T; ++t) {
+        mins[t] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(x[t * x_stride + b].s)), mins[t]);
+      }
+    }
+    for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_add_ps(acc[t], mins[t]);
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    std::memcpy(y + t * y_stride + 8 * h, out, n_out * sizeof(float));
+  }
+}
+
+// One token, both halves in one pass over the group, streaming it from memory (decode):
+// per block and row, acc = fma(float(isum) x wd, yd, acc), the min terms apart, added at
+// the end, as rows16_half_tokens_256.
+template <class Arch, class Group>
+void rows16_token_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
+                      const typename Rows16Traits<Group>::Token* xt, const std::int32_t* offsets,
+                      float* y) noexcept {
+  using Traits = Rows16Traits<Group>;
+  constexpr std::size_t kUnits = Group::kSubBlocks;
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 mins[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // the min terms apart
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const Group& blk = w[b];
+    const __m256 yd = _mm256_set1_ps(token_scale(xt[b]));
+    [[maybe_unused]] __m256i whole[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (std::size_t u = 0; u < kUnits; ++u) {
+      prefetch_unit_ahead(w + b, u);
+      for (std::size_t h = 0; h < 2; ++h) {
+        __m256i sums = _mm256_setzero_si256();
+        half_quads_256<Arch>(blk, u, h, [&](std::size_t c, __m256i wq) {
+          std::int32_t quad;
+          std::memcpy(&quad, xt[b].qs + 32 * u + 4 * c, sizeof(quad));
+          sums = add_quad_256<Group>(sums, wq, _mm256_set1_epi32(quad));
+        });
+        __m256i isum = widen_sums_256<Group>(sums);
+        if constexpr (kSubtractsOffset<Arch, Group>) {
+          isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(offsets[b * kUnits + u]));
+        }
+        if constexpr (kSumsWholeBlock<Group>) {  // times s_j - 32, in integers
+          const __m256i scales = _mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)));
+          whole[h] = _mm256_add_epi32(whole[h], _mm256_mullo_epi32(isum, scales));
+        } else {
+          const __m256 wd =
+              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+          acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), wd), yd, acc[h]);
+        }
+      }
+    }
+    for (std::size_t h = 0; h < 2; ++h) {
+      if constexpr (kSumsWholeBlock<Group>) {
+        const __m256 wd =
+            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole[h]), wd), yd, acc[h]);
+      }
+      if constexpr (Traits::kMin) {
+        const __m256 wm =
+            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
+        mins[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(xt[b].s)), mins[h]);
+      }
+    }
+  }
+  if constexpr (Traits::kMin) {
+    acc[0] = _mm256_add_ps(acc[0], mins[0]);
+    acc[1] = _mm256_add_ps(acc[1], mins[1]);
+  }
+  alignas(32) float out[kRows16];
+  _mm256_store_ps(out, acc[0]);
+  _mm256_store_ps(out + 8, acc[1]);
+  std::memcpy(y, out, (n_rows < kRows16 ? n_rows : kRows16) * sizeof(float));
+}
+
+// The WeightKernels::rows16 kernel on AVX2: one token streams the group (decode); more go
+// half a group at a time, four tokens per pass over it, then the rest.
 template <class Arch, class Group>
 void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
                 const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
                 std::size_t n_tokens, const std::int32_t* offsets, float* y,
                 std::size_t y_stride) noexcept {
-  using Traits = Rows16Traits<Group>;
-  constexpr std::size_t kUnits = Group::kSubBlocks;
-  for (std::size_t t = 0; t < n_tokens; ++t) {
-    const auto* xt = x + t * x_stride;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m256 mins[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // the min terms apart
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      const Group& blk = w[b];
-      const __m256 yd = _mm256_set1_ps(token_scale(xt[b]));
-      [[maybe_unused]] __m256i whole[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      for (std::size_t u = 0; u < kUnits; ++u) {
-        prefetch_unit_ahead(w + b, u);
-        std::int32_t quads[8];
-        std::memcpy(quads, xt[b].qs + 32 * u, sizeof(quads));
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        if constexpr (kSubtractsOffset<Arch, Group>) {
-          isum[0] = isum[1] = _mm256_set1_epi32(-offsets[(t * x_stride + b) * kUnits + u]);
-        }
-        block_sums_256<Arch>(blk, u, quads, isum);
-        for (std::size_t h = 0; h < 2; ++h) {
-          if constexpr (kSumsWholeBlock<Group>) {  // times s_j - 32, in integers
-            const __m256i scales = _mm256_cvtepi8_epi32(
-                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)));
-            whole[h] = _mm256_add_epi32(whole[h], _mm256_mullo_epi32(isum[h], scales));
-          } else {
-            const __m256 wd =
-                _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
-            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[h]), wd), yd, acc[h]);
-          }
-        }
-      }
-      for (std::size_t h = 0; h < 2; ++h) {
-        if constexpr (kSumsWholeBlock<Group>) {
-          const __m256 wd =
-              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
-          acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole[h]), wd), yd, acc[h]);
-        }
-        if constexpr (Traits::kMin) {
-          const __m256 wm =
-              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
-          mins[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(xt[b].s)), mins[h]);
-        }
-      }
+  if (n_tokens == 1) return rows16_token_256<Arch>(w, nblocks, n_rows, x, offsets, y);
+  const std::size_t nr = n_rows < kRows16 ? n_rows : kRows16;
+  const auto at = [&](std::size_t t) {
+    return offsets ? offsets + t * x_stride * Group::kSubBlocks : nullptr;
+  };
+  for (std::size_t h = 0; 8 * h < nr; ++h) {
+    const std::size_t n_out = nr - 8 * h < 8 ? nr - 8 * h : 8;
+    std::size_t t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+      rows16_half_tokens_256<Arch, 4>(w, nblocks, h, x + t * x_stride, x_stride, at(t),
+                                      y + t * y_stride, y_stride, n_out);
     }
-    if constexpr (Traits::kMin) {
-      acc[0] = _mm256_add_ps(acc[0], mins[0]);
-      acc[1] = _mm256_add_ps(acc[1], mins[1]);
+    switch (n_tokens - t) {
+      case 3:
+        rows16_half_tokens_256<Arch, 3>(w, nblocks, h, x + t * x_stride, x_stride, at(t),
+                                        y + t * y_stride, y_stride, n_out);
+        break;
+      case 2:
+        rows16_half_tokens_256<Arch, 2>(w, nblocks, h, x + t * x_stride, x_stride, at(t),
+                                        y + t * y_stride, y_stride, n_out);
+        break;
+      case 1:
+        rows16_half_tokens_256<Arch, 1>(w, nblocks, h, x + t * x_stride, x_stride, at(t),
+                                        y + t * y_stride, y_stride, n_out);
+        break;
+      default:
+        break;
     }
-    alignas(32) float out[kRows16];
-    _mm256_store_ps(out, acc[0]);
-    _mm256_store_ps(out + 8, acc[1]);
-    std::memcpy(y + t * y_stride, out, (n_rows < kRows16 ? n_rows : kRows16) * sizeof(float));
   }
 }
 
