@@ -115,13 +115,14 @@ inline __m256i q3k_sums(const Q3KUnpacked<Arch>& u, const BlockQ8K& y) noexcept 
 }
 
 // 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
-// kStreams: the AVX-512 sets' decode asks for each block's lines ahead itself
-// (stream_block_ahead; the unit sets WeightKernels::dot_streams with it).
-template <class Arch, bool kStreams = false>
+// Decode asks for each block's lines ahead itself (stream_block_ahead; the unit sets
+// WeightKernels::dot_streams): on AVX2 too, where the 3B Q2_K file decoded 15-20 % faster
+// so than with matvec's requests a row ahead, Q3_K_M 7-9 %.
+template <class Arch>
 float dot_q3k_q8k(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
-    if constexpr (kStreams) stream_block_ahead<Arch>(x + b);
+    stream_block_ahead<Arch>(x + b);
     Q3KUnpacked<Arch> u;
     unpack_q3k<Arch>(x[b], u);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q3k_sums<Arch>(u, y[b])), _mm256_set1_ps(u.d * y[b].d),
@@ -249,12 +250,8 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
       k.dot = scalar::dot_q3k_q8k;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      if constexpr (is_avx512_v<Arch>) {
-        k.dot = simd::x86::dot_q3k_q8k<Arch, /*kStreams=*/true>;
-        k.dot_streams = true;
-      } else {
-        k.dot = simd::x86::dot_q3k_q8k<Arch>;
-      }
+      k.dot = simd::x86::dot_q3k_q8k<Arch>;
+      k.dot_streams = true;
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q3k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {

@@ -119,33 +119,47 @@ inline LeadingHalves4 leading_halves4(const Block* blocks) noexcept {
 // How far ahead of the bytes a decode kernel reads it asks for the next ones: the
 // hardware prefetcher alone falls behind a weight stream. On Zen 3, 8 to 16 KB read 10 %
 // faster than 4 KB with one or two threads (the interleaved Q4_K rows); on AMD Zen 1 the
-// 32-value types' dots without it waited on their loads for half their time.
+// 32-value types' dots without it waited on their loads for half their time. Into L2
+// there, then into L1 kPrefetchNearBytes ahead: on Sapphire Rapids (2 threads) the 3B
+// Q4_K_M file's AVX2 decode read at 55-56 % of the roofline with one step 8 KB ahead into
+// L1 (its requests hold the core's line-fill buffers long before their bytes are due) and
+// at 76-80 % with both (near 2 KB and far 16 KB measured alike).
 inline constexpr std::size_t kPrefetchAheadBytes = 8192;
+inline constexpr std::size_t kPrefetchNearBytes = 1024;
 
-// Asks for the `bytes` that lie kPrefetchAheadBytes past `p` (a prefetch never faults,
-// so past the end of a matrix is harmless).
+// Asks for the `bytes` that lie kPrefetchAheadBytes past `p` into L2, and those
+// kPrefetchNearBytes past it into L1 (a prefetch never faults, so past the end of a matrix
+// is harmless).
 template <class Arch>
 inline void prefetch_ahead(const void* p, std::size_t bytes) noexcept {
-  const char* ahead = static_cast<const char*>(p) + kPrefetchAheadBytes;
-  for (std::size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+  const char* far = static_cast<const char*>(p) + kPrefetchAheadBytes;
+  const char* near = static_cast<const char*>(p) + kPrefetchNearBytes;
+  for (std::size_t off = 0; off < bytes; off += 64) {
+    _mm_prefetch(far + off, _MM_HINT_T1);
+    _mm_prefetch(near + off, _MM_HINT_T0);
+  }
 }
 
 // How a decode dot on the file's rows asks for its weights where it streams them itself
 // (WeightKernels::dot_streams): each block's lines, kStreamAheadBytes ahead and into L2,
-// as the dot reaches the block. matvec's alternative, a whole row's lines asked for at
-// once before the row's dot, takes every line-fill buffer of the core together, and the
-// dot's own loads then wait behind them: on Sapphire Rapids (2 threads) the 3B Q4_K_M
-// decode ran at 54-62 % of its roofline that way and at 66-72 % this way. Distances of
-// 2 to 16 KB measured alike; T0 instead of T1 was slower. Through an integer address: past
-// a matrix's end that block lies outside it, and a prefetch there does not fault, but
-// forming the pointer would be UB.
+// as the dot reaches the block, and again kStreamNearBytes ahead into L1. matvec's
+// alternative, a whole row's lines asked for at once before the row's dot, takes every
+// line-fill buffer of the core together, and the dot's own loads then wait behind them: on
+// Sapphire Rapids (2 threads) the 3B Q4_K_M decode ran at 54-62 % of its roofline that way
+// and at 66-72 % this way. Distances of 2 to 16 KB measured alike; T0 instead of T1 was
+// slower. The L1 step from L2 added 2-4 % (3B Q2_K 67-70 → 70-72 % of the roofline,
+// Q3_K_M 75 → 78-80 %; 2 KB ahead measured alike, the L2 step 8 KB ahead no better).
+// Through an integer address: past a matrix's end that block lies outside it, and a
+// prefetch there does not fault, but forming the pointer would be UB.
 inline constexpr std::size_t kStreamAheadBytes = 4096;
+inline constexpr std::size_t kStreamNearBytes = 1024;
 
 template <class Arch, class Block>
 inline void stream_blocks_ahead(const Block* first, std::size_t count) noexcept {
-  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(first) + kStreamAheadBytes;
+  const auto at = reinterpret_cast<std::uintptr_t>(first);
   for (std::uintptr_t line = 0; line < count * sizeof(Block); line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(at + kStreamAheadBytes + line), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(at + kStreamNearBytes + line), _MM_HINT_T0);
   }
 }
 

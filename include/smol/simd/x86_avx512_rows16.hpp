@@ -64,27 +64,35 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
   }
 }
 
-// Decode streams the copy from memory: asks for the group four ahead of `group` (its
-// 288-544 bytes, five to nine lines, for the 32-value types). Through an integer address, since
-// near the copy's end that group lies past it: a prefetch there does not fault, but forming the
-// pointer would be UB.
+// Decode streams the copy from memory in two steps: each group's lines into L2 about 8 KB
+// ahead (_MM_HINT_T1), then into L1 four groups ahead (288-544 bytes, five to nine lines,
+// for the 32-value types). Through integer addresses, since near the copy's end those
+// groups lie past it: a prefetch there does not fault, but forming the pointer would be UB.
+// The L1 step alone left a core's read short of memory's pace (SmolLM2 Q4_1 tg128 on AVX2
+// 275-292 t/s, the 3B Q4_0 file 13.2-13.6), and the L1 step farther ahead alone gained on
+// SmolLM2 but lost 17 % on the 3B file (its requests hold the line-fill buffers); both
+// steps: 383-434 and 14.8-15.5 (bench/README.md).
 //
 // IQ4_XS's group (2208 bytes, 35 lines) is asked for one unit (an eighth) at a time, a
 // group ahead: 35 requests at once would take every line-fill buffer of the core, and the
 // kernel's own loads would wait behind them (as matvec's row-at-once prefetch did). 3B
 // IQ4_XS decode: 68-70 % of the roofline with the whole group four ahead, 84-89 % so;
-// two groups ahead 72-75 %, half a group 82-83 %.
+// two groups ahead 72-75 %, half a group 82-83 %; an L2 step four groups ahead added
+// nothing (AVX2 12.45-12.68 t/s either way, VNNI 14.8-15.2).
+inline constexpr std::size_t kRows16L2Ahead = 8192;
+
 template <class Group>
 inline void prefetch_unit_ahead(const Group* group, std::size_t unit) noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(group);
   if constexpr (Group::kSubBlocks == 1) {
-    const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(group) + 4 * sizeof(Group);
+    constexpr std::size_t kL2 = kRows16L2Ahead / sizeof(Group) * sizeof(Group);
     for (std::uintptr_t line = 0; line < sizeof(Group); line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(at + kL2 + line), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(at + 4 * sizeof(Group) + line), _MM_HINT_T0);
     }
   } else {
     constexpr std::size_t kSpan = (sizeof(Group) + Group::kSubBlocks - 1) / Group::kSubBlocks;
-    const std::uintptr_t from =
-        reinterpret_cast<std::uintptr_t>(group) + sizeof(Group) + unit * kSpan;
+    const std::uintptr_t from = at + sizeof(Group) + unit * kSpan;
     for (std::uintptr_t line = from & ~std::uintptr_t{63}; line < from + kSpan; line += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
     }
