@@ -26,7 +26,13 @@ if (!serverBinary || !modelPath || !nginxBinary) {
   console.error('usage: node nginx.test.mjs SERVER_BINARY MODEL_GGUF NGINX_BINARY');
   process.exit(2);
 }
-const SERVER_ARGS = ['-m', modelPath, '-np', '2', '-c', '2048', '-t', '1'];
+// Eight sequences of 4096 positions a replica: 128 pages of 256 positions (64 MB of the
+// fixture's K/V), room to keep every turn the tests below go back to. A conversation's
+// prompt is 550-610 tokens (the fixture's small vocabulary spells the template's system
+// prompt in many), three pages, and each turn forks the last and writes a page of its
+// own; with all sixteen on one replica after the failover that is over 80 pages, and a
+// smaller pool frees a turn (least recently used first) before its conversation's next.
+const SERVER_ARGS = ['-m', modelPath, '-np', '8', '-c', '4096', '-t', '1'];
 const START_TIMEOUT_MS = 15_000;
 const STOP_TIMEOUT_MS = 15_000;
 
@@ -289,6 +295,7 @@ test('(b2) every follow-up turn of a conversation lands on the replica that cach
   const [a0, b0] = await Promise.all([requestsTotal(replicaA), requestsTotal(replicaB)]);
   for (const c of conversations) {
     const first = await turn(c.id, c.messages);
+    c.firstPromptTokens = first.usage.prompt_tokens;
     c.messages.push({ role: 'assistant', content: first.content },
                     { role: 'user', content: 'And then?' });
   }
@@ -298,10 +305,17 @@ test('(b2) every follow-up turn of a conversation lands on the replica that cach
   // but all sixteen on one replica would happen about once in 10^4 runs).
   console.log(`nginx: ${conversations.length} conversations, ${a1 - a0} on replica A, ${b1 - b0} on replica B`);
   assert.ok(a1 - a0 >= 1 && b1 - b0 >= 1, 'the conversations are spread over both replicas');
+  // The second turn's prompt starts with the whole first prompt (the template, the
+  // user's words, the assistant's header), which only the replica that served the first
+  // turn holds: the other replica shares at most the template and "This is conversation"
+  // with its own conversations, fewer tokens than that, so a turn sent there fails this.
   for (const c of conversations) {
     const second = await turn(c.id, c.messages);
     const cached = second.usage.prompt_tokens_details.cached_tokens;
-    assert.ok(cached > 0, `${c.id}'s second turn reused its cached prefix (${cached} cached tokens)`);
+    assert.ok(cached >= c.firstPromptTokens,
+              `${c.id}'s second turn reused its first turn's ${c.firstPromptTokens} prompt tokens ` +
+              `(${cached} cached): it went to the replica that served the first`);
+    c.secondPromptTokens = second.usage.prompt_tokens;
     c.messages.push({ role: 'assistant', content: second.content },
                     { role: 'user', content: 'Thanks!' });
   }
@@ -323,9 +337,23 @@ test('(c) with one replica stopped, nginx sends everything to the other', async 
                "nginx's error.log shows the failed connection to the stopped replica");
   // The conversations that lived on the stopped replica move to the other and go on.
   const before = await requestsTotal(replicaB);
-  for (const c of conversations) await turn(c.id, c.messages);
+  for (const c of conversations) {
+    const third = await turn(c.id, c.messages);
+    c.thirdPromptTokens = third.usage.prompt_tokens;
+    c.messages.push({ role: 'assistant', content: third.content },
+                    { role: 'user', content: 'Goodbye!' });
+  }
   assert.equal(await requestsTotal(replicaB) - before, conversations.length,
                'every conversation, wherever it lived, is served by the remaining replica');
+  // And there they stick: each next turn finds its whole previous prompt cached, the
+  // moved conversations too (their third turn was read there in full).
+  for (const c of conversations) {
+    const fourth = await turn(c.id, c.messages);
+    const cached = fourth.usage.prompt_tokens_details.cached_tokens;
+    assert.ok(cached >= c.thirdPromptTokens,
+              `${c.id}'s turn after the failover reused its previous ${c.thirdPromptTokens} prompt ` +
+              `tokens on the remaining replica (${cached} cached)`);
+  }
 });
 
 test('nginx and the remaining replica stop cleanly', async () => {
