@@ -124,6 +124,10 @@ smol_cli_expect(cli_tokenize_text_is_directory 1
 # ---- the other programs' numbers ---------------------------------------------------
 smol_cli_expect(cli_logits_threads_overflow 2 "^smol-logits: --threads: expected an integer from 0 to 4096" 1
   ${cli_logits} -m ${cli_no_model} --tokens 1,2 -t 4294967297 -o "${cli_dir}/logits-threads.bin")
+smol_cli_expect(cli_logits_decode_from_past_the_end 2 "^smol-logits: --decode-from 3: there are only 2 tokens$" 1
+  ${cli_logits} -m ${cli_fixture} --tokens 1,2 --decode-from 3 -o "${cli_dir}/logits-decode-from.bin")
+smol_cli_expect(cli_logits_decode_from_zero 2 "^smol-logits: --decode-from: expected an integer from 1 to 2147483647, got \"0\"" 1
+  ${cli_logits} -m ${cli_fixture} --tokens 1,2 --decode-from 0 -o "${cli_dir}/logits-decode-zero.bin")
 smol_cli_expect(cli_logits_bad_token 2 "^smol-logits: --tokens: expected an integer from 0 to 2147483647, got \"-2\"" 1
   ${cli_logits} -m ${cli_no_model} --tokens 1,-2 -o "${cli_dir}/logits-bad-token.bin")
 smol_cli_expect(cli_perplexity_threads_overflow 2 "^smol-perplexity: --threads: expected an integer from 0 to 4096" 1

@@ -28,11 +28,13 @@ namespace {
 
 constexpr const char* kDescription =
     "usage: smol-logits -m FILE (--tokens 1,2,3 | --prompt TEXT) [--all-positions]\n"
-    "                   [--kv-type f32|f16|bf16|q8_0|q4_0] [--f32-activations] [-t N]\n"
-    "                   -o OUT.bin\n"
+    "                   [--decode-from N] [--kv-type f32|f16|bf16|q8_0|q4_0]\n"
+    "                   [--f32-activations] [-t N] -o OUT.bin\n"
     "\n"
     "Writes the logits of the last position (or of every position) as little-endian\n"
-    "float32 rows of n_vocab values and prints the top 5 tokens of each row.\n"
+    "float32 rows of n_vocab values and prints the top 5 tokens of each row. The tokens\n"
+    "run as one prefill, or with --decode-from N the first N as one prefill and each\n"
+    "later token as a decode step of its own, as a generated reply runs.\n"
     "Exit status: 0 done, 1 a file that cannot be read or written, 2 a bad command line.";
 
 struct Options {
@@ -40,6 +42,7 @@ struct Options {
   std::vector<std::int32_t> tokens;
   std::optional<std::string> prompt;
   bool all_positions = false;
+  std::optional<std::size_t> decode_from;  // tokens in the prefill; the rest decoded one by one
   smol::KvTypes kv_type = smol::KvType::f16;
   bool f32_activations = false;
   int threads = 0;
@@ -64,6 +67,12 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
           ->type_name("TEXT");
   app.add_flag("--all-positions", options.all_positions,
                "a row for every position, not only the last");
+  app.add_option_function<std::size_t>(
+         "--decode-from", [&options](std::size_t n) { options.decode_from = n; },
+         "prefill the first N tokens, then run each later one as a\n"
+         "decode step (the path a generated reply takes)")
+      ->type_name("N")
+      ->transform(smol::cli::integer(1, INT32_MAX));
   smol::cli::add_kv_types(program, options.kv_type);
   smol::cli::add_rope_flags(program, options.rope);
   app.add_flag("--f32-activations", options.f32_activations,
@@ -123,6 +132,12 @@ int run(const Options& options) {
     tokens = tokenizer.encode(*options.prompt, {.parse_special = true});
   }
   if (tokens.empty()) smol::fail("the prompt has no tokens");
+  const std::size_t prefilled = options.decode_from.value_or(tokens.size());
+  if (prefilled > tokens.size()) {
+    std::fprintf(stderr, "smol-logits: --decode-from %zu: there are only %zu tokens\n", prefilled,
+                 tokens.size());
+    return 2;
+  }
 
   smol::Context context(options.threads);
   context.activation_precision =
@@ -131,7 +146,15 @@ int run(const Options& options) {
                             {.context = std::min(model.config().max_context(), tokens.size()),
                              .kv_type = options.kv_type});
   const auto which = options.all_positions ? smol::LogitsFor::all : smol::LogitsFor::last;
-  const std::span<const float> logits = session.forward(tokens, 0, which);
+  const std::span<const std::int32_t> all_tokens(tokens);
+  const std::span<const float> prefill = session.forward(all_tokens.first(prefilled), 0, which);
+  std::vector<float> kept(prefill.begin(), prefill.end());
+  for (std::size_t pos = prefilled; pos < tokens.size(); ++pos) {
+    const std::span<const float> step = session.forward(all_tokens.subspan(pos, 1), pos);
+    if (!options.all_positions) kept.clear();  // only the last row is written
+    kept.insert(kept.end(), step.begin(), step.end());
+  }
+  const std::span<const float> logits(kept);
 
   const std::size_t n_vocab = model.config().n_vocab;
   const std::size_t rows = logits.size() / n_vocab;

@@ -156,28 +156,36 @@ def check_greedy(args):
     smol_flags = (["--kv-type", "f32"] if args.exact else []) + \
         (["--f32-activations"] if args.f32_activations else [])
     ok = True
-    rows = []  # (run, its smol rows, llama.cpp's other path) for the noise rule
+    rows = []  # (path, run, its smol rows, llama.cpp's other path) for the noise rule
     for n, r in enumerate(runs):
         tokens = r["prompt"] + r["generated"]
-        out = os.path.join(args.work, "logits%d.bin" % n)
-        run([os.path.join(args.bin, "smol-logits"), "-m", args.model, "-t", "2", "--all-positions",
-             "--tokens", ",".join(map(str, tokens[:-1])), "-o", out] + smol_flags)
-        data = open(out, "rb").read()
-        n_vocab = len(data) // 4 // (len(tokens) - 1)
-        first = len(r["prompt"]) - 1
-        # Bound now: the rows are read after the loop, when these names have moved on.
-        row_of = lambda step, data=data, n_vocab=n_vocab, first=first: struct.unpack_from(
-            "<%df" % n_vocab, data, (first + step) * n_vocab * 4)
-        if args.tolerance or args.exact:
-            ok = within_tolerance(args, r, row_of) and ok
-        else:
-            rows.append((r, row_of, other[n]))
+        # llama.cpp's tokens through smol twice: in one prefill, and as a reply is
+        # generated (the prompt in one prefill, then one decode step per token: the
+        # decode kernels and the KV cache's growth). smol's own greedy reply is the same
+        # tokens exactly as long as each row's argmax is llama.cpp's next token.
+        for path, flags in (("prefill", []), ("decode", ["--decode-from", str(len(r["prompt"]))])):
+            out = os.path.join(args.work, "logits%d.%s.bin" % (n, path))
+            run([os.path.join(args.bin, "smol-logits"), "-m", args.model, "-t", "2",
+                 "--all-positions", "--tokens", ",".join(map(str, tokens[:-1])), "-o", out] +
+                flags + smol_flags)
+            data = open(out, "rb").read()
+            n_vocab = len(data) // 4 // (len(tokens) - 1)
+            first = len(r["prompt"]) - 1
+            # Bound now: the rows are read after the loop, when these names have moved on.
+            row_of = lambda step, data=data, n_vocab=n_vocab, first=first: struct.unpack_from(
+                "<%df" % n_vocab, data, (first + step) * n_vocab * 4)
+            if args.tolerance or args.exact:
+                print("%s:" % path, end=" ")
+                ok = within_tolerance(args, r, row_of) and ok
+            else:
+                rows.append((path, r, row_of, other[n]))
     if rows:
         # llama.cpp's largest move over every prompt: one prompt's maximum is too few
         # samples to bound smol's (0.56-1.41 from prompt to prompt on SmolLM2).
-        largest = max(abs(a - l) for r, _, again in rows for step, top in enumerate(r["top"])
+        largest = max(abs(a - l) for _, r, _, again in rows for step, top in enumerate(r["top"])
                       for (_, l), (_, a) in zip(top, again[step]))
-        for r, row_of, again in rows:
+        for path, r, row_of, again in rows:
+            print("%s:" % path, end=" ")
             ok = within_own_noise(r, row_of, again, largest, args.near_tie) and ok
     return ok
 
