@@ -24,6 +24,26 @@ smol_inspect_test(gguf_inspect_f32
   "general\\.file_type = 0.*F32 +74 tensors.*total: 6295808 parameters, 25183232 bytes.*exit=0"
   "\"$0\" \"${smol_f32_fixture}\"")
 
+# The other file types of fixture A, as llama-quantize wrote them (shared/fixtures/README.md
+# lists each file's tensor types): smol-inspect names every type and counts its bytes.
+foreach(type_counts IN ITEMS
+    "q4_1|3|Q4_1 +56 tensors +3768320 bytes.*Q6_K +1 tensors|4000768"
+    "q5_0|8|Q5_0 +56 tensors +4145152 bytes.*Q6_K +1 tensors|4377600"
+    "q5_1|9|Q5_1 +56 tensors +4521984 bytes.*Q6_K +1 tensors|4754432"
+    "q3_k_m|12|Q3_K +32 tensors.*Q4_K +22 tensors.*Q5_K +2 tensors.*Q6_K +1 tensors|3123200"
+    "q2_k|10|Q2_K +32 tensors.*Q3_K +16 tensors.*Q4_K +8 tensors.*Q6_K +1 tensors|2454528"
+    "iq4_xs|30|IQ4_XS +47 tensors.*Q5_K +9 tensors.*Q6_K +1 tensors|3486720"
+    "iq4_nl|25|IQ4_NL +47 tensors.*Q5_K +9 tensors.*Q6_K +1 tensors|3664896")
+  string(REPLACE "|" ";" type_counts "${type_counts}")
+  list(GET type_counts 0 type)
+  list(GET type_counts 1 file_type)
+  list(GET type_counts 2 counts)
+  list(GET type_counts 3 bytes)
+  smol_inspect_test(gguf_inspect_${type}
+    "general\\.file_type = ${file_type}\n.*tensors: 74 of 74.*${counts}.*total: 6295808 parameters, ${bytes} bytes.*exit=0"
+    "\"$0\" \"${SMOL_FIXTURES_DIR}/tiny-smollm3-a.${type}.gguf\"")
+endforeach()
+
 smol_inspect_test(gguf_inspect_glob
   "tensors: 9 of 74.*blk\\.1\\.attn_k\\.weight.*total: .*exit=0"
   "\"$0\" --tensors 'blk.1.*' \"${smol_q4_fixture}\"")

@@ -36,17 +36,18 @@ make_model_mix(iq4_nl "47 IQ4_NL, 9 Q5_K, 1 Q6_K")
 make_model_mix(q3_k_m "32 Q3_K, 22 Q4_K, 2 Q5_K, 1 Q6_K")
 make_model_mix(q2_k "32 Q2_K, 16 Q3_K, 8 Q4_K, 1 Q6_K")
 
-# llama-quantize's Q4_0 and Q4_1: every matrix of the type but the tied LM head, Q6_K.
-add_test(NAME make_model_tiny_q4_0
-  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type q4_0 --fast
-          -o "${make_model_dir}/synthetic-tiny.q4_0.gguf")
-set_tests_properties(make_model_tiny_q4_0 PROPERTIES
-  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 56 Q4_0, 1 Q6_K\\)")
-add_test(NAME make_model_tiny_q4_1
-  COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type q4_1 --fast
-          -o "${make_model_dir}/synthetic-tiny.q4_1.gguf")
-set_tests_properties(make_model_tiny_q4_1 PROPERTIES
-  PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 56 Q4_1, 1 Q6_K\\)")
+# llama-quantize's Q4_0, Q4_1, Q5_0 and Q5_1: every matrix of the type but the tied LM
+# head, Q6_K (the fixtures' q4_1, q5_0 and q5_1 files hold these counts). Read back by
+# smol-inspect, each file loads and names its type.
+foreach(type IN ITEMS q4_0 q4_1 q5_0 q5_1)
+  string(TOUPPER "${type}" type_name)
+  add_test(NAME make_model_tiny_${type}
+    COMMAND $<TARGET_FILE:smol-make-model> --preset tiny --type ${type} --fast
+            -o "${make_model_dir}/synthetic-tiny.${type}.gguf")
+  set_tests_properties(make_model_tiny_${type} PROPERTIES
+    FIXTURES_SETUP synthetic_tiny_${type}
+    PASS_REGULAR_EXPRESSION "74 tensors \\(17 F32, 56 ${type_name}, 1 Q6_K\\)")
+endforeach()
 
 # llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place.
 add_test(NAME make_model_tiny_q5_k_m
@@ -84,6 +85,14 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/examples/inspect")
   set_tests_properties(make_model_inspect_tiny PROPERTIES
     FIXTURES_REQUIRED synthetic_tiny
     PASS_REGULAR_EXPRESSION "architecture: smollm3.*merges: 736.*chat template: present \\(3795 bytes\\).*tensors: 74 of 74")
+  foreach(type IN ITEMS q5_0 q5_1)
+    string(TOUPPER "${type}" type_name)
+    add_test(NAME make_model_inspect_tiny_${type}
+             COMMAND $<TARGET_FILE:smol-inspect> "${make_model_dir}/synthetic-tiny.${type}.gguf")
+    set_tests_properties(make_model_inspect_tiny_${type} PROPERTIES
+      FIXTURES_REQUIRED synthetic_tiny_${type}
+      PASS_REGULAR_EXPRESSION "${type_name} +56 tensors")
+  endforeach()
   add_test(NAME make_model_inspect_llama COMMAND $<TARGET_FILE:smol-inspect> "${make_model_llama}")
   set_tests_properties(make_model_inspect_llama PROPERTIES
     FIXTURES_REQUIRED synthetic_llama

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "smol/gguf/gguf_file.hpp"
@@ -161,9 +162,11 @@ TEST_CASE("Weights: the Q4_K_M file is the F32 file quantized, with the intended
 TEST_CASE("Fast mode writes valid random blocks of the same scale") {
   // Q4_K_M: Q4_K and Q6_K blocks; IQ4_XS: IQ4_XS, Q5_K (attn_v, four query heads a KV
   // head) and Q6_K; Q4_0 and Q4_1: theirs and Q6_K; Q5_K_M: Q5_K and Q6_K; IQ4_NL as
-  // IQ4_XS; Q3_K_M: Q3_K, Q4_K, Q5_K and Q6_K; Q2_K: Q2_K, Q3_K, Q4_K and Q6_K.
+  // IQ4_XS; Q3_K_M: Q3_K, Q4_K, Q5_K and Q6_K; Q2_K: Q2_K, Q3_K, Q4_K and Q6_K; Q5_0 and
+  // Q5_1 as Q4_0 and Q4_1.
   for (const auto weights : {smol::SyntheticWeights::q4_k_m, smol::SyntheticWeights::iq4_xs,
                              smol::SyntheticWeights::q4_0, smol::SyntheticWeights::q4_1,
+                             smol::SyntheticWeights::q5_0, smol::SyntheticWeights::q5_1,
                              smol::SyntheticWeights::q5_k_m, smol::SyntheticWeights::iq4_nl,
                              smol::SyntheticWeights::q3_k_m, smol::SyntheticWeights::q2_k}) {
     auto spec = smol::synthetic_preset("tiny");
@@ -221,13 +224,17 @@ TEST_CASE("Fast mode writes valid random blocks of the same scale") {
       CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);
       CHECK(fast.get<std::uint32_t>("general.file_type") == 10);  // LLAMA_FTYPE_MOSTLY_Q2_K
     }
-    if (weights == smol::SyntheticWeights::q4_0 || weights == smol::SyntheticWeights::q4_1) {
-      const bool q4_0 = weights == smol::SyntheticWeights::q4_0;
-      CHECK(fast.tensor("blk.0.attn_q.weight").type ==
-            (q4_0 ? smol::GgmlType::Q4_0 : smol::GgmlType::Q4_1));
-      CHECK(fast.tensor("blk.0.ffn_down.weight").type == fast.tensor("blk.0.attn_q.weight").type);
+    // The legacy types and their general.file_type (LLAMA_FTYPE_MOSTLY_Q4_0 ... Q5_1).
+    for (const auto& [legacy, type, file_type] :
+         {std::tuple{smol::SyntheticWeights::q4_0, smol::GgmlType::Q4_0, 2u},
+          std::tuple{smol::SyntheticWeights::q4_1, smol::GgmlType::Q4_1, 3u},
+          std::tuple{smol::SyntheticWeights::q5_0, smol::GgmlType::Q5_0, 8u},
+          std::tuple{smol::SyntheticWeights::q5_1, smol::GgmlType::Q5_1, 9u}}) {
+      if (weights != legacy) continue;
+      CHECK(fast.tensor("blk.0.attn_q.weight").type == type);
+      CHECK(fast.tensor("blk.0.ffn_down.weight").type == type);
       CHECK(fast.tensor("token_embd.weight").type == smol::GgmlType::Q6_K);  // tied: the LM head
-      CHECK(fast.get<std::uint32_t>("general.file_type") == (q4_0 ? 2u : 3u));
+      CHECK(fast.get<std::uint32_t>("general.file_type") == file_type);
     }
     if (weights == smol::SyntheticWeights::q5_k_m) {  // Q4_K_M's mix, Q5_K for Q4_K
       CHECK(fast.tensor("blk.1.attn_q.weight").type == smol::GgmlType::Q5_K);

@@ -109,14 +109,17 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                                              {"q8_0", smol::SyntheticWeights::q8_0},
                                              {"q4_0", smol::SyntheticWeights::q4_0},
                                              {"q4_1", smol::SyntheticWeights::q4_1},
+                                             {"q5_0", smol::SyntheticWeights::q5_0},
+                                             {"q5_1", smol::SyntheticWeights::q5_1},
                                              {"q4_k_m", smol::SyntheticWeights::q4_k_m},
                                              {"q5_k_m", smol::SyntheticWeights::q5_k_m},
                                              {"iq4_xs", smol::SyntheticWeights::iq4_xs},
                                              {"iq4_nl", smol::SyntheticWeights::iq4_nl},
                                              {"q3_k_m", smol::SyntheticWeights::q3_k_m},
                                              {"q2_k", smol::SyntheticWeights::q2_k}},
-                                            "f32, f16, q8_0, q4_0, q4_1, q4_k_m, q5_k_m, iq4_xs,\n"
-                                            "iq4_nl, q3_k_m or q2_k (default q4_k_m)");
+                                            "f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m,\n"
+                                            "q5_k_m, iq4_xs, iq4_nl, q3_k_m or q2_k (default\n"
+                                            "q4_k_m)");
   type->type_name("T");
   bool tied = true, fast = false;
   CLI::Option* tied_option = app.add_flag(

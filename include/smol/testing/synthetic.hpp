@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -53,6 +54,8 @@ enum class SyntheticWeights {
   q8_0,    // matrices Q8_0, norms F32 (7)
   q4_0,    // llama-quantize's Q4_0: matrices Q4_0, the LM head Q6_K, norms F32 (2)
   q4_1,    // llama-quantize's Q4_1: matrices Q4_1, the LM head Q6_K, norms F32 (3)
+  q5_0,    // llama-quantize's Q5_0: matrices Q5_0, the LM head Q6_K, norms F32 (8)
+  q5_1,    // llama-quantize's Q5_1: matrices Q5_1, the LM head Q6_K, norms F32 (9)
   q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
   q5_k_m,  // llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place (17)
   iq4_xs,  // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
@@ -257,6 +260,8 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
       return fit_row(GgmlType::Q8_0, row_length);
     case SyntheticWeights::q4_0:
     case SyntheticWeights::q4_1:
+    case SyntheticWeights::q5_0:
+    case SyntheticWeights::q5_1:
     case SyntheticWeights::q4_k_m:
     case SyntheticWeights::q5_k_m:
     case SyntheticWeights::iq4_xs:
@@ -267,9 +272,12 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
   }
   // The LM head (output, or token_embd when tied) is Q6_K.
   const bool lm_head = role == "output" || (role == "token_embd" && spec.tied);
-  if (spec.weights == SyntheticWeights::q4_0 || spec.weights == SyntheticWeights::q4_1) {
-    const GgmlType type = spec.weights == SyntheticWeights::q4_0 ? GgmlType::Q4_0 : GgmlType::Q4_1;
-    return fit_row(lm_head ? GgmlType::Q6_K : type, row_length);
+  // The legacy 32-value types: every matrix of the type but the LM head.
+  for (const auto& [weights, type] : {std::pair{SyntheticWeights::q4_0, GgmlType::Q4_0},
+                                      std::pair{SyntheticWeights::q4_1, GgmlType::Q4_1},
+                                      std::pair{SyntheticWeights::q5_0, GgmlType::Q5_0},
+                                      std::pair{SyntheticWeights::q5_1, GgmlType::Q5_1}}) {
+    if (spec.weights == weights) return fit_row(lm_head ? GgmlType::Q6_K : type, row_length);
   }
   if (lm_head) return fit_row(GgmlType::Q6_K, row_length);
   const bool grouped = spec.kv_heads != 0 && spec.heads / spec.kv_heads >= 4;
@@ -529,6 +537,20 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
         block.m = f32_to_f16(-7.5f * stddev / 4.61f);
       });
       return;
+    case GgmlType::Q5_0:
+      // value = d * (q - 16), q uniform in 0..31 (std 9.23, mean -0.5): d of either sign,
+      // as Q4_0's.
+      for_each_block(BlockQ5_0{}, [&](BlockQ5_0& block) {
+        block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 9.23f);
+      });
+      return;
+    case GgmlType::Q5_1:
+      // value = d * q + m with m = -15.5 d: centred as Q5_0's.
+      for_each_block(BlockQ5_1{}, [&](BlockQ5_1& block) {
+        block.d = f32_to_f16(stddev / 9.23f);
+        block.m = f32_to_f16(-15.5f * stddev / 9.23f);
+      });
+      return;
     default:
       fail("fill_random_blocks: no random blocks for ", ggml_type_name(type));
   }
@@ -537,8 +559,8 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
 inline bool is_block_quantized(GgmlType type) {
   return type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
          type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_1 ||
-         type == GgmlType::IQ4_XS || type == GgmlType::IQ4_NL || type == GgmlType::Q3_K ||
-         type == GgmlType::Q2_K;
+         type == GgmlType::Q5_0 || type == GgmlType::Q5_1 || type == GgmlType::IQ4_XS ||
+         type == GgmlType::IQ4_NL || type == GgmlType::Q3_K || type == GgmlType::Q2_K;
 }
 
 inline std::uint32_t file_type_id(SyntheticWeights weights) {
@@ -553,6 +575,10 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
       return 2;
     case SyntheticWeights::q4_1:
       return 3;
+    case SyntheticWeights::q5_0:
+      return 8;
+    case SyntheticWeights::q5_1:
+      return 9;
     case SyntheticWeights::q4_k_m:
       return 15;
     case SyntheticWeights::q5_k_m:
