@@ -170,16 +170,16 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
 }
 
 TEST_CASE(
-    "matmul on a sixteen-row Q4_1, Q8_0, Q4_0, IQ4_NL or IQ4_XS copy: as the file's rows, bit "
-    "for bit") {
+    "matmul on a sixteen-row Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q5_0 or Q5_1 copy: as the file's "
+    "rows, bit for bit") {
   // On AMX the tiles read the copy (amx_tile_dots_nibbles_rows16, _q8_0_rows16) and must
   // round like the tiles on the file. The other x86 sets prefill through the copy's
   // decode kernel (WeightKernels::rows16_prefills), whose float order is its own: there
   // each token's row must be that kernel's, matvec's on the copy. Elsewhere (the scalar
   // set, NEON) prefill reads the file's rows either way.
   std::mt19937 rng(25);
-  for (GgmlType type :
-       {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS})
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL,
+                        GgmlType::IQ4_XS, GgmlType::Q5_0, GgmlType::Q5_1})
     for (std::size_t rows : {16, 37, 264}) {
       for (std::size_t cols : {32, 576}) {
         if (type == GgmlType::IQ4_XS) cols *= 8;  // 256-value blocks: 1 and 18
@@ -304,7 +304,7 @@ TEST_CASE(
     "OneToken::tiles: one token gets the bits it has among many, on matvec where they agree") {
   // Where matvec rounds like the tiles, one token takes the decode kernel; it must still
   // equal that token's row of a many-token call. Every x86 set on a Q4_1, Q8_0, Q4_0,
-  // IQ4_NL or IQ4_XS copy (AMX's tiles round as its decode kernel, the others prefill
+  // IQ4_NL, IQ4_XS, Q5_0 or Q5_1 copy (AMX's tiles round as its decode kernel, the others prefill
   // through that kernel; the file's rows keep the tiles there); AVX2 on the file's rows of every
   // 32-value type but IQ4_NL (its dots sum as its tiles: scaled_block_sums), and on Q5_K's
   // (its 256-bit dot is its tiles' operations; the AVX-512 sets decode it with a 512-bit dot); Q2_K

@@ -1,8 +1,8 @@
 // Rows interleaved by eight (quant/rows8.hpp), for Q4_K, Q5_K and Q6_K: repacking keeps every
 // integer, the reference dot on the copy equals the scalar dot on the file's rows bit
 // for bit, and each ISA's kernel equals the reference to float rounding, for one token
-// and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL,
-// IQ4_XS) are tested at the end.
+// and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL, Q5_0,
+// Q5_1, IQ4_XS) are tested at the end.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -252,7 +252,8 @@ TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar se
   }
 }
 
-// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0, IQ4_NL and IQ4_XS:
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q5_0
+// and Q5_1:
 // repacking keeps
 // every quant and factor (a partial last group padded with zero rows), every ISA's
 // kernel equals the reference bit for bit (the same float steps), the reference is the
@@ -380,6 +381,66 @@ struct IQ4NLCopy {
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
   static double magnitude(const Block& b, const BlockQ8_0& x) {
     return block32_magnitude<IQ4NLCopy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
+};
+
+// Q5_0 and Q5_1: Q4_0's and Q4_1's nibbles, and fifth bits in the copy's order.
+template <class B>
+int q5_file_quant(const B& b, std::size_t i) {
+  std::uint32_t qh;
+  std::memcpy(&qh, b.qh, sizeof(qh));
+  return (i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)) | static_cast<int>((qh >> i) & 1) << 4;
+}
+
+struct Q5_0Copy {
+  using W = weight_type_t<GgmlType::Q5_0>;
+  using Block = BlockQ5_0;
+  using Rows16 = BlockQ5_0Rows16;
+  static constexpr GgmlType type = GgmlType::Q5_0;
+  static constexpr auto repack = repack_q5_0_rows16;
+  static constexpr auto reference = rows16_q5_0_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q5_0_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) { return q5_file_quant(b, i) - 16; }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return rows16_q5_quant(p, r, i) - 16;
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) { return p.d[r] == b.d; }
+  // A padding row's quants are 0 (level -16) with d = 0: its results are 0 all the same.
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0; }
+  static constexpr int kPaddingLevel = -16;
+  static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+  static double magnitude(const Block& b, const BlockQ8_0& x) {
+    return block32_magnitude<Q5_0Copy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
+};
+
+struct Q5_1Copy {
+  using W = weight_type_t<GgmlType::Q5_1>;
+  using Block = BlockQ5_1;
+  using Rows16 = BlockQ5_1Rows16;
+  static constexpr GgmlType type = GgmlType::Q5_1;
+  static constexpr auto repack = repack_q5_1_rows16;
+  static constexpr auto reference = rows16_q5_1_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q5_1_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) { return q5_file_quant(b, i); }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return rows16_q5_quant(p, r, i);
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) {
+    return p.d[r] == b.d && p.m[r] == b.m;
+  }
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.d[r] == 0 && p.m[r] == 0; }
+  static double min_term(const Block& b, const BlockQ8_1& x) {
+    return std::fabs(f16_to_f32(b.m) * f16_to_f32(x.s));
+  }
+  static double magnitude(const Block& b, const BlockQ8_1& x) {
+    return block32_magnitude<Q5_1Copy>(b, x);
   }
   static const auto& quads(const Rows16& p) { return p.qs; }
 };
@@ -592,6 +653,12 @@ TEST_CASE("rows16 repacking keeps every quant and factor in its lane, pads with 
   SUBCASE("IQ4_XS") {
     check_rows16_repack<IQ4XSCopy>();
   }
+  SUBCASE("Q5_0") {
+    check_rows16_repack<Q5_0Copy>();
+  }
+  SUBCASE("Q5_1") {
+    check_rows16_repack<Q5_1Copy>();
+  }
 }
 
 TEST_CASE(
@@ -611,6 +678,12 @@ TEST_CASE(
   }
   SUBCASE("IQ4_XS") {
     check_rows16_kernels<IQ4XSCopy>();
+  }
+  SUBCASE("Q5_0") {
+    check_rows16_kernels<Q5_0Copy>();
+  }
+  SUBCASE("Q5_1") {
+    check_rows16_kernels<Q5_1Copy>();
   }
 }
 
@@ -674,5 +747,11 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
   }
   SUBCASE("IQ4_XS") {
     check(IQ4XSCopy{});
+  }
+  SUBCASE("Q5_0") {
+    check(Q5_0Copy{});
+  }
+  SUBCASE("Q5_1") {
+    check(Q5_1Copy{});
   }
 }

@@ -402,8 +402,8 @@ inline CLI::Option* add_repack(Program& program, Repack& repack) {
   return add_choice(program.app, "--repack", repack,
                     {{"auto", Repack::when_faster}, {"on", Repack::always}, {"off", Repack::never}},
                     "copy the weights into huge pages at load, the K-quants\n"
-                    "interleaved by 8 rows, Q4_0/Q4_1/Q8_0/IQ4 by 16,\n"
-                    "the rest in the file's order (on: always; auto, the\n"
+                    "interleaved by 8 rows, Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/IQ4\n"
+                    "by 16, the rest in the file's order (on: always; auto, the\n"
                     "default: where the CPU's kernels run faster on them, x86;\n"
                     "off: read the file only)");
 }

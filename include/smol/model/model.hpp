@@ -16,7 +16,7 @@
 namespace smol {
 
 // Whether to copy the weights at load time (RepackedWeights): the K-quants interleaved in
-// groups of 8 rows, Q4_0/Q4_1/Q8_0/IQ4 in groups of 16, every other matrix in the file's
+// groups of 8 rows, the 32-value types and IQ4_XS in groups of 16, every other matrix in the file's
 // order, all in huge pages: faster decode and prefill where the kernels prefer it, for a
 // few seconds of copying at load. `never` reads every weight straight from the memory map.
 enum class Repack {

@@ -1,8 +1,8 @@
 // Rows interleaved by sixteen for the 32-value block types: block b of sixteen
 // consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ4_0Rows16,
-// BlockIQ4NLRows16, BlockQ8_0Rows16), and for IQ4_XS, whose 256-value super-block is
-// eight such blocks under integer sub-block scales (BlockIQ4XSRows16). A type has such a
-// copy when Rows16Of names one (the end of this header); everything else here
+// BlockIQ4NLRows16, BlockQ8_0Rows16, BlockQ5_0Rows16, BlockQ5_1Rows16), and for IQ4_XS, whose
+// 256-value super-block is eight such blocks under integer sub-block scales (BlockIQ4XSRows16). A
+// type has such a copy when Rows16Of names one (the end of this header); everything else here
 // (has_rows16_copy, rows16_bytes, repack_rows16_group) follows from that trait.
 //
 // Why: on the file's layout a decode dot on these types spends its instructions per row
@@ -95,6 +95,55 @@ struct alignas(32) BlockIQ4XSRows16 {
 };
 static_assert(sizeof(BlockIQ4XSRows16) == 2208 && offsetof(BlockIQ4XSRows16, d) == 2048);
 
+// Q5_0 and Q5_1: Q4_0's and Q4_1's nibble order, and each row's 32 fifth bits (qh) in
+// the order the kernels take them: byte e of qh[r] holds, in bit c, the fifth bit of value
+// 4 c + e, and in bit 4 + c that of value 16 + 4 c + e. For quad c of the low nibbles
+// (values 4 c + e, byte e of a 32-bit lane) a shift of each lane left by 4 - c brings bit
+// c of every byte to bit 4, and for the high nibbles a shift right by c brings bit 4 + c
+// there, with no byte's bits crossing into another's bit 4: one shift and one masked OR
+// per 64 values turn the nibbles into the 5-bit quants, the unsigned operand of vpdpbusd.
+// The copy has the file's size (16 x 22 and 16 x 24 bytes). Q5_0's quant q is the level
+// q - 16 (kOffset, as Q4_0's 8); Q5_1's min is a term of its own, as Q4_1's.
+struct alignas(32) BlockQ5_0Rows16 {
+  std::uint8_t qs[4][kRows16][4];
+  std::uint8_t qh[kRows16][4];
+  f16_bits d[kRows16];
+  static constexpr std::int32_t kOffset = 16;
+  static constexpr std::size_t kSubBlocks = 1;
+};
+static_assert(sizeof(BlockQ5_0Rows16) == kRows16 * sizeof(BlockQ5_0) &&
+              offsetof(BlockQ5_0Rows16, qh) == 256 && offsetof(BlockQ5_0Rows16, d) == 320);
+
+struct alignas(64) BlockQ5_1Rows16 {
+  std::uint8_t qs[4][kRows16][4];
+  std::uint8_t qh[kRows16][4];
+  f16_bits d[kRows16];
+  f16_bits m[kRows16];
+  static constexpr std::int32_t kOffset = 0;
+  static constexpr std::size_t kSubBlocks = 1;
+};
+static_assert(sizeof(BlockQ5_1Rows16) == kRows16 * sizeof(BlockQ5_1) &&
+              offsetof(BlockQ5_1Rows16, qh) == 256 && offsetof(BlockQ5_1Rows16, d) == 320);
+
+// Whether a copy's quants carry a fifth bit (qh).
+template <class Group>
+inline constexpr bool kFifthBits =
+    std::is_same_v<Group, BlockQ5_0Rows16> || std::is_same_v<Group, BlockQ5_1Rows16>;
+
+// A row's 32 fifth bits (ggml's qh, bit i for value i) in the copy's order (above).
+inline void q5_fifth_bits_rows16(const std::uint8_t qh[4], std::uint8_t out[4]) noexcept {
+  std::uint32_t bits;
+  std::memcpy(&bits, qh, sizeof(bits));
+  for (std::size_t e = 0; e < 4; ++e) {
+    std::uint32_t byte = 0;
+    for (std::size_t c = 0; c < 4; ++c) {
+      byte |= ((bits >> (4 * c + e)) & 1u) << c;
+      byte |= ((bits >> (16 + 4 * c + e)) & 1u) << (4 + c);
+    }
+    out[e] = static_cast<std::uint8_t>(byte);
+  }
+}
+
 // 32-byte alignment only: 16 x 34 bytes is 544, and padding to a multiple of 64 would add
 // 6 % to every token's read (half the blocks' 64-byte loads then straddle two lines).
 struct alignas(32) BlockQ8_0Rows16 {
@@ -107,9 +156,9 @@ struct alignas(32) BlockQ8_0Rows16 {
 static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
               offsetof(BlockQ8_0Rows16, d) == 512);
 
-// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1, Q4_0 or IQ4_NL blocks, `row_bytes`
-// apart, into out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so their results
-// are 0.
+// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1, Q4_0, IQ4_NL, Q5_0 or Q5_1 blocks,
+// `row_bytes` apart, into out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so
+// their results are 0.
 template <class Block, class Group>
 inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_bytes,
                                  std::size_t n_rows, std::size_t nblocks, Group* out) noexcept {
@@ -120,12 +169,15 @@ inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_byt
       for (std::size_t c = 0; c < 4; ++c) std::memcpy(out[b].qs[c][r], row[b].qs + 4 * c, 4);
       out[b].d[r] = row[b].d;
       if constexpr (requires { row[b].m; }) out[b].m[r] = row[b].m;
+      if constexpr (requires { row[b].qh; }) q5_fifth_bits_rows16(row[b].qh, out[b].qh[r]);
     }
   }
 }
 inline constexpr auto repack_q4_1_rows16 = repack_nibble_rows16<BlockQ4_1, BlockQ4_1Rows16>;
 inline constexpr auto repack_q4_0_rows16 = repack_nibble_rows16<BlockQ4_0, BlockQ4_0Rows16>;
 inline constexpr auto repack_iq4nl_rows16 = repack_nibble_rows16<BlockIQ4NL, BlockIQ4NLRows16>;
+inline constexpr auto repack_q5_0_rows16 = repack_nibble_rows16<BlockQ5_0, BlockQ5_0Rows16>;
+inline constexpr auto repack_q5_1_rows16 = repack_nibble_rows16<BlockQ5_1, BlockQ5_1Rows16>;
 
 // The same for IQ4_XS: sub-block j's nibbles as IQ4_NL's, its scale unpacked.
 inline void repack_iq4xs_rows16(const std::byte* first_row, std::size_t row_bytes,
@@ -184,6 +236,14 @@ inline int rows16_iq4xs_nibble(const BlockIQ4XSRows16& w, std::size_t j, std::si
 inline int rows16_q4_1_quant(const BlockQ4_1Rows16& w, std::size_t r, std::size_t i) noexcept {
   return rows16_nibble(w, r, i);
 }
+// The 5-bit quant (0..31) of value i of row r in a Q5_0 or Q5_1 group.
+template <class Group>
+requires kFifthBits<Group>
+inline int rows16_q5_quant(const Group& w, std::size_t r, std::size_t i) noexcept {
+  const std::size_t j = i % 16;
+  const int fifth = (w.qh[r][j % 4] >> (i < 16 ? j / 4 : 4 + j / 4)) & 1;
+  return rows16_nibble(w, r, i) | fifth << 4;
+}
 
 // The 8-bit quant of value i (0..31) of row r.
 inline int rows16_q8_0_quant(const BlockQ8_0Rows16& w, std::size_t r, std::size_t i) noexcept {
@@ -222,17 +282,26 @@ inline void offset_sums(const BlockQ8K* x, std::size_t nblocks, std::int32_t off
 // times what it costs alone. std::fma keeps the compiler from contracting differently. The integer
 // sums are taken from the quants directly (the kernels reach Q8_0's through the offsets, unused
 // here).
-inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks, std::size_t n_rows,
-                                  const BlockQ8_1* x, std::size_t x_stride, std::size_t n_tokens,
-                                  const std::int32_t* /*offsets*/, float* y,
-                                  std::size_t y_stride) noexcept {
+// Q5_1 the same, its quants five bits.
+template <class Group>
+inline void rows16_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
+                                 const BlockQ8_1* x, std::size_t x_stride, std::size_t n_tokens,
+                                 const std::int32_t* /*offsets*/, float* y,
+                                 std::size_t y_stride) noexcept {
+  const auto quant = [&](const Group& blk, std::size_t r, std::size_t i) {
+    if constexpr (kFifthBits<Group>) {
+      return rows16_q5_quant(blk, r, i);
+    } else {
+      return rows16_q4_1_quant(blk, r, i);
+    }
+  };
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const BlockQ8_1* xt = x + t * x_stride;
     for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
       float acc = 0.0f, mins = 0.0f;
       for (std::size_t b = 0; b < nblocks; ++b) {
         std::int32_t isum = 0;
-        for (std::size_t i = 0; i < 32; ++i) isum += rows16_q4_1_quant(w[b], r, i) * xt[b].qs[i];
+        for (std::size_t i = 0; i < 32; ++i) isum += quant(w[b], r, i) * xt[b].qs[i];
         const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
         acc = std::fma(v, f16_to_f32(xt[b].d), acc);
         mins = std::fma(f16_to_f32(w[b].m[r]), f16_to_f32(xt[b].s), mins);
@@ -241,8 +310,10 @@ inline void rows16_q4_1_reference(const BlockQ4_1Rows16* w, std::size_t nblocks,
     }
   }
 }
+inline constexpr auto rows16_q4_1_reference = rows16_min_reference<BlockQ4_1Rows16>;
+inline constexpr auto rows16_q5_1_reference = rows16_min_reference<BlockQ5_1Rows16>;
 
-// Q8_0, Q4_0 and IQ4_NL (no min), their levels taken from the quants directly (the kernels
+// Q8_0, Q4_0, IQ4_NL and Q5_0 (no min), their levels taken from the quants directly (the kernels
 // reach the same sums through the offsets, unused here).
 template <class Group>
 inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
@@ -254,6 +325,8 @@ inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::si
       return rows16_q8_0_quant(blk, r, i);
     } else if constexpr (std::is_same_v<Group, BlockIQ4NLRows16>) {
       return static_cast<int>(kIq4nlValues[rows16_nibble(blk, r, i)]);
+    } else if constexpr (std::is_same_v<Group, BlockQ5_0Rows16>) {
+      return rows16_q5_quant(blk, r, i) - 16;
     } else {
       return rows16_nibble(blk, r, i) - 8;
     }
@@ -275,6 +348,7 @@ inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::si
 inline constexpr auto rows16_q8_0_reference = rows16_no_min_reference<BlockQ8_0Rows16>;
 inline constexpr auto rows16_q4_0_reference = rows16_no_min_reference<BlockQ4_0Rows16>;
 inline constexpr auto rows16_iq4nl_reference = rows16_no_min_reference<BlockIQ4NLRows16>;
+inline constexpr auto rows16_q5_0_reference = rows16_no_min_reference<BlockQ5_0Rows16>;
 
 // IQ4_XS: each 32-value sub-block's integer sum times its scale s_j - 32, summed in
 // integers over the super-block (|sum| <= 8 x 32 x 32 x 127 x 127 < 2^31), then floats
@@ -331,6 +405,14 @@ struct Rows16Of<BlockIQ4NL> {
 template <>
 struct Rows16Of<BlockIQ4XS> {
   using type = BlockIQ4XSRows16;
+};
+template <>
+struct Rows16Of<BlockQ5_0> {
+  using type = BlockQ5_0Rows16;
+};
+template <>
+struct Rows16Of<BlockQ5_1> {
+  using type = BlockQ5_1Rows16;
 };
 
 // Interleaves `n_rows` rows of `nblocks` blocks into their sixteen-row groups.

@@ -5,10 +5,13 @@
 //   Q5_0 . Q8_0:        d_x d_y sum (q - 16) y
 //   Q4_1, Q5_1 . Q8_1:  d_x d_y sum q y  +  m_x s_y     (s_y = d_y sum y, from the block)
 // The sum is exact in integers; floats appear once per block.
-// No interleaved copy. Prefill: tiles of tokens on x86 (every type on AVX2,
+// On x86 each type has a sixteen-row copy (quant/rows16.hpp, made by --repack auto), which
+// decode reads with the kernels of x86_avx512_rows16.hpp and prefill too (AMX: tiles of
+// tokens on the copy; elsewhere its decode kernel over the tokens). On the file's rows
+// (--repack off, NEON): prefill on tiles of tokens on x86 (every type on AVX2,
 // x86_avx2_blocks32.hpp; the types with a min on AVX-512, tile_dots_legacy below; AMX's
-// tiles); Q5_0 on AVX-512 and NEON loop the dot over cache-sized blocks, and
-// matvec streams the rows with its prefetch (ops/matvec.hpp), as for Q4_0.
+// tiles); Q5_0 on AVX-512 and NEON loop the dot over cache-sized blocks, and matvec
+// streams the rows with its prefetch (ops/matvec.hpp), as for Q4_0.
 #pragma once
 
 #include <algorithm>
@@ -295,22 +298,35 @@ float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t n
 }  // namespace simd::neon
 #endif  // __aarch64__
 
+// The sixteen-row copy's scalar reference (quant/rows16.hpp), the type's rows16 on the
+// sets without a kernel of their own.
+template <class Block>
+inline constexpr auto kLegacyRows16Reference = [] {
+  if constexpr (std::is_same_v<Block, BlockQ4_1>) {
+    return rows16_q4_1_reference;
+  } else if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+    return rows16_q5_0_reference;
+  } else {
+    return rows16_q5_1_reference;
+  }
+}();
+
 // The three units differ only in their block type.
 template <class Block>
 struct LegacyKernelUnit {
+  using Rows16 = typename Rows16Of<Block>::type;
+
   template <class Arch>
   static WeightKernels<BlockWeight<Block>> make() noexcept {
     WeightKernels<BlockWeight<Block>> k;
     if constexpr (std::is_same_v<Arch, scalar_arch>) {
       k.dot = scalar::dot_legacy<Block>;
-      if constexpr (std::is_same_v<Block, BlockQ4_1>) k.rows16 = rows16_q4_1_reference;
+      k.rows16 = kLegacyRows16Reference<Block>;
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       if constexpr (is_avx512_v<Arch>) {
-        if constexpr (std::is_same_v<Block, BlockQ4_1>) {
-          k.rows16 = simd::x86::rows16_512<Arch, BlockQ4_1Rows16>;
-          k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
-        }
+        k.rows16 = simd::x86::rows16_512<Arch, Rows16>;
+        k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
         k.dot = [](const Block* x, const LegacyActivation<Block>* y, std::size_t n) noexcept {
           return simd::x86::dot_pairs_512<Arch>(
               x, y, n, [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
@@ -318,10 +334,8 @@ struct LegacyKernelUnit {
         k.dot_streams = true;
       } else {
         k.dot = simd::x86::dot_legacy<Arch, Block>;
-        if constexpr (std::is_same_v<Block, BlockQ4_1>) {
-          k.rows16 = simd::x86::rows16_256<Arch, BlockQ4_1Rows16>;
-          k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
-        }
+        k.rows16 = simd::x86::rows16_256<Arch, Rows16>;
+        k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
@@ -331,9 +345,7 @@ struct LegacyKernelUnit {
               [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); },
               [](const Block& b) { return f16_to_f32(b.d); });
         };
-        if constexpr (std::is_same_v<Block, BlockQ4_1>) {
-          k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockQ4_1Rows16>;
-        }
+        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, Rows16>;
       } else if constexpr (is_avx512_v<Arch>) {
         if constexpr (kHasMin<Block>) k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
       } else {

@@ -40,6 +40,7 @@
 #include "smol/simd/arch.hpp"
 #include "smol/simd/token_tiles.hpp"
 #include "smol/simd/x86_amx.hpp"
+#include "smol/simd/x86_avx512_rows16.hpp"
 
 namespace smol::simd::x86 {
 
@@ -256,18 +257,25 @@ void amx_tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size
   amx_multiply_blocks32<Arch, kMin>(s, n_rows, x, y, y_stride);
 }
 
-// The same on Q4_1, Q4_0 or IQ4_NL rows interleaved by sixteen (quant/rows16.hpp), whose
-// byte order is the planes' already: splitting each 64-byte vector of nibble pairs into
-// its low and high nibbles gives quads q and q + 4 of all sixteen rows, with no scatter
-// (Q4_0's levels are its nibbles minus 8, IQ4_NL's a byte shuffle of its table). Decode
+// The same on Q4_1, Q4_0, IQ4_NL, Q5_0 or Q5_1 rows interleaved by sixteen
+// (quant/rows16.hpp), whose byte order is the planes' already: splitting each 64-byte
+// vector of nibble pairs into its low and high nibbles gives quads q and q + 4 of all
+// sixteen rows, with no scatter (Q4_0's levels are its nibbles minus 8, IQ4_NL's a byte
+// shuffle of its table; Q5's nibbles take their fifth bits as the decode kernel merges
+// them, then Q5_0's levels are the quants minus 16). Decode
 // (matvec) and prefill then read one copy, and a token's result is the same bit for bit
 // (the float steps are the references').
 template <class Arch, class Group>
 void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows, const Block32Tiles& x,
                                   float* y, std::size_t y_stride) {
-  constexpr bool kMin = std::is_same_v<Group, BlockQ4_1Rows16>;
+  constexpr bool kMin =
+      std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ5_1Rows16>;
   constexpr bool kTable = std::is_same_v<Group, BlockIQ4NLRows16>;
-  static_assert(Group::kOffset == (kMin ? 0 : kTable ? 128 : 8) && Group::kSubBlocks == 1);
+  static_assert(Group::kOffset == (kMin                ? 0
+                                   : kTable            ? 128
+                                   : kFifthBits<Group> ? 16
+                                                       : 8) &&
+                Group::kSubBlocks == 1);
   const std::size_t groups = (n_rows + kTokenTile - 1) / kTokenTile, nblocks = x.nblocks;
   Block32Scratch& s = block32_scratch();
   s.planes.resize(groups * nblocks * 512);
@@ -288,12 +296,18 @@ void amx_tile_dots_nibbles_rows16(const Group* copy, std::size_t n_rows, const B
     const Group& c = copy[i];
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c.d)));
     std::uint8_t* plane = s.planes.data() + i * 512;
-    for (std::size_t q = 0; q < 4; ++q) {
-      const __m512i v = _mm512_loadu_si512(c.qs[q]);
-      const __m512i lows = _mm512_and_si512(v, low);
-      const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      _mm512_storeu_si512(plane + 64 * q, levels(lows));
-      _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
+    if constexpr (kFifthBits<Group>) {
+      __m512i quants[8];
+      unsigned_quads<Arch>(c, 0, quants);  // x86_avx512_rows16.hpp: the decode kernel's own
+      for (std::size_t q = 0; q < 8; ++q) _mm512_storeu_si512(plane + 64 * q, levels(quants[q]));
+    } else {
+      for (std::size_t q = 0; q < 4; ++q) {
+        const __m512i v = _mm512_loadu_si512(c.qs[q]);
+        const __m512i lows = _mm512_and_si512(v, low);
+        const __m512i highs = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        _mm512_storeu_si512(plane + 64 * q, levels(lows));
+        _mm512_storeu_si512(plane + 64 * (q + 4), levels(highs));
+      }
     }
     _mm512_storeu_ps(s.wd.data() + i * kTokenTile, d);
     if constexpr (kMin) {

@@ -1,5 +1,6 @@
 // AVX-512 and AVX2 kernels on sixteen interleaved rows (quant/rows16.hpp) times a few
-// tokens: Q4_1 rows times Q8_1 tokens, Q4_0, IQ4_NL and Q8_0 rows times Q8_0 tokens,
+// tokens: Q4_1 and Q5_1 rows times Q8_1 tokens, Q4_0, IQ4_NL, Q8_0 and Q5_0 rows times
+// Q8_0 tokens,
 // IQ4_XS rows (eight 32-value sub-blocks a group block, each a unit as the others' block)
 // times Q8_K tokens. Decode (one token); on AMX the passes of a few tokens (speculative
 // verification, small batches), where AMX's tiles cost more than they save; on the other
@@ -8,7 +9,7 @@
 // Lane r of every vector is row r: a 64-byte load of qs[c] holds quad c (Q4_1: low
 // nibbles, and quad c + 4 in the high ones) of all sixteen rows, the token's matching 4
 // bytes are broadcast, and one u8 x s8 dot (vpdpbusd; on AVX-512 without VNNI, vpmaddubsw
-// and vpmaddwd, whose 16-bit pair sums stay below 2 x 15 x 128 for Q4_1) adds them to
+// and vpmaddwd, whose 16-bit pair sums stay below 2 x 31 x 128 for Q4_1 and Q5) adds them to
 // each row's int32 sum. Eight such dots make a block, exact integers like the reference.
 // With several tokens, a block's weights are loaded and unpacked once for all of them.
 //
@@ -59,7 +60,7 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
   if constexpr (has_vnni_v<Arch>) {
     return _mm512_dpbusd_epi32(acc, u, s);
   } else {
-    const __m512i pairs = _mm512_maddubs_epi16(u, s);  // |pair| <= 2 x 15 x 128: no saturation
+    const __m512i pairs = _mm512_maddubs_epi16(u, s);  // |pair| <= 2 x 31 x 128: no saturation
     return _mm512_add_epi32(acc, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
   }
 }
@@ -128,6 +129,16 @@ struct Rows16Traits<BlockIQ4XSRows16> {
   using Token = BlockQ8K;
   static constexpr bool kMin = false, kOffset = true;
 };
+template <>
+struct Rows16Traits<BlockQ5_0Rows16> {
+  using Token = BlockQ8_0;
+  static constexpr bool kMin = false, kOffset = true;
+};
+template <>
+struct Rows16Traits<BlockQ5_1Rows16> {
+  using Token = BlockQ8_1;
+  static constexpr bool kMin = true, kOffset = false;
+};
 
 // Whether a copy's unsigned operands are its levels plus 128 (Q8_0's, IQ4_NL's): too wide
 // for vpmaddubsw's pairs, so without VNNI the kernels move the signs instead.
@@ -184,6 +195,24 @@ template <class Arch>
 inline void unsigned_quads(const BlockQ8_0Rows16& blk, std::size_t /*unit*/,
                            __m512i q[8]) noexcept {
   for (std::size_t c = 0; c < 8; ++c) q[c] = _mm512_loadu_si512(blk.qs[c]);
+}
+// Q5_0's and Q5_1's: the nibbles with each row's fifth bits shifted to bit 4 (their order
+// in qh makes that one lane shift per quad, quant/rows16.hpp) and merged by one ternary
+// logic step, a | (b & 0x10).
+template <class Arch, class Group>
+requires kFifthBits<Group>
+inline void unsigned_quads(const Group& blk, std::size_t /*unit*/, __m512i q[8]) noexcept {
+  const __m512i low = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const __m512i qh = _mm512_loadu_si512(blk.qh);
+  for (std::size_t c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_loadu_si512(blk.qs[c]);
+    const auto shift = static_cast<int>(c);
+    q[c] = _mm512_ternarylogic_epi32(
+        _mm512_and_si512(v, low), _mm512_sllv_epi32(qh, _mm512_set1_epi32(4 - shift)), bit4, 0xF8);
+    q[c + 4] =
+        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
+                                  _mm512_srlv_epi32(qh, _mm512_set1_epi32(shift)), bit4, 0xF8);
+  }
 }
 
 // Whether a group's units are summed in integers over its block before any float step:
@@ -348,7 +377,8 @@ inline constexpr bool kNibbleWords =
 
 // The eight quads of unit `unit` for rows 8h to 8h + 7, as calls f(c, w): Q4_1's and Q4_0's
 // nibbles (vpmaddubsw's unsigned operand), IQ4's levels and Q8_0's quants (signed, for the
-// sign-moving dot).
+// sign-moving dot), Q5's 5-bit quants (0..31, which the sign-moving dot takes as they are:
+// abs and sign leave non-negative bytes alone).
 template <class Arch, class Group, class F>
 requires kNibbleWords<Group>
 inline void half_quads_256(const Group& blk, std::size_t /*unit*/, std::size_t h, F&& f) noexcept {
@@ -381,6 +411,22 @@ inline void half_quads_256(const BlockIQ4XSRows16& blk, std::size_t unit, std::s
                            F&& f) noexcept {
   iq4_half_quads_256<Arch>(blk.qs[unit], h, f);
 }
+template <class Arch, class Group, class F>
+requires kFifthBits<Group>
+inline void half_quads_256(const Group& blk, std::size_t /*unit*/, std::size_t h, F&& f) noexcept {
+  const __m256i low = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qh[8 * h]));
+  for (std::size_t c = 0; c < 4; ++c) {
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk.qs[c][8 * h]));
+    const auto shift = static_cast<int>(c);
+    f(c,
+      _mm256_or_si256(_mm256_and_si256(v, low),
+                      _mm256_and_si256(_mm256_sllv_epi32(qh, _mm256_set1_epi32(4 - shift)), bit4)));
+    f(c + 4,
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                      _mm256_and_si256(_mm256_srlv_epi32(qh, _mm256_set1_epi32(shift)), bit4)));
+  }
+}
 template <class Arch, class F>
 inline void half_quads_256(const BlockQ8_0Rows16& blk, std::size_t /*unit*/, std::size_t h,
                            F&& f) noexcept {
@@ -392,7 +438,8 @@ inline void half_quads_256(const BlockQ8_0Rows16& blk, std::size_t /*unit*/, std
 }
 
 // One quad's products added to a token's sums: 16-bit words for the nibbles, int32
-// lanes for the signed levels (|w| x (y with w's sign), pairs within 2 x 128 x 127).
+// lanes for the signed levels (|w| x (y with w's sign), pairs within 2 x 128 x 127) and
+// Q5's quants (eight pairs of up to 2 x 31 x 128 would overflow a word).
 template <class Group>
 inline __m256i add_quad_256(__m256i sums, __m256i w, __m256i x) noexcept {
   if constexpr (kNibbleWords<Group>) {
