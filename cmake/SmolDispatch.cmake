@@ -14,7 +14,7 @@ include_guard(GLOBAL)
 
 set(SMOL_DISPATCH_DIR "${SMOL_DISPATCH_DIR}" CACHE INTERNAL "per-ISA kernel units")
 # Extra compile options for the kernel units alone, after the build type's. The sanitizer
-# stages of scripts/test.sh build everything at -Og but these at -O1: at -Og GCC leaves
+# stages of scripts/test.sh build everything at -Og but these at -O2: at -Og GCC leaves
 # xsimd's one-line operators as calls, and the suites spent most of their time in them.
 set(SMOL_DISPATCH_FLAGS "" CACHE STRING "extra compile options for the per-ISA kernel units")
 

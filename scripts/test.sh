@@ -39,17 +39,21 @@ stage_release() {
 # And -Og, not -O1: the build is the larger half of the stage, and at -Og it takes 40 %
 # less (the model suites' unity object: 78 s against 126 s; the AMX dispatch unit 11 s
 # against 34 s), while the suites run 15-25 % longer (test_model_batch 74 s against 65 s).
-# The kernel units alone at -O1 (SMOL_DISPATCH_FLAGS): at -Og GCC leaves xsimd's one-line
+# The kernel units alone at -O2 (SMOL_DISPATCH_FLAGS): at -Og GCC leaves xsimd's one-line
 # operators as calls, and the model suites spent most of their time in them; measured on
-# a 2-core AMD Zen 1, the units' build takes about 60 CPU s more and the suites 113 less
-# (844 -> 731 CPU s, 423 -> 366 s wall; test_model_batch 118 -> 87 s).
+# a 2-core AMD Zen 1, -O1 there took the units' build about 60 CPU s more and the suites
+# 113 less (844 -> 731 CPU s, 423 -> 366 s wall; test_model_batch 118 -> 87 s). -O2 over
+# -O1, on a 2-core Xeon: the units compile 3-10 % longer (AMX 47.7 -> 49.0 s, AVX2 31.9 ->
+# 35.2 s), the suites run 365 -> 304 s wall (the attention kernels most: test_simd_attention
+# 46 -> 25 s, test_matmul 78 -> 50 s). The sanitizers still see every load the kernels
+# make (an unaligned 32-byte load past a heap block is reported at -O2 as at -O0).
 # SMOL_TEST_FEWER_REPEATS=1 (tests/fewer_repeats.hpp): the suites that run one path many
 # times over (three golden prompts per file type, a thousand sampled replies, both
 # activation precisions on every synthetic shape) run it fewer times here; the release
 # stage runs every repetition.
 stage_sanitize() {
   cmake -S . -B "$root/sanitize" -DCMAKE_BUILD_TYPE=Debug -DSMOL_SANITIZE=ON -DSMOL_WERROR=ON \
-    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DSMOL_DISPATCH_FLAGS=-O1 &&
+    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DSMOL_DISPATCH_FLAGS=-O2 &&
   cmake --build "$root/sanitize" -j "$jobs" --target smol_unit_tests &&
   SMOL_TEST_FEWER_REPEATS=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
