@@ -11,6 +11,6 @@ if(SMOL_AARCH64_CXX AND NOT SMOL_SANITIZE)
   add_test(NAME aarch64_umbrella_header
            COMMAND ${SMOL_AARCH64_CXX} ${cross_flags} -x c++
                    ${CMAKE_CURRENT_SOURCE_DIR}/cross/umbrella.cpp)
-else()
+elseif(NOT SMOL_SANITIZE)
   message(STATUS "smol: aarch64-linux-gnu-g++ not found; the aarch64 compile check is off")
 endif()
