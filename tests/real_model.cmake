@@ -131,11 +131,14 @@ set_tests_properties(real_model_gemma3_server PROPERTIES FIXTURES_REQUIRED real_
 # Gemma 3 270M against llama.cpp, as SmolLM2 above but sized for a model four times as
 # large with a 262144-token vocabulary: three plain-text prompts for the pretrained model
 # (their <bos> spelled out: llama.cpp's tokenize adds none) and 32 greedy steps, all
-# equal; a divergence passes as a near-tie only below 0.6 too (llama.cpp's own largest
+# equal; a divergence passes as a near-tie only below 0.7 too (llama.cpp's own largest
 # move, the default bound, is 0.5-1.75). The kernels' rounding moves the parting point
 # with the instruction set: on AVX2 (AMD Zen 1) smol parts from llama.cpp on the code
 # prompt after 25 tokens, where llama.cpp's top two are 0.515 apart (max |d| 1.03,
-# llama.cpp's own 1.03); on the scalar set after 11 tokens at 0.161; on AMX none.
+# llama.cpp's own 1.03); on the scalar set after 11 tokens at 0.161; on AMX none. On a
+# Xeon without AMX (2026-12-02) llama.cpp's own kernels give other logits, and smol's
+# decode parts on the same prompt after 25 tokens at 0.645 on AVX2 and AVX-512 VNNI (max
+# |d| 1.12-1.34, llama.cpp's own 1.23), none on AVX-512: hence 0.7, not 0.6.
 # A local RoPE base of 20000 instead of 10000 parts at the same 0.515 step on AVX2 (and
 # at 0.74 on AMX), so this check cannot tell it from rounding: synthetic_gemma3_greedy,
 # below, catches that bug on every set. Perplexity over the first 5500 characters of the
@@ -156,7 +159,7 @@ add_test(NAME real_model_gemma3_tokenize
 add_test(NAME real_model_gemma3_greedy
          COMMAND ${Python3_EXECUTABLE} ${gemma3_check} greedy --work "${real_dir}/gemma3/greedy"
                  --prompts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/gemma3_prompts.json" --steps 32
-                 --near-tie 0.6)
+                 --near-tie 0.7)
 add_test(NAME real_model_gemma3_perplexity
          COMMAND ${Python3_EXECUTABLE} ${gemma3_check} perplexity
                  --work "${real_dir}/gemma3/perplexity"
