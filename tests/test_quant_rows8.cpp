@@ -1,7 +1,7 @@
-// Rows interleaved by eight (quant/rows8.hpp), for Q4_K, Q5_K and Q6_K: repacking keeps every
-// integer, the reference dot on the copy equals the scalar dot on the file's rows bit
-// for bit, and each ISA's kernel equals the reference to float rounding, for one token
-// and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL, Q5_0,
+// Rows interleaved by eight (quant/rows8.hpp), for Q4_K, Q5_K, Q6_K, Q2_K and Q3_K: repacking
+// keeps every integer, the reference dot on the copy equals the scalar dot on the file's
+// rows bit for bit, and each ISA's kernel equals the reference to float rounding, for one
+// token and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL, Q5_0,
 // Q5_1, IQ4_XS) are tested at the end.
 #include <doctest/doctest.h>
 
@@ -11,6 +11,7 @@
 
 #include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
+#include "smol/model/model.hpp"
 #include "smol/simd/kernels_impl.hpp"
 #include "test_simd_data.hpp"
 
@@ -57,6 +58,42 @@ struct Q6K {
   static auto kernel(const Kernels& k) { return k.of<GgmlType::Q6_K>().rows8; }
   static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q6_K>().dot; }
 };
+
+struct Q2K {
+  using Block = BlockQ2K;
+  using Rows8 = BlockQ2KRows8;
+  static constexpr GgmlType type = GgmlType::Q2_K;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q2k_blocks(n, p, rng);
+  }
+  static constexpr auto repack = repack_two_bit_rows8<BlockQ2KRows8>;
+  static constexpr auto reference = rows8_q2k_q8k_reference;
+  static auto kernel(const Kernels& k) { return k.of<GgmlType::Q2_K>().rows8; }
+  static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q2_K>().dot; }
+};
+
+struct Q3K {
+  using Block = BlockQ3K;
+  using Rows8 = BlockQ3KRows8;
+  static constexpr GgmlType type = GgmlType::Q3_K;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return q3k_blocks(n, p, rng);
+  }
+  static constexpr auto repack = repack_two_bit_rows8<BlockQ3KRows8>;
+  static constexpr auto reference = rows8_q3k_q8k_reference;
+  static auto kernel(const Kernels& k) { return k.of<GgmlType::Q3_K>().rows8; }
+  static auto scalar_dot(const Kernels& k) { return k.of<GgmlType::Q3_K>().dot; }
+};
+
+// The sets with an eight-row kernel of their own for a layout: every x86 set for Q4_K, Q5_K
+// and Q6_K; for Q2_K and Q3_K the AVX-512 sets but AMX (whose matrix unit reads their file
+// rows), where AVX2 and AMX keep the file's rows (rows8_types_without_kernels).
+template <class Layout>
+bool has_own_rows8_kernel(Isa isa) {
+  const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512vnni;
+  if constexpr (std::is_same_v<Layout, Q2K> || std::is_same_v<Layout, Q3K>) return avx512;
+  return avx512 || isa == Isa::avx2 || isa == Isa::amx;
+}
 
 template <class Layout>
 struct Group {
@@ -151,6 +188,48 @@ TEST_CASE("repack_q6k_rows8 keeps every 6-bit quant, scale and f16 factor in its
   }
 }
 
+TEST_CASE_TEMPLATE("repack_two_bit_rows8 (Q2_K, Q3_K) keeps every quant, sub-block byte and f16 "
+                   "factor in its lane",
+                   Layout, Q2K, Q3K) {
+  std::mt19937 rng(46);
+  for (Pattern p : kPatterns) {
+    const auto g = make_group<Layout>(3, p, rng);
+    std::size_t bad = 0;
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+      for (std::size_t b = 0; b < 3; ++b) {
+        const auto& in = g.rows[r * 3 + b];
+        const auto& out = g.packed[b];
+        CHECK(out.d[r] == in.d);
+        if constexpr (std::is_same_v<Layout, Q2K>) {
+          CHECK(out.dmin[r] == in.dmin);
+          for (std::size_t j = 0; j < 16; ++j) {
+            bad += rows8_sub_block_byte(out, r, j) != in.scales[j];
+          }
+          for (std::size_t i = 0; i < QK_K; ++i) bad += rows8_quant(out, r, i) != q2k_quant(in, i);
+        } else {
+          std::int8_t scales[16];
+          unpack_q3k_scales(in.scales, scales);
+          for (std::size_t j = 0; j < 16; ++j) bad += rows8_sub_block_byte(out, r, j) != scales[j];
+          for (std::size_t i = 0; i < QK_K; ++i) bad += rows8_quant(out, r, i) != q3k_quant(in, i);
+        }
+      }
+    }
+    CHECK(bad == 0);
+  }
+  // Every slot of the sub-block bytes is some row's sub-block, each once.
+  bool seen[4][16][2] = {};
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    for (std::size_t j = 0; j < 16; ++j) {
+      const Rows8SubBlockSlot s = rows8_sub_block_slot(r, j);
+      REQUIRE(s.v < 4);
+      REQUIRE(s.lane < 16);
+      REQUIRE(s.e < 2);
+      CHECK_FALSE(seen[s.v][s.lane][s.e]);
+      seen[s.v][s.lane][s.e] = true;
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("file_block_of takes each row's block back out of a group, byte for byte",
                    Layout, Q4K, Q5K, Q6K) {
   // AMX's prefill on the copy expands these blocks (expand_copy_row): they must be the
@@ -168,7 +247,7 @@ TEST_CASE_TEMPLATE("file_block_of takes each row's block back out of a group, by
 }
 
 TEST_CASE_TEMPLATE("rows8: the reference equals the scalar dot on the file's rows bit for bit",
-                   Layout, Q4K, Q5K, Q6K) {
+                   Layout, Q4K, Q5K, Q6K, Q2K, Q3K) {
   std::mt19937 rng(41);
   const Kernels& scalar = kernels_for_isa(Isa::scalar);
   for (Pattern pattern : kPatterns) {
@@ -191,7 +270,7 @@ TEST_CASE_TEMPLATE("rows8: the reference equals the scalar dot on the file's row
 }
 
 TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 tokens", Layout,
-                   Q4K, Q5K, Q6K) {
+                   Q4K, Q5K, Q6K, Q2K, Q3K) {
   std::mt19937 rng(42);
   for (Pattern pattern : kPatterns) {
     for (std::size_t nblocks : {1, 8, 43}) {
@@ -238,17 +317,22 @@ TEST_CASE_TEMPLATE("rows8: every ISA's kernel equals the reference, for 1 to 15 
   }
 }
 
-TEST_CASE_TEMPLATE("every vector set has rows8 kernels of its own, the scalar set the references",
-                   Layout, Q4K, Q5K, Q6K) {
+TEST_CASE_TEMPLATE("the x86 sets have rows8 kernels of their own, the scalar set the references",
+                   Layout, Q4K, Q5K, Q6K, Q2K, Q3K) {
   const auto reference = Layout::reference;
   CHECK((Layout::kernel(kernels_for_isa(Isa::scalar)) == reference));
   for (Isa isa : available_isas()) {
     CAPTURE(isa_name(isa));
     const bool x86 =
         isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
-    CHECK(((Layout::kernel(kernels_for_isa(isa)) != reference) == x86));
+    const bool own = has_own_rows8_kernel<Layout>(isa);
+    CHECK(((Layout::kernel(kernels_for_isa(isa)) != reference) == own));
     // Where measured faster: every x86 set (AMX's prefill reads the copy on its matrix unit).
     CHECK(kernels_for_isa(isa).prefers_rows8 == x86);
+    // A set that prefers the copies leaves out the types it has no kernel for.
+    const auto left_out = rows8_types_without_kernels(isa);
+    const bool copied = std::find(left_out.begin(), left_out.end(), Layout::type) == left_out.end();
+    CHECK(copied == (own || !x86));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/config.hpp"
@@ -78,6 +79,23 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
   return kernels_for_isa(select_isa(isa)).prefers_rows8;
 }
 
+// The types whose eight-row copy the set would decode on the scalar references, for want of
+// a kernel of its own (Q2_K and Q3_K on AVX2 and AMX): a set that prefers the copies
+// (Kernels::prefers_rows8) leaves these in the file's order. Where no set prefers them
+// (scalar, NEON), Repack::always makes every copy, as a comparison.
+inline std::vector<GgmlType> rows8_types_without_kernels(std::optional<Isa> isa = std::nullopt) {
+  const Kernels& k = kernels_for_isa(select_isa(isa));
+  std::vector<GgmlType> types;
+  if (!k.prefers_rows8) return types;
+  const Kernels& scalar = kernels_for_isa(Isa::scalar);
+  for_each_weight_type([&]<class W>(W) {
+    if constexpr (!std::is_void_v<typename Rows8Of<typename W::Block>::type>) {
+      if (k.of<W::type>().rows8 == scalar.of<W::type>().rows8) types.push_back(W::type);
+    }
+  });
+  return types;
+}
+
 // The sixteen-row copies (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0, IQ4_XS) where the prefill
 // reads them too (AMX: tiles or the matrix unit; the other x86 sets: the copy's own kernel), so
 // the file's pages stay released. A set whose prefill read the file's rows would bring those
@@ -119,7 +137,8 @@ class Model {
         .rows8 = always || (automatic && repacking_pays(options.repack_for)),
         .rows16 = always || (automatic && repacking_rows16_pays(options.repack_for)),
         .file_order = options.file_order_copies &&
-                      (always || (automatic && repacking_pays(options.repack_for)))};
+                      (always || (automatic && repacking_pays(options.repack_for))),
+        .rows8_left_out = rows8_types_without_kernels(options.repack_for)};
     if (layouts.rows8 || layouts.rows16 || layouts.file_order) {
       repacked_ = RepackedWeights(weights_, file_, layouts);
     }

@@ -30,7 +30,7 @@
 
 namespace smol {
 
-// The bytes of `w`'s interleaved copy: eight-row groups for Q4_K, Q5_K and Q6_K, sixteen-row
+// The bytes of `w`'s interleaved copy: eight-row groups for the K-quants, sixteen-row
 // ones for Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 (what decode reads instead of the file's
 // rows).
 inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
@@ -39,23 +39,27 @@ inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
 }
 
 // Which layouts to make: the K-quants' eight-row copies (quant/rows8.hpp's Rows8Of:
-// Q4_K, Q5_K, Q6_K), the sixteen-row ones
+// Q4_K, Q5_K, Q6_K, Q2_K, Q3_K), the sixteen-row ones
 // (quant/rows16.hpp's Rows16Of: Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q8_0), and the file's order
 // in huge pages for every matrix that gets neither.
 struct RepackLayouts {
   bool rows8 = true;
   bool rows16 = true;
   bool file_order = true;
+  // Types with an eight-row layout left in the file's order all the same (the chosen
+  // set has no kernel of its own for their copy: model/model.hpp's
+  // rows8_types_without_kernels).
+  std::vector<GgmlType> rows8_left_out{};
 };
 
 class RepackedWeights {
  public:
   RepackedWeights() = default;
 
-  // Repacks every Q4_K, Q5_K and Q6_K matrix of `weights` whose rows come in whole groups of
-  // 8 (layouts.rows8) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 matrix
-  // (layouts.rows16; a partial last group is padded), copies every other one as it is
-  // (layouts.file_order), and points its view at the copy.
+  // Repacks every K-quant matrix of `weights` whose rows come in whole groups of 8
+  // (layouts.rows8, but the types it leaves out) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and
+  // Q8_0 matrix (layouts.rows16; a partial last group is padded), copies every other one as
+  // it is (layouts.file_order), and points its view at the copy.
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
       : layouts_(layouts) {
     std::vector<WeightMatrix*> matrices;
@@ -96,7 +100,9 @@ class RepackedWeights {
   Copy copy_of(const WeightMatrix& w) const noexcept {
     if (w.rows == 0) return Copy::none;
     if (has_rows16_copy(w.type) && layouts_.rows16) return Copy::interleaved;
-    if (has_rows8_copy(w.type) && layouts_.rows8 && w.rows % kRowsPerGroup == 0) {
+    if (has_rows8_copy(w.type) && layouts_.rows8 && w.rows % kRowsPerGroup == 0 &&
+        std::find(layouts_.rows8_left_out.begin(), layouts_.rows8_left_out.end(), w.type) ==
+            layouts_.rows8_left_out.end()) {
       return Copy::interleaved;
     }
     return layouts_.file_order ? Copy::file_order : Copy::none;

@@ -1,5 +1,6 @@
-// Rows interleaved by eight: super-block b of eight consecutive Q4_K, Q5_K or Q6_K rows,
-// laid side by side at load time (BlockQ4KRows8, BlockQ5KRows8, BlockQ6KRows8). A type
+// Rows interleaved by eight: super-block b of eight consecutive Q4_K, Q5_K, Q6_K, Q2_K or
+// Q3_K rows, laid side by side at load time (BlockQ4KRows8, BlockQ5KRows8, BlockQ6KRows8,
+// BlockQ2KRows8, BlockQ3KRows8). A type
 // has such a copy when Rows8Of names one (the end of this header); has_rows8_copy,
 // rows8_bytes and repack_rows8_group follow from that trait.
 //
@@ -24,12 +25,26 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/k_quant_scales.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/weight_types.hpp"
 
 namespace smol {
 
 inline constexpr std::size_t kRowsPerGroup = 8;
+
+// The order of the 32-bit lanes in which the 512-bit kernels pack the int32 sums of two
+// sub-blocks of eight rows into words (vpackssdw, simd/x86_avx512_rows8.hpp): lane L =
+// 4k + q belongs to row 2k + q % 2 and holds its sub-block of parity q / 2. Q2_K's and
+// Q3_K's copies store their sub-block bytes in this order, so that a kernel finds each
+// lane's scale with one word permute.
+constexpr int rows8_lane_row(int lane) noexcept {
+  return 2 * (lane / 4) + (lane % 4) % 2;
+}
+constexpr int rows8_lane_parity(int lane) noexcept {
+  return (lane % 4) / 2;
+}
 
 // Where a kernel call finds its weights. From memory (decode, and the first token block
 // of a prefill over a chunk of groups), the vector kernels ask for the bytes ahead, as
@@ -244,6 +259,161 @@ inline void rows8_q6k_q8k_reference(const BlockQ6KRows8* w, std::size_t nblocks,
   }
 }
 
+// Q2_K and Q3_K: 2-bit quants (qs), regrouped by 4 across the rows as Q4_K's are:
+// qs[h][g][r][e] = byte 32 h + 4 g + e of row r's qs, whose bits 2 j, 2 j + 1 hold value
+// 128 h + 32 j + 4 g + e (j < 4). One 64-byte load at qs[h][2 p] so holds values 8 p ..
+// 8 p + 7 of every 32 for all eight rows, at each of the four shifts (sub-block 8 h + 2 j +
+// p / 2 at shift j). Q3_K's third bits lie as its qs: hmask[g][r][e] = byte 4 g + e of row
+// r's hmask, whose bit 4 h + j tops that same value. Each row's sixteen sub-block bytes
+// (Q2_K: the file's byte, the scale in its low nibble and the min in its high one; Q3_K:
+// the scale, -32..31, unpacked) lie in the order of the kernels' lanes: scales[v][L][e] is
+// sub-block 4 v + 2 rows8_lane_parity(L) + e of row rows8_lane_row(L), L < 16, so that
+// the word pairs of scales[v] meet the activations' bsum pairs lane by lane (the min and
+// offset terms) and a word permute gives each lane its sub-block's scale (the products).
+// Q2_K's copy has the file's size; Q3_K's 3.6 % more (912 bytes for eight rows' 880: the
+// scales unpacked, as Q4_K's are).
+struct alignas(32) BlockQ2KRows8 {
+  using FileBlock = BlockQ2K;
+  std::uint8_t qs[2][8][kRowsPerGroup][4];
+  std::uint8_t scales[4][16][2];  // the file's scale-and-min bytes, in lane order
+  f16_bits d[kRowsPerGroup];
+  f16_bits dmin[kRowsPerGroup];
+};
+static_assert(sizeof(BlockQ2KRows8) == kRowsPerGroup * sizeof(BlockQ2K) &&
+              offsetof(BlockQ2KRows8, scales) == 512 && offsetof(BlockQ2KRows8, d) == 640);
+
+struct alignas(16) BlockQ3KRows8 {
+  using FileBlock = BlockQ3K;
+  std::uint8_t qs[2][8][kRowsPerGroup][4];
+  std::uint8_t hmask[8][kRowsPerGroup][4];
+  std::int8_t scales[4][16][2];  // -32..31, in lane order
+  f16_bits d[kRowsPerGroup];
+};
+static_assert(sizeof(BlockQ3KRows8) == 912 && offsetof(BlockQ3KRows8, hmask) == 512 &&
+              offsetof(BlockQ3KRows8, scales) == 768 && offsetof(BlockQ3KRows8, d) == 896);
+
+// Where sub-block j of row r lies in a Q2_K or Q3_K copy's scales[v][lane][e].
+struct Rows8SubBlockSlot {
+  std::size_t v, lane, e;
+};
+constexpr Rows8SubBlockSlot rows8_sub_block_slot(std::size_t r, std::size_t j) noexcept {
+  const std::size_t parity = (j % 4) / 2;
+  return {j / 4, 4 * (r / 2) + r % 2 + 2 * parity, j % 2};
+}
+
+// Interleaves rows [8 * group, 8 * group + 8) of a Q2_K or Q3_K matrix (as
+// repack_with_mins_rows8).
+template <class Group>
+requires std::is_same_v<Group, BlockQ2KRows8> || std::is_same_v<Group, BlockQ3KRows8>
+void repack_two_bit_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
+                          Group* out) noexcept {
+  constexpr bool kThirdBit = std::is_same_v<Group, BlockQ3KRows8>;
+  using Block = typename Group::FileBlock;
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    const auto* row = reinterpret_cast<const Block*>(first_row + r * row_bytes);
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      const Block& in = row[b];
+      Group& o = out[b];
+      for (std::size_t i = 0; i < QK_K / 4; i += 4) {
+        std::memcpy(o.qs[i / 32][(i % 32) / 4][r], in.qs + i, 4);
+      }
+      o.d[r] = in.d;
+      if constexpr (kThirdBit) {
+        for (std::size_t i = 0; i < QK_K / 8; i += 4) {
+          std::memcpy(o.hmask[i / 4][r], in.hmask + i, 4);
+        }
+        std::int8_t scales[16];
+        unpack_q3k_scales(in.scales, scales);
+        for (std::size_t j = 0; j < 16; ++j) {
+          const Rows8SubBlockSlot s = rows8_sub_block_slot(r, j);
+          o.scales[s.v][s.lane][s.e] = scales[j];
+        }
+      } else {
+        for (std::size_t j = 0; j < 16; ++j) {
+          const Rows8SubBlockSlot s = rows8_sub_block_slot(r, j);
+          o.scales[s.v][s.lane][s.e] = in.scales[j];
+        }
+        o.dmin[r] = in.dmin;
+      }
+    }
+  }
+}
+
+// Sub-block j's byte of row r in a Q2_K or Q3_K group's block (Q2_K: scale | min << 4;
+// Q3_K: the scale).
+template <class Group>
+inline auto rows8_sub_block_byte(const Group& w, std::size_t r, std::size_t j) noexcept {
+  const Rows8SubBlockSlot s = rows8_sub_block_slot(r, j);
+  return w.scales[s.v][s.lane][s.e];
+}
+
+// The quant of value i (0..255) of row r: Q2_K's 0..3, Q3_K's -4..3 (as q2k_quant and
+// q3k_quant on the file's block).
+inline int rows8_low2(const std::uint8_t (&qs)[2][8][kRowsPerGroup][4], std::size_t r,
+                      std::size_t i) noexcept {
+  const std::size_t l = i % 32;
+  return (qs[i / 128][l / 4][r][l % 4] >> (2 * ((i % 128) / 32))) & 3;
+}
+inline int rows8_quant(const BlockQ2KRows8& w, std::size_t r, std::size_t i) noexcept {
+  return rows8_low2(w.qs, r, i);
+}
+inline int rows8_quant(const BlockQ3KRows8& w, std::size_t r, std::size_t i) noexcept {
+  const std::size_t l = i % 32;
+  const int high = (w.hmask[l / 4][r][l % 4] >> (i / 32)) & 1;
+  return rows8_low2(w.qs, r, i) - (high ? 0 : 4);
+}
+
+// Scalar references, as rows8_q4k_q8k_reference; they round exactly like the scalar
+// dot_q2k_q8k and dot_q3k_q8k (simd/kernels_q2_k.hpp, kernels_q3_k.hpp) on the file's rows.
+inline void rows8_q2k_q8k_reference(const BlockQ2KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                                    std::size_t x_stride, std::size_t n_tokens, float* y,
+                                    std::size_t y_stride, WeightsFrom /*unused*/) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8K* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+      float sum = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t sumi = 0, summ = 0;
+        for (std::size_t j = 0; j < 16; ++j) {
+          std::int32_t s = 0;
+          for (std::size_t l = 16 * j; l < 16 * j + 16; ++l) {
+            s += rows8_quant(w[b], r, l) * xt[b].qs[l];
+          }
+          const std::uint8_t byte = rows8_sub_block_byte(w[b], r, j);
+          sumi += (byte & 0xF) * s;
+          summ += (byte >> 4) * xt[b].bsums[j];
+        }
+        sum += f16_to_f32(w[b].d[r]) * xt[b].d * static_cast<float>(sumi) -
+               f16_to_f32(w[b].dmin[r]) * xt[b].d * static_cast<float>(summ);
+      }
+      y[t * y_stride + r] = sum;
+    }
+  }
+}
+
+inline void rows8_q3k_q8k_reference(const BlockQ3KRows8* w, std::size_t nblocks, const BlockQ8K* x,
+                                    std::size_t x_stride, std::size_t n_tokens, float* y,
+                                    std::size_t y_stride, WeightsFrom /*unused*/) noexcept {
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const BlockQ8K* xt = x + t * x_stride;
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+      float sum = 0.0f;
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        std::int32_t sumi = 0;
+        for (std::size_t j = 0; j < 16; ++j) {
+          std::int32_t s = 0;
+          for (std::size_t l = 16 * j; l < 16 * j + 16; ++l) {
+            s += rows8_quant(w[b], r, l) * xt[b].qs[l];
+          }
+          sumi += rows8_sub_block_byte(w[b], r, j) * s;
+        }
+        sum += f16_to_f32(w[b].d[r]) * xt[b].d * static_cast<float>(sumi);
+      }
+      y[t * y_stride + r] = sum;
+    }
+  }
+}
+
 // The interleaved layout of a block type, or void where there is none.
 template <class Block>
 struct Rows8Of {
@@ -261,14 +431,24 @@ template <>
 struct Rows8Of<BlockQ6K> {
   using type = BlockQ6KRows8;
 };
+template <>
+struct Rows8Of<BlockQ2K> {
+  using type = BlockQ2KRows8;
+};
+template <>
+struct Rows8Of<BlockQ3K> {
+  using type = BlockQ3KRows8;
+};
 
 template <class Block>
 inline void repack_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
                          typename Rows8Of<Block>::type* out) noexcept {
   if constexpr (std::is_same_v<Block, BlockQ4K> || std::is_same_v<Block, BlockQ5K>) {
     repack_with_mins_rows8(first_row, row_bytes, nblocks, out);
-  } else {
+  } else if constexpr (std::is_same_v<Block, BlockQ6K>) {
     repack_q6k_rows8(first_row, row_bytes, nblocks, out);
+  } else {
+    repack_two_bit_rows8(first_row, row_bytes, nblocks, out);
   }
 }
 
@@ -284,8 +464,8 @@ constexpr bool has_rows8_copy(GgmlType type) noexcept {
 }
 
 // Bytes of the interleaved copy of a rows x cols matrix of such a type (rows a multiple
-// of kRowsPerGroup): the file's size for Q6_K, 2.8 % more for Q4_K and 2.3 % for Q5_K
-// (unpacked scales).
+// of kRowsPerGroup): the file's size for Q6_K and Q2_K, 2.8 % more for Q4_K, 2.3 % for
+// Q5_K and 3.6 % for Q3_K (unpacked scales).
 inline std::size_t rows8_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
   std::size_t bytes = 0;
   visit_rows8_block(type, [&]<class Block>(std::type_identity<Block>) {

@@ -5,7 +5,8 @@
 // The sums stay integer until one float multiply per block, so every set rounds only in
 // its float accumulation. Prefill on x86: tiles of tokens on the Q8_K rows (tile_dots),
 // each weight block unpacked once per tile, with the dot's bits; on AMX the matrix unit,
-// on Q6_K's planes (expand_q3k_block). No interleaved copy.
+// on Q6_K's planes (expand_q3k_block). Decode and prefill on the AVX-512 sets but AMX read
+// the eight-row copy (quant/rows8.hpp) instead.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx512_rows8.hpp"
 
 namespace smol {
 
@@ -248,12 +250,21 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
     WeightKernels<BlockWeight<BlockQ3K>> k;
     if constexpr (std::is_same_v<Arch, scalar_arch>) {
       k.dot = scalar::dot_q3k_q8k;
+      k.rows8 = rows8_q3k_q8k_reference;  // the eight-row copy (quant/rows8.hpp)
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       k.dot = simd::x86::dot_q3k_q8k<Arch>;
       k.dot_streams = true;
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q3k<Arch>;
+      // Decode and prefill on the eight-row copy (x86_avx512_rows8.hpp) on the AVX-512 sets
+      // but AMX, whose matrix unit reads the file's rows (expand_q3k_block) and whose
+      // batch-invariant decode takes the dot that rounds as it does; a set without a
+      // kernel of its own for a copy (AVX2, AMX) keeps the file's rows
+      // (model/model.hpp's rows8_types_without_kernels).
+      if constexpr (is_avx512_v<Arch> && !std::is_same_v<Arch, amx_arch>) {
+        k.rows8 = simd::x86::rows8_two_bit_q8k_512<Arch, BlockQ3KRows8>;
+      }
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode
         k.dot = simd::x86::dot_q3k_q8k_like_matrix<Arch>;

@@ -1,5 +1,5 @@
-// AVX-512 kernels on eight interleaved Q4_K, Q5_K or Q6_K rows (quant/rows8.hpp) times up to
-// kRows8Tokens512 Q8_K tokens per pass: the decode matvec (one token) and prefill.
+// AVX-512 kernels on eight interleaved Q4_K, Q5_K, Q6_K, Q2_K or Q3_K rows (quant/rows8.hpp)
+// times up to kRows8Tokens512 Q8_K tokens per pass: the decode matvec (one token) and prefill.
 //
 // One 64-byte load holds two neighbouring 4-byte groups (g, g + 1) of all eight rows.
 // A vpermd, paid once per weight vector and shared by every token of the pass, puts
@@ -44,13 +44,9 @@ namespace smol::simd::x86 {
 // per block, may spill). Sixteen tokens per pass ran no faster on a Zen 5.
 inline constexpr std::size_t kRows8Tokens512 = 8;
 
-// The row of lane L = 4k + q in the packed sums (see the top of this file).
-constexpr int rows8_lane_row(int lane) noexcept {
-  return 2 * (lane / 4) + (lane % 4) % 2;
-}
-constexpr int rows8_lane_parity(int lane) noexcept {
-  return (lane % 4) / 2;
-}
+// The row of lane L = 4k + q in the packed sums (see the top of this file), and its parity:
+// rows8_lane_row and rows8_lane_parity (quant/rows8.hpp, where Q2_K's and Q3_K's copies
+// store their sub-block bytes in this order).
 
 // Index vectors for vpermd / vpermw, made at compile time.
 template <class Index, std::size_t N, class F>
@@ -107,6 +103,18 @@ inline constexpr auto kQ6OffsetScales = words16([](int word) {
   return 8 * (2 * rows8_lane_parity(word / 2) + word % 2) + rows8_lane_row(word / 2);
 });
 inline constexpr auto kQ6OffsetSums = lanes32([](int l) { return rows8_lane_parity(l); });
+// Q2_K and Q3_K scale words, from the 32 words of scales[v] (quant/rows8.hpp: word 2L' + e'
+// is sub-block 4v + 2 parity(L') + e' of row(L')): at shift j of half h, lane L takes
+// sub-block 8h + 2j + parity(L) of row(L), i.e. v = 2h + j / 2, the lane L' of its row with
+// parity j % 2, and e' = parity(L), in both words. Even j here, odd j in the second table.
+inline constexpr auto kTwoBitScalesEven = words16([](int word) {
+  const int lane = word / 2;
+  return 2 * (4 * (lane / 4) + (lane % 4) % 2) + rows8_lane_parity(lane);
+});
+inline constexpr auto kTwoBitScalesOdd = words16([](int word) {
+  const int lane = word / 2;
+  return 2 * (4 * (lane / 4) + (lane % 4) % 2 + 2) + rows8_lane_parity(lane);
+});
 // Row r = lanes 4 (r / 2) + r % 2 (sub-blocks 0, 2, 4, 6) and that + 2 (1, 3, 5, 7).
 inline constexpr auto kRowFirst = lanes32([](int r) { return 4 * ((r % 8) / 2) + r % 2; });
 inline constexpr auto kRowSecond = lanes32([](int r) { return 4 * ((r % 8) / 2) + r % 2 + 2; });
@@ -399,8 +407,105 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   }
 }
 
-// WeightKernels::rows8 of Q4_K, Q5_K and Q6_K: every token, eight at a time, the rest in
-// halving tiles. Only the first pass can meet the weights in memory; the later passes
+// Q2_K and Q3_K (Rows8 = BlockQ2KRows8 or BlockQ3KRows8): each 64-byte load of qs holds
+// values 8p .. 8p + 7 of every 32 for the eight rows (row r in lanes 2r, 2r + 1 after the
+// pair permute), and its four shifts give the quants of four sub-block pairs: at shift j
+// of half h, loads p = 0, 1 are sub-block 8h + 2j, loads 2, 3 sub-block 8h + 2j + 1, each
+// pair summed by two vpdpbusd (Q3_K's levels q + 4 reach 7: 8 x 7 x 128 < 2^15), packed
+// into words and scaled by one vpdpwssd, as Q4_K's sub-blocks 2c and 2c + 1. The min term
+// (Q2_K) and the -4 offset (Q3_K's level is q + 4, the hmask bit adding 4) are sum over
+// sub-blocks of byte x bsum: the copy's sub-block words against the activations' bsum
+// pairs, four vpdpwssd per token and block. A row's two lanes are added in integers per
+// block, then one float step (Q2_K: d x products - dmin x mins), so the one float order
+// does not depend on the token count.
+template <class Arch, std::size_t T, class Rows8>
+void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                            std::size_t x_stride, float* y, std::size_t y_stride,
+                            WeightsFrom from) noexcept {
+  constexpr bool kThirdBit = std::is_same_v<Rows8, BlockQ3KRows8>;
+  const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  const __m512i low4 = _mm512_set1_epi16(0x0F);
+  const __m512i pair_rows = load_index<Arch>(kPairRows);
+  const __m512i lane_rows = load_index<Arch>(kLaneRows);
+  const __m512i scales_even = load_index<Arch>(kTwoBitScalesEven);
+  const __m512i scales_odd = load_index<Arch>(kTwoBitScalesOdd);
+  const __m512i pair_sums = load_index<Arch>(kQ6OffsetSums);  // lane L: bsum pair parity(L)
+
+  __m512 acc[T];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const Rows8& wb = w[b];
+    __m512i sub[4];  // sub-block bytes as words (quant/rows8.hpp's lane order)
+    for (int v = 0; v < 4; ++v) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[v]));
+      sub[v] = kThirdBit ? _mm512_cvtepi8_epi16(bytes) : _mm512_cvtepu8_epi16(bytes);
+    }
+    __m512i isum[T];
+    for (auto& s : isum) s = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      if (from == WeightsFrom::memory) prefetch_part_ahead(&wb, h, 2);
+      __m512i q[4], high[4];
+      for (int p = 0; p < 4; ++p) {
+        q[p] = load_pair_rows<Arch>(wb.qs[h][2 * p], pair_rows);
+        if constexpr (kThirdBit) high[p] = load_pair_rows<Arch>(wb.hmask[2 * p], pair_rows);
+      }
+      // Unrolled so that each shift is a constant.
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512i scales = _mm512_permutexvar_epi16(j % 2 == 0 ? scales_even : scales_odd,
+                                                  sub[2 * h + j / 2]);
+        if constexpr (!kThirdBit) scales = _mm512_and_si512(scales, low4);
+        __m512i level[4];
+        for (int p = 0; p < 4; ++p) {
+          level[p] = _mm512_and_si512(_mm512_srli_epi16(q[p], 2 * j), three);
+          if constexpr (kThirdBit) {
+            const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * h + j)));
+            level[p] = _mm512_mask_add_epi8(level[p], _mm512_test_epi8_mask(high[p], bit), level[p],
+                                            four);
+          }
+        }
+        for (std::size_t t = 0; t < T; ++t) {
+          const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * j;
+          __m512i first = dot_u8s8<Arch>(_mm512_setzero_si512(), level[0], broadcast8<Arch>(xq));
+          first = dot_u8s8<Arch>(first, level[1], broadcast8<Arch>(xq + 8));
+          __m512i second =
+              dot_u8s8<Arch>(_mm512_setzero_si512(), level[2], broadcast8<Arch>(xq + 16));
+          second = dot_u8s8<Arch>(second, level[3], broadcast8<Arch>(xq + 24));
+          isum[t] = madd16_acc512<Arch>(isum[t], _mm512_packs_epi32(first, second), scales);
+        }
+      }
+    }
+    // Per sub-block byte x bsum: Q2_K's mins (the high nibbles), Q3_K's scales.
+    __m512i terms[4];
+    for (int v = 0; v < 4; ++v) terms[v] = kThirdBit ? sub[v] : _mm512_srli_epi16(sub[v], 4);
+    const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
+    for (std::size_t t = 0; t < T; ++t) {
+      const BlockQ8K& xb = x[t * x_stride + b];
+      const __m512i bsums = _mm512_castsi256_si512(load256<Arch>(xb.bsums));
+      __m512i term_sums = _mm512_setzero_si512();
+      for (int v = 0; v < 4; ++v) {
+        const __m512i sums =
+            _mm512_permutexvar_epi32(_mm512_add_epi32(pair_sums, _mm512_set1_epi32(2 * v)), bsums);
+        term_sums = madd16_acc512<Arch>(term_sums, terms[v], sums);
+      }
+      if constexpr (kThirdBit) {
+        const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(term_sums, 2));
+        const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(sumi));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), whole, acc[t]);
+      } else {
+        const __m512 dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
+        const __m512 products = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
+        const __m512 mins = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(term_sums));
+        acc[t] = _mm512_fmadd_ps(_mm512_fmsub_ps(d, products, _mm512_mul_ps(dmin, mins)),
+                                 _mm512_set1_ps(xb.d), acc[t]);
+      }
+    }
+  }
+  store_rows8_first_lanes<Arch, T>(acc, y, y_stride);
+}
+
+// WeightKernels::rows8 of Q4_K, Q5_K, Q6_K, Q2_K and Q3_K: every token, eight at a time, the
+// rest in halving tiles. Only the first pass can meet the weights in memory; the later passes
 // reread them from cache.
 template <class Arch, template <class, std::size_t> class Tile, class Rows8>
 void rows8_tiles_512(const Rows8* w, std::size_t nblocks, const BlockQ8K* x, std::size_t x_stride,
@@ -441,6 +546,16 @@ struct Rows8Q6KTile512 {
   }
 };
 
+// Q2_K's and Q3_K's (one kernel, the copy's type picks the third bit).
+template <class Arch, std::size_t T>
+struct Rows8TwoBitTile512 {
+  template <class Rows8>
+  static void run(const Rows8* w, std::size_t nblocks, const BlockQ8K* x, std::size_t x_stride,
+                  float* y, std::size_t y_stride, WeightsFrom from) noexcept {
+    rows8_two_bit_tile_512<Arch, T>(w, nblocks, x, x_stride, y, y_stride, from);
+  }
+};
+
 template <class Arch>
 void rows8_q4k_q8k_512(const BlockQ4KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                        std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
@@ -460,6 +575,14 @@ void rows8_q6k_q8k_512(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ
                        std::size_t x_stride, std::size_t n_tokens, float* y, std::size_t y_stride,
                        WeightsFrom from) noexcept {
   rows8_tiles_512<Arch, Rows8Q6KTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
+}
+
+// Rows8 = BlockQ2KRows8 or BlockQ3KRows8.
+template <class Arch, class Rows8>
+void rows8_two_bit_q8k_512(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                           std::size_t x_stride, std::size_t n_tokens, float* y,
+                           std::size_t y_stride, WeightsFrom from) noexcept {
+  rows8_tiles_512<Arch, Rows8TwoBitTile512>(w, nblocks, x, x_stride, n_tokens, y, y_stride, from);
 }
 
 }  // namespace smol::simd::x86
