@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -185,22 +186,36 @@ TEST_CASE("repacked Q4_K / Q6_K weights: the mmap path's logits, prefill and dec
   CHECK(a.top1 >= 0.9);
 }
 
-// The matrices that get no interleaved copy (here Q2_K and Q3_K, laid out as for AVX2,
-// which has no eight-row kernel for them) copied in the file's order into huge pages: the
+// The matrices that get no interleaved copy copied in the file's order into huge pages: the
 // same bytes under the same kernels, so the same bits, in prefill and decode, f32 and Q8_K
 // activations; the views point at the copy, and the interleaved types still get theirs.
-TEST_CASE("file-order copies (Q2_K, Q3_K_M fixtures): the mapped rows' logits, bit for bit") {
-  const auto as_avx2 = [](smol::ModelOptions options) {
-    options.repack_for = smol::Isa::avx2;
-    return options;
+// The F32 fixture's matrices (no type with a copy) everywhere; where the CPU runs AMX, also
+// the Q2_K and Q3_K_M fixtures laid out as for AMX, which has no eight-row kernel for
+// Q2_K and Q3_K and keeps their file rows (every other x86 set has one).
+TEST_CASE("file-order copies (F32, and Q2_K, Q3_K_M for AMX): the mapped rows' logits, bit for bit") {
+  struct Case {
+    std::string path;
+    std::optional<smol::Isa> layouts_for;
   };
-  const std::vector<smol::GgmlType> left_out = smol::rows8_types_without_kernels(smol::Isa::avx2);
-  REQUIRE(left_out.size() == 2);  // Q2_K and Q3_K
-  for (const char* kind : {"q2_k", "q3_k_m"}) {
-    CAPTURE(kind);
-    const std::string path = std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a." + kind + ".gguf";
+  std::vector<Case> cases = {{std::string(SMOL_TEST_DATA_DIR) + "/tiny-smollm3-a.f32.gguf", {}}};
+  const std::vector<smol::Isa> isas = smol::available_isas();
+  if (std::find(isas.begin(), isas.end(), smol::Isa::amx) != isas.end()) {
+    REQUIRE(smol::rows8_types_without_kernels(smol::Isa::amx).size() == 2);  // Q2_K and Q3_K
+    for (const char* kind : {"q2_k", "q3_k_m"}) {
+      cases.push_back(
+          {std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a." + kind + ".gguf", smol::Isa::amx});
+    }
+  }
+  for (const Case& c : cases) {
+    const std::string& path = c.path;
+    CAPTURE(path);
+    const auto with_layouts = [&](smol::ModelOptions options) {  // the case's layouts
+      options.repack_for = c.layouts_for;
+      return options;
+    };
+    const std::vector<smol::GgmlType> left_out = smol::rows8_types_without_kernels(c.layouts_for);
     const smol::Model mapped = smol::Model::open(path);
-    const smol::Model copied = smol::Model::open(path, as_avx2({.repack = smol::Repack::always}));
+    const smol::Model copied = smol::Model::open(path, with_layouts({.repack = smol::Repack::always}));
     std::size_t interleaved = 0, file_order = 0;
     const auto bytes = copied.file().bytes();
     const auto in_map = [&](const smol::WeightMatrix& w) {
@@ -228,7 +243,7 @@ TEST_CASE("file-order copies (Q2_K, Q3_K_M fixtures): the mapped rows' logits, b
     }
     count(copied.weights().output);
     CHECK(in_map(copied.weights().token_embd));  // embed() reads the map
-    REQUIRE(file_order >= 32);                   // the fixture README's Q2_K / Q3_K matrices
+    REQUIRE(file_order >= 32);  // F32: every matrix; Q2_K / Q3_K_M: the fixture README's Q2_K, Q3_K
     CHECK(copied.repacked().file_order_matrices() == file_order);
     CHECK(copied.repacked().matrices() == interleaved);
 
@@ -239,7 +254,7 @@ TEST_CASE("file-order copies (Q2_K, Q3_K_M fixtures): the mapped rows' logits, b
     // Repack::always interleaves the K-quant matrices too, whose sums run in another order
     // (the test above), so the bits are compared against a model with those copies only.
     const smol::Model interleaved_only = smol::Model::open(
-        path, as_avx2({.repack = smol::Repack::always, .file_order_copies = false}));
+        path, with_layouts({.repack = smol::Repack::always, .file_order_copies = false}));
     CHECK(interleaved_only.repacked().file_order_matrices() == 0);
     for (const auto precision : {smol::ActivationPrecision::f32, smol::ActivationPrecision::q8}) {
       CHECK(run(copied, precision) == run(interleaved_only, precision));

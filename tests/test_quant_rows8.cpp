@@ -86,13 +86,13 @@ struct Q3K {
 };
 
 // The sets with an eight-row kernel of their own for a layout: every x86 set for Q4_K, Q5_K
-// and Q6_K; for Q2_K and Q3_K the AVX-512 sets but AMX (whose matrix unit reads their file
-// rows), where AVX2 and AMX keep the file's rows (rows8_types_without_kernels).
+// and Q6_K; for Q2_K and Q3_K every one but AMX (whose matrix unit reads their file rows),
+// which keeps the file's rows (rows8_types_without_kernels).
 template <class Layout>
 bool has_own_rows8_kernel(Isa isa) {
-  const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512vnni;
-  if constexpr (std::is_same_v<Layout, Q2K> || std::is_same_v<Layout, Q3K>) return avx512;
-  return avx512 || isa == Isa::avx2 || isa == Isa::amx;
+  const bool not_amx = isa == Isa::avx2 || isa == Isa::avx512 || isa == Isa::avx512vnni;
+  if constexpr (std::is_same_v<Layout, Q2K> || std::is_same_v<Layout, Q3K>) return not_amx;
+  return not_amx || isa == Isa::amx;
 }
 
 template <class Layout>

@@ -80,7 +80,7 @@ inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
 }
 
 // The types whose eight-row copy the set would decode on the scalar references, for want of
-// a kernel of its own (Q2_K and Q3_K on AVX2 and AMX): a set that prefers the copies
+// a kernel of its own (Q2_K and Q3_K on AMX): a set that prefers the copies
 // (Kernels::prefers_rows8) leaves these in the file's order. Where no set prefers them
 // (scalar, NEON), Repack::always makes every copy, as a comparison.
 inline std::vector<GgmlType> rows8_types_without_kernels(std::optional<Isa> isa = std::nullopt) {

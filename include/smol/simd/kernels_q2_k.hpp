@@ -18,6 +18,7 @@
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_rows8.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
 
 namespace smol {
@@ -257,12 +258,14 @@ struct KernelUnit<BlockWeight<BlockQ2K>> {
       k.dot_streams = true;
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q2k<Arch>;
-      // Decode and prefill on the eight-row copy (x86_avx512_rows8.hpp) on the AVX-512 sets
-      // but AMX, whose matrix unit reads the file's rows (expand_q2k_block) and whose
-      // batch-invariant decode takes the dot that rounds as it does; a set without a
-      // kernel of its own for a copy (AVX2, AMX) keeps the file's rows
-      // (model/model.hpp's rows8_types_without_kernels).
-      if constexpr (is_avx512_v<Arch> && !std::is_same_v<Arch, amx_arch>) {
+      // Decode and prefill on the eight-row copy (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp)
+      // on every x86 set but AMX, whose matrix unit reads the file's rows (expand_q2k_block)
+      // and whose batch-invariant decode takes the dot that rounds as it does: without a
+      // kernel of its own for the copy, AMX keeps the file's rows (model/model.hpp's
+      // rows8_types_without_kernels).
+      if constexpr (std::is_same_v<Arch, avx2_arch>) {
+        k.rows8 = simd::x86::rows8_two_bit_q8k_256<Arch, BlockQ2KRows8>;
+      } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
         k.rows8 = simd::x86::rows8_two_bit_q8k_512<Arch, BlockQ2KRows8>;
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {

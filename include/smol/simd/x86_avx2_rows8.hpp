@@ -1,4 +1,4 @@
-// AVX2 kernels on eight interleaved Q4_K, Q5_K or Q6_K rows (quant/rows8.hpp) times up to
+// AVX2 kernels on eight interleaved Q4_K, Q5_K, Q6_K, Q2_K or Q3_K rows (quant/rows8.hpp) times up to
 // kRows8Tokens Q8_K tokens at a time: the decode matvec (one token) and prefill.
 //
 // Lane r of every vector is row r. Per 4-byte group of a chunk, one load serves eight
@@ -255,6 +255,124 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   for (std::size_t t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
 }
 
+// A vpshufb control giving 32-bit lane r of a Q2_K or Q3_K copy's scales[v] (32 bytes in
+// the 512-bit kernels' lane order, which keeps rows 0-3 in the first 16 bytes and rows 4-7
+// in the second, so an in-lane shuffle reaches them) two words: row r's bytes of sub-blocks
+// 4 v + first and 4 v + second (first, second < 4), zero-extended, or in the words' high
+// bytes for an arithmetic shift to sign-extend them.
+template <class Arch>
+inline __m256i sub_block_picker(int first, int second, bool into_high_byte) noexcept {
+  alignas(32) std::int8_t control[32];
+  const int high = into_high_byte ? 1 : 0;
+  for (int r = 0; r < 8; ++r) {
+    const int j[2] = {first, second};
+    for (int k = 0; k < 2; ++k) {
+      const Rows8SubBlockSlot s = rows8_sub_block_slot(r, j[k]);
+      const int byte = static_cast<int>(2 * s.lane + s.e) - 16 * (r / 4);  // within the half
+      control[4 * r + 2 * k + high] = static_cast<std::int8_t>(byte);
+      control[4 * r + 2 * k + 1 - high] = -1;
+    }
+  }
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(control));
+}
+
+// Q2_K and Q3_K (Rows8 = BlockQ2KRows8 or BlockQ3KRows8), lane r = row r as above. A load
+// of qs[h][g] holds four bytes of every row; at shift j they are values 128 h + 32 j + 4 g
+// .. + 3, of sub-block 8 h + 2 j + g / 4. A sub-block's four vpmaddubsw add in int16 (Q3_K's
+// levels q + 4 reach 7: 4 x 2 x 7 x 128 < 2^15), then one vpmaddwd with its scale in both
+// words of every lane. The min term (Q2_K) and the -4 offset (Q3_K, whose level is q + 4,
+// the hmask bit adding 4) are sums over sub-blocks of byte x bsum: word pairs of two
+// sub-blocks against the token's bsum pairs, made once per block and read by every token.
+template <class Arch, std::size_t T, class Rows8>
+void rows8_two_bit_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                            std::size_t x_stride, float* y, std::size_t y_stride) noexcept {
+  constexpr bool kThirdBit = std::is_same_v<Rows8, BlockQ3KRows8>;
+  const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  // [i]: sub-block 4 v + i's byte in both words; pairs [parity]: sub-blocks 4 v + 2 parity, + 1.
+  const __m256i scale_pickers[4] = {
+      sub_block_picker<Arch>(0, 0, kThirdBit), sub_block_picker<Arch>(1, 1, kThirdBit),
+      sub_block_picker<Arch>(2, 2, kThirdBit), sub_block_picker<Arch>(3, 3, kThirdBit)};
+  const __m256i pair_pickers[2] = {sub_block_picker<Arch>(0, 1, kThirdBit),
+                                   sub_block_picker<Arch>(2, 3, kThirdBit)};
+  __m256 acc[T];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const Rows8& wb = w[b];
+    prefetch_ahead<Arch>(&wb, sizeof wb);
+    __m256i isum[T];
+    for (auto& s : isum) s = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      // Unrolled so that each shift is a constant.
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Sub-blocks 8 h + 2 j + k = 4 v + 2 (j % 2) + k.
+        const __m256i bytes = load256<Arch>(wb.scales[2 * h + j / 2]);
+        for (int k = 0; k < 2; ++k) {
+          const int sub = 2 * (j % 2) + k;
+          const __m256i picked = _mm256_shuffle_epi8(bytes, scale_pickers[sub]);
+          const __m256i scale = kThirdBit ? _mm256_srai_epi16(picked, 8)
+                                          : _mm256_and_si256(picked, _mm256_set1_epi16(0x0F));
+          __m256i part[T];
+          for (auto& s : part) s = _mm256_setzero_si256();
+          for (int g = 4 * k; g < 4 * k + 4; ++g) {
+            __m256i level = _mm256_and_si256(_mm256_srli_epi16(load256<Arch>(wb.qs[h][g]), 2 * j),
+                                             three);
+            if constexpr (kThirdBit) {
+              // Bit 4 h + j of each byte down to bit 0 (a 16-bit shift: the high byte's bits
+              // that enter the low byte's top are masked off), then up to 4.
+              const __m256i bit = _mm256_and_si256(
+                  _mm256_srli_epi16(load256<Arch>(wb.hmask[g]), 4 * h + j), one);
+              level = _mm256_or_si256(level, _mm256_slli_epi16(bit, 2));
+            }
+            for (std::size_t t = 0; t < T; ++t) {
+              const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * j + 4 * g;
+              part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(level, broadcast4<Arch>(xq)));
+              if constexpr (T > 1) accumulate_in_place<Arch>(part[t]);
+            }
+          }
+          for (std::size_t t = 0; t < T; ++t) {
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(part[t], scale));
+          }
+        }
+      }
+    }
+    // Per sub-block byte x bsum: Q2_K's mins (the high nibbles), Q3_K's scales.
+    __m256i terms[8];  // [2 v + parity]: sub-blocks 4 v + 2 parity and + 1
+    for (int v = 0; v < 4; ++v) {
+      const __m256i bytes = load256<Arch>(wb.scales[v]);
+      for (int parity = 0; parity < 2; ++parity) {
+        const __m256i picked = _mm256_shuffle_epi8(bytes, pair_pickers[parity]);
+        terms[2 * v + parity] =
+            kThirdBit ? _mm256_srai_epi16(picked, 8) : _mm256_srli_epi16(picked, 4);
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+    [[maybe_unused]] __m256 dmin = _mm256_setzero_ps();
+    if constexpr (!kThirdBit) {
+      dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin)));
+    }
+    for (std::size_t t = 0; t < T; ++t) {
+      const BlockQ8K& xb = x[t * x_stride + b];
+      __m256i term_sums = _mm256_setzero_si256();
+      for (int pair = 0; pair < 8; ++pair) {
+        std::int32_t sums;
+        std::memcpy(&sums, xb.bsums + 2 * pair, sizeof sums);
+        term_sums =
+            _mm256_add_epi32(term_sums, _mm256_madd_epi16(terms[pair], _mm256_set1_epi32(sums)));
+      }
+      const __m256 xd = _mm256_set1_ps(xb.d);
+      if constexpr (kThirdBit) {
+        const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(term_sums, 2));
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(sumi), acc[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, xd), _mm256_cvtepi32_ps(term_sums), acc[t]);
+      }
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
+}
+
 // WeightKernels::rows8 of Q4_K, Q5_K and Q6_K: every token, kRows8Tokens at a time, the
 // rest one by one. The tiles prefetch on every pass (see above), so `from` goes unused.
 template <class Arch, class Rows8>
@@ -297,6 +415,22 @@ void rows8_q6k_q8k_256(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ
   }
   for (; t < n_tokens; ++t) {
     rows8_q6k_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride, y_stride);
+  }
+}
+
+// WeightKernels::rows8 of Q2_K and Q3_K, tiled as Q4_K's.
+template <class Arch, class Rows8>
+void rows8_two_bit_q8k_256(const Rows8* w, std::size_t nblocks, const BlockQ8K* x,
+                           std::size_t x_stride, std::size_t n_tokens, float* y,
+                           std::size_t y_stride, WeightsFrom /*from*/) noexcept {
+  std::size_t t = 0;
+  for (; t + kRows8Tokens <= n_tokens; t += kRows8Tokens) {
+    rows8_two_bit_tile_256<Arch, kRows8Tokens>(w, nblocks, x + t * x_stride, x_stride,
+                                               y + t * y_stride, y_stride);
+  }
+  for (; t < n_tokens; ++t) {
+    rows8_two_bit_tile_256<Arch, 1>(w, nblocks, x + t * x_stride, x_stride, y + t * y_stride,
+                                    y_stride);
   }
 }
 

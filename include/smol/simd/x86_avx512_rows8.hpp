@@ -479,6 +479,8 @@ void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K*
     __m512i terms[4];
     for (int v = 0; v < 4; ++v) terms[v] = kThirdBit ? sub[v] : _mm512_srli_epi16(sub[v], 4);
     const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
+    [[maybe_unused]] __m512 dmin = _mm512_setzero_ps();
+    if constexpr (!kThirdBit) dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
     for (std::size_t t = 0; t < T; ++t) {
       const BlockQ8K& xb = x[t * x_stride + b];
       const __m512i bsums = _mm512_castsi256_si512(load256<Arch>(xb.bsums));
@@ -493,7 +495,6 @@ void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K*
         const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(sumi));
         acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), whole, acc[t]);
       } else {
-        const __m512 dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
         const __m512 products = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
         const __m512 mins = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(term_sums));
         acc[t] = _mm512_fmadd_ps(_mm512_fmsub_ps(d, products, _mm512_mul_ps(dmin, mins)),
