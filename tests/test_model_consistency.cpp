@@ -192,7 +192,8 @@ TEST_CASE("repacked Q4_K / Q6_K weights: the mmap path's logits, prefill and dec
 // The F32 fixture's matrices (no type with a copy) everywhere; where the CPU runs AMX, also
 // the Q2_K and Q3_K_M fixtures laid out as for AMX, which has no eight-row kernel for
 // Q2_K and Q3_K and keeps their file rows (every other x86 set has one).
-TEST_CASE("file-order copies (F32, and Q2_K, Q3_K_M for AMX): the mapped rows' logits, bit for bit") {
+TEST_CASE(
+    "file-order copies (F32, and Q2_K, Q3_K_M for AMX): the mapped rows' logits, bit for bit") {
   struct Case {
     std::string path;
     std::optional<smol::Isa> layouts_for;
@@ -215,7 +216,8 @@ TEST_CASE("file-order copies (F32, and Q2_K, Q3_K_M for AMX): the mapped rows' l
     };
     const std::vector<smol::GgmlType> left_out = smol::rows8_types_without_kernels(c.layouts_for);
     const smol::Model mapped = smol::Model::open(path);
-    const smol::Model copied = smol::Model::open(path, with_layouts({.repack = smol::Repack::always}));
+    const smol::Model copied =
+        smol::Model::open(path, with_layouts({.repack = smol::Repack::always}));
     std::size_t interleaved = 0, file_order = 0;
     const auto bytes = copied.file().bytes();
     const auto in_map = [&](const smol::WeightMatrix& w) {

@@ -1,5 +1,5 @@
-// AVX2 kernels on eight interleaved Q4_K, Q5_K, Q6_K, Q2_K or Q3_K rows (quant/rows8.hpp) times up to
-// kRows8Tokens Q8_K tokens at a time: the decode matvec (one token) and prefill.
+// AVX2 kernels on eight interleaved Q4_K, Q5_K, Q6_K, Q2_K or Q3_K rows (quant/rows8.hpp)
+// times up to kRows8Tokens Q8_K tokens at a time: the decode matvec (one token) and prefill.
 //
 // Lane r of every vector is row r. Per 4-byte group of a chunk, one load serves eight
 // rows; the token's matching 4 activation bytes are broadcast to all lanes. vpmaddubsw
@@ -326,7 +326,8 @@ void rows8_two_bit_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8K*
             }
             for (std::size_t t = 0; t < T; ++t) {
               const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * j + 4 * g;
-              part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(level, broadcast4<Arch>(xq)));
+              part[t] =
+                  _mm256_add_epi16(part[t], _mm256_maddubs_epi16(level, broadcast4<Arch>(xq)));
               if constexpr (T > 1) accumulate_in_place<Arch>(part[t]);
             }
           }
