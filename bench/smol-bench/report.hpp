@@ -198,7 +198,8 @@ inline void write_markdown(const BenchReport& report, std::FILE* out) {
   for (const auto& [threads, memory] : report.memory_reads) {
     std::fprintf(
         out,
-        "roofline, %d threads: memory read %.2f GB/s (%s loads, best of %d passes over %.2f GiB)\n",
+        "roofline, %d threads: memory read %.2f GB/s (%s loads, best of %d passes over %.2f GiB "
+        "in huge pages)\n",
         threads, memory.best_gbps, memory.loads, memory.passes, detail::gib(memory.buffer_bytes));
     for (const TestResult& test : report.tests) {
       if (test.threads != threads || !test.roofline) continue;
