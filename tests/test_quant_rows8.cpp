@@ -575,13 +575,15 @@ struct IQ4XSCopy {
 template <class T>
 constexpr std::size_t kValues = T::W::values_per_block;
 
-// The tokens' offset sums where the copy has an offset (Q8_0, Q4_0, IQ4_NL, IQ4_XS: one
-// per 32 values), as matvec makes them.
+// The token blocks' terms (their factors as floats; the offset sums where the copy has an
+// offset: Q8_0, Q4_0, IQ4_NL, Q5_0, IQ4_XS, one per 32 values), as matvec makes them. The
+// references take neither (they read the token blocks), so a kernel that equals its
+// reference bit for bit also proves the terms.
 template <class T, class Act>
-void offset_sums_for(const std::vector<Act>& x, std::vector<std::int32_t>& offsets) {
-  if constexpr (T::Rows16::kOffset != 0) {
-    offset_sums(x.data(), x.size(), T::Rows16::kOffset, offsets.data());
-  }
+std::vector<Rows16Terms<typename T::Rows16>> token_terms_for(const std::vector<Act>& x) {
+  std::vector<Rows16Terms<typename T::Rows16>> terms(x.size());
+  rows16_token_terms(x.data(), x.size(), T::Rows16::kOffset, terms.data());
+  return terms;
 }
 
 // The rows16 copy of a rows x nblocks matrix, group after group.
@@ -656,8 +658,7 @@ void check_rows16_kernels() {
         const auto rows = T::blocks(n_rows * nblocks, pattern, rng);
         const auto packed = repack_rows16<T>(rows, n_rows, nblocks);
         const auto x = weight_activations<typename T::W>(kValues<T> * nblocks, pattern, rng);
-        std::vector<std::int32_t> offsets(nblocks * T::Rows16::kSubBlocks, 0);
-        offset_sums_for<T>(x, offsets);
+        const auto terms = token_terms_for<T>(x);
         const std::size_t groups = packed.size() / nblocks;
         std::vector<float> want(n_rows);
         for (std::size_t g = 0; g < groups; ++g) {
@@ -683,7 +684,7 @@ void check_rows16_kernels() {
           std::vector<float> y(groups * kRows16, -7.0f);
           for (std::size_t g = 0; g < groups; ++g) {
             k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(), nblocks,
-                     1, offsets.data(), y.data() + g * kRows16, 0);
+                     1, terms.data(), y.data() + g * kRows16, 0);
           }
           std::size_t bad = 0;
           for (std::size_t r = 0; r < n_rows; ++r) bad += !same_float(y[r], want[r]);
@@ -787,8 +788,7 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
       for (std::size_t n_tokens = 1; n_tokens <= 9; ++n_tokens) {
         const auto x =
             weight_activations<typename T::W>(kValues<T> * x_stride * n_tokens, pattern, rng);
-        std::vector<std::int32_t> offsets(x.size() * T::Rows16::kSubBlocks, 0);
-        offset_sums_for<T>(x, offsets);
+        const auto terms = token_terms_for<T>(x);
         for (Isa isa : available_isas()) {
           CAPTURE(isa_name(isa));
           CAPTURE(n_tokens);
@@ -797,14 +797,13 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
           std::vector<float> many(n_tokens * y_stride, -7.0f), one(groups * kRows16, -7.0f);
           for (std::size_t g = 0; g < groups; ++g) {
             k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16, x.data(), x_stride,
-                     n_tokens, offsets.data(), many.data() + g * kRows16, y_stride);
+                     n_tokens, terms.data(), many.data() + g * kRows16, y_stride);
           }
           std::size_t differ = 0;
           for (std::size_t t = 0; t < n_tokens; ++t) {
             for (std::size_t g = 0; g < groups; ++g) {
               k.rows16(packed.data() + g * nblocks, nblocks, n_rows - g * kRows16,
-                       x.data() + t * x_stride, x_stride, 1,
-                       offsets.data() + t * x_stride * T::Rows16::kSubBlocks,
+                       x.data() + t * x_stride, x_stride, 1, terms.data() + t * x_stride,
                        one.data() + g * kRows16, 0);
             }
             for (std::size_t r = 0; r < n_rows; ++r)

@@ -30,7 +30,7 @@ enum class Scratch : std::size_t {
   activations,
   packed_activations,
   activation_scales,
-  offset_sums,  // the tokens', for the sixteen-row copies (quant/rows16.hpp)
+  token_terms,  // the tokens' rows16_token_terms, for the sixteen-row copies (quant/rows16.hpp)
   rows,
   count
 };

@@ -171,20 +171,15 @@ void matvec_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* xq, Rows8
                           });
 }
 
-// The tokens' offset sums where a sixteen-row copy's kernels take its levels plus an
-// offset (Q8_0, Q4_0, IQ4_NL, IQ4_XS), made once for all the groups, one per 32 values
-// (`nblocks` x kSubBlocks apart, like the tokens); null for the other copies.
+// The tokens' terms for a sixteen-row copy's kernels (quant/rows16.hpp's
+// rows16_token_terms: the blocks' factors as floats, and the offset sums where the copy
+// holds levels plus an offset), made once for all the groups, one per token block.
 template <class Rows16, class Act>
-const std::int32_t* rows16_offsets(Context& ctx, const Act* xq, std::size_t nblocks,
-                                   std::size_t n_tokens = 1) {
-  if constexpr (Rows16::kOffset != 0) {
-    auto* offsets =
-        ctx.scratch_as<std::int32_t>(Scratch::offset_sums, n_tokens * nblocks * Rows16::kSubBlocks);
-    offset_sums(xq, n_tokens * nblocks, Rows16::kOffset, offsets);
-    return offsets;
-  } else {
-    return nullptr;
-  }
+const Rows16Terms<Rows16>* rows16_terms(Context& ctx, const Act* xq, std::size_t nblocks,
+                                        std::size_t n_tokens = 1) {
+  auto* terms = ctx.scratch_as<Rows16Terms<Rows16>>(Scratch::token_terms, n_tokens * nblocks);
+  rows16_token_terms(xq, n_tokens * nblocks, Rows16::kOffset, terms);
+  return terms;
 }
 
 // The sixteen-row copy of a 32-value type or IQ4_XS (WeightMatrix::rows8 holds it):
@@ -194,12 +189,12 @@ void matvec_rows16(Context& ctx, const WeightMatrix& w, const Act* xq, Kernel ke
                    std::size_t n_tokens = 1) {
   const std::size_t nblocks = w.cols / ggml_type_info(w.type).block_values;
   const auto* groups = reinterpret_cast<const Rows16*>(w.rows8);
-  const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks, n_tokens);
+  const auto* terms = rows16_terms<Rows16>(ctx, xq, nblocks, n_tokens);
   for_each_streamed_chunk(ctx, (w.rows + kRows16 - 1) / kRows16, nblocks * sizeof(Rows16),
                           [&](std::size_t first, std::size_t last) {
                             for (std::size_t g = first; g < last; ++g) {
                               kernel(groups + g * nblocks, nblocks, w.rows - g * kRows16, xq,
-                                     nblocks, n_tokens, offsets, y + g * kRows16, w.rows);
+                                     nblocks, n_tokens, terms, y + g * kRows16, w.rows);
                             }
                           });
 }
@@ -345,7 +340,7 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
   if constexpr (!std::is_void_v<Rows16>) {
     if (std::all_of(ws.begin(), ws.end(), [](const WeightMatrix* w) { return w->rows8; })) {
       const std::size_t nblocks = first.cols / W::values_per_block;
-      const std::int32_t* offsets = rows16_offsets<Rows16>(ctx, xq, nblocks);
+      const auto* terms = rows16_terms<Rows16>(ctx, xq, nblocks);
       // Items are groups of sixteen rows; a matrix's last group may be partial.
       for (std::size_t j = 0; j < ws.size(); ++j) {
         starts[j + 1] = starts[j] + (ws[j]->rows + kRows16 - 1) / kRows16;
@@ -359,7 +354,7 @@ void matvec_shared_input_of(Context& ctx, std::span<const WeightMatrix* const> w
               for (std::size_t item = lo; item < hi; ++item) {
                 const std::size_t g = item - starts[j];
                 k.rows16(groups + g * nblocks, nblocks, ws[j]->rows - g * kRows16, xq, nblocks, 1,
-                         offsets, ys[j] + g * kRows16, 0);
+                         terms, ys[j] + g * kRows16, 0);
               }
             }
           });

@@ -22,7 +22,7 @@
 // unsigned, so the weights are the unsigned one: Q4_0's nibble q as it is (its level is
 // q - 8), IQ4_NL's and IQ4_XS's level looked up plus 128 (one byte shuffle per vector),
 // Q8_0's quant plus 128 (its sign bit flipped); the decode kernels then subtract 8 or 128
-// x the token block's quant sum (`offset_sums` below), an exact integer step. Each row's
+// x the token block's quant sum (`rows16_token_terms` below), an exact integer step. Each row's
 // float arithmetic is the tile kernel's per-token arithmetic (the references below), so
 // a decode on the copy equals the prefill tiles' result for the same token bit for bit.
 #pragma once
@@ -250,25 +250,58 @@ inline int rows16_q8_0_quant(const BlockQ8_0Rows16& w, std::size_t r, std::size_
   return static_cast<std::int8_t>(w.qs[i / 4][r][i % 4] ^ 0x80);
 }
 
-// offsets[b] = `offset` x the sum of token block b's quants: what a copy whose unsigned
-// operands exceed their levels by `offset` (Group::kOffset: Q8_0's and IQ4_NL's 128, Q4_0's
-// 8) adds to every row's integer sum of that block, for the kernels to take off. Made once
-// per token, since every group of sixteen rows needs the same ones.
-inline void offset_sums(const BlockQ8_0* x, std::size_t nblocks, std::int32_t offset,
-                        std::int32_t* offsets) noexcept {
-  for (std::size_t b = 0; b < nblocks; ++b) {
+// What the sixteen-row kernels take of each token block besides its quants, made once per
+// matvec or matmul call (rows16_token_terms below), since every group of sixteen rows needs
+// the same:
+// - the block's factors as floats: Q8_0's and Q8_1's f16 d and Q8_1's s, converted exactly
+//   (f16 to f32 rounds nothing, so no result moves). The kernels converted them once per
+//   group, three instructions per token and block (a 16-bit insert, the conversion, a
+//   broadcast), which on a Zen 4 took a fifth of a several-token pass over Q4_1 (a
+//   single-thread prefill of 512 tokens: 217-219 GOPS with them, 268-275 without);
+// - for the copies whose unsigned operands exceed their levels by Group::kOffset (Q8_0's
+//   and IQ4_NL's 128, Q4_0's 8, Q5_0's 16), that offset times the token's quant sum of
+//   each 32 values: what it adds to every row's integer sum of those values, for the
+//   kernels to take off.
+template <std::size_t Units>
+struct Rows16TokenTerms {
+  float d = 0.0f;
+  float s = 0.0f;                   // Q8_1's s (d x its quant sum); 0 for the other tokens
+  std::int32_t offset[Units] = {};  // per 32 values; 0 where the copy has no offset
+};
+// A copy's terms (one offset per 32-value unit of its blocks); void, a type without a copy.
+template <class Group>
+struct Rows16TermsOf {
+  using type = Rows16TokenTerms<Group::kSubBlocks>;
+};
+template <>
+struct Rows16TermsOf<void> {
+  using type = Rows16TokenTerms<1>;
+};
+template <class Group>
+using Rows16Terms = typename Rows16TermsOf<Group>::type;
+
+// terms[b] for token blocks x[0 .. count) (a token's blocks, then the next token's).
+inline void rows16_token_terms(const BlockQ8_1* x, std::size_t count, std::int32_t /*offset*/,
+                               Rows16TokenTerms<1>* terms) noexcept {
+  for (std::size_t b = 0; b < count; ++b) terms[b] = {f16_to_f32(x[b].d), f16_to_f32(x[b].s), {0}};
+}
+inline void rows16_token_terms(const BlockQ8_0* x, std::size_t count, std::int32_t offset,
+                               Rows16TokenTerms<1>* terms) noexcept {
+  for (std::size_t b = 0; b < count; ++b) {
     std::int32_t sum = 0;
     for (std::int8_t q : x[b].qs) sum += q;
-    offsets[b] = offset * sum;
+    terms[b] = {f16_to_f32(x[b].d), 0.0f, {offset * sum}};
   }
 }
-// Q8_K tokens (IQ4_XS): one per 32 quants, offsets[8 b + j] for quants 32 j .. 32 j + 31
-// of block b, from the block's sums of 16.
-inline void offset_sums(const BlockQ8K* x, std::size_t nblocks, std::int32_t offset,
-                        std::int32_t* offsets) noexcept {
-  for (std::size_t b = 0; b < nblocks; ++b) {
+// Q8_K tokens (IQ4_XS): d is a float already; offset[j] for quants 32 j .. 32 j + 31, from
+// the block's sums of 16.
+inline void rows16_token_terms(const BlockQ8K* x, std::size_t count, std::int32_t offset,
+                               Rows16TokenTerms<8>* terms) noexcept {
+  for (std::size_t b = 0; b < count; ++b) {
+    terms[b].d = x[b].d;
+    terms[b].s = 0.0f;
     for (std::size_t j = 0; j < 8; ++j) {
-      offsets[8 * b + j] = offset * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+      terms[b].offset[j] = offset * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
     }
   }
 }
@@ -280,13 +313,13 @@ inline void offset_sums(const BlockQ8K* x, std::size_t nblocks, std::int32_t off
 // their own, mins = fma(wm, ys, mins), added at the end (as ggml's x86 dots keep theirs):
 // the AMX kernel sums them apart from its tile loop, where each vector step costs three
 // times what it costs alone. std::fma keeps the compiler from contracting differently. The integer
-// sums are taken from the quants directly (the kernels reach Q8_0's through the offsets, unused
-// here).
+// sums are taken from the quants directly, the factors from the token blocks (the kernels
+// take both from the terms, unused here).
 // Q5_1 the same, its quants five bits.
 template <class Group>
 inline void rows16_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
                                  const BlockQ8_1* x, std::size_t x_stride, std::size_t n_tokens,
-                                 const std::int32_t* /*offsets*/, float* y,
+                                 const Rows16TokenTerms<1>* /*terms*/, float* y,
                                  std::size_t y_stride) noexcept {
   const auto quant = [&](const Group& blk, std::size_t r, std::size_t i) {
     if constexpr (kFifthBits<Group>) {
@@ -314,11 +347,11 @@ inline constexpr auto rows16_q4_1_reference = rows16_min_reference<BlockQ4_1Rows
 inline constexpr auto rows16_q5_1_reference = rows16_min_reference<BlockQ5_1Rows16>;
 
 // Q8_0, Q4_0, IQ4_NL and Q5_0 (no min), their levels taken from the quants directly (the kernels
-// reach the same sums through the offsets, unused here).
+// reach the same sums through the terms' offsets, unused here).
 template <class Group>
 inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
                                     const BlockQ8_0* x, std::size_t x_stride, std::size_t n_tokens,
-                                    const std::int32_t* /*offsets*/, float* y,
+                                    const Rows16TokenTerms<1>* /*terms*/, float* y,
                                     std::size_t y_stride) noexcept {
   const auto level = [&](const Group& blk, std::size_t r, std::size_t i) {
     if constexpr (std::is_same_v<Group, BlockQ8_0Rows16>) {
@@ -357,7 +390,7 @@ inline constexpr auto rows16_q5_0_reference = rows16_no_min_reference<BlockQ5_0R
 // planes of (s_j - 32) x level), so a token decoded has the bits a prefill gives it.
 inline void rows16_iq4xs_reference(const BlockIQ4XSRows16* w, std::size_t nblocks,
                                    std::size_t n_rows, const BlockQ8K* x, std::size_t x_stride,
-                                   std::size_t n_tokens, const std::int32_t* /*offsets*/, float* y,
+                                   std::size_t n_tokens, const Rows16TokenTerms<8>* /*terms*/, float* y,
                                    std::size_t y_stride) noexcept {
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const BlockQ8K* xt = x + t * x_stride;

@@ -80,13 +80,12 @@ struct WeightKernels {
   // Sixteen interleaved rows of a 32-value type or IQ4_XS (quant/rows16.hpp) dotted with
   // `n_tokens` tokens `x_stride` blocks apart: y[t * y_stride + r] = row r . token t for
   // r < n_rows (n_rows <= 16), each token rounded like the AMX tiles' (decode on the copy,
-  // and few tokens on AMX). `offsets`: the tokens' offset_sums, one per 32 values
-  // (`x_stride` x Rows16::kSubBlocks apart), for the copies whose kernels take their
-  // levels plus an offset; unused by Q4_1's. The scalar set has the references.
+  // and few tokens on AMX). `terms`: the token blocks' rows16_token_terms, as far apart
+  // as the blocks (`x_stride`). The scalar set has the references.
   using Rows16 = typename Rows16Of<Block>::type;  // void: the type has no such copy
   void (*rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>*,
                  std::size_t nblocks, std::size_t n_rows, const Activation* x, std::size_t x_stride,
-                 std::size_t n_tokens, const std::int32_t* offsets, float* y,
+                 std::size_t n_tokens, const Rows16Terms<Rows16>* terms, float* y,
                  std::size_t y_stride) = nullptr;
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit

@@ -226,18 +226,6 @@ inline __m512i unit_int_scales_512(const BlockIQ4XSRows16& blk, std::size_t unit
   return _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.scales[unit])));
 }
 
-// A token block's float scale: Q8_0's and Q8_1's f16 by F16C (exact, as f16_to_f32,
-// whose branches cost as much as a block's multiplies here: every group of rows converts
-// them again), Q8_K's float.
-template <class Token>
-inline float token_scale(const Token& a) noexcept {
-  if constexpr (std::is_same_v<Token, BlockQ8K>) {
-    return a.d;
-  } else {
-    return _cvtsh_ss(a.d);
-  }
-}
-
 // Quad c of a token's 32 quants in every lane: a broadcast straight from memory (one load,
 // no shuffle; through a 32-bit register it would cost a shuffle-port step per dot).
 template <class Arch>
@@ -270,13 +258,13 @@ inline __m512i block_sums_512(const __m512i q[8], const std::int8_t* token_qs,
   return isum;
 }
 
-// T tokens (x[t * x_stride], their offsets kSubBlocks x as far apart) times one group:
+// T tokens (x[t * x_stride], their terms as far apart) times one group:
 // each unit's weights are loaded and unpacked once for all T, and each token keeps its own
 // accumulator, so a token's floats are the same for any T.
 template <class Arch, std::size_t T, class Group>
 inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 rows,
                               const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
-                              const std::int32_t* offsets, float* y,
+                              const Rows16Terms<Group>* terms, float* y,
                               std::size_t y_stride) noexcept {
   using Traits = Rows16Traits<Group>;
   constexpr std::size_t kUnits = Group::kSubBlocks;
@@ -303,26 +291,24 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
 #pragma GCC unroll 4
       for (std::size_t t = 0; t < T; ++t) {
         const auto& a = x[t * x_stride + b];
+        const auto& at = terms[t * x_stride + b];
         __m512i start = _mm512_setzero_si512();
-        if constexpr (kSubtractsOffset<Arch, Group>) {
-          start = _mm512_set1_epi32(-offsets[(t * x_stride + b) * kUnits + u]);
-        }
+        if constexpr (kSubtractsOffset<Arch, Group>) start = _mm512_set1_epi32(-at.offset[u]);
         const __m512i isum = block_sums_512<Arch, Group>(q, a.qs + 32 * u, start);
         if constexpr (kSumsWholeBlock<Group>) {
           whole[t] = _mm512_add_epi32(whole[t], _mm512_mullo_epi32(isum, scales));
         } else {
           const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d);
-          acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(token_scale(a)), acc[t]);
+          acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(at.d), acc[t]);
         }
-        if constexpr (Traits::kMin)
-          mins[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(_cvtsh_ss(a.s)), mins[t]);
+        if constexpr (Traits::kMin) mins[t] = _mm512_fmadd_ps(wm, _mm512_set1_ps(at.s), mins[t]);
       }
     }
     if constexpr (kSumsWholeBlock<Group>) {
 #pragma GCC unroll 4
       for (std::size_t t = 0; t < T; ++t) {
         const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(whole[t]), d);
-        acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(token_scale(x[t * x_stride + b])), acc[t]);
+        acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(terms[t * x_stride + b].d), acc[t]);
       }
     }
   }
@@ -336,13 +322,11 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
 template <class Arch, class Group>
 void rows16_512(const Group* w, std::size_t nblocks, std::size_t n_rows,
                 const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
-                std::size_t n_tokens, const std::int32_t* offsets, float* y,
+                std::size_t n_tokens, const Rows16Terms<Group>* terms, float* y,
                 std::size_t y_stride) noexcept {
   const std::size_t nr = n_rows < kRows16 ? n_rows : kRows16;
   const auto rows = static_cast<__mmask16>((1u << nr) - 1);
-  const auto at = [&](std::size_t t) {
-    return offsets ? offsets + t * x_stride * Group::kSubBlocks : nullptr;
-  };
+  const auto at = [&](std::size_t t) { return terms + t * x_stride; };
   std::size_t t = 0;
   for (; t + 4 <= n_tokens; t += 4) {
     rows16_tokens_512<Arch, 4>(w, nblocks, rows, x + t * x_stride, x_stride, at(t),
@@ -467,8 +451,8 @@ inline __m256i widen_sums_256(__m256i sums) noexcept {
 template <class Arch, std::size_t T, class Group>
 inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::size_t h,
                                    const typename Rows16Traits<Group>::Token* x,
-                                   std::size_t x_stride, const std::int32_t* offsets, float* y,
-                                   std::size_t y_stride, std::size_t n_out) noexcept {
+                                   std::size_t x_stride, const Rows16Terms<Group>* terms,
+                                   float* y, std::size_t y_stride, std::size_t n_out) noexcept {
   using Traits = Rows16Traits<Group>;
   constexpr std::size_t kUnits = Group::kSubBlocks;
   __m256 acc[T];
@@ -496,15 +480,14 @@ inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::siz
       for (std::size_t t = 0; t < T; ++t) {
         __m256i isum = widen_sums_256<Group>(sums[t]);
         if constexpr (kSubtractsOffset<Arch, Group>) {
-          isum =
-              _mm256_sub_epi32(isum, _mm256_set1_epi32(offsets[(t * x_stride + b) * kUnits + u]));
+          isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(terms[t * x_stride + b].offset[u]));
         }
         if constexpr (kSumsWholeBlock<Group>) {  // times s_j - 32, in integers
           const __m256i scales = _mm256_cvtepi8_epi32(
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)));
           whole[t] = _mm256_add_epi32(whole[t], _mm256_mullo_epi32(isum, scales));
         } else {
-          const __m256 yd = _mm256_set1_ps(token_scale(x[t * x_stride + b]));
+          const __m256 yd = _mm256_set1_ps(terms[t * x_stride + b].d);
           acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), wd), yd, acc[t]);
         }
       }
@@ -512,7 +495,7 @@ inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::siz
     if constexpr (kSumsWholeBlock<Group>) {
 #pragma GCC unroll 4
       for (std::size_t t = 0; t < T; ++t) {
-        const __m256 yd = _mm256_set1_ps(token_scale(x[t * x_stride + b]));
+        const __m256 yd = _mm256_set1_ps(terms[t * x_stride + b].d);
         acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole[t]), wd), yd, acc[t]);
       }
     }
@@ -525,7 +508,7 @@ inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::siz
           _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(w[b].m + 8 * h)));
 #pragma GCC unroll 4
       for (std::size_t t = 0; t < T; ++t) {
-        mins[t] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(x[t * x_stride + b].s)), mins[t]);
+        mins[t] = _mm256_fmadd_ps(wm, _mm256_set1_ps(terms[t * x_stride + b].s), mins[t]);
       }
     }
     for (std::size_t t = 0; t < T; ++t) acc[t] = _mm256_add_ps(acc[t], mins[t]);
@@ -542,15 +525,15 @@ inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::siz
 // the end, as rows16_half_tokens_256.
 template <class Arch, class Group>
 void rows16_token_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
-                      const typename Rows16Traits<Group>::Token* xt, const std::int32_t* offsets,
-                      float* y) noexcept {
+                      const typename Rows16Traits<Group>::Token* xt,
+                      const Rows16Terms<Group>* terms, float* y) noexcept {
   using Traits = Rows16Traits<Group>;
   constexpr std::size_t kUnits = Group::kSubBlocks;
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   __m256 mins[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // the min terms apart
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Group& blk = w[b];
-    const __m256 yd = _mm256_set1_ps(token_scale(xt[b]));
+    const __m256 yd = _mm256_set1_ps(terms[b].d);
     [[maybe_unused]] __m256i whole[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (std::size_t u = 0; u < kUnits; ++u) {
       prefetch_unit_ahead(w + b, u);
@@ -563,7 +546,7 @@ void rows16_token_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
         });
         __m256i isum = widen_sums_256<Group>(sums);
         if constexpr (kSubtractsOffset<Arch, Group>) {
-          isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(offsets[b * kUnits + u]));
+          isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(terms[b].offset[u]));
         }
         if constexpr (kSumsWholeBlock<Group>) {  // times s_j - 32, in integers
           const __m256i scales = _mm256_cvtepi8_epi32(
@@ -585,7 +568,7 @@ void rows16_token_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
       if constexpr (Traits::kMin) {
         const __m256 wm =
             _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.m + 8 * h)));
-        mins[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(_cvtsh_ss(xt[b].s)), mins[h]);
+        mins[h] = _mm256_fmadd_ps(wm, _mm256_set1_ps(terms[b].s), mins[h]);
       }
     }
   }
@@ -604,13 +587,11 @@ void rows16_token_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
 template <class Arch, class Group>
 void rows16_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
                 const typename Rows16Traits<Group>::Token* x, std::size_t x_stride,
-                std::size_t n_tokens, const std::int32_t* offsets, float* y,
+                std::size_t n_tokens, const Rows16Terms<Group>* terms, float* y,
                 std::size_t y_stride) noexcept {
-  if (n_tokens == 1) return rows16_token_256<Arch>(w, nblocks, n_rows, x, offsets, y);
+  if (n_tokens == 1) return rows16_token_256<Arch>(w, nblocks, n_rows, x, terms, y);
   const std::size_t nr = n_rows < kRows16 ? n_rows : kRows16;
-  const auto at = [&](std::size_t t) {
-    return offsets ? offsets + t * x_stride * Group::kSubBlocks : nullptr;
-  };
+  const auto at = [&](std::size_t t) { return terms + t * x_stride; };
   for (std::size_t h = 0; 8 * h < nr; ++h) {
     const std::size_t n_out = nr - 8 * h < 8 ? nr - 8 * h : 8;
     std::size_t t = 0;
