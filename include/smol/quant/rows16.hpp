@@ -390,8 +390,8 @@ inline constexpr auto rows16_q5_0_reference = rows16_no_min_reference<BlockQ5_0R
 // planes of (s_j - 32) x level), so a token decoded has the bits a prefill gives it.
 inline void rows16_iq4xs_reference(const BlockIQ4XSRows16* w, std::size_t nblocks,
                                    std::size_t n_rows, const BlockQ8K* x, std::size_t x_stride,
-                                   std::size_t n_tokens, const Rows16TokenTerms<8>* /*terms*/, float* y,
-                                   std::size_t y_stride) noexcept {
+                                   std::size_t n_tokens, const Rows16TokenTerms<8>* /*terms*/,
+                                   float* y, std::size_t y_stride) noexcept {
   for (std::size_t t = 0; t < n_tokens; ++t) {
     const BlockQ8K* xt = x + t * x_stride;
     for (std::size_t r = 0; r < std::min(n_rows, kRows16); ++r) {
