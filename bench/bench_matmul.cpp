@@ -49,6 +49,16 @@ constexpr Shape kOtherShapes[] = {
     {"gate_up_2048to11008_IQ4_XS", 11008, 2048, GgmlType::IQ4_XS, 0},
 };
 
+// Speculative verification and small batches: a few tokens per pass on SmolLM2-135M's
+// widest shape (whose weights, 0.5 MB, stay in L2: the kernels' own pace) and on the 3B
+// gate/up, one thread. per_token (seconds) against the one-token run of the same shape says what
+// each extra token of a pass costs.
+constexpr Shape kSmallBatchShapes[] = {
+    {"smollm2_gate_up_576to1536_Q4_1", 1536, 576, GgmlType::Q4_1, 0},
+    {"smollm2_gate_up_576to1536_Q8_0", 1536, 576, GgmlType::Q8_0, 0},
+    {"gate_up_2048to11008_Q4_K", 11008, 2048, GgmlType::Q4_K, 0},
+};
+
 struct Operands {
   AlignedBuffer<std::byte> weights, rows8;
   std::vector<float> x, y;
@@ -127,6 +137,21 @@ void BM_matmul(benchmark::State& state, Shape s, bool rows8) {
   state.SetLabel(isa_name(ctx.isa()).data());
 }
 
+// A pass of state.range(0) tokens over the copy, one thread.
+void BM_matmul_tokens(benchmark::State& state, Shape s) {
+  Context ctx(1);
+  const auto tokens = static_cast<std::size_t>(state.range(0));
+  Operands& o = operands(s, tokens);
+  for (auto _ : state) {
+    matmul(ctx, o.w_rows8, o.x.data(), tokens, o.y.data());
+    benchmark::DoNotOptimize(o.y.data());
+  }
+  state.counters["per_token"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(tokens),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(isa_name(ctx.isa()).data());
+}
+
 // One iteration times every distinct shape (best of 2) and sums them as the model would.
 // With one thread it also reports the projection from this thread's CPU time, which
 // stays meaningful when other work shares the cores (x threads = the ideal scaling).
@@ -163,6 +188,18 @@ const bool registered = [] {
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
+  }
+  for (const Shape& s : kSmallBatchShapes) {
+    const std::string name = std::string("matmul_tokens/") + s.name;
+    benchmark::RegisterBenchmark(name.c_str(), BM_matmul_tokens, s)
+        ->ArgName("tokens")
+        ->Arg(1)
+        ->Arg(2)
+        ->Arg(4)
+        ->Arg(8)
+        ->Arg(16)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("projected_prefill_512", BM_projected_prefill)
       ->Arg(1)
