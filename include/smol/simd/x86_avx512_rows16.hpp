@@ -257,8 +257,8 @@ inline __m512i add_quad_512(__m512i sum, __m512i q, const std::int8_t* token_qs,
 // dots of four tokens written token after token leave the core's scheduler to find the
 // other sums 8 to 24 dots ahead. Quad after quad, as below: on Zen 4, SmolLM2's gate/up in
 // passes of 2 to 16 tokens took 4-24 % less time (bench_matmul's matmul_tokens, best of
-// four), the 3B gate/up prefill 5-15 % less for Q4_0, Q4_1, Q5_0, Q8_0 and IQ4_NL (2 % for
-// IQ4_XS, whose units end in an integer multiply).
+// four), the 3B gate/up prefill of Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and IQ4_XS 2-15 % less,
+// the files' pp512 6-14 % more t/s (bench/README.md).
 template <std::size_t T>
 inline constexpr std::size_t kPartialSums = T >= 4 ? 1 : (T == 1 ? 4 : 2);
 
