@@ -40,6 +40,7 @@ constexpr Shape kLmHead{"lm_head_2048to128256_Q6_K", 128256, 2048, GgmlType::Q6_
 // The other types on the widest shape (with a sixteen-row copy, quant/rows16.hpp, where
 // they have one): not in the projection, which is the Q4_K_M file's.
 constexpr Shape kOtherShapes[] = {
+    {"gate_up_2048to11008_Q5_K", 11008, 2048, GgmlType::Q5_K, 0},
     {"gate_up_2048to11008_Q5_0", 11008, 2048, GgmlType::Q5_0, 0},
     {"gate_up_2048to11008_Q5_1", 11008, 2048, GgmlType::Q5_1, 0},
     {"gate_up_2048to11008_Q4_0", 11008, 2048, GgmlType::Q4_0, 0},
