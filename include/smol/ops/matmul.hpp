@@ -260,7 +260,8 @@ inline constexpr std::size_t kRows16FewTokens = 16;
 // The kernels a prefill of W's matrix `w` runs on, in matmul_of's order of preference:
 // one decision, which matmul_of follows and matvec_rounds_like_tiles reads.
 enum class PrefillPath {
-  rows8_matrix,       // the eight-row copy, through the matrix unit (AMX)
+  rows8_matrix,       // the eight-row copy, on packed token tiles (AMX's matrix unit;
+                      // Q6_K's tokens in the lanes on the other AVX-512 sets)
   rows8,              // the eight-row copy, through its multi-token kernel
   rows16_matrix,      // the sixteen-row copy, through the matrix unit (IQ4_XS on AMX)
   rows16,             // the sixteen-row copy, through its multi-token kernel (x86 but AMX)
@@ -448,7 +449,8 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 // and matrix unit, whose tokens the decode kernel rounds alike, quant/rows16.hpp; the other x86
 // sets' prefill through the decode kernel itself), and on an eight-row copy
 // where its decode kernel rounds as the matrix unit (WeightKernels::rows8_rounds_like_matrix:
-// Q4_K, Q5_K, Q6_K on AMX). On the file's rows, where the set's dot sums as its matrix
+// Q4_K, Q5_K, Q6_K on AMX) or the kernel on packed tokens that stands for it (Q6_K on the
+// other AVX-512 sets). On the file's rows, where the set's dot sums as its matrix
 // kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its tile_dots do
 // (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in test_matmul.
 // Elsewhere the two sum in different orders, and one token must run on the tiles.

@@ -91,7 +91,9 @@ struct WeightKernels {
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
   // The same on the interleaved copy (`rows8`'s layout, groups addressed as MatrixFn's
   // rows at a group's bytes / 8 apart), with the same bits: where a set has it, prefill
-  // reads the copy that decode reads.
+  // reads the copy that decode reads. Also the kernels that take the matrix unit's packed
+  // tokens without one: Q6_K's tokens in the lanes on the other AVX-512 sets
+  // (x86_avx512_token_lanes.hpp), with `rows8`'s bits.
   MatrixFn matrix_rows8 = nullptr;
   // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value
   // types, IQ4_XS): y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
@@ -129,7 +131,8 @@ struct WeightKernels {
   // AMX: their dots there take the matrix kernel's float steps per block).
   bool dot_rounds_like_matrix = false;
   // The same for `rows8` and `matrix_rows8` on the eight-row copy (Q4_K, Q5_K, Q6_K on AMX:
-  // x86_avx512_rows8.hpp's kRows8MatrixOrder).
+  // x86_avx512_rows8.hpp's kRows8MatrixOrder; Q6_K on the other AVX-512 sets, whose
+  // matrix_rows8 takes `rows8`'s float steps).
   bool rows8_rounds_like_matrix = false;
 };
 

@@ -14,6 +14,7 @@
 #include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
 #include "smol/simd/x86_avx512_tiles.hpp"
+#include "smol/simd/x86_avx512_token_lanes.hpp"
 
 namespace smol {
 
@@ -49,6 +50,10 @@ struct KernelUnit<BlockWeight<BlockQ6K>> {
             simd::x86::expand_copy_row<Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>,
             32>;
         k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
+      } else {
+        // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
+        k.matrix_rows8 = simd::x86::rows8_q6k_token_lanes_512<Arch>;
+        k.rows8_rounds_like_matrix = true;
       }
 #endif
 #if defined(SMOL_ARM64)

@@ -96,13 +96,19 @@ inline constexpr auto kSums23 = lanes32([](int l) { return 4 * rows8_lane_parity
 // and 16 s + 8 pp is added.
 inline constexpr auto kQ6Scales =
     words16([](int word) { return 32 * rows8_lane_parity(word / 2) + rows8_lane_row(word / 2); });
-// The -32 offset: lane L of product m pairs groups 4m + 2 parity(L) + e (e = 0, 1) of
-// row(L), from the 32 sign-extended words of groups 4m .. 4m + 3; the activations' bsums
-// pair (4m + 2 parity, + 1) is dword 2m + parity of the 16 bsums.
+// The -32 offset, over the groups whose quants each lane sums (parity p: groups 8h + 4p ..
+// 8h + 4p + 3 of either half h, as kQ6Scales scales them), so that a lane's integer is its
+// own groups' whole sum, the one x86_avx512_token_lanes.hpp forms too: lane L of product m
+// pairs groups 8h + 4 parity(L) + 2k + e (h = m / 2, k = m % 2, e = 0, 1) of row(L), from
+// the 64 sign-extended words of groups 8h .. 8h + 7 (two vectors; this table holds k = 0,
+// and 16 k is added); the activations' bsums pair (8h + 4 parity + 2k, + 1) is dword
+// 4h + 2 parity + k of the 16 bsums (kQ6OffsetPairs + 4h + k).
 inline constexpr auto kQ6OffsetScales = words16([](int word) {
-  return 8 * (2 * rows8_lane_parity(word / 2) + word % 2) + rows8_lane_row(word / 2);
+  return 32 * rows8_lane_parity(word / 2) + 8 * (word % 2) + rows8_lane_row(word / 2);
 });
-inline constexpr auto kQ6OffsetSums = lanes32([](int l) { return rows8_lane_parity(l); });
+inline constexpr auto kQ6OffsetPairs = lanes32([](int l) { return 2 * rows8_lane_parity(l); });
+// Q2_K's and Q3_K's: lane L takes bsums pair parity(L) of those a term's index adds 2v to.
+inline constexpr auto kParityPairSums = lanes32([](int l) { return rows8_lane_parity(l); });
 // Q2_K and Q3_K scale words, from the 32 words of scales[v] (quant/rows8.hpp: word 2L' + e'
 // is sub-block 4v + 2 parity(L') + e' of row(L')): at shift j of half h, lane L takes
 // sub-block 8h + 2j + parity(L) of row(L), i.e. v = 2h + j / 2, the lane L' of its row with
@@ -328,7 +334,7 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   const __m512i lane_rows = load_index<Arch>(kLaneRows);
   const __m512i scale_index = load_index<Arch>(kQ6Scales);
   const __m512i offset_scales = load_index<Arch>(kQ6OffsetScales);
-  const __m512i offset_sums = load_index<Arch>(kQ6OffsetSums);
+  const __m512i offset_pairs = load_index<Arch>(kQ6OffsetPairs);
 
   __m512 acc[T];
   for (auto& a : acc) a = _mm512_setzero_ps();
@@ -375,10 +381,15 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
       }
     }
     __m512i offset_words[4];
-    for (int m = 0; m < 4; ++m) {
-      offset_words[m] = _mm512_permutexvar_epi16(
-          offset_scales, _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-                             reinterpret_cast<const __m256i*>(wb.scales[4 * m]))));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i groups_lo = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h])));
+      const __m512i groups_hi = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h + 4])));
+      for (int k = 0; k < 2; ++k) {
+        const __m512i index = _mm512_add_epi16(offset_scales, _mm512_set1_epi16(16 * k));
+        offset_words[2 * h + k] = _mm512_permutex2var_epi16(groups_lo, index, groups_hi);
+      }
     }
     const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
     for (std::size_t t = 0; t < T; ++t) {
@@ -387,7 +398,7 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
       __m512i offset = _mm512_setzero_si512();
       for (int m = 0; m < 4; ++m) {
         const __m512i sums = _mm512_permutexvar_epi32(
-            _mm512_add_epi32(offset_sums, _mm512_set1_epi32(2 * m)), bsums);
+            _mm512_add_epi32(offset_pairs, _mm512_set1_epi32(4 * (m / 2) + m % 2)), bsums);
         offset = madd16_acc512<Arch>(offset, offset_words[m], sums);
       }
       const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(offset, 5));
@@ -429,7 +440,7 @@ void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K*
   const __m512i lane_rows = load_index<Arch>(kLaneRows);
   const __m512i scales_even = load_index<Arch>(kTwoBitScalesEven);
   const __m512i scales_odd = load_index<Arch>(kTwoBitScalesOdd);
-  const __m512i pair_sums = load_index<Arch>(kQ6OffsetSums);  // lane L: bsum pair parity(L)
+  const __m512i pair_sums = load_index<Arch>(kParityPairSums);  // lane L: bsum pair parity(L)
 
   __m512 acc[T];
   for (auto& a : acc) a = _mm512_setzero_ps();
