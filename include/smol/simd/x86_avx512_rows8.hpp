@@ -321,6 +321,19 @@ void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8
   }
 }
 
+// Q6_K's quants 0..63 from 64 bytes of the copy's ql (chunk 2h + s) and the matching 64 of
+// qh, in either kernel's lane order (the same dword permute on both, or none): bits 2s,
+// 2s + 1 of qh top the low nibbles (lo), bits 2s + 4, 2s + 5 the high ones (hi).
+template <class Arch>
+inline void q6k_copy_quants(__m512i ql, __m512i qh, int s, __m512i& lo, __m512i& hi) noexcept {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  const __m512i lo_top = s == 0 ? _mm512_slli_epi16(qh, 4) : _mm512_slli_epi16(qh, 2);
+  const __m512i hi_top = s == 0 ? qh : _mm512_srli_epi16(qh, 2);
+  lo = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(lo_top, top2));
+  hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                       _mm512_and_si512(hi_top, top2));
+}
+
 // Q6_K: quants 0..63, so a lane may sum only one vpdpbusd (4 x 63 x 128 < 2^15) before
 // vpackssdw; the low and high nibbles of a g-pair (quarters s and s + 2 of a half) are
 // packed together, their groups' scales applied by one vpdpwssd. The -32 offset of every
@@ -329,7 +342,6 @@ template <class Arch, std::size_t T>
 void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const BlockQ8K* x,
                         std::size_t x_stride, float* y, std::size_t y_stride,
                         WeightsFrom from) noexcept {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
   const __m512i pair_rows = load_index<Arch>(kPairRows);
   const __m512i lane_rows = load_index<Arch>(kLaneRows);
   const __m512i scale_index = load_index<Arch>(kQ6Scales);
@@ -359,14 +371,8 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
         }
         __m512i lo[4], hi[4];
         for (int p = 0; p < 4; ++p) {
-          const __m512i ql = load_pair_rows<Arch>(wb.ql[2 * h + s][2 * p], pair_rows);
-          const __m512i qh = load_pair_rows<Arch>(wb.qh[h][2 * p], pair_rows);
-          // Bits 2s, 2s + 1 of qh top the low nibble, bits 2s + 4, 2s + 5 the high one.
-          const __m512i lo_top = s == 0 ? _mm512_slli_epi16(qh, 4) : _mm512_slli_epi16(qh, 2);
-          const __m512i hi_top = s == 0 ? qh : _mm512_srli_epi16(qh, 2);
-          lo[p] = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(lo_top, top2));
-          hi[p] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                  _mm512_and_si512(hi_top, top2));
+          q6k_copy_quants<Arch>(load_pair_rows<Arch>(wb.ql[2 * h + s][2 * p], pair_rows),
+                                load_pair_rows<Arch>(wb.qh[h][2 * p], pair_rows), s, lo[p], hi[p]);
         }
         for (std::size_t t = 0; t < T; ++t) {
           const std::int8_t* xq = x[t * x_stride + b].qs + 128 * h + 32 * s;

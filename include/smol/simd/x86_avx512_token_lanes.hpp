@@ -36,6 +36,7 @@
 #include "smol/quant/rows8.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/token_tiles.hpp"
+#include "smol/simd/x86_avx512_rows8.hpp"
 #include "smol/simd/x86_avx512_tiles.hpp"
 
 namespace smol::simd::x86 {
@@ -53,25 +54,17 @@ struct Q6KTokenLanesBlock {
 
 template <class Arch>
 inline void unpack_q6k_token_lanes(const BlockQ6KRows8& wb, Q6KTokenLanesBlock& out) noexcept {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
   const __m512i thirty_two = _mm512_set1_epi8(32), ones = _mm512_set1_epi8(1);
   __m256i sums[16];  // per sub-block, the sums of its weights by row
   for (int h = 0; h < 2; ++h) {
     for (int s = 0; s < 2; ++s) {
       __m512i dots[2][2] = {};  // [n][g / 4]: per lane (g % 2, r), sums of four weights
       for (int p = 0; p < 4; ++p) {
-        const __m512i ql = load512<Arch>(wb.ql[2 * h + s][2 * p]);
-        const __m512i qh = load512<Arch>(wb.qh[h][2 * p]);
-        // Bits 2s, 2s + 1 of qh top the low nibble, bits 2s + 4, 2s + 5 the high one.
-        const __m512i lo_top = s == 0 ? _mm512_slli_epi16(qh, 4) : _mm512_slli_epi16(qh, 2);
-        const __m512i hi_top = s == 0 ? qh : _mm512_srli_epi16(qh, 2);
-        const __m512i lo = _mm512_sub_epi8(
-            _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(lo_top, top2)),
-            thirty_two);
-        const __m512i hi =
-            _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                            _mm512_and_si512(hi_top, top2)),
-                            thirty_two);
+        __m512i lo, hi;
+        q6k_copy_quants<Arch>(load512<Arch>(wb.ql[2 * h + s][2 * p]),
+                              load512<Arch>(wb.qh[h][2 * p]), s, lo, hi);
+        lo = _mm512_sub_epi8(lo, thirty_two);
+        hi = _mm512_sub_epi8(hi, thirty_two);
         _mm512_storeu_si512(out.quants[h][s][0][2 * p], lo);
         _mm512_storeu_si512(out.quants[h][s][1][2 * p], hi);
         dots[0][p / 2] = dot_u8s8<Arch>(dots[0][p / 2], ones, lo);
