@@ -136,13 +136,15 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
     Context ctx(2, isa);
     CAPTURE(isa_name(isa));
     const Kernels& k = ctx.kernels();
-    CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
-    CHECK((k.of<GgmlType::Q5_K>().matrix_rows8 != nullptr) == (isa == Isa::amx));
-    // Q6_K's on the other AVX-512 sets: the tokens-in-lanes kernel (test below).
+    // On the other AVX-512 sets: the tokens-in-lanes kernels (test below).
+    // Q4_K's only with VNNI.
     const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
+    const bool vnni = isa == Isa::avx512vnni || isa == Isa::amx;
+    CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == vnni);
+    CHECK((k.of<GgmlType::Q5_K>().matrix_rows8 != nullptr) == avx512);
     CHECK((k.of<GgmlType::Q6_K>().matrix_rows8 != nullptr) == avx512);
-    CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_matrix == (isa == Isa::amx));
-    CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_matrix == (isa == Isa::amx));
+    CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_matrix == vnni);
+    CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_matrix == avx512);
     CHECK(k.of<GgmlType::Q6_K>().rows8_rounds_like_matrix == avx512);
     if (isa != Isa::amx) continue;
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
@@ -171,37 +173,49 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
   }
 }
 
-TEST_CASE("AVX-512 prefill on an interleaved Q6_K copy, tokens in the lanes: decode's bits") {
-  // Q6_K's matrix_rows8 on the AVX-512 sets without AMX (x86_avx512_token_lanes.hpp) forms
-  // the eight-row kernel's integers and takes its float steps, so every token of a prefill
+TEST_CASE(
+    "AVX-512 prefill on an interleaved Q4_K / Q5_K / Q6_K copy, tokens in the lanes: "
+    "decode's bits") {
+  // matrix_rows8 on the AVX-512 sets without AMX (x86_avx512_token_lanes.hpp) forms the
+  // eight-row kernel's integers and takes its float steps, so every token of a prefill
   // past kRows8FewTokens (whole tiles of 16 and a partial one) must get the bits that the
   // eight-row kernel gives it decoded alone; calls of 16 rows and one of 8, one block and
-  // 43 (the 3B down projection's), one thread and three.
+  // 43 (the 3B down projection's), one thread and three (Q4_K's on AVX-512 without VNNI
+  // takes the eight-row kernel itself). Q4_K's and Q5_K's min terms come
+  // from the tokens' pair sums (TokenTiles::pair_sums), so both signs of activations and
+  // the largest mins are met.
   std::mt19937 rng(29);
-  for (std::size_t rows : {8, 24, 72}) {
-    for (std::size_t cols : {256, 11008}) {
-      const auto bytes = random_matrix(GgmlType::Q6_K, rows, cols, rng);
-      const WeightMatrix file_rows = view(GgmlType::Q6_K, bytes, rows, cols);
-      const auto copy = rows8_copy(file_rows);
-      const WeightMatrix w = with_rows8(file_rows, copy);
-      for (std::size_t n_tokens : {17, 32, 40}) {
-        const auto x = random_floats(n_tokens * cols, rng);
-        for (Isa isa : available_isas()) {
-          if (isa != Isa::avx512 && isa != Isa::avx512vnni) continue;
-          for (int threads : {1, 3}) {
-            Context ctx(threads, isa);
-            CAPTURE(isa_name(isa));
-            CAPTURE(threads);
-            CAPTURE(rows);
-            CAPTURE(cols);
-            CAPTURE(n_tokens);
-            CHECK(matvec_rounds_like_tiles(ctx, w));
-            std::vector<float> want(n_tokens * rows, -1.0f), got(n_tokens * rows, -2.0f);
-            for (std::size_t t = 0; t < n_tokens; ++t) {
-              matvec(ctx, w, x.data() + t * cols, want.data() + t * rows);
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    for (std::size_t rows : {8, 24, 72}) {
+      for (std::size_t cols : {256, 11008}) {
+        const auto bytes = random_matrix(type, rows, cols, rng);
+        const WeightMatrix file_rows = view(type, bytes, rows, cols);
+        const auto copy = rows8_copy(file_rows);
+        const WeightMatrix w = with_rows8(file_rows, copy);
+        for (std::size_t n_tokens : {17, 32, 40}) {
+          auto x = random_floats(n_tokens * cols, rng);
+          if (n_tokens == 32) {  // one sign per sub-block of 32: the pair sums' extremes
+            for (std::size_t i = 0; i < x.size(); ++i) x[i] = ((i / 32) % 3 == 0 ? -1.0f : 1.0f);
+          }
+          for (Isa isa : available_isas()) {
+            if (isa != Isa::avx512 && isa != Isa::avx512vnni) continue;
+            for (int threads : {1, 3}) {
+              Context ctx(threads, isa);
+              CAPTURE(ggml_type_name(type));
+              CAPTURE(isa_name(isa));
+              CAPTURE(threads);
+              CAPTURE(rows);
+              CAPTURE(cols);
+              CAPTURE(n_tokens);
+              CHECK(matvec_rounds_like_tiles(ctx, w) ==
+                    (type != GgmlType::Q4_K || isa == Isa::avx512vnni));
+              std::vector<float> want(n_tokens * rows, -1.0f), got(n_tokens * rows, -2.0f);
+              for (std::size_t t = 0; t < n_tokens; ++t) {
+                matvec(ctx, w, x.data() + t * cols, want.data() + t * rows);
+              }
+              matmul(ctx, w, x.data(), n_tokens, got.data());
+              CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
             }
-            matmul(ctx, w, x.data(), n_tokens, got.data());
-            CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
           }
         }
       }

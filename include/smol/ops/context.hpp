@@ -30,7 +30,8 @@ enum class Scratch : std::size_t {
   activations,
   packed_activations,
   activation_scales,
-  token_terms,  // the tokens' rows16_token_terms, for the sixteen-row copies (quant/rows16.hpp)
+  token_pair_sums,  // TokenTiles::pair_sums
+  token_terms,      // the tokens' rows16_token_terms, for the sixteen-row copies (quant/rows16.hpp)
   rows,
   count
 };

@@ -71,14 +71,16 @@ inline TokenTiles matrix_unit_activations(Context& ctx, const float* x, std::siz
       Scratch::activation_scales,
       token_tiles_scale_count(n_tokens, nblocks) + token_tiles_sub_sum_count(n_tokens, nblocks));
   float* sub_sums = scales + token_tiles_scale_count(n_tokens, nblocks);
-  clear_token_padding(n_tokens, nblocks, quants, scales, sub_sums);
+  auto* pair_sums = ctx.scratch_as<std::int16_t>(Scratch::token_pair_sums,
+                                                 token_tiles_pair_sum_count(n_tokens, nblocks));
+  clear_token_padding(n_tokens, nblocks, quants, scales, sub_sums, pair_sums);
   parallel_chunks(ctx, n_tokens, 8, [&](std::size_t first, std::size_t last) {
     for (std::size_t t = first; t < last; ++t) {
       k.quantize_row_q8k(x + t * cols, q8 + t * nblocks, cols);
-      pack_token_tile(q8 + t * nblocks, t, nblocks, quants, scales, sub_sums);
+      pack_token_tile(q8 + t * nblocks, t, nblocks, quants, scales, sub_sums, pair_sums);
     }
   });
-  return TokenTiles{quants, scales, sub_sums, n_tokens, nblocks};
+  return TokenTiles{quants, scales, sub_sums, pair_sums, n_tokens, nblocks};
 }
 
 // The rows of a matrix-unit call: read from `rows` at `row_bytes` apart, the file's, or the

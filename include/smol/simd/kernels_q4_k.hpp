@@ -14,6 +14,7 @@
 #include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
 #include "smol/simd/x86_avx512_tiles.hpp"
+#include "smol/simd/x86_avx512_token_lanes.hpp"
 
 namespace smol {
 
@@ -49,6 +50,12 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
             Arch, simd::x86::expand_copy_row<Arch, BlockQ4KRows8,
                                              simd::x86::expand_q4k_copy_block<Arch>>>;
         k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
+      } else if constexpr (has_vnni_v<Arch>) {
+        // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
+        // Without VNNI a dot takes three instructions there, and the eight-row kernel's
+        // 4-bit dots kept pace (down projection 151-154 ms against 158-196 on Zen 4).
+        k.matrix_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ4KRows8>;
+        k.rows8_rounds_like_matrix = true;
       }
 #endif
 #if defined(SMOL_ARM64)

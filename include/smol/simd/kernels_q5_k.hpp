@@ -25,6 +25,7 @@
 #include "smol/simd/x86_avx2_rows8.hpp"
 #include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
+#include "smol/simd/x86_avx512_token_lanes.hpp"
 
 namespace smol {
 
@@ -269,6 +270,10 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
             Arch, simd::x86::expand_copy_row<Arch, BlockQ5KRows8,
                                              simd::x86::expand_q5k_copy_block<Arch>>>;
         k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
+      } else if constexpr (is_avx512_v<Arch>) {
+        // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
+        k.matrix_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ5KRows8>;
+        k.rows8_rounds_like_matrix = true;
       }
 #endif
 #if defined(__aarch64__)

@@ -3,7 +3,9 @@
 // A tile multiply takes its right operand as 16 rows of 64 bytes where row q holds, for
 // each of 16 tokens, the 4 consecutive quants 4q..4q+3 of a 64-value chunk ("VNNI"
 // order). Each token's quants are rearranged into that order once per matmul; the
-// Q8_K scales go alongside, per tile and block, as one float per token.
+// Q8_K scales go alongside, per tile and block, as one float per token, and the sums of
+// its sub-blocks of 32 (the min terms of Q4_K and Q5_K): as floats times d for the matrix
+// unit, as exact integers for the tokens-in-lanes kernels (x86_avx512_token_lanes.hpp).
 #pragma once
 
 #include <cstddef>
@@ -22,8 +24,11 @@ struct TokenTiles {
   const std::int8_t* quants = nullptr;  // [tile][chunk of 64 values][16 quads][16 tokens][4]
   const float* scales = nullptr;        // [tile][block][16 tokens]; 0 for padding tokens
   const float* sub_sums = nullptr;  // [tile][block][8 sub-blocks][16 tokens]: d * sum of 32 quants
-  std::size_t n_tokens = 0;         // the last tile is padded with zero tokens
-  std::size_t nblocks = 0;          // Q8_K blocks per token
+  // [tile][block][4 pairs i][16 tokens][2]: the sums of sub-blocks 2i and 2i + 1 (|sum| <=
+  // 32 x 127 fits a word) side by side, a dword per token, as vpdpwssd takes them.
+  const std::int16_t* pair_sums = nullptr;
+  std::size_t n_tokens = 0;  // the last tile is padded with zero tokens
+  std::size_t nblocks = 0;   // Q8_K blocks per token
 
   std::size_t tiles() const noexcept { return (n_tokens + kTokenTile - 1) / kTokenTile; }
   const std::int8_t* chunk(std::size_t tile, std::size_t chunk) const noexcept {
@@ -34,6 +39,9 @@ struct TokenTiles {
   }
   const float* block_sub_sums(std::size_t tile, std::size_t block) const noexcept {
     return sub_sums + (tile * nblocks + block) * 8 * kTokenTile;
+  }
+  const std::int16_t* block_pair_sums(std::size_t tile, std::size_t block) const noexcept {
+    return pair_sums + (tile * nblocks + block) * 8 * kTokenTile;
   }
 };
 
@@ -50,27 +58,36 @@ inline std::size_t token_tiles_scale_count(std::size_t n_tokens, std::size_t nbl
 inline std::size_t token_tiles_sub_sum_count(std::size_t n_tokens, std::size_t nblocks) noexcept {
   return token_tiles_scale_count(n_tokens, nblocks) * 8;
 }
+inline std::size_t token_tiles_pair_sum_count(std::size_t n_tokens, std::size_t nblocks) noexcept {
+  return token_tiles_scale_count(n_tokens, nblocks) * 8;
+}
 
 // Zeroes the padding of the last tile; call once before packing the tokens.
 inline void clear_token_padding(std::size_t n_tokens, std::size_t nblocks, std::int8_t* quants,
-                                float* scales, float* sub_sums) noexcept {
+                                float* scales, float* sub_sums, std::int16_t* pair_sums) noexcept {
   if (n_tokens % kTokenTile == 0) return;
   const std::size_t last = token_tile_count(n_tokens) - 1;
   std::memset(quants + last * nblocks * QK_K * kTokenTile, 0, nblocks * QK_K * kTokenTile);
   std::memset(scales + last * nblocks * kTokenTile, 0, nblocks * kTokenTile * sizeof(float));
   std::memset(sub_sums + last * nblocks * 8 * kTokenTile, 0,
               nblocks * 8 * kTokenTile * sizeof(float));
+  std::memset(pair_sums + last * nblocks * 8 * kTokenTile, 0,
+              nblocks * 8 * kTokenTile * sizeof(std::int16_t));
 }
 
 // Places token `t` (its `nblocks` Q8_K blocks) into its tile.
 inline void pack_token_tile(const BlockQ8K* q8, std::size_t t, std::size_t nblocks,
-                            std::int8_t* quants, float* scales, float* sub_sums) noexcept {
+                            std::int8_t* quants, float* scales, float* sub_sums,
+                            std::int16_t* pair_sums) noexcept {
   const std::size_t tile = t / kTokenTile, slot = t % kTokenTile;
   for (std::size_t b = 0; b < nblocks; ++b) {
     scales[(tile * nblocks + b) * kTokenTile + slot] = q8[b].d;
     for (std::size_t s = 0; s < 8; ++s) {
+      const int sum = q8[b].bsums[2 * s] + q8[b].bsums[2 * s + 1];
       sub_sums[((tile * nblocks + b) * 8 + s) * kTokenTile + slot] =
-          q8[b].d * static_cast<float>(q8[b].bsums[2 * s] + q8[b].bsums[2 * s + 1]);
+          q8[b].d * static_cast<float>(sum);
+      pair_sums[(((tile * nblocks + b) * 4 + s / 2) * kTokenTile + slot) * 2 + s % 2] =
+          static_cast<std::int16_t>(sum);
     }
     for (std::size_t quad = 0; quad < QK_K / 4; ++quad) {
       const std::size_t chunk = b * 4 + quad / 16;

@@ -1,25 +1,30 @@
-// AVX-512 prefill on the eight-row Q6_K copy (quant/rows8.hpp) with the tokens in the
-// lanes: a vector holds one quad of sixteen tokens, and each dot broadcasts one row's quad.
+// AVX-512 prefill on the eight-row Q4_K, Q5_K and Q6_K copies (quant/rows8.hpp) with the
+// tokens in the lanes: a vector holds one quad of sixteen tokens, and each dot broadcasts
+// one row's quad.
 //
 // Why: the eight-row kernels (x86_avx512_rows8.hpp) put the rows in the lanes and
-// broadcast each token's quads, and Q6_K's quants reach 63, so every two dots must be
-// packed to words and scaled by a word dot before their sums outgrow a word: two vector
-// ops a dot, where Q4_K needs 1.25, and on Zen 4 Q6_K ran at 60 % of Q4_K's pace. With the
-// tokens in the lanes a sub-block's sums stay in int32, and its scale is one vpmulld per
-// sixteen tokens: 1.5 ops a dot (bench/README.md has the count and a prototype's figures).
+// broadcast each token's quads, so a lane's sums must fit a word before vpdpwssd scales
+// them: Q6_K's quants reach 63, and every two dots are packed to words and scaled (two
+// vector ops a dot, where Q4_K needs 1.25; Q6_K ran at 60 % of Q4_K's pace on Zen 4), and
+// Q5_K's reach 31, every four dots (1.5 ops a dot, 80 % of Q4_K's pace). With the tokens
+// in the lanes a sub-block's sums stay in int32, and its scale is one vpmulld per row and
+// sixteen tokens (bench/README.md has the counts and the figures).
 //
 // The activations are the matrix unit's TokenTiles (token_tiles.hpp, made once per
-// matmul: 16 tokens' quads side by side, AMX's B-tile order). vpdpbusd takes one operand
+// matmul: 16 tokens' quads side by side, AMX's B-tile order, with each token's sums of
+// its sub-blocks of 32 for Q4_K's and Q5_K's min terms). vpdpbusd takes one operand
 // unsigned and only the other broadcast, so the tokens' quants go in unsigned, x + 128
-// (one xor per load, shared by eight rows), and the weights signed, q - 32, each call
-// unpacking its rows' blocks to bytes once for all its token tiles. The 128 x sum of a
-// sub-block's weights that the offset adds is taken off, scaled, before the first dot.
+// (one xor per load, shared by eight rows), and the weights signed (Q6_K's q - 32; Q4_K's
+// and Q5_K's q as they are), each call unpacking its rows' blocks to bytes once for all
+// its token tiles. The 128 x sum of a sub-block's weights that the offset adds is taken
+// off, scaled, before the first dot.
 //
-// Same bits as the eight-row kernel (rows8_q6k_tile_512), so decode, the few-token passes
-// that take that kernel and this prefill give a token the same row: per row and block it
-// forms the same two exact integers (the eight-row kernel's lanes of parity 0, sub-blocks
-// 0-3 and 8-11, and of parity 1, the others), takes the same float steps on each, and
-// adds the two parities' sums at the end.
+// Same bits as the eight-row kernels (rows8_q6k_tile_512, rows8_with_mins_tile_512), so
+// decode, the few-token passes that take those kernels and this prefill give a token the
+// same row: per row and block it forms the same two exact integers as the eight-row
+// kernel's two lanes of the row (Q6_K: parity 0, sub-blocks 0-3 and 8-11, and parity 1, the
+// others; Q4_K and Q5_K: the even and the odd sub-blocks, and the min terms of sub-blocks
+// 0-3 and 4-7), takes the same float steps on each, and adds the two at the end.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -30,16 +35,34 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/rows8.hpp"
 #include "smol/simd/arch.hpp"
 #include "smol/simd/token_tiles.hpp"
+#include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
 #include "smol/simd/x86_avx512_tiles.hpp"
 
 namespace smol::simd::x86 {
+
+// Adds each row's two parities and stores the tile's tokens (the padding ones left out).
+template <class Arch>
+inline void store_token_lanes_rows(const float (&acc)[2][kRowsPerGroup][kTokenTile],
+                                   const TokenTiles& act, std::size_t tile, float* y,
+                                   std::size_t y_stride) noexcept {
+  alignas(64) float rows[kRowsPerGroup][kTokenTile];
+  for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
+    _mm512_store_ps(rows[r], _mm512_add_ps(_mm512_load_ps(acc[0][r]), _mm512_load_ps(acc[1][r])));
+  }
+  const std::size_t first = tile * kTokenTile;
+  const std::size_t count = act.n_tokens - first < kTokenTile ? act.n_tokens - first : kTokenTile;
+  for (std::size_t t = 0; t < count; ++t) {
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r) y[t * y_stride + r] = rows[r][t];
+  }
+}
 
 // One group's block of Q6_K unpacked for the token-lanes kernel (in a call's scratch).
 struct Q6KTokenLanesBlock {
@@ -53,7 +76,7 @@ struct Q6KTokenLanesBlock {
 };
 
 template <class Arch>
-inline void unpack_q6k_token_lanes(const BlockQ6KRows8& wb, Q6KTokenLanesBlock& out) noexcept {
+inline void unpack_token_lanes(const BlockQ6KRows8& wb, Q6KTokenLanesBlock& out) noexcept {
   const __m512i thirty_two = _mm512_set1_epi8(32), ones = _mm512_set1_epi8(1);
   __m256i sums[16];  // per sub-block, the sums of its weights by row
   for (int h = 0; h < 2; ++h) {
@@ -97,8 +120,8 @@ inline void unpack_q6k_token_lanes(const BlockQ6KRows8& wb, Q6KTokenLanesBlock& 
 
 // One group's eight rows times one tile of sixteen tokens over every block.
 template <class Arch>
-inline void q6k_token_lanes_tile(const Q6KTokenLanesBlock* w, const TokenTiles& act,
-                                 std::size_t tile, float* y, std::size_t y_stride) noexcept {
+inline void token_lanes_tile(const Q6KTokenLanesBlock* w, const TokenTiles& act, std::size_t tile,
+                             float* y, std::size_t y_stride) noexcept {
   constexpr std::size_t R = kRowsPerGroup;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   // [parity][row], a lane per token: in memory, as the dots need the registers and these
@@ -143,41 +166,168 @@ inline void q6k_token_lanes_tile(const Q6KTokenLanesBlock* w, const TokenTiles& 
       }
     }
   }
-  alignas(64) float rows[R][kTokenTile];
-  for (std::size_t r = 0; r < R; ++r) {
-    _mm512_store_ps(rows[r], _mm512_add_ps(_mm512_load_ps(acc[0][r]), _mm512_load_ps(acc[1][r])));
-  }
-  const std::size_t first = tile * kTokenTile;
-  const std::size_t count = act.n_tokens - first < kTokenTile ? act.n_tokens - first : kTokenTile;
-  for (std::size_t t = 0; t < count; ++t) {
-    for (std::size_t r = 0; r < R; ++r) y[t * y_stride + r] = rows[r][t];
-  }
+  store_token_lanes_rows<Arch>(acc, act, tile, y, y_stride);
 }
 
-// WeightKernels::matrix_rows8 of Q6_K on the AVX-512 sets without AMX: `n_rows` rows (a
-// multiple of 8) from the group at `w`, groups 8 * row_bytes apart, times every token of
-// `act`. Two groups at a time are unpacked into `scratch` (matrix_scratch_bytes), then
-// every token tile passes over them while they stay in L2.
+// One group's block of Q4_K or Q5_K unpacked for the token-lanes kernel.
+struct WithMinsTokenLanesBlock {
+  // The quant of value 64c + 32n + 4g + e (sub-block 2c + n) of row r at [c][n][g][r][e]:
+  // the copy's qs bytes split into nibbles (and Q5_K's fifth bits added) in place.
+  std::int8_t quants[4][2][8][kRowsPerGroup][4];
+  std::int32_t scales[8][kRowsPerGroup];  // [sub-block][row], widened to broadcast
+  // The mins of sub-blocks 2i and 2i + 1 as the two words of a dword: [i][row].
+  std::int32_t min_pairs[4][kRowsPerGroup];
+  // -128 x sum over the sub-blocks of parity n of scale x their quants' sum: [n][row].
+  std::int32_t offsets[2][kRowsPerGroup];
+  float d[kRowsPerGroup], dmin[kRowsPerGroup];
+};
+
+template <class Arch, class Rows8>
+  requires std::is_same_v<Rows8, BlockQ4KRows8> || std::is_same_v<Rows8, BlockQ5KRows8>
+inline void unpack_token_lanes(const Rows8& wb, WithMinsTokenLanesBlock& out) noexcept {
+  constexpr bool kFifthBit = std::is_same_v<Rows8, BlockQ5KRows8>;
+  const __m512i nibble = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m256i offsets[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int c = 0; c < 4; ++c) {
+    __m512i dots[2] = {};  // [n]: per lane (g % 2, r), sums of four quants
+    for (int p = 0; p < 4; ++p) {
+      const __m512i q = load512<Arch>(wb.qs[c][2 * p]);
+      __m512i lo = _mm512_and_si512(q, nibble);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+      if constexpr (kFifthBit) {
+        const __m512i qh = load512<Arch>(wb.qh[2 * p]);
+        const __m512i bit_lo = _mm512_set1_epi8(static_cast<char>(1 << (2 * c)));
+        const __m512i bit_hi = _mm512_set1_epi8(static_cast<char>(2 << (2 * c)));
+        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, bit_lo), lo, sixteen);
+        hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, bit_hi), hi, sixteen);
+      }
+      _mm512_storeu_si512(out.quants[c][0][2 * p], lo);
+      _mm512_storeu_si512(out.quants[c][1][2 * p], hi);
+      dots[0] = dot_u8s8<Arch>(dots[0], ones, lo);
+      dots[1] = dot_u8s8<Arch>(dots[1], ones, hi);
+    }
+    for (int n = 0; n < 2; ++n) {
+      const __m256i sums =  // per row, its sub-block's 32 quants
+          _mm256_add_epi32(_mm512_castsi512_si256(dots[n]), _mm512_extracti64x4_epi64(dots[n], 1));
+      const __m256i scale = _mm256_cvtepu8_epi32(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * c + n])));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.scales[2 * c + n]), scale);
+      offsets[n] = _mm256_add_epi32(offsets[n], _mm256_mullo_epi32(scale, sums));
+    }
+  }
+  for (int n = 0; n < 2; ++n) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.offsets[n]),
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offsets[n], 7)));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m256i even =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.mins[2 * i])));
+    const __m256i odd =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.mins[2 * i + 1])));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.min_pairs[i]),
+                        _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)));
+  }
+  _mm256_storeu_ps(out.d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))));
+  _mm256_storeu_ps(out.dmin,
+                   _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin))));
+}
+
+// One group's eight rows times one tile of sixteen tokens over every block. The eight-row
+// kernel (rows8_with_mins_tile_512) sums a row's even sub-blocks in one lane and its odd
+// ones in the other, and its min terms by halves (sub-blocks 0-3 with the even lane, 4-7
+// with the odd): per parity n, d x the one minus dmin x the other, times the token's d.
 template <class Arch>
-void rows8_q6k_token_lanes_512(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                               const TokenTiles& act, float* y, std::size_t y_stride,
-                               std::byte* scratch) noexcept {
+inline void token_lanes_tile(const WithMinsTokenLanesBlock* w, const TokenTiles& act,
+                             std::size_t tile, float* y, std::size_t y_stride) noexcept {
+  constexpr std::size_t R = kRowsPerGroup;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  alignas(64) float acc[2][R][kTokenTile] = {};  // [parity][row], a lane per token
+  for (std::size_t b = 0; b < act.nblocks; ++b) {
+    const WithMinsTokenLanesBlock& wb = w[b];
+    const __m512 token_d = _mm512_loadu_ps(act.block_scales(tile, b));
+    const std::int16_t* pair_sums = act.block_pair_sums(tile, b);
+    for (int n = 0; n < 2; ++n) {  // the parity: sub-blocks 2c + n
+      __m512i total[R];
+      for (std::size_t r = 0; r < R; ++r) total[r] = _mm512_set1_epi32(wb.offsets[n][r]);
+      for (int c = 0; c < 4; ++c) {
+        const std::int8_t* chunk = act.chunk(tile, 4 * b + c) + 8 * n * 64;
+        __m512i sub[R];
+        for (auto& v : sub) v = _mm512_setzero_si512();
+        for (int g = 0; g < 8; ++g) {
+          const __m512i x = _mm512_xor_si512(load512<Arch>(chunk + g * 64), flip);
+#pragma GCC unroll 8
+          for (std::size_t r = 0; r < R; ++r) {
+            std::int32_t quad;
+            std::memcpy(&quad, wb.quants[c][n][g][r], sizeof quad);
+            sub[r] = dot_u8s8<Arch>(sub[r], x, _mm512_set1_epi32(quad));
+          }
+        }
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < R; ++r) {
+          total[r] = _mm512_add_epi32(
+              total[r], _mm512_mullo_epi32(sub[r], _mm512_set1_epi32(wb.scales[2 * c + n][r])));
+        }
+      }
+      // The min term of sub-blocks 4n .. 4n + 3: pairs 2n and 2n + 1.
+      const __m512i sums_a = load512<Arch>(pair_sums + 2 * n * 2 * kTokenTile);
+      const __m512i sums_b = load512<Arch>(pair_sums + (2 * n + 1) * 2 * kTokenTile);
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < R; ++r) {
+        __m512i mins = madd16_acc512<Arch>(_mm512_setzero_si512(), sums_a,
+                                           _mm512_set1_epi32(wb.min_pairs[2 * n][r]));
+        mins = madd16_acc512<Arch>(mins, sums_b, _mm512_set1_epi32(wb.min_pairs[2 * n + 1][r]));
+        const __m512 row_sums =
+            _mm512_fmsub_ps(_mm512_set1_ps(wb.d[r]), _mm512_cvtepi32_ps(total[r]),
+                            _mm512_mul_ps(_mm512_set1_ps(wb.dmin[r]), _mm512_cvtepi32_ps(mins)));
+        _mm512_store_ps(acc[n][r], _mm512_fmadd_ps(row_sums, token_d, _mm512_load_ps(acc[n][r])));
+      }
+    }
+  }
+  store_token_lanes_rows<Arch>(acc, act, tile, y, y_stride);
+}
+
+// The unpacked block of each copy.
+template <class Rows8>
+struct TokenLanesBlockOf;
+template <>
+struct TokenLanesBlockOf<BlockQ6KRows8> {
+  using type = Q6KTokenLanesBlock;
+};
+template <>
+struct TokenLanesBlockOf<BlockQ4KRows8> {
+  using type = WithMinsTokenLanesBlock;
+};
+template <>
+struct TokenLanesBlockOf<BlockQ5KRows8> {
+  using type = WithMinsTokenLanesBlock;
+};
+
+// WeightKernels::matrix_rows8 of Q4_K, Q5_K and Q6_K on the AVX-512 sets without AMX:
+// `n_rows` rows (a multiple of 8) from the group at `w`, groups 8 * row_bytes apart, times
+// every token of `act`. Two groups at a time are unpacked into `scratch`
+// (matrix_scratch_bytes), then every token tile passes over them while they stay in L2.
+template <class Arch, class Rows8>
+void rows8_token_lanes_512(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                           const TokenTiles& act, float* y, std::size_t y_stride,
+                           std::byte* scratch) noexcept {
+  using Unpacked = typename TokenLanesBlockOf<Rows8>::type;
   constexpr std::size_t kGroupsAtOnce = 2;
   const std::size_t nblocks = act.nblocks, groups = n_rows / kRowsPerGroup;
-  auto* unpacked = reinterpret_cast<Q6KTokenLanesBlock*>(
-      (reinterpret_cast<std::uintptr_t>(scratch) + 63) & ~std::uintptr_t{63});
+  auto* unpacked = reinterpret_cast<Unpacked*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) &
+                                               ~std::uintptr_t{63});
   for (std::size_t g0 = 0; g0 < groups; g0 += kGroupsAtOnce) {
     const std::size_t g1 = g0 + kGroupsAtOnce < groups ? g0 + kGroupsAtOnce : groups;
     for (std::size_t g = g0; g < g1; ++g) {
-      const auto* copy = reinterpret_cast<const BlockQ6KRows8*>(w + g * kRowsPerGroup * row_bytes);
+      const auto* copy = reinterpret_cast<const Rows8*>(w + g * kRowsPerGroup * row_bytes);
       for (std::size_t b = 0; b < nblocks; ++b) {
-        unpack_q6k_token_lanes<Arch>(copy[b], unpacked[(g - g0) * nblocks + b]);
+        unpack_token_lanes<Arch>(copy[b], unpacked[(g - g0) * nblocks + b]);
       }
     }
     for (std::size_t tile = 0; tile < act.tiles(); ++tile) {
       for (std::size_t g = g0; g < g1; ++g) {
-        q6k_token_lanes_tile<Arch>(unpacked + (g - g0) * nblocks, act, tile,
-                                   y + tile * kTokenTile * y_stride + g * kRowsPerGroup, y_stride);
+        token_lanes_tile<Arch>(unpacked + (g - g0) * nblocks, act, tile,
+                               y + tile * kTokenTile * y_stride + g * kRowsPerGroup, y_stride);
       }
     }
   }
@@ -185,8 +335,9 @@ void rows8_q6k_token_lanes_512(const std::byte* w, std::size_t row_bytes, std::s
 
 // What a call unpacks into its scratch, for `cols` values a row: within
 // matrix_scratch_bytes(cols) (token_tiles.hpp).
-inline constexpr std::size_t q6k_token_lanes_scratch_bytes(std::size_t cols) noexcept {
-  return 2 * (cols / QK_K) * sizeof(Q6KTokenLanesBlock) + 64;
+template <class Rows8>
+inline constexpr std::size_t token_lanes_scratch_bytes(std::size_t cols) noexcept {
+  return 2 * (cols / QK_K) * sizeof(typename TokenLanesBlockOf<Rows8>::type) + 64;
 }
 
 }  // namespace smol::simd::x86
