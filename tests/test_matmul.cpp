@@ -143,6 +143,8 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
     CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == vnni);
     CHECK((k.of<GgmlType::Q5_K>().matrix_rows8 != nullptr) == avx512);
     CHECK((k.of<GgmlType::Q6_K>().matrix_rows8 != nullptr) == avx512);
+    // Q3_K's not on AMX, which reads its file rows.
+    CHECK((k.of<GgmlType::Q3_K>().matrix_rows8 != nullptr) == (avx512 && isa != Isa::amx));
     CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_matrix == vnni);
     CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_matrix == avx512);
     CHECK(k.of<GgmlType::Q6_K>().rows8_rounds_like_matrix == avx512);
@@ -174,7 +176,7 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
 }
 
 TEST_CASE(
-    "AVX-512 prefill on an interleaved Q4_K / Q5_K / Q6_K copy, tokens in the lanes: "
+    "AVX-512 prefill on an interleaved Q3_K / Q4_K / Q5_K / Q6_K copy, tokens in the lanes: "
     "decode's bits") {
   // matrix_rows8 on the AVX-512 sets without AMX (x86_avx512_token_lanes.hpp) forms the
   // eight-row kernel's integers and takes its float steps, so every token of a prefill
@@ -185,7 +187,7 @@ TEST_CASE(
   // from the tokens' pair sums (TokenTiles::pair_sums), so both signs of activations and
   // the largest mins are met.
   std::mt19937 rng(29);
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     for (std::size_t rows : {8, 24, 72}) {
       for (std::size_t cols : {256, 11008}) {
         const auto bytes = random_matrix(type, rows, cols, rng);

@@ -1,12 +1,13 @@
-// AVX-512 prefill on the eight-row Q4_K, Q5_K and Q6_K copies (quant/rows8.hpp) with the
-// tokens in the lanes: a vector holds one quad of sixteen tokens, and each dot broadcasts
-// one row's quad.
+// AVX-512 prefill on the eight-row Q3_K, Q4_K, Q5_K and Q6_K copies (quant/rows8.hpp) with
+// the tokens in the lanes: a vector holds one quad of sixteen tokens, and each dot
+// broadcasts one row's quad.
 //
 // Why: the eight-row kernels (x86_avx512_rows8.hpp) put the rows in the lanes and
 // broadcast each token's quads, so a lane's sums must fit a word before vpdpwssd scales
 // them: Q6_K's quants reach 63, and every two dots are packed to words and scaled (two
 // vector ops a dot, where Q4_K needs 1.25; Q6_K ran at 60 % of Q4_K's pace on Zen 4), and
-// Q5_K's reach 31, every four dots (1.5 ops a dot, 80 % of Q4_K's pace). With the tokens
+// Q5_K's reach 31, every four dots (1.5 ops a dot, 80 % of Q4_K's pace); Q3_K's sub-blocks
+// of 16 are scaled every two dots. With the tokens
 // in the lanes a sub-block's sums stay in int32, and its scale is one vpmulld per row and
 // sixteen tokens (bench/README.md has the counts and the figures).
 //
@@ -14,17 +15,18 @@
 // matmul: 16 tokens' quads side by side, AMX's B-tile order, with each token's sums of
 // its sub-blocks of 32 for Q4_K's and Q5_K's min terms). vpdpbusd takes one operand
 // unsigned and only the other broadcast, so the tokens' quants go in unsigned, x + 128
-// (one xor per load, shared by eight rows), and the weights signed (Q6_K's q - 32; Q4_K's
-// and Q5_K's q as they are), each call unpacking its rows' blocks to bytes once for all
-// its token tiles. The 128 x sum of a sub-block's weights that the offset adds is taken
-// off, scaled, before the first dot.
+// (one xor per load, shared by eight rows), and the weights signed (Q6_K's q - 32, Q3_K's
+// level - 4; Q4_K's and Q5_K's q as they are), each call unpacking its rows' blocks to
+// bytes once for all its token tiles. The 128 x sum of a sub-block's weights that the
+// offset adds is taken off, scaled, before the first dot.
 //
-// Same bits as the eight-row kernels (rows8_q6k_tile_512, rows8_with_mins_tile_512), so
-// decode, the few-token passes that take those kernels and this prefill give a token the
-// same row: per row and block it forms the same two exact integers as the eight-row
-// kernel's two lanes of the row (Q6_K: parity 0, sub-blocks 0-3 and 8-11, and parity 1, the
-// others; Q4_K and Q5_K: the even and the odd sub-blocks, and the min terms of sub-blocks
-// 0-3 and 4-7), takes the same float steps on each, and adds the two at the end.
+// Same bits as the eight-row kernels (rows8_q6k_tile_512, rows8_with_mins_tile_512,
+// rows8_two_bit_tile_512), so decode, the few-token passes that take those kernels and
+// this prefill give a token the same row: per row and block it forms the same two exact
+// integers as the eight-row kernel's two lanes of the row (Q6_K: parity 0, sub-blocks 0-3
+// and 8-11, and parity 1, the others; Q4_K and Q5_K: the even and the odd sub-blocks, and
+// the min terms of sub-blocks 0-3 and 4-7), takes the same float steps on each, and adds
+// the two at the end; Q3_K's kernel adds its lanes in integers, so one sum per row here.
 #pragma once
 
 #include "smol/simd/cpu_features.hpp"
@@ -70,14 +72,17 @@ inline __m512i dot_u8s8_broadcast(__m512i acc, __m512i u, const std::int8_t* qua
   }
 }
 
-// Adds each row's two parities and stores the tile's tokens (the padding ones left out).
-template <class Arch>
-inline void store_token_lanes_rows(const float (&acc)[2][kRowsPerGroup][kTokenTile],
+// Adds each row's parities (the eight-row kernel's lanes, one or two) and stores the tile's
+// tokens (the padding ones left out).
+template <class Arch, std::size_t P>
+inline void store_token_lanes_rows(const float (&acc)[P][kRowsPerGroup][kTokenTile],
                                    const TokenTiles& act, std::size_t tile, float* y,
                                    std::size_t y_stride) noexcept {
   alignas(64) float rows[kRowsPerGroup][kTokenTile];
   for (std::size_t r = 0; r < kRowsPerGroup; ++r) {
-    _mm512_store_ps(rows[r], _mm512_add_ps(_mm512_load_ps(acc[0][r]), _mm512_load_ps(acc[1][r])));
+    __m512 row = _mm512_load_ps(acc[0][r]);
+    if constexpr (P == 2) row = _mm512_add_ps(row, _mm512_load_ps(acc[1][r]));
+    _mm512_store_ps(rows[r], row);
   }
   const std::size_t first = tile * kTokenTile;
   const std::size_t count = act.n_tokens - first < kTokenTile ? act.n_tokens - first : kTokenTile;
@@ -186,7 +191,7 @@ inline void token_lanes_tile(const Q6KTokenLanesBlock* w, const TokenTiles& act,
       }
     }
   }
-  store_token_lanes_rows<Arch>(acc, act, tile, y, y_stride);
+  store_token_lanes_rows<Arch, 2>(acc, act, tile, y, y_stride);
 }
 
 // One group's block of Q4_K or Q5_K unpacked for the token-lanes kernel.
@@ -302,7 +307,100 @@ inline void token_lanes_tile(const WithMinsTokenLanesBlock* w, const TokenTiles&
       }
     }
   }
-  store_token_lanes_rows<Arch>(acc, act, tile, y, y_stride);
+  store_token_lanes_rows<Arch, 2>(acc, act, tile, y, y_stride);
+}
+
+// One group's block of Q3_K unpacked for the token-lanes kernel.
+struct Q3KTokenLanesBlock {
+  // The quant (-4..3) of value 128h + 32j + 4g + e (sub-block 8h + 2j + g / 4) of row r at
+  // [h][j][g][r][e]: the copy's 2-bit shifts and third bits, 64 bytes at a time.
+  std::int8_t quants[2][4][8][kRowsPerGroup][4];
+  std::int32_t scales[16][kRowsPerGroup];  // [sub-block of 16][row], -32..31
+  std::int32_t offsets[kRowsPerGroup];     // -128 x sum of scale x the sub-block's quants
+  float d[kRowsPerGroup];
+};
+
+template <class Arch>
+inline void unpack_token_lanes(const BlockQ3KRows8& wb, Q3KTokenLanesBlock& out) noexcept {
+  const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (std::size_t j = 0; j < 16; ++j) {  // the copy keeps the scales in its kernel's lane order
+    for (std::size_t r = 0; r < kRowsPerGroup; ++r)
+      out.scales[j][r] = rows8_sub_block_byte(wb, r, j);
+  }
+  __m256i offset = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 4; ++j) {
+      __m512i dots[2] = {};  // [g / 4]: per lane (g % 2, r), sums of four quants
+      for (int p = 0; p < 4; ++p) {
+        __m512i level =
+            _mm512_and_si512(_mm512_srli_epi16(load512<Arch>(wb.qs[h][2 * p]), 2 * j), three);
+        const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * h + j)));
+        // Without the third bit the quant is the level - 4.
+        level = _mm512_mask_sub_epi8(
+            level, _mm512_testn_epi8_mask(load512<Arch>(wb.hmask[2 * p]), bit), level, four);
+        _mm512_storeu_si512(out.quants[h][j][2 * p], level);
+        dots[p / 2] = dot_u8s8<Arch>(dots[p / 2], ones, level);
+      }
+      for (int k = 0; k < 2; ++k) {
+        const __m256i sums = _mm256_add_epi32(_mm512_castsi512_si256(dots[k]),
+                                              _mm512_extracti64x4_epi64(dots[k], 1));
+        const __m256i scale =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out.scales[8 * h + 2 * j + k]));
+        offset = _mm256_add_epi32(offset, _mm256_mullo_epi32(scale, sums));
+      }
+    }
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.offsets),
+                      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 7)));
+  _mm256_storeu_ps(out.d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))));
+}
+
+// One group's eight rows times one tile of sixteen tokens over every block. The eight-row
+// kernel (rows8_two_bit_tile_512) adds a row's two lanes in integers per block: one exact
+// sum per row and block, then (d x the token's d) x the sum.
+template <class Arch>
+inline void token_lanes_tile(const Q3KTokenLanesBlock* w, const TokenTiles& act, std::size_t tile,
+                             float* y, std::size_t y_stride) noexcept {
+  constexpr std::size_t R = kRowsPerGroup;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  alignas(64) float acc[1][R][kTokenTile] = {};  // [row], a lane per token
+  for (std::size_t b = 0; b < act.nblocks; ++b) {
+    const Q3KTokenLanesBlock& wb = w[b];
+    const __m512 token_d = _mm512_loadu_ps(act.block_scales(tile, b));
+    __m512i total[R];
+    for (std::size_t r = 0; r < R; ++r) total[r] = _mm512_set1_epi32(wb.offsets[r]);
+    for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < 4; ++j) {
+        // Values 128h + 32j .. + 31: quads 8 (j % 2) .. + 7 of chunk 2h + j / 2.
+        const std::int8_t* quads = act.chunk(tile, 4 * b + 2 * h + j / 2) + 8 * (j % 2) * 64;
+        for (int k = 0; k < 2; ++k) {
+          __m512i sub[R];
+          for (auto& v : sub) v = _mm512_setzero_si512();
+          for (int g = 4 * k; g < 4 * k + 4; ++g) {
+            const __m512i x = _mm512_xor_si512(load512<Arch>(quads + g * 64), flip);
+#pragma GCC unroll 8
+            for (std::size_t r = 0; r < R; ++r) {
+              sub[r] = dot_u8s8_broadcast<Arch>(sub[r], x, wb.quants[h][j][g][r]);
+            }
+          }
+#pragma GCC unroll 8
+          for (std::size_t r = 0; r < R; ++r) {
+            total[r] = _mm512_add_epi32(
+                total[r],
+                _mm512_mullo_epi32(sub[r], _mm512_set1_epi32(wb.scales[8 * h + 2 * j + k][r])));
+          }
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < R; ++r) {
+      _mm512_store_ps(acc[0][r],
+                      _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(wb.d[r]), token_d),
+                                      _mm512_cvtepi32_ps(total[r]), _mm512_load_ps(acc[0][r])));
+    }
+  }
+  store_token_lanes_rows<Arch, 1>(acc, act, tile, y, y_stride);
 }
 
 // The unpacked block of each copy.
@@ -313,6 +411,10 @@ struct TokenLanesBlockOf<BlockQ6KRows8> {
   using type = Q6KTokenLanesBlock;
 };
 template <>
+struct TokenLanesBlockOf<BlockQ3KRows8> {
+  using type = Q3KTokenLanesBlock;
+};
+template <>
 struct TokenLanesBlockOf<BlockQ4KRows8> {
   using type = WithMinsTokenLanesBlock;
 };
@@ -321,7 +423,7 @@ struct TokenLanesBlockOf<BlockQ5KRows8> {
   using type = WithMinsTokenLanesBlock;
 };
 
-// WeightKernels::matrix_rows8 of Q4_K, Q5_K and Q6_K on the AVX-512 sets without AMX:
+// WeightKernels::matrix_rows8 of Q3_K, Q4_K, Q5_K and Q6_K on the AVX-512 sets without AMX:
 // `n_rows` rows (a multiple of 8) from the group at `w`, groups 8 * row_bytes apart, times
 // every token of `act`. Two groups at a time are unpacked into `scratch`
 // (matrix_scratch_bytes), then every token tile passes over them while they stay in L2.
