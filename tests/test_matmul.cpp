@@ -125,7 +125,7 @@ TEST_CASE("matmul on interleaved Q4_K / Q5_K / Q6_K copies, odd token counts, 1 
 }
 
 TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows' bits") {
-  // matrix_rows8 expands the copy's blocks back to the file's before the tiles, so every
+  // packed_rows8 expands the copy's blocks back to the file's before the tiles, so every
   // token's every value is what the matrix unit gives on the file's rows; row counts that
   // end in half a slab of 16 (24, 72) and token counts that end in a partial tile. A single
   // token on the copy takes the decode kernel (matvec_rounds_like_tiles: AMX's eight-row
@@ -140,14 +140,14 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
     // Q4_K's only with VNNI.
     const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512vnni || isa == Isa::amx;
     const bool vnni = isa == Isa::avx512vnni || isa == Isa::amx;
-    CHECK((k.of<GgmlType::Q4_K>().matrix_rows8 != nullptr) == vnni);
-    CHECK((k.of<GgmlType::Q5_K>().matrix_rows8 != nullptr) == avx512);
-    CHECK((k.of<GgmlType::Q6_K>().matrix_rows8 != nullptr) == avx512);
+    CHECK((k.of<GgmlType::Q4_K>().packed_rows8 != nullptr) == vnni);
+    CHECK((k.of<GgmlType::Q5_K>().packed_rows8 != nullptr) == avx512);
+    CHECK((k.of<GgmlType::Q6_K>().packed_rows8 != nullptr) == avx512);
     // Q3_K's not on AMX, which reads its file rows.
-    CHECK((k.of<GgmlType::Q3_K>().matrix_rows8 != nullptr) == (avx512 && isa != Isa::amx));
-    CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_matrix == vnni);
-    CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_matrix == avx512);
-    CHECK(k.of<GgmlType::Q6_K>().rows8_rounds_like_matrix == avx512);
+    CHECK((k.of<GgmlType::Q3_K>().packed_rows8 != nullptr) == (avx512 && isa != Isa::amx));
+    CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_packed == vnni);
+    CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_packed == avx512);
+    CHECK(k.of<GgmlType::Q6_K>().rows8_rounds_like_packed == avx512);
     if (isa != Isa::amx) continue;
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
       for (std::size_t rows : {24, 72}) {
@@ -178,7 +178,7 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
 TEST_CASE(
     "AVX-512 prefill on an interleaved Q3_K / Q4_K / Q5_K / Q6_K copy, tokens in the lanes: "
     "decode's bits") {
-  // matrix_rows8 on the AVX-512 sets without AMX (x86_avx512_token_lanes.hpp) forms the
+  // packed_rows8 on the AVX-512 sets without AMX (x86_avx512_token_lanes.hpp) forms the
   // eight-row kernel's integers and takes its float steps, so every token of a prefill
   // past kRows8FewTokens (whole tiles of 16 and a partial one) must get the bits that the
   // eight-row kernel gives it decoded alone; calls of 16 rows and one of 8, one block and

@@ -56,12 +56,13 @@ inline void matmul_tiled(Context& ctx, const WeightMatrix& w, const float* x, st
   });
 }
 
-// Matrix-unit path (AMX): tokens packed into 16-token tiles once
-// (matrix_unit_activations), then each thread takes whole groups of 16 rows; the kernel
-// expands a group's weights once for all tiles. The tokens are Q8_K tiles whatever the
-// weights' type, so matrices that read the same input share them (matmul_shared_input).
-inline TokenTiles matrix_unit_activations(Context& ctx, const float* x, std::size_t cols,
-                                          std::size_t n_tokens) {
+// Packed-tokens path (AMX's matrix unit; the AVX-512 tokens-in-lanes kernels): tokens
+// packed into 16-token tiles once (packed_token_tiles), then each thread takes whole groups
+// of 16 rows; the kernel expands or unpacks a group's weights once for all tiles. The
+// tokens are Q8_K tiles whatever the weights' type, so matrices that read the same input
+// share them (matmul_shared_input).
+inline TokenTiles packed_token_tiles(Context& ctx, const float* x, std::size_t cols,
+                                     std::size_t n_tokens) {
   const Kernels& k = ctx.kernels();
   const std::size_t nblocks = cols / QK_K;
   auto* q8 = ctx.scratch_as<BlockQ8K>(Scratch::activations, n_tokens * nblocks);
@@ -83,17 +84,17 @@ inline TokenTiles matrix_unit_activations(Context& ctx, const float* x, std::siz
   return TokenTiles{quants, scales, sub_sums, pair_sums, n_tokens, nblocks};
 }
 
-// The rows of a matrix-unit call: read from `rows` at `row_bytes` apart, the file's, or the
-// interleaved copy's (WeightKernels::matrix_rows8, whose groups of 8 rows lie 8 * row_bytes
+// The rows of a packed-tokens call: read from `rows` at `row_bytes` apart, the file's, or the
+// interleaved copy's (WeightKernels::packed_rows8, whose groups of 8 rows lie 8 * row_bytes
 // apart).
-struct MatrixUnitCall {
-  MatrixFn matrix = nullptr;  // none: the path is not the matrix unit for this count
+struct PackedTokensCall {
+  MatrixFn matrix = nullptr;  // none: the path does not take packed tokens for this count
   const std::byte* rows = nullptr;
   std::size_t row_bytes = 0;
 };
 
-inline void matmul_matrix_unit(Context& ctx, const WeightMatrix& w, const TokenTiles& act, float* y,
-                               const MatrixUnitCall& call) {
+inline void matmul_packed_tokens(Context& ctx, const WeightMatrix& w, const TokenTiles& act,
+                                 float* y, const PackedTokensCall& call) {
   const std::size_t per_thread = matrix_scratch_bytes(w.cols);
   std::byte* scratch = ctx.scratch(Scratch::rows, per_thread * (ctx.threads() + 1));
   const std::size_t groups = (w.rows + kTokenTile - 1) / kTokenTile;
@@ -130,10 +131,10 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::
   });
 }
 
-// Up to this many tokens, an eight-row copy that AMX's matrix unit reads for prefill takes
-// the decode kernel over the tokens instead (WeightKernels::rows8, each block's weights
-// loaded once for all of them) where that kernel rounds as the matrix unit
-// (WeightKernels::rows8_rounds_like_matrix): a server decoding a few sequences,
+// Up to this many tokens, an eight-row copy that prefill reads on packed tokens takes the
+// decode kernel over the tokens instead (WeightKernels::rows8, each block's weights
+// loaded once for all of them) where that kernel rounds alike
+// (WeightKernels::rows8_rounds_like_packed): a server decoding a few sequences,
 // speculative decoding verifying a draft. The matrix unit first expands every block of
 // the copy into bytes, a cost that a long prefill shares among its tiles and a few tokens
 // pay alone: on 3B Q4_K_M a weight pass for 8 tokens took 330 ms there, 132 ms on the
@@ -262,8 +263,8 @@ inline constexpr std::size_t kRows16FewTokens = 16;
 // The kernels a prefill of W's matrix `w` runs on, in matmul_of's order of preference:
 // one decision, which matmul_of follows and matvec_rounds_like_tiles reads.
 enum class PrefillPath {
-  rows8_matrix,       // the eight-row copy, on packed token tiles (AMX's matrix unit;
-                      // Q6_K's tokens in the lanes on the other AVX-512 sets)
+  rows8_packed,       // the eight-row copy, on packed token tiles (AMX's matrix unit;
+                      // the tokens in the lanes on the other AVX-512 sets)
   rows8,              // the eight-row copy, through its multi-token kernel
   rows16_matrix,      // the sixteen-row copy, through the matrix unit (IQ4_XS on AMX)
   rows16,             // the sixteen-row copy, through its multi-token kernel (x86 but AMX)
@@ -279,7 +280,7 @@ template <class W>
 PrefillPath prefill_path(const WeightKernels<W>& k, const WeightMatrix& w) {
   if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows8>) {
     if (w.rows8 != nullptr) {
-      return k.matrix_rows8 != nullptr ? PrefillPath::rows8_matrix : PrefillPath::rows8;
+      return k.packed_rows8 != nullptr ? PrefillPath::rows8_packed : PrefillPath::rows8;
     }
   }
   if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
@@ -311,19 +312,19 @@ inline std::size_t block32_tiled(PrefillPath path, std::size_t n_tokens) noexcep
   return n_tokens - rest;
 }
 
-// The matrix-unit call matmul_of makes for `n_tokens` tokens on `path`, if it takes the
-// matrix unit: not on other paths, nor for a few tokens where the path's decode kernel
-// rounds as the matrix unit (kRows8FewTokens, kRows16FewTokens, kDotsFewTokens).
+// The packed-tokens call matmul_of makes for `n_tokens` tokens on `path`, if it takes
+// packed tokens: not on other paths, nor for a few tokens where the path's decode kernel
+// rounds alike (kRows8FewTokens, kRows16FewTokens, kDotsFewTokens).
 template <class W>
-MatrixUnitCall matrix_unit_call(const WeightKernels<W>& k, const WeightMatrix& w, PrefillPath path,
-                                std::size_t n_tokens) {
+PackedTokensCall packed_tokens_call(const WeightKernels<W>& k, const WeightMatrix& w,
+                                    PrefillPath path, std::size_t n_tokens) {
   using Rows8 = typename WeightKernels<W>::Rows8;
   using Rows16 = typename WeightKernels<W>::Rows16;
   switch (path) {
-    case PrefillPath::rows8_matrix:
+    case PrefillPath::rows8_packed:
       if constexpr (!std::is_void_v<Rows8>) {
-        if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_matrix) return {};
-        return {k.matrix_rows8, w.rows8, w.cols / QK_K * sizeof(Rows8) / kRowsPerGroup};
+        if (n_tokens <= kRows8FewTokens && k.rows8_rounds_like_packed) return {};
+        return {k.packed_rows8, w.rows8, w.cols / QK_K * sizeof(Rows8) / kRowsPerGroup};
       }
       return {};
     case PrefillPath::rows16_matrix:
@@ -382,11 +383,11 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   using Rows16 = typename WeightKernels<W>::Rows16;
   const auto activations = [&] { return activations_for<W>(ctx, x, w.cols, n_tokens); };
   const PrefillPath path = prefill_path<W>(k, w);
-  if (const MatrixUnitCall call = matrix_unit_call<W>(k, w, path, n_tokens); call.matrix) {
-    return matmul_matrix_unit(ctx, w, matrix_unit_activations(ctx, x, w.cols, n_tokens), y, call);
+  if (const PackedTokensCall call = packed_tokens_call<W>(k, w, path, n_tokens); call.matrix) {
+    return matmul_packed_tokens(ctx, w, packed_token_tiles(ctx, x, w.cols, n_tokens), y, call);
   }
-  switch (path) {  // every other path, and the matrix-unit paths with a few tokens
-    case PrefillPath::rows8_matrix:
+  switch (path) {  // every other path, and the packed-tokens paths with a few tokens
+    case PrefillPath::rows8_packed:
       if constexpr (!std::is_void_v<Rows8>) {
         return matvec_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
       }
@@ -448,12 +449,12 @@ inline void matmul_f32_reference(Context& ctx, const WeightMatrix& w, const floa
 // Whether matvec gives a token exactly the bits the tiles give it, so that OneToken::tiles
 // may take the decode kernel for one token at no cost to batch invariance. Where there is
 // a copy, decode reads it: true where prefill reads the sixteen-row copy too (AMX's tiles
-// and matrix unit, whose tokens the decode kernel rounds alike, quant/rows16.hpp; the other x86
-// sets' prefill through the decode kernel itself), and on an eight-row copy
-// where its decode kernel rounds as the matrix unit (WeightKernels::rows8_rounds_like_matrix:
-// Q4_K, Q5_K, Q6_K on AMX) or the kernel on packed tokens that stands for it (Q6_K on the
-// other AVX-512 sets). On the file's rows, where the set's dot sums as its matrix
-// kernel (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its tile_dots do
+// and matrix unit, whose tokens the decode kernel rounds alike, quant/rows16.hpp; the other
+// x86 sets' prefill through the decode kernel itself), and on an eight-row copy where its
+// decode kernel rounds as the kernel on packed tokens (WeightKernels::rows8_rounds_like_packed:
+// Q4_K, Q5_K, Q6_K on AMX's matrix unit; the tokens-in-lanes kernels of the other AVX-512
+// sets). On the file's rows, where the set's dot sums as its matrix kernel
+// (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) or its tile_dots do
 // (WeightKernels::dot_rounds_like_tile_dots). Both tested bit for bit in test_matmul.
 // Elsewhere the two sum in different orders, and one token must run on the tiles.
 inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
@@ -462,8 +463,8 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
   visit_weight_type(w.type, [&]<class W>(W) {
     const WeightKernels<W>& k = ctx.kernels().of(W{});
     switch (detail::prefill_path<W>(k, w)) {
-      case detail::PrefillPath::rows8_matrix:
-        same = k.rows8_rounds_like_matrix;
+      case detail::PrefillPath::rows8_packed:
+        same = k.rows8_rounds_like_packed;
         break;
       case detail::PrefillPath::rows16_matrix:
       case detail::PrefillPath::rows16:  // the decode kernel itself, over the tokens
@@ -526,21 +527,21 @@ void matmul_shared_input(Context& ctx, std::span<const WeightMatrix* const> ws, 
                          });
   // Each matrix's matrix-unit call (no allocation: a server's few-token steps come here
   // every block), and whether every one takes the matrix unit.
-  std::array<detail::MatrixUnitCall, kMaxSharedInput> calls{};
+  std::array<detail::PackedTokensCall, kMaxSharedInput> calls{};
   bool all_matrix_unit = may_share;
   for (std::size_t j = 0; all_matrix_unit && j < ws.size(); ++j) {
     visit_weight_type(ws[j]->type, [&]<class W>(W) {
       const WeightKernels<W>& k = ctx.kernels().of(W{});
       calls[j] =
-          detail::matrix_unit_call<W>(k, *ws[j], detail::prefill_path<W>(k, *ws[j]), n_tokens);
+          detail::packed_tokens_call<W>(k, *ws[j], detail::prefill_path<W>(k, *ws[j]), n_tokens);
     });
     all_matrix_unit = calls[j].matrix != nullptr;
   }
   if (all_matrix_unit) {
     for (const WeightMatrix* w : ws) detail::check_weight_matrix(*w, "matmul");
-    const TokenTiles act = detail::matrix_unit_activations(ctx, x, ws[0]->cols, n_tokens);
+    const TokenTiles act = detail::packed_token_tiles(ctx, x, ws[0]->cols, n_tokens);
     for (std::size_t j = 0; j < ws.size(); ++j) {
-      detail::matmul_matrix_unit(ctx, *ws[j], act, ys[j], calls[j]);
+      detail::matmul_packed_tokens(ctx, *ws[j], act, ys[j], calls[j]);
       after_each();
     }
     return;

@@ -43,8 +43,9 @@ using Rows8Fn = void (*)(const Rows8*, std::size_t nblocks, const BlockQ8K* x, s
 using TileFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                         const BlockQ8KLanes* act, std::size_t act_stride, std::size_t nblocks,
                         std::size_t n_tokens, float* y, std::size_t y_stride);
-// Prefill on a matrix unit (AMX): y[t * y_stride + r] = row r . token t for `n_rows`
-// rows and every token of `act` (packed with pack_token_tiles). `scratch` holds
+// Prefill on packed token tiles (AMX's matrix unit, the AVX-512 tokens-in-lanes kernels):
+// y[t * y_stride + r] = row r . token t for `n_rows` rows and every token of `act`
+// (ops/matmul.hpp's packed_token_tiles). `scratch` holds
 // matrix_scratch_bytes(cols) bytes for this call alone.
 using MatrixFn = void (*)(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
                           const TokenTiles& act, float* y, std::size_t y_stride,
@@ -89,12 +90,12 @@ struct WeightKernels {
                  std::size_t y_stride) = nullptr;
   TileFn tile = nullptr;      // prefill tiles on the file's rows
   MatrixFn matrix = nullptr;  // prefill on a matrix unit
-  // The same on the interleaved copy (`rows8`'s layout, groups addressed as MatrixFn's
-  // rows at a group's bytes / 8 apart), with the same bits: where a set has it, prefill
-  // reads the copy that decode reads. Also the kernels that take the matrix unit's packed
-  // tokens without one: Q6_K's tokens in the lanes on the other AVX-512 sets
-  // (x86_avx512_token_lanes.hpp), with `rows8`'s bits.
-  MatrixFn matrix_rows8 = nullptr;
+  // Prefill on the interleaved copy (`rows8`'s layout, groups addressed as MatrixFn's rows
+  // at a group's bytes / 8 apart) over the packed token tiles: AMX's matrix unit, with
+  // `matrix`'s bits, and on the other AVX-512 sets the tokens in the lanes (Q3_K, Q5_K,
+  // Q6_K; Q4_K with VNNI: x86_avx512_token_lanes.hpp), with `rows8`'s bits. Where a set has
+  // it, prefill reads the copy that decode reads.
+  MatrixFn packed_rows8 = nullptr;
   // Prefill tiles on the file's rows with the type's own activation blocks (the 32-value
   // types, IQ4_XS): y[t * y_stride + r] = row r . token t for `n_rows` rows `row_bytes` apart and
   // `n_tokens` activation rows `x_stride` blocks apart, each weight block unpacked once
@@ -130,10 +131,10 @@ struct WeightKernels {
   // The same for `matrix`, the matrix unit's prefill on the file's rows (Q2_K and Q3_K on
   // AMX: their dots there take the matrix kernel's float steps per block).
   bool dot_rounds_like_matrix = false;
-  // The same for `rows8` and `matrix_rows8` on the eight-row copy (Q4_K, Q5_K, Q6_K on AMX:
-  // x86_avx512_rows8.hpp's kRows8MatrixOrder; Q6_K on the other AVX-512 sets, whose
-  // matrix_rows8 takes `rows8`'s float steps).
-  bool rows8_rounds_like_matrix = false;
+  // The same for `rows8` and `packed_rows8` on the eight-row copy (Q4_K, Q5_K, Q6_K on AMX:
+  // x86_avx512_rows8.hpp's kRows8MatrixOrder; wherever packed_rows8 is the tokens-in-lanes
+  // kernel, which takes `rows8`'s float steps).
+  bool rows8_rounds_like_packed = false;
 };
 
 namespace detail {
@@ -163,7 +164,7 @@ struct Kernels {
     return std::get<WeightKernels<W>>(weights);
   }
   // Whether this set runs faster on interleaved rows than on the file's (measured for
-  // AVX2, AVX-512 and AMX, whose matrix-unit prefill reads the copy through matrix_rows8).
+  // AVX2, AVX-512 and AMX; the AVX-512 sets' prefill reads the copy through packed_rows8).
   bool prefers_rows8 = false;
   // The SwiGLU gate: out[i] = silu(gate[i]) * up[i]; `out` may alias either input.
   void (*swiglu)(const float* gate, const float* up, float* out, std::size_t n) = nullptr;

@@ -58,7 +58,7 @@ Kernels make_isa_kernels() noexcept {
     // Where the interleaved copies pay: on a Zen 3 the AVX2 set decodes 10-20 % and
     // prefills 25-40 % faster on them, on a Zen 5 the AVX-512 sets about 15 % and 70 %;
     // on Sapphire Rapids the AMX set decodes about 20 % faster on them, and its
-    // matrix-unit prefill reads them too (matrix_rows8) at the file rows' speed
+    // matrix-unit prefill reads them too (packed_rows8) at the file rows' speed
     // (bench/README.md).
     k.prefers_rows8 = true;
     if constexpr (is_avx512_v<Arch>) {

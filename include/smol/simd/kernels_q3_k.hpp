@@ -260,17 +260,17 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q3k<Arch>;
       // Decode and prefill on the eight-row copy (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp;
-      // AVX-512's prefill x86_avx512_token_lanes.hpp) on every x86 set but AMX, whose matrix unit reads the file's rows (expand_q3k_block)
-      // and whose batch-invariant decode takes the dot that rounds as it does: without a
-      // kernel of its own for the copy, AMX keeps the file's rows (model/model.hpp's
-      // rows8_types_without_kernels).
+      // AVX-512's prefill x86_avx512_token_lanes.hpp) on every x86 set but AMX, whose
+      // matrix unit reads the file's rows (expand_q3k_block) and whose batch-invariant decode
+      // takes the dot that rounds as it does: without a kernel of its own for the copy, AMX
+      // keeps the file's rows (model/model.hpp's rows8_types_without_kernels).
       if constexpr (std::is_same_v<Arch, avx2_arch>) {
         k.rows8 = simd::x86::rows8_two_bit_q8k_256<Arch, BlockQ3KRows8>;
       } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
         k.rows8 = simd::x86::rows8_two_bit_q8k_512<Arch, BlockQ3KRows8>;
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.matrix_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ3KRows8>;
-        k.rows8_rounds_like_matrix = true;
+        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ3KRows8>;
+        k.rows8_rounds_like_packed = true;
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode

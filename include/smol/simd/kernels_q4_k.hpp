@@ -46,16 +46,16 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
         using simd::x86::amx_matrix_with_mins, simd::x86::expand_q4k_block;
         k.matrix = amx_matrix_with_mins<
             Arch, simd::x86::expand_file_row<Arch, BlockQ4K, expand_q4k_block<Arch>>>;
-        k.matrix_rows8 = amx_matrix_with_mins<
+        k.packed_rows8 = amx_matrix_with_mins<
             Arch, simd::x86::expand_copy_row<Arch, BlockQ4KRows8,
                                              simd::x86::expand_q4k_copy_block<Arch>>>;
-        k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
+        k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
       } else if constexpr (has_vnni_v<Arch>) {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
         // Without VNNI a dot takes three instructions there, and the eight-row kernel's
         // 4-bit dots kept pace (down projection 151-154 ms against 158-196 on Zen 4).
-        k.matrix_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ4KRows8>;
-        k.rows8_rounds_like_matrix = true;
+        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ4KRows8>;
+        k.rows8_rounds_like_packed = true;
       }
 #endif
 #if defined(SMOL_ARM64)

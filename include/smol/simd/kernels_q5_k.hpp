@@ -266,14 +266,14 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
         using simd::x86::amx_matrix_with_mins, simd::x86::expand_q5k_block;
         k.matrix = amx_matrix_with_mins<
             Arch, simd::x86::expand_file_row<Arch, BlockQ5K, expand_q5k_block<Arch>>>;
-        k.matrix_rows8 = amx_matrix_with_mins<
+        k.packed_rows8 = amx_matrix_with_mins<
             Arch, simd::x86::expand_copy_row<Arch, BlockQ5KRows8,
                                              simd::x86::expand_q5k_copy_block<Arch>>>;
-        k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
+        k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
       } else if constexpr (is_avx512_v<Arch>) {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.matrix_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ5KRows8>;
-        k.rows8_rounds_like_matrix = true;
+        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ5KRows8>;
+        k.rows8_rounds_like_packed = true;
       }
 #endif
 #if defined(__aarch64__)

@@ -45,15 +45,15 @@ struct KernelUnit<BlockWeight<BlockQ6K>> {
         using simd::x86::amx_matrix_with_offset, simd::x86::expand_q6k_block;
         k.matrix = amx_matrix_with_offset<
             Arch, simd::x86::expand_file_row<Arch, BlockQ6K, expand_q6k_block<Arch>>, 32>;
-        k.matrix_rows8 = amx_matrix_with_offset<
+        k.packed_rows8 = amx_matrix_with_offset<
             Arch,
             simd::x86::expand_copy_row<Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>,
             32>;
-        k.rows8_rounds_like_matrix = simd::x86::kRows8MatrixOrder<Arch>;
+        k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
       } else {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.matrix_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ6KRows8>;
-        k.rows8_rounds_like_matrix = true;
+        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ6KRows8>;
+        k.rows8_rounds_like_packed = true;
       }
 #endif
 #if defined(SMOL_ARM64)

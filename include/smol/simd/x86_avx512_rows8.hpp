@@ -175,7 +175,7 @@ inline __m512i rows8_whole_sums(__m512i sums) noexcept {
 // same copy (amx_matrix_with_mins with PlanesHighLow, amx_matrix_with_offset<.., 32>):
 // per block the row's whole integer sum times d, then one fma by the token's scale, and
 // Q4_K's and Q5_K's min terms summed apart, sub-block by sub-block. Then one token decoded
-// has the bits a prefill gives it (WeightKernels::rows8_rounds_like_matrix), and the
+// has the bits a prefill gives it (WeightKernels::rows8_rounds_like_packed), and the
 // batch-invariant one-token steps (the server's engine, speculative decoding) take the
 // decode kernel instead of the matrix unit for a single token.
 template <class Arch>

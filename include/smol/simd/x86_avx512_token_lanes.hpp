@@ -423,7 +423,7 @@ struct TokenLanesBlockOf<BlockQ5KRows8> {
   using type = WithMinsTokenLanesBlock;
 };
 
-// WeightKernels::matrix_rows8 of Q3_K, Q4_K, Q5_K and Q6_K on the AVX-512 sets without AMX:
+// WeightKernels::packed_rows8 of Q3_K, Q4_K, Q5_K and Q6_K on the AVX-512 sets without AMX:
 // `n_rows` rows (a multiple of 8) from the group at `w`, groups 8 * row_bytes apart, times
 // every token of `act`. Two groups at a time are unpacked into `scratch`
 // (matrix_scratch_bytes), then every token tile passes over them while they stay in L2.
