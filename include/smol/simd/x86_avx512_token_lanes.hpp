@@ -91,6 +91,19 @@ inline void store_token_lanes_rows(const float (&acc)[P][kRowsPerGroup][kTokenTi
   }
 }
 
+// -128 x each row's weighted sum of its weights: what the tokens' + 128 adds to each dot.
+inline void store_offsets(std::int32_t* out, __m256i weighted_sums) noexcept {
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(out),
+      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(weighted_sums, 7)));
+}
+
+// The eight rows' f16 factors as floats, to broadcast.
+inline void store_row_factors(float* out, const f16_bits* factors) noexcept {
+  _mm256_storeu_ps(out,
+                   _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(factors))));
+}
+
 // One group's block of Q6_K unpacked for the token-lanes kernel (in a call's scratch).
 struct Q6KTokenLanesBlock {
   // q - 32 of value 128h + 64n + 32s + 4g + e of row r at [h][s][n][g][r][e]: the order
@@ -138,11 +151,8 @@ inline void unpack_token_lanes(const BlockQ6KRows8& wb, Q6KTokenLanesBlock& out)
     __m256i& offset = offsets[(j % 8) / 4];
     offset = _mm256_add_epi32(offset, _mm256_mullo_epi32(scale, sums[j]));
   }
-  for (int n = 0; n < 2; ++n) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.offsets[n]),
-                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offsets[n], 7)));
-  }
-  _mm256_storeu_ps(out.d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))));
+  for (int n = 0; n < 2; ++n) store_offsets(out.offsets[n], offsets[n]);
+  store_row_factors(out.d, wb.d);
 }
 
 // One group's eight rows times one tile of sixteen tokens over every block.
@@ -241,10 +251,7 @@ inline void unpack_token_lanes(const Rows8& wb, WithMinsTokenLanesBlock& out) no
       offsets[n] = _mm256_add_epi32(offsets[n], _mm256_mullo_epi32(scale, sums));
     }
   }
-  for (int n = 0; n < 2; ++n) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.offsets[n]),
-                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offsets[n], 7)));
-  }
+  for (int n = 0; n < 2; ++n) store_offsets(out.offsets[n], offsets[n]);
   for (int i = 0; i < 4; ++i) {
     const __m256i even =
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.mins[2 * i])));
@@ -253,9 +260,8 @@ inline void unpack_token_lanes(const Rows8& wb, WithMinsTokenLanesBlock& out) no
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.min_pairs[i]),
                         _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)));
   }
-  _mm256_storeu_ps(out.d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))));
-  _mm256_storeu_ps(out.dmin,
-                   _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin))));
+  store_row_factors(out.d, wb.d);
+  store_row_factors(out.dmin, wb.dmin);
 }
 
 // One group's eight rows times one tile of sixteen tokens over every block. The eight-row
@@ -351,9 +357,8 @@ inline void unpack_token_lanes(const BlockQ3KRows8& wb, Q3KTokenLanesBlock& out)
       }
     }
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.offsets),
-                      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 7)));
-  _mm256_storeu_ps(out.d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d))));
+  store_offsets(out.offsets, offset);
+  store_row_factors(out.d, wb.d);
 }
 
 // One group's eight rows times one tile of sixteen tokens over every block. The eight-row
