@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "smol/ops/matmul.hpp"
+#include "smol/simd/x86_avx512_token_lanes.hpp"
 #include "test_simd_data.hpp"
 
 using namespace smol;
@@ -148,6 +149,8 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
     CHECK(k.of<GgmlType::Q4_K>().rows8_rounds_like_packed == vnni);
     CHECK(k.of<GgmlType::Q5_K>().rows8_rounds_like_packed == avx512);
     CHECK(k.of<GgmlType::Q6_K>().rows8_rounds_like_packed == avx512);
+    // IQ4_XS's sixteen-row copy: the matrix unit on AMX, the tokens in the lanes with VNNI.
+    CHECK((k.of<GgmlType::IQ4_XS>().packed_rows16 != nullptr) == vnni);
     if (isa != Isa::amx) continue;
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
       for (std::size_t rows : {24, 72}) {
@@ -176,19 +179,32 @@ TEST_CASE("AMX prefill on an interleaved Q4_K / Q5_K / Q6_K copy: the file rows'
 }
 
 TEST_CASE(
-    "AVX-512 prefill on an interleaved Q3_K / Q4_K / Q5_K / Q6_K copy, tokens in the lanes: "
-    "decode's bits") {
-  // packed_rows8 on the AVX-512 sets without AMX (x86_avx512_token_lanes.hpp) forms the
-  // eight-row kernel's integers and takes its float steps, so every token of a prefill
-  // past kRows8FewTokens (whole tiles of 16 and a partial one) must get the bits that the
-  // eight-row kernel gives it decoded alone; calls of 16 rows and one of 8, one block and
-  // 43 (the 3B down projection's), one thread and three (Q4_K's on AVX-512 without VNNI
-  // takes the eight-row kernel itself). Q4_K's and Q5_K's min terms come
-  // from the tokens' pair sums (TokenTiles::pair_sums), so both signs of activations and
-  // the largest mins are met.
+    "AVX-512 prefill on an interleaved Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS copy, tokens in the "
+    "lanes: decode's bits") {
+  // packed_rows8 and packed_rows16 on the AVX-512 sets without AMX
+  // (x86_avx512_token_lanes.hpp) form the eight- or sixteen-row kernel's integers and take
+  // its float steps, so every token of a prefill past kRows8FewTokens / kRows16FewTokens
+  // (whole tiles of 16 and a partial one) must get the bits that the copy's kernel gives it
+  // decoded alone; calls of 16 rows and one of 8 (IQ4_XS: and part-padding groups of
+  // sixteen, 24 and 37 rows), one block and 43 (the 3B down projection's), one thread and
+  // three (Q4_K's and IQ4_XS's on AVX-512 without VNNI take the copy's kernel itself). Q4_K's and
+  // Q5_K's min terms come from the tokens' pair sums (TokenTiles::pair_sums), so both signs
+  // of activations and the largest mins are met.
+#if defined(SMOL_X86)
+  for (std::size_t cols : {256, 2048, 11008}) {  // what a call unpacks fits its scratch
+    using simd::x86::token_lanes_scratch_bytes;
+    CHECK(token_lanes_scratch_bytes<BlockQ3KRows8>(cols) <= matrix_scratch_bytes(cols));
+    CHECK(token_lanes_scratch_bytes<BlockQ4KRows8>(cols) <= matrix_scratch_bytes(cols));
+    CHECK(token_lanes_scratch_bytes<BlockQ6KRows8>(cols) <= matrix_scratch_bytes(cols));
+    CHECK(token_lanes_scratch_bytes<BlockIQ4XSRows16>(cols) <= matrix_scratch_bytes(cols));
+  }
+#endif
   std::mt19937 rng(29);
-  for (GgmlType type : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    for (std::size_t rows : {8, 24, 72}) {
+  for (GgmlType type :
+       {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS}) {
+    const bool sixteen_rows = type == GgmlType::IQ4_XS;
+    for (std::size_t rows :
+         {std::size_t{8}, std::size_t{24}, sixteen_rows ? std::size_t{37} : 72}) {
       for (std::size_t cols : {256, 11008}) {
         const auto bytes = random_matrix(type, rows, cols, rng);
         const WeightMatrix file_rows = view(type, bytes, rows, cols);
@@ -230,8 +246,9 @@ TEST_CASE(
     "rows, bit for bit") {
   // On AMX the tiles read the copy (amx_tile_dots_nibbles_rows16, _q8_0_rows16) and must
   // round like the tiles on the file. The other x86 sets prefill through the copy's
-  // decode kernel (WeightKernels::rows16_prefills), whose float order is its own: there
-  // each token's row must be that kernel's, matvec's on the copy. Elsewhere (the scalar
+  // decode kernel (WeightKernels::rows16_prefills; IQ4_XS's past kRows16FewTokens the
+  // tokens in the lanes on the AVX-512 sets, with its bits), whose float order is its own:
+  // there each token's row must be that kernel's, matvec's on the copy. Elsewhere (the scalar
   // set, NEON) prefill reads the file's rows either way.
   std::mt19937 rng(25);
   for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::IQ4_NL,

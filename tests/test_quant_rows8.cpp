@@ -692,12 +692,13 @@ void check_rows16_kernels() {
           // Rows past n_rows are not written.
           for (std::size_t r = n_rows; r < y.size(); ++r) CHECK(y[r] == -7.0f);
           // AMX's prefill reads the copy with tiles (the 32-value types) or with its matrix
-          // unit (IQ4_XS: test_matmul compares that, on the copy and the file's rows, with
-          // this kernel bit for bit).
+          // unit (IQ4_XS), AVX-512 VNNI IQ4_XS's with the tokens in the lanes (test_matmul
+          // compares those, on the copy and the file's rows, with this kernel bit for bit).
           const bool iq4xs = T::type == GgmlType::IQ4_XS;
           const bool amx_tiles = isa == Isa::amx && !iq4xs;
+          const bool vnni = isa == Isa::avx512vnni || isa == Isa::amx;
           CHECK(((k.tile_dots_rows16 != nullptr) == amx_tiles));
-          CHECK(((k.matrix_rows16 != nullptr) == (isa == Isa::amx && iq4xs)));
+          CHECK(((k.packed_rows16 != nullptr) == (vnni && iq4xs)));
           if constexpr (T::W::values_per_block == 32) {  // (IQ4_XS has no tiles)
             if (amx_tiles) {
               std::vector<float> tiles(n_rows, -7.0f), copy_tiles(n_rows, -7.0f);

@@ -107,7 +107,7 @@ inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
     if constexpr (!std::is_void_v<typename Rows16Of<typename W::Block>::type>) {
       const auto& kw = k.of<W::type>();
       pays = pays &&
-             (kw.tile_dots_rows16 != nullptr || kw.matrix_rows16 != nullptr || kw.rows16_prefills);
+             (kw.tile_dots_rows16 != nullptr || kw.packed_rows16 != nullptr || kw.rows16_prefills);
     }
   });
   return pays;

@@ -266,7 +266,8 @@ enum class PrefillPath {
   rows8_packed,       // the eight-row copy, on packed token tiles (AMX's matrix unit;
                       // the tokens in the lanes on the other AVX-512 sets)
   rows8,              // the eight-row copy, through its multi-token kernel
-  rows16_matrix,      // the sixteen-row copy, through the matrix unit (IQ4_XS on AMX)
+  rows16_packed,      // the sixteen-row copy, on packed token tiles (IQ4_XS: AMX's matrix
+                      // unit; the tokens in the lanes with AVX-512 VNNI)
   rows16,             // the sixteen-row copy, through its multi-token kernel (x86 but AMX)
   block32_copy,       // a 32-value type's sixteen-row copy, on tiles of packed tokens (AMX)
   block32_file_rows,  // a 32-value type's file rows, on tiles of packed tokens (AMX)
@@ -284,7 +285,7 @@ PrefillPath prefill_path(const WeightKernels<W>& k, const WeightMatrix& w) {
     }
   }
   if constexpr (!std::is_void_v<typename WeightKernels<W>::Rows16>) {
-    if (w.rows8 != nullptr && k.matrix_rows16 != nullptr) return PrefillPath::rows16_matrix;
+    if (w.rows8 != nullptr && k.packed_rows16 != nullptr) return PrefillPath::rows16_packed;
     if (w.rows8 != nullptr && k.rows16_prefills) return PrefillPath::rows16;
   }
   if constexpr (W::values_per_block == 32) {
@@ -327,12 +328,12 @@ PackedTokensCall packed_tokens_call(const WeightKernels<W>& k, const WeightMatri
         return {k.packed_rows8, w.rows8, w.cols / QK_K * sizeof(Rows8) / kRowsPerGroup};
       }
       return {};
-    case PrefillPath::rows16_matrix:
+    case PrefillPath::rows16_packed:
       if constexpr (!std::is_void_v<Rows16>) {
-        // The matrix unit expands every block first, whatever the count (see
-        // kRows8FewTokens).
+        // The matrix unit expands every block first, and the tokens-in-lanes kernel unpacks
+        // it, whatever the count (see kRows8FewTokens).
         if (n_tokens <= kRows16FewTokens) return {};
-        return {k.matrix_rows16, w.rows8, w.cols / W::values_per_block * sizeof(Rows16) / kRows16};
+        return {k.packed_rows16, w.rows8, w.cols / W::values_per_block * sizeof(Rows16) / kRows16};
       }
       return {};
     case PrefillPath::matrix:
@@ -397,7 +398,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
         return matmul_rows8<Rows8>(ctx, w, activations(), n_tokens, k.rows8, y);
       }
       break;
-    case PrefillPath::rows16_matrix:  // a few tokens, off the matrix unit
+    case PrefillPath::rows16_packed:  // a few tokens, off the packed tiles
     case PrefillPath::rows16:
       if constexpr (!std::is_void_v<Rows16>) {
         return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
@@ -466,7 +467,7 @@ inline bool matvec_rounds_like_tiles(Context& ctx, const WeightMatrix& w) {
       case detail::PrefillPath::rows8_packed:
         same = k.rows8_rounds_like_packed;
         break;
-      case detail::PrefillPath::rows16_matrix:
+      case detail::PrefillPath::rows16_packed:
       case detail::PrefillPath::rows16:  // the decode kernel itself, over the tokens
       case detail::PrefillPath::block32_copy:
         same = true;

@@ -113,15 +113,16 @@ struct WeightKernels {
   void (*tile_dots_rows16)(const std::conditional_t<std::is_void_v<Rows16>, std::byte, Rows16>* w,
                            std::size_t n_rows, const Block32Tiles& x, float* y,
                            std::size_t y_stride) = nullptr;
-  // Prefill on a matrix unit from the sixteen-row copy (IQ4_XS on AMX), groups addressed as
-  // MatrixFn's rows at a group's bytes / 16 apart, with the bits `matrix` gives the file's
-  // rows and `rows16` gives a token on the copy.
-  MatrixFn matrix_rows16 = nullptr;
-  // Whether prefill on the sixteen-row copy takes `rows16` over all its tokens (every x86
-  // set but AMX: four tokens per pass over each group, or half group on AVX2, which stays
-  // in L1; on the AVX-512 sets SmolLM2's Q4_1 and the 3B IQ4_XS file prefill 1.5-2.0x
-  // faster so than on the tiles over the file's rows, on AVX2 1.04-1.34x, bench/README.md),
-  // so that the copy serves decode and prefill alike.
+  // Prefill on the sixteen-row copy over the packed token tiles (IQ4_XS), groups addressed
+  // as MatrixFn's rows at a group's bytes / 16 apart: AMX's matrix unit, with the bits
+  // `matrix` gives the file's rows, and with AVX-512 VNNI the tokens in the lanes
+  // (x86_avx512_token_lanes.hpp); both with the bits `rows16` gives a token on the copy.
+  MatrixFn packed_rows16 = nullptr;
+  // Whether prefill on the sixteen-row copy takes `rows16` over all its tokens, where the
+  // type has no packed_rows16 (every x86 set but AMX: four tokens per pass over each
+  // group, or half group on AVX2, which stays in L1; on the AVX-512 sets SmolLM2's Q4_1 and
+  // the 3B IQ4_XS file prefilled 1.5-2.0x faster so than on the tiles over the file's rows,
+  // on AVX2 1.04-1.34x, bench/README.md), so that the copy serves decode and prefill alike.
   bool rows16_prefills = false;
   // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
   // 32-value types but IQ4_NL on AVX2, simd/x86_avx2.hpp's scaled_block_sums; Q2_K and

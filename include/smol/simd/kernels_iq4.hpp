@@ -13,7 +13,9 @@
 // kernels look the levels up sixty-four at a time (x86_avx512_rows16.hpp). On AMX,
 // IQ4_NL's prefill is a tile multiply per block (x86_amx_blocks32.hpp); IQ4_XS's is the
 // matrix unit on two byte planes of its integer-scaled levels (expand_iq4xs_planes below),
-// one float step per super-block, which its decode kernel on the copy takes too.
+// one float step per super-block, which its decode kernel on the copy takes too; on the
+// other AVX-512 sets it has the tokens in the lanes on the copy, with the same steps
+// (x86_avx512_token_lanes.hpp).
 #pragma once
 
 #include <algorithm>
@@ -34,6 +36,7 @@
 #include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_avx512_rows16.hpp"
+#include "smol/simd/x86_avx512_token_lanes.hpp"
 
 namespace smol {
 
@@ -541,11 +544,16 @@ struct KernelUnit<BlockWeight<BlockIQ4XS>> {
             simd::x86::expand_rows16_copy_row;
         k.matrix = amx_matrix_with_offset<
             Arch, expand_file_row<Arch, BlockIQ4XS, simd::x86::expand_iq4xs_block<Arch>>, 0>;
-        k.matrix_rows16 =
+        k.packed_rows16 =
             amx_matrix_with_offset<Arch,
                                    expand_rows16_copy_row<Arch, BlockIQ4XSRows16,
                                                           simd::x86::expand_iq4xs_copy_block<Arch>>,
                                    0>;
+      } else if constexpr (has_vnni_v<Arch>) {
+        // The tokens in the lanes on the copy, with its decode kernel's bits
+        // (x86_avx512_token_lanes.hpp); a few tokens take that kernel (kRows16FewTokens).
+        // Only with VNNI: vpmaddubsw's pairs of a token's x + 128 and a level would saturate.
+        k.packed_rows16 = simd::x86::token_lanes_512<Arch, BlockIQ4XSRows16>;
       }
 #endif
 #if defined(__aarch64__)

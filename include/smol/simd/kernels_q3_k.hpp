@@ -269,7 +269,7 @@ struct KernelUnit<BlockWeight<BlockQ3K>> {
       } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
         k.rows8 = simd::x86::rows8_two_bit_q8k_512<Arch, BlockQ3KRows8>;
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ3KRows8>;
+        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ3KRows8>;
         k.rows8_rounds_like_packed = true;
       }
       if constexpr (std::is_same_v<Arch, amx_arch>) {

@@ -54,7 +54,7 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
         // Without VNNI a dot takes three instructions there, and the eight-row kernel's
         // 4-bit dots kept pace (down projection 151-154 ms against 158-196 on Zen 4).
-        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ4KRows8>;
+        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ4KRows8>;
         k.rows8_rounds_like_packed = true;
       }
 #endif

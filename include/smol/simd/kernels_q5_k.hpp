@@ -272,7 +272,7 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
         k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
       } else if constexpr (is_avx512_v<Arch>) {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.packed_rows8 = simd::x86::rows8_token_lanes_512<Arch, BlockQ5KRows8>;
+        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ5KRows8>;
         k.rows8_rounds_like_packed = true;
       }
 #endif
