@@ -506,9 +506,9 @@ struct TokenLanesBlockOf<BlockIQ4XSRows16> {
 };
 
 // WeightKernels::packed_rows8 of Q3_K, Q4_K, Q5_K and Q6_K and packed_rows16 of IQ4_XS on
-// the AVX-512 sets without AMX (Q4_K and IQ4_XS: with VNNI): `n_rows` rows from the group at `w`, groups kGroupRows x
-// row_bytes apart, times every token of `act`. Sixteen rows at a time (two groups of
-// eight, or one of sixteen) are unpacked eight by eight into `scratch`
+// the AVX-512 sets without AMX (Q4_K and IQ4_XS: with VNNI): `n_rows` rows from the group at `w`,
+// groups kGroupRows x row_bytes apart, times every token of `act`. Sixteen rows at a time (two
+// groups of eight, or one of sixteen) are unpacked eight by eight into `scratch`
 // (matrix_scratch_bytes), then every token tile passes over them while they stay in L2.
 template <class Arch, class Group>
 void token_lanes_512(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
