@@ -509,12 +509,20 @@ inline __m256i quantize_block_q8(const float* x, float& d_out) noexcept {
   return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// f32 to f16, to nearest even, as ggml's GGML_FP32_TO_FP16 on F16C. Not _cvtss_sh: clang
+// 14's macro for it builds a C compound literal, an error in C++ under -Wpedantic -Werror.
+template <class Arch>
+inline f16_bits to_f16(float value) noexcept {
+  return static_cast<f16_bits>(
+      _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(value), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
 template <class Arch>
 void quantize_row_q8_0(const float* x, BlockQ8_0* out, std::size_t n) noexcept {
   for (std::size_t b = 0; b < n / 32; ++b) {
     float d;
     const __m256i q = quantize_block_q8<Arch>(x + 32 * b, d);
-    out[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    out[b].d = to_f16<Arch>(d);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), q);
   }
 }
@@ -524,14 +532,14 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* out, std::size_t n) noexcept {
   for (std::size_t b = 0; b < n / 32; ++b) {
     float d;
     const __m256i q = quantize_block_q8<Arch>(x + 32 * b, d);
-    out[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    out[b].d = to_f16<Arch>(d);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), q);
     const __m256i sums =
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
     s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-    out[b].s = _cvtss_sh(static_cast<float>(_mm_cvtsi128_si32(s4)) * d, _MM_FROUND_TO_NEAREST_INT);
+    out[b].s = to_f16<Arch>(static_cast<float>(_mm_cvtsi128_si32(s4)) * d);
   }
 }
 

@@ -57,6 +57,13 @@
 
 namespace smol::simd::x86 {
 
+// __m512i, as a type that depends on Arch (see dot_u8s8_broadcast). Not std::conditional_t:
+// GCC warns that a template argument drops __m512i's vector attributes.
+template <class Arch>
+struct DependentVec512 {
+  using type = __m512i;
+};
+
 // acc + per lane, the dot of u's quad with the signed quad at `quad`, broadcast. With VNNI
 // one vpdpbusd with an embedded broadcast ({1to16}), in assembly: GCC 12 first loads the
 // quad into a register with a vpbroadcastd of its own, an instruction more per dot in
@@ -68,10 +75,17 @@ inline __m512i dot_u8s8_broadcast(__m512i acc, __m512i u, const std::int8_t* qua
     struct Quad {
       std::int8_t bytes[4];
     };
+    // Operands of a type that depends on Arch: clang checks an asm's register sizes where
+    // it reads the statement, and a unit built without AVX-512 (any program's own code,
+    // which includes this header but runs the kernels through the dispatch units) has no
+    // 512-bit "v" register; so the check waits for a VNNI set's instantiation.
+    using Vec = typename DependentVec512<Arch>::type;
+    Vec sum = acc;
+    const Vec unsigned_quads = u;
     asm("vpdpbusd %2%{1to16%}, %1, %0"
-        : "+v"(acc)
-        : "v"(u), "m"(*reinterpret_cast<const Quad*>(quad)));
-    return acc;
+        : "+v"(sum)
+        : "v"(unsigned_quads), "m"(*reinterpret_cast<const Quad*>(quad)));
+    return sum;
   } else {
     std::int32_t bytes;
     std::memcpy(&bytes, quad, sizeof bytes);
