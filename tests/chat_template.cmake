@@ -6,7 +6,7 @@
 
 add_executable(render_chat_template ${CMAKE_CURRENT_SOURCE_DIR}/chat_template/render.cpp)
 target_link_libraries(render_chat_template PRIVATE smol::smol nlohmann_json::nlohmann_json
-                                                   smol_warnings)
+                                                   smol_warnings smol_program_flags)
 target_include_directories(render_chat_template PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 
 # Debian's python3 first: a python3 earlier on PATH (pyenv, a venv) may lack jinja2.

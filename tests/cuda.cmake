@@ -35,7 +35,8 @@ set_tests_properties(test_cuda_host PROPERTIES LABELS cuda)
 
 # Its own main (the device check comes first), so not smol_test_main.
 add_executable(test_cuda_device cuda/test_cuda_device.cpp)
-target_link_libraries(test_cuda_device PRIVATE smol::cuda smol::testing doctest::doctest smol_warnings)
+target_link_libraries(test_cuda_device PRIVATE smol::cuda smol::testing doctest::doctest smol_warnings
+                                               smol_program_flags)
 target_compile_definitions(test_cuda_device PRIVATE
   SMOL_FIXTURES_DIR="${SMOL_FIXTURES_DIR}" SMOL_TEST_DATA_DIR="${SMOL_TEST_DATA_DIR}")
 smol_add_dispatch(test_cuda_device)

@@ -10,7 +10,7 @@
 
 add_executable(tokenizer_conformance ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/conformance.cpp)
 target_link_libraries(tokenizer_conformance PRIVATE smol::smol nlohmann_json::nlohmann_json
-                                                    smol_warnings)
+                                                    smol_warnings smol_program_flags)
 target_include_directories(tokenizer_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 
 find_program(SMOL_NODE node)
