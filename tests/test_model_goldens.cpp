@@ -441,8 +441,13 @@ TEST_CASE("Q3_K_M and Q2_K fixtures with Q8_K activations: close to llama.cpp's 
       CHECK((gate.type == smol::GgmlType::Q3_K || gate.type == smol::GgmlType::Q2_K));
       CHECK((gate.rows8 != nullptr) == two_bit_copies);
     }
+    // The leading-run check reads every prompt of the file's rows; with fewer repeats
+    // (fewer_repeats.hpp) the copies, the same file on other kernels, take one.
+    const bool every_prompt = !copied || !smol::test::fewer_repeats();
     std::size_t longest_exact_run = 0;
-    for (const char* prompt : kPrompts) {
+    for (const char* prompt :
+         every_prompt ? std::vector<const char*>(std::begin(kPrompts), std::end(kPrompts))
+                      : prompts()) {
       const Agreement a =
           run_and_report(model, ctx, smol::KvType::f32, load_golden(kind, prompt), "q8 engine");
       CHECK(a.mean <= 0.15);
@@ -450,7 +455,7 @@ TEST_CASE("Q3_K_M and Q2_K fixtures with Q8_K activations: close to llama.cpp's 
       CHECK(a.top1 >= 0.85);
       longest_exact_run = std::max(longest_exact_run, a.exact_rows);
     }
-    CHECK(longest_exact_run >= 5);
+    if (every_prompt) CHECK(longest_exact_run >= 5);
   }
 }
 
