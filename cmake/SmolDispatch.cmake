@@ -18,6 +18,34 @@ set(SMOL_DISPATCH_DIR "${SMOL_DISPATCH_DIR}" CACHE INTERNAL "per-ISA kernel unit
 # xsimd's one-line operators as calls, and the suites spent most of their time in them.
 set(SMOL_DISPATCH_FLAGS "" CACHE STRING "extra compile options for the per-ISA kernel units")
 
+# Which units to compile: all those of the processor (the default), or "native": only
+# the sets this machine's CPU runs (read from /proc/cpuinfo), scalar always. A "native"
+# binary still runs anywhere (a set left out is as if no CPU had it) but is fast only on
+# CPUs like this one. The sanitize stage of scripts/test.sh builds "native": a unit the
+# CPU cannot run is never executed there, and the AMX unit alone was 38 CPU s of its
+# compile on a CPU without AMX.
+set(SMOL_DISPATCH_ISAS "all" CACHE STRING "per-ISA kernel units: all, or native (the sets this CPU runs)")
+set_property(CACHE SMOL_DISPATCH_ISAS PROPERTY STRINGS all native)
+
+# _smol_cpu_runs(<isa> <var>): whether /proc/cpuinfo lists the flags the unit's set needs.
+function(_smol_cpu_runs isa out)
+  set(${out} ON PARENT_SCOPE)
+  if(CMAKE_CROSSCOMPILING OR NOT EXISTS /proc/cpuinfo OR isa STREQUAL "scalar" OR isa STREQUAL "neon")
+    return()
+  endif()
+  file(READ /proc/cpuinfo cpuinfo)
+  set(avx2_needs avx2 fma f16c bmi2)
+  set(avx512_needs ${avx2_needs} avx512f avx512bw avx512vl avx512dq avx512cd)
+  set(avx512vnni_needs ${avx512_needs} avx512_vnni)
+  set(amx_needs ${avx512vnni_needs} amx_tile amx_int8)
+  foreach(flag IN LISTS ${isa}_needs)
+    if(NOT cpuinfo MATCHES " ${flag}[ \n]")
+      set(${out} OFF PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+endfunction()
+
 function(_smol_make_dispatch_targets)
   add_library(smol_dispatch INTERFACE)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
@@ -31,8 +59,26 @@ function(_smol_make_dispatch_targets)
   else()
     return()  # no vector sets for this processor: the scalar kernels serve
   endif()
+  if(NOT SMOL_DISPATCH_ISAS MATCHES "^(all|native)$")
+    message(FATAL_ERROR "SMOL_DISPATCH_ISAS is '${SMOL_DISPATCH_ISAS}': all or native")
+  endif()
+  # Every includer and every unit must agree on which units exist (kernels.hpp).
+  set(without "")
+  if(SMOL_DISPATCH_ISAS STREQUAL "native")
+    foreach(isa IN LISTS isas)
+      _smol_cpu_runs(${isa} runs)
+      if(NOT runs)
+        list(REMOVE_ITEM isas ${isa})
+        string(TOUPPER ${isa} upper)
+        list(APPEND without SMOL_DISPATCH_WITHOUT_${upper}=1)
+      endif()
+    endforeach()
+    message(STATUS "smol: kernel units for this CPU only: ${isas}")
+  endif()
+  target_compile_definitions(smol_dispatch INTERFACE ${without})
   foreach(isa IN LISTS isas)
     add_library(smol_dispatch_${isa} STATIC "${SMOL_DISPATCH_DIR}/isa_${isa}.cpp")
+    target_compile_definitions(smol_dispatch_${isa} PRIVATE ${without})
     target_link_libraries(smol_dispatch_${isa} PRIVATE smol::smol)
     target_compile_options(smol_dispatch_${isa} PRIVATE ${${isa}_flags} ${SMOL_DISPATCH_FLAGS})
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")

@@ -49,13 +49,16 @@ stage_release() {
 # 35.2 s), the suites run 365 -> 304 s wall (the attention kernels most: test_simd_attention
 # 46 -> 25 s, test_matmul 78 -> 50 s). The sanitizers still see every load the kernels
 # make (an unaligned 32-byte load past a heap block is reported at -O2 as at -O0).
+# SMOL_DISPATCH_ISAS=native (here and in the tsan stage): only the kernel units this CPU
+# runs; a unit it cannot run would never execute here (cmake/SmolDispatch.cmake).
 # SMOL_TEST_FEWER_REPEATS=1 (tests/fewer_repeats.hpp): the suites that run one path many
 # times over (three golden prompts per file type, a thousand sampled replies, both
 # activation precisions on every synthetic shape) run it fewer times here; the release
 # stage runs every repetition.
 stage_sanitize() {
   cmake -S . -B "$root/sanitize" -DCMAKE_BUILD_TYPE=Debug -DSMOL_SANITIZE=ON -DSMOL_WERROR=ON \
-    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DSMOL_DISPATCH_FLAGS=-O2 &&
+    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DSMOL_DISPATCH_FLAGS=-O2 \
+    -DSMOL_DISPATCH_ISAS=native &&
   cmake --build "$root/sanitize" -j "$jobs" --target smol_unit_tests &&
   SMOL_TEST_FEWER_REPEATS=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -64,7 +67,7 @@ stage_sanitize() {
 
 stage_tsan() {
   cmake -S . -B "$root/tsan" -DCMAKE_BUILD_TYPE=Debug -DSMOL_TSAN=ON -DSMOL_WERROR=ON \
-    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" &&
+    -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DSMOL_DISPATCH_ISAS=native &&
   cmake --build "$root/tsan" -j "$jobs" --target smol_concurrency_tests &&
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$root/tsan" --output-on-failure -j "$jobs" -L concurrency

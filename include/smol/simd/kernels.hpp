@@ -194,22 +194,39 @@ const Kernels& kernels_for() noexcept;
 #if defined(SMOL_DISPATCH)
 extern template const Kernels& kernels_for<scalar_arch>() noexcept;
 #if defined(SMOL_X86)
+#if !defined(SMOL_DISPATCH_WITHOUT_AVX2)
 extern template const Kernels& kernels_for<avx2_arch>() noexcept;
+#endif
+#if !defined(SMOL_DISPATCH_WITHOUT_AVX512)
 extern template const Kernels& kernels_for<avx512_arch>() noexcept;
+#endif
+#if !defined(SMOL_DISPATCH_WITHOUT_AVX512VNNI)
 extern template const Kernels& kernels_for<avx512vnni_arch>() noexcept;
+#endif
+#if !defined(SMOL_DISPATCH_WITHOUT_AMX)
 extern template const Kernels& kernels_for<amx_arch>() noexcept;
+#endif
 #elif defined(SMOL_ARM64)
 extern template const Kernels& kernels_for<neon_arch>() noexcept;
 #endif
 #endif
 
-// Which vector sets this translation unit can reach: all of them through the dispatch
-// units, otherwise those the includer's own compile flags enable.
+// Which vector sets this translation unit can reach: those of the dispatch units
+// (every one, unless SMOL_DISPATCH_ISAS=native left some out: SMOL_DISPATCH_WITHOUT_*),
+// otherwise those the includer's own compile flags enable.
 #if defined(SMOL_DISPATCH) && defined(SMOL_X86)
+#if !defined(SMOL_DISPATCH_WITHOUT_AVX2)
 #define SMOL_HAVE_AVX2_KERNELS 1
+#endif
+#if !defined(SMOL_DISPATCH_WITHOUT_AVX512)
 #define SMOL_HAVE_AVX512_KERNELS 1
+#endif
+#if !defined(SMOL_DISPATCH_WITHOUT_AVX512VNNI)
 #define SMOL_HAVE_AVX512VNNI_KERNELS 1
+#endif
+#if !defined(SMOL_DISPATCH_WITHOUT_AMX)
 #define SMOL_HAVE_AMX_KERNELS 1
+#endif
 #elif defined(SMOL_X86)
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define SMOL_HAVE_AVX2_KERNELS 1
