@@ -27,8 +27,11 @@ set(SMOL_DISPATCH_FLAGS "" CACHE STRING "extra compile options for the per-ISA k
 set(SMOL_DISPATCH_ISAS "all" CACHE STRING "per-ISA kernel units: all, or native (the sets this CPU runs)")
 set_property(CACHE SMOL_DISPATCH_ISAS PROPERTY STRINGS all native)
 
-# _smol_cpu_runs(<isa> <var>): whether /proc/cpuinfo lists the flags the unit's set needs.
-function(_smol_cpu_runs isa out)
+# smol_cpu_runs(<isa> <var>): whether this machine's CPU runs `isa` (avx2, avx512,
+# avx512vnni, amx): /proc/cpuinfo lists every flag that simd/cpu_features.hpp checks for
+# it at run time. ON for scalar and neon, and where there is no cpuinfo to read or the
+# build is cross-compiled. tests/ picks its per-ISA suite copies with it too.
+function(smol_cpu_runs isa out)
   set(${out} ON PARENT_SCOPE)
   if(CMAKE_CROSSCOMPILING OR NOT EXISTS /proc/cpuinfo OR isa STREQUAL "scalar" OR isa STREQUAL "neon")
     return()
@@ -66,7 +69,7 @@ function(_smol_make_dispatch_targets)
   set(without "")
   if(SMOL_DISPATCH_ISAS STREQUAL "native")
     foreach(isa IN LISTS isas)
-      _smol_cpu_runs(${isa} runs)
+      smol_cpu_runs(${isa} runs)
       if(NOT runs)
         list(REMOVE_ITEM isas ${isa})
         string(TOUPPER ${isa} upper)

@@ -8,12 +8,13 @@
 # fast), so it is labelled and kept out of the sanitizer run.
 set(levels "")
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND EXISTS /proc/cpuinfo)
-  file(READ /proc/cpuinfo cpuinfo)
-  if(cpuinfo MATCHES " avx2 " AND cpuinfo MATCHES " bmi2 " AND cpuinfo MATCHES " fma ")
+  smol_cpu_runs(avx2 runs_v3)  # cmake/SmolDispatch.cmake: the AVX2 set's flags
+  smol_cpu_runs(avx512 runs_v4)  # AVX-512 F, BW, CD, DQ, VL: x86-64-v4's
+  if(runs_v3)
     list(APPEND levels x86-64-v3)
-    if(cpuinfo MATCHES " avx512bw " AND cpuinfo MATCHES " avx512vl " AND cpuinfo MATCHES " avx512dq ")
-      list(APPEND levels x86-64-v4)
-    endif()
+  endif()
+  if(runs_v4)
+    list(APPEND levels x86-64-v4)
   endif()
 endif()
 if(levels)
