@@ -152,8 +152,9 @@ const char* const kPrompts[] = {"P1", "P2", "P3"};
 // each call the next in turn, so that the cases between them still run the short (20
 // tokens), middle (125) and long (324) prefill. Every check in a loop over these holds
 // for each prompt alone; a check across prompts loops over kPrompts itself.
+std::vector<const char*> all_prompts() { return {std::begin(kPrompts), std::end(kPrompts)}; }
 std::vector<const char*> prompts() {
-  if (!smol::test::fewer_repeats()) return {std::begin(kPrompts), std::end(kPrompts)};
+  if (!smol::test::fewer_repeats()) return all_prompts();
   static std::size_t turn = 0;
   return {kPrompts[turn++ % std::size(kPrompts)]};
 }
@@ -445,9 +446,7 @@ TEST_CASE("Q3_K_M and Q2_K fixtures with Q8_K activations: close to llama.cpp's 
     // (fewer_repeats.hpp) the copies, the same file on other kernels, take one.
     const bool every_prompt = !copied || !smol::test::fewer_repeats();
     std::size_t longest_exact_run = 0;
-    for (const char* prompt :
-         every_prompt ? std::vector<const char*>(std::begin(kPrompts), std::end(kPrompts))
-                      : prompts()) {
+    for (const char* prompt : every_prompt ? all_prompts() : prompts()) {
       const Agreement a =
           run_and_report(model, ctx, smol::KvType::f32, load_golden(kind, prompt), "q8 engine");
       CHECK(a.mean <= 0.15);
