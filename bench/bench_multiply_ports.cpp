@@ -12,7 +12,10 @@
 // given intrinsics may keep the accumulators in memory or add moves. The program's own
 // code is built without AVX-512 flags (the kernels run from the dispatch units), so the
 // compiler never allocates zmm16-zmm31 here and the operands can live there between
-// statements. Skipped (with a message) on a CPU without AVX-512 VNNI.
+// statements. Library code may still use them (glibc's AVX-512 string functions do), so
+// set_operands() runs right before each timed loop; the integer mixes' timing does not
+// depend on the values, and all-ones keeps the float ones clear of denormals. Skipped
+// (with a message) on a CPU without AVX-512 VNNI.
 //
 //   build/release/bench/bench_multiply_ports --benchmark_repetitions=3
 // Compare each mix's time with `dots8`'s in the same run; the counters give an iteration's
