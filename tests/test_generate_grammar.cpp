@@ -173,4 +173,74 @@ TEST_CASE("scheduler: drafted guesses pass the grammar, the reply is the plain o
   CHECK(guesses > 0);
 }
 
+// A grammar that leaves nothing to write ends the reply with a reason of its own, never
+// as if the model had finished: after "a" it wants a surrogate, which no text holds
+// (grammar_dead_end); after forty x's it becomes too ambiguous for its step budget
+// (grammar_budget). Both in the scheduler (the server) and in a chat reply (smol-chat).
+TEST_CASE("a grammar that leaves nothing to write ends the reply with its own reason") {
+  Fixture& f = fixture();
+  const auto dead_end = table_for(R"(root ::= "a" [\uD800-\uDFFF])");
+  const auto ambiguous = std::make_shared<smol::TokenMaskTable>(
+      smol::parse_gbnf("root ::= \"" + std::string(40, 'x') + "\" ((\"a\"{0,200}){0,200}){0,200}"),
+      f.trie, smol::TokenMaskTable::kDefaultMaskMemoryLimit,
+      smol::GrammarLimits{.max_step_work = 100'000});
+  // The reply ends where the next mask would need the ambiguous part: a token that could
+  // reach the fortieth x (the fixture's vocabulary may hold "xx").
+  struct Case {
+    std::shared_ptr<smol::TokenMaskTable> table;
+    smol::StopReason stop;
+    std::string text;
+  };
+  const auto x_run = [](const std::string& text) {
+    return text.size() >= 30 && text.size() < 40 &&
+           text.find_first_not_of('x') == std::string::npos;
+  };
+  const std::vector<Case> cases = {{dead_end, smol::StopReason::grammar_dead_end, "a"},
+                                   {ambiguous, smol::StopReason::grammar_budget, "x..."}};
+  smol::Context ctx(2);
+  smol::BatchTransformer engine(f.model, ctx, {.total_positions = 4096});
+  smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 4, .step_tokens = 64});
+  std::vector<smol::GenerationResult> results(cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    smol::GenerationRequest request;
+    request.prompt = f.tokenizer.encode("Answer:", {.add_bos = false});
+    request.sampling = smol::SamplerSettings::greedy();
+    request.max_tokens = 100;
+    request.grammar = cases[i].table;
+    request.on_done = [&results, i](const smol::GenerationResult& r) { results[i] = r; };
+    scheduler.submit(std::move(request));
+  }
+  // An unconstrained request beside them is not disturbed.
+  smol::GenerationResult free;
+  smol::GenerationRequest plain;
+  plain.prompt = f.tokenizer.encode("Answer:", {.add_bos = false});
+  plain.max_tokens = 8;
+  plain.ignore_eos = true;
+  plain.on_done = [&free](const smol::GenerationResult& r) { free = r; };
+  scheduler.submit(std::move(plain));
+  scheduler.run_until_idle();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(results[i].text);
+    CHECK(results[i].stop == cases[i].stop);
+    CHECK((cases[i].text == "x..." ? x_run(results[i].text) : results[i].text == cases[i].text));
+  }
+  CHECK(free.stop == smol::StopReason::max_tokens);
+  CHECK(free.stats.generated_tokens == 8);
+
+  // The chat reply's path (ReplyGenerator).
+  EagerToStop source(*f.tokenizer.vocabulary().eos_id);
+  smol::ChatSettings settings;
+  settings.sampling = smol::SamplerSettings::greedy();
+  settings.raw = true;
+  smol::ChatSession session(source, f.tokenizer, smol::ChatTemplate{}, settings);
+  for (const Case& c : cases) {
+    smol::ReplyOptions options;
+    options.grammar = c.table;
+    const smol::Reply reply = session.ask("Question?", options);
+    CAPTURE(reply.text);
+    CHECK(reply.stop == c.stop);
+    CHECK((c.text == "x..." ? x_run(reply.text) : reply.text == c.text));
+  }
+}
+
 }  // namespace test_generate_grammar

@@ -8,8 +8,10 @@
 #include <string_view>
 
 #include "grammar_oracle.hpp"
+#include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
 #include "smol/grammar/gbnf.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/grammar/grammar_matcher.hpp"
 #include "smol/grammar/recognizer.hpp"
 #include "smol/grammar/token_mask_table.hpp"
@@ -206,9 +208,98 @@ TEST_CASE("gbnf: hostile input is refused, not crashed on") {
   CHECK(parse_error("root ::= " + std::string(500, '(')).find("nested too deeply") !=
         std::string::npos);
   CHECK(parse_error("root ::= \"\xC3\"").find("valid UTF-8") != std::string::npos);
-  // Each repetition copies what it repeats: 2000 copies of a 2000-character literal.
-  CHECK(parse_error("root ::= \"" + std::string(2000, 'a') + "\"{2000}").find("too large") !=
-        std::string::npos);
+  // A repeated literal becomes one rule, and each copy one reference to it: 2000 copies
+  // of a 2000-character literal take 2000 elements and more, not four million.
+  const auto repeated = parse_gbnf("root ::= \"" + std::string(2000, 'a') + "\"{2000}");
+  CHECK(repeated->element_count() < 10'000);
+  // The grammar's size is counted as it is built: 600 repetitions of 2000 are refused
+  // when the count passes the budget, at their line and column.
+  std::string large = "root ::= \"x\"\nmore ::=";
+  for (int i = 0; i < 600; ++i) large += " \"a\"{2000}";
+  const std::string error = parse_error(large);
+  CHECK(error.find("more than 1000000 elements") != std::string::npos);
+  CHECK(error.find("line 2, column") != std::string::npos);
+}
+
+// ---- budgets (grammar_limits.hpp) ---------------------------------------------------
+
+// The budget error a compilation of `gbnf` over the fixture's vocabulary ends in, or
+// "(compiled)".
+std::string compile_error(std::string_view gbnf, const smol::GrammarLimits& limits = {},
+                          const smol::CancelCheck& cancel = {}) {
+  auto trie = std::make_shared<const smol::TokenTrie>(*smol::test::fixture_tokenizer());
+  try {
+    smol::TokenMaskTable::compile(parse_gbnf(gbnf), trie, limits, cancel);
+  } catch (const smol::GrammarLimitError& e) {
+    return std::string("limit: ") + e.what();
+  } catch (const smol::Cancelled&) {
+    return "cancelled";
+  } catch (const smol::Error& e) {
+    return std::string("error: ") + e.what();
+  }
+  return "(compiled)";
+}
+
+bool contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Nested counted repetition reads "aaa" in a number of ways that multiplies with every
+// level; the recognizer would hold a stack per way (three levels of 2000: billions).
+constexpr std::string_view kNestedRepetition = R"(root ::= (("a"{0,2000}){0,2000}){0,2000})";
+
+TEST_CASE("budgets: nested repetition is refused after a step's budget, naming the rule") {
+  const std::string error = compile_error(kNestedRepetition);
+  CAPTURE(error);
+  CHECK(contains(error, "limit: grammar: too ambiguous to follow"));
+  CHECK(contains(error, "more than 4000000 expansions"));
+  CHECK(contains(error, "rule 'root' (line 1)"));
+  // The same through a budget of the caller's: the work is what is counted.
+  CHECK(contains(compile_error(kNestedRepetition, {.max_step_work = 50'000}),
+                 "more than 50000 expansions"));
+  // Three levels of 30 are fine: a budget refuses the multiplied, not the nested.
+  CHECK(compile_error(R"(root ::= (("a"{0,30}){0,30}){0,30})") == "(compiled)");
+}
+
+TEST_CASE("budgets: a table's memory, the compile time and a cancel each end the work") {
+  // Memory: the stack frames a step makes count at each poll, not after the step.
+  const std::string memory = compile_error(
+      kNestedRepetition,
+      {.max_step_work = std::size_t{1} << 40, .max_table_bytes = std::size_t{8} << 20});
+  CAPTURE(memory);
+  CHECK(contains(memory, "limit: grammar: its tables need more than 8 MiB"));
+  // Time: a deadline already past stops at the first poll.
+  CHECK(contains(compile_error(kNestedRepetition,
+                               {.max_step_work = std::size_t{1} << 40, .compile_seconds = 0}),
+                 "compiling it takes more than 0 seconds"));
+  // Cancel: polled with the others (the server's hung-up client, its SIGTERM).
+  int polls = 0;
+  const smol::CancelCheck cancel([&polls] { return ++polls > 3; });
+  CHECK(compile_error(kNestedRepetition, {.max_step_work = std::size_t{1} << 40}, cancel) ==
+        "cancelled");
+  CHECK(polls == 4);
+}
+
+TEST_CASE("budgets: a grammar no token can begin is refused when compiled") {
+  // The recognizer takes no surrogate code point, so no token can start this one.
+  const std::string error = compile_error(R"(root ::= [\uD800-\uDFFF]+)");
+  CAPTURE(error);
+  CHECK(contains(error, "error: grammar: no token of the model's vocabulary can begin a text"));
+  // A grammar of the empty text alone may end at once: that is a reply.
+  CHECK(compile_error(R"(root ::= "")") == "(compiled)");
+}
+
+TEST_CASE("budgets: a table's calls after compiling keep the step budget") {
+  // Cheap to start, ambiguous after a prefix longer than any token: the blow-up comes
+  // mid-reply, where the matcher throws and generation ends the reply (grammar_budget).
+  auto trie = std::make_shared<const smol::TokenTrie>(*smol::test::fixture_tokenizer());
+  const std::string gbnf =
+      "root ::= \"" + std::string(40, 'x') + "\" ((\"a\"{0,200}){0,200}){0,200}";
+  auto table = smol::TokenMaskTable::compile(parse_gbnf(gbnf), trie, {.max_step_work = 100'000});
+  smol::GrammarMatcher matcher(table);
+  REQUIRE(matcher.accept_bytes(std::string(39, 'x')));
+  CHECK_THROWS_AS(matcher.accept_bytes("x"), smol::GrammarLimitError);
+  CHECK(table->stats().peak_step_work <= 100'000 + 16384);
 }
 
 TEST_CASE("recognizer: partial UTF-8 is kept only while a completion can match") {

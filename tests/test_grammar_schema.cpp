@@ -22,8 +22,11 @@
 #include "grammar_oracle.hpp"
 #include "smol/core/error.hpp"
 #include "smol/grammar/gbnf.hpp"
+#include "smol/grammar/grammar_matcher.hpp"
 #include "smol/grammar/json_schema.hpp"
 #include "smol/grammar/recognizer.hpp"
+#include "smol/grammar/token_mask_table.hpp"
+#include "smol/grammar/token_trie.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
 namespace test_grammar_schema {
@@ -426,6 +429,82 @@ TEST_CASE("json schema: unsupported keywords are refused by name, never ignored"
         std::string::npos);
   CHECK(schema_error("false").find("accepts nothing") != std::string::npos);
   CHECK(schema_error("{").find("not valid JSON") != std::string::npos);
+}
+
+// `levels` of `open` ... `close` around `inside`.
+std::string nested(int levels, const std::string& open, const std::string& inside,
+                   const std::string& close) {
+  std::string text;
+  for (int i = 0; i < levels; ++i) text += open;
+  text += inside;
+  for (int i = 0; i < levels; ++i) text += close;
+  return text;
+}
+
+TEST_CASE("json schema: nesting is bounded, and the refusal names the place in the schema") {
+  // As text: the nesting is measured before the text is parsed (byte offsets).
+  const std::string deep_objects =
+      nested(10'000, R"({"type": "object", "properties": {"a": )", "{}", "}}");
+  CHECK(schema_error(deep_objects).find("nested more than 136 levels deep (at byte") !=
+        std::string::npos);
+  CHECK(schema_error(nested(20'000, R"({"anyOf": [)", "{}", "]}")).find("136 levels") !=
+        std::string::npos);
+  CHECK(
+      schema_error(nested(8'000, R"({"type": "array", "items": )", "{}", "}")).find("136 levels") !=
+      std::string::npos);
+  // Parsed: the conversion counts its subschemas, and names the path where it stopped,
+  // its two ends kept when it is long.
+  const auto parsed = nlohmann::ordered_json::parse(deep_objects);
+  std::string error;
+  try {
+    smol::json_schema_value_to_gbnf(parsed);
+  } catch (const smol::Error& e) {
+    error = e.what();
+  }
+  CAPTURE(error);
+  CHECK(error.find("subschemas nested more than 64 levels deep (at #/properties/a/properties/a") !=
+        std::string::npos);
+  CHECK(error.find("...") != std::string::npos);
+  CHECK(error.size() < 300);
+  const std::string anyof = nested(66, R"({"anyOf": [)", "{}", "]}");
+  CHECK(schema_error(anyof).find("(at #/anyOf/0/anyOf/0/") != std::string::npos);
+  // 64 levels are fine.
+  CHECK(schema_error(nested(63, R"({"type": "object", "properties": {"a": )", "{}", "}}")) ==
+        "(no error)");
+  // A pattern nested too deeply names its place in the schema too.
+  const std::string pattern = nested(60, "(", "a", ")");
+  CHECK(
+      schema_error(R"({"properties": {"p": {"type": "string", "pattern": ")" + pattern + R"("}}})")
+          .find("(at #/properties/p)") != std::string::npos);
+}
+
+TEST_CASE("json schema: objects grow linearly with their properties, optional or not") {
+  // 5,000 optional properties beside additionalProperties: two small rules each (a
+  // choice nested per optional property grew with their square and nested 5,000 deep).
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 5000; ++i) {
+    schema +=
+        (i ? ", " : "") + std::string("\"p") + std::to_string(i) + R"(": {"type": "integer"})";
+  }
+  schema += R"(}, "required": ["p1"], "additionalProperties": {"type": "string"}})";
+  const std::string gbnf = smol::json_schema_to_gbnf(schema);
+  CHECK(gbnf.size() < 5000 * 400);
+  const auto grammar = smol::parse_gbnf(gbnf, {.generated = true});
+  CHECK(grammar->element_count() < 5000 * 80);
+  CHECK(grammar_accepts(grammar, R"({"p1": 5})"));
+  CHECK(grammar_accepts(grammar, R"({"p0": 1, "p1": 2, "p4999": 3, "other": "x"})"));
+  CHECK_FALSE(grammar_accepts(grammar, R"({"p0": 1})"));              // p1 is required
+  CHECK_FALSE(grammar_accepts(grammar, R"({"p1": 2, "p0": 1})"));     // the order
+  CHECK_FALSE(grammar_accepts(grammar, R"({"p1": 2, "p17": "x"})"));  // p17 is an integer
+  CHECK_FALSE(grammar_accepts(grammar, R"({"p1": 2, "other": 1})"));  // extras are strings
+  // Its token masks compile within the default budgets.
+  auto trie = std::make_shared<const smol::TokenTrie>(*smol::test::fixture_tokenizer());
+  const auto table = smol::TokenMaskTable::compile(grammar, trie);
+  smol::GrammarMatcher matcher(table);
+  for (const char c : std::string(R"({"p1": 1, "p4999": 2, "z": "w"})")) {
+    REQUIRE(matcher.accept_bytes(std::string(1, c)));
+    CHECK_FALSE(matcher.allowed_tokens()->empty());
+  }
 }
 
 TEST_CASE("json schema: the json_object grammar takes any object and nothing else") {

@@ -92,12 +92,11 @@ class ReplyGenerator {
         reply.stop = StopReason::cancelled;
         break;
       }
-      const std::optional<TokenId> sampled = sample(logits, constraints);
-      if (!sampled) {  // the grammar is complete and ignore_eos forbids ending
-        reply.stop = StopReason::end_of_generation;
+      TokenId token = 0;
+      if (const std::optional<StopReason> stop = sample(logits, constraints, token)) {
+        reply.stop = *stop;  // the grammar leaves nothing to write
         break;
       }
-      const TokenId token = *sampled;
       if (++stats.generated_tokens == 1) {
         first_token_at = Clock::now();
         stats.time_to_first_token = seconds_since(started);
@@ -142,18 +141,18 @@ class ReplyGenerator {
     return std::nullopt;
   }
 
-  // Nullopt when no token may follow (see TokenConstraints::mask) or the grammar
-  // refuses the sampler's fallback choice.
-  std::optional<TokenId> sample(std::span<const float> logits, TokenConstraints& constraints) {
+  // Samples into `token`; a stop reason instead when no token may follow (see
+  // TokenConstraints::mask) or the grammar cannot take the sampler's choice.
+  std::optional<StopReason> sample(std::span<const float> logits, TokenConstraints& constraints,
+                                   TokenId& token) {
     // A model may have more output rows than the tokenizer has tokens (padding).
-    const std::optional<std::span<const float>> row =
+    const ConstrainedRow row =
         constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
-    if (!row) return std::nullopt;
-    const TokenId token =
-        speculation_ ? speculation_->choose(*sampler_, *row) : sampler_->sample(*row);
+    if (row.stop) return row.stop;
+    token =
+        speculation_ ? speculation_->choose(*sampler_, row.logits) : sampler_->sample(row.logits);
     sampler_->accept(token);
-    if (!constraints.accept(token)) return std::nullopt;
-    return token;
+    return constraints.accept(token);
   }
 
   LogitsSource* source_;

@@ -524,27 +524,29 @@ class Scheduler {
           *tokenizer_, think_, a.request.stop_strings, a.request.on_piece,
           think_.open_at_end(a.request.prompt) ? PieceKind::thinking : PieceKind::answer);
     }
-    const std::optional<std::span<const float>> row =
+    const ConstrainedRow constrained =
         a.constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);
-    // The grammar is complete and ignore_eos forbids ending: nothing may follow.
-    if (!row) return StopReason::end_of_generation;
+    // Nothing may follow: the grammar is complete (and ignore_eos forbids ending), stuck,
+    // or over its budget.
+    if (constrained.stop) return constrained.stop;
+    const std::span<const float> row = constrained.logits;
     // After the sampler's steps: the distribution it is about to draw from (computing it
     // draws nothing, so the token is the same either way).
     std::vector<Sampler::TokenChance> chances;
     if (a.request.logprobs && a.request.post_sampling_probs) {
-      const auto distribution = a.sampler.distribution(*row);
+      const auto distribution = a.sampler.distribution(row);
       chances.assign(distribution.begin(), distribution.end());
     }
     TokenId token;
     if (guess) {
-      const DraftVerdict verdict = verify_draft_token(a.sampler, *row, *guess);
+      const DraftVerdict verdict = verify_draft_token(a.sampler, row, *guess);
       token = verdict.token;
       *kept = verdict.accepted;
     } else {
-      token = a.sampler.sample(*row);
+      token = a.sampler.sample(row);
     }
     a.sampler.accept(token);
-    if (!a.constraints.accept(token)) return StopReason::end_of_generation;
+    if (const std::optional<StopReason> refused = a.constraints.accept(token)) return refused;
     a.result.tokens.push_back(token);
     // The raw row, before the grammar's mask and the sampler (token_logprobs.hpp).
     if (a.request.logprobs && !tokenizer_->is_end_of_generation(token)) {

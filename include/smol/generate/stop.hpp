@@ -16,6 +16,8 @@ enum class StopReason {
   max_tokens,         // the caller's token budget is spent
   context_full,       // no position left in the session's context
   cancelled,          // the caller's cancel flag was set (Ctrl-C)
+  grammar_dead_end,   // the grammar is not complete, yet no token of the vocabulary continues it
+  grammar_budget,     // following the grammar further needs more than its budgets
 };
 
 inline std::string_view to_string(StopReason reason) {
@@ -30,6 +32,10 @@ inline std::string_view to_string(StopReason reason) {
       return "context full";
     case StopReason::cancelled:
       return "cancelled";
+    case StopReason::grammar_dead_end:
+      return "grammar dead end (no token continues it)";
+    case StopReason::grammar_budget:
+      return "grammar budget spent";
   }
   return "unknown";
 }

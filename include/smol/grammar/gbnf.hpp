@@ -12,15 +12,25 @@
 // R ::= S R | empty), so the recognizer only ever sees rules and character classes.
 // Names are letters, digits and '-'; the generated helpers are named "<rule>_<n>".
 //
+// Counted repetition costs its count in elements, never its count times the element's
+// size: a repeated sequence of several elements (a literal "abc"{50}) becomes one helper
+// rule first, and each copy is one reference to it. The grammar's size is bounded
+// (GrammarLimits::max_elements) and counted as it is built, so "a"{2000} nested three
+// deep is refused when the count passes the bound, not after building billions.
+//
 // A malformed grammar throws smol::Error naming the line and column and what was
 // expected there; a reference to a rule that is never defined names the rule and where it
 // is used; a left-recursive rule (one that can reach itself without reading a character,
 // which a top-down recognizer would expand forever) is refused by name, as llama.cpp does.
+// Text that a program wrote (a JSON schema's grammar) is not the user's: its mistakes
+// name the rule rather than a line and column the user never saw (GbnfOptions).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,15 +40,22 @@
 
 #include "smol/core/error.hpp"
 #include "smol/grammar/grammar.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/text/unicode.hpp"
 
 namespace smol {
+
+struct GbnfOptions {
+  GrammarLimits limits{};
+  // The text was written by a program (json_schema.hpp): errors name rules, not places.
+  bool generated = false;
+};
 
 namespace detail {
 
 class GbnfParser {
  public:
-  explicit GbnfParser(std::string_view text) : text_(text) {}
+  GbnfParser(std::string_view text, const GbnfOptions& options) : text_(text), options_(options) {}
 
   Grammar parse() {
     skip_space(true);
@@ -50,10 +67,10 @@ class GbnfParser {
   }
 
  private:
-  // Bounds that keep hostile input from exhausting the stack or memory.
+  // Bounds that keep hostile input from exhausting the stack (the size has its budget
+  // in GbnfOptions::limits).
   static constexpr int kMaxNesting = 200;
   static constexpr std::uint32_t kMaxRepetition = 2000;  // llama.cpp's threshold too
-  static constexpr std::size_t kMaxItems = 4'000'000;
 
   struct Item {
     bool is_rule = false;
@@ -71,6 +88,15 @@ class GbnfParser {
 
   // ---- errors --------------------------------------------------------------------
   [[noreturn]] void error_at(std::size_t offset, const std::string& message) const {
+    if (options_.generated) {
+      const std::string rule = current_rule_.empty() ? "" : "rule '" + current_rule_ + "': ";
+      fail("grammar: ", rule, message);
+    }
+    const auto [line, column] = line_and_column(offset);
+    fail("grammar: line ", line, ", column ", column, ": ", message);
+  }
+
+  std::pair<std::size_t, std::size_t> line_and_column(std::size_t offset) const {
     std::size_t line = 1, column = 1;
     for (std::size_t i = 0; i < offset && i < text_.size(); ++i) {
       const auto byte = static_cast<unsigned char>(text_[i]);
@@ -81,7 +107,7 @@ class GbnfParser {
         ++column;
       }
     }
-    fail("grammar: line ", line, ", column ", column, ": ", message);
+    return {line, column};
   }
 
   [[noreturn]] void expected(const std::string& what) const {
@@ -234,6 +260,7 @@ class GbnfParser {
     if (drafts_[id].defined) {
       error_at(start, cat("rule '", name, "' is defined twice"));
     }
+    current_rule_ = name;
     drafts_[id].defined = true;
     drafts_[id].defined_at = start;
     std::vector<Sequence> alternatives = parse_alternatives(id, false, 0);
@@ -254,14 +281,32 @@ class GbnfParser {
     return alternatives;
   }
 
+  // Classes are shared: a literal's characters repeat (every "\"" of a JSON grammar), and
+  // a class is a heap block of its own.
   std::uint32_t add_class(CharClass c) {
-    classes_.push_back(std::move(c));
-    return static_cast<std::uint32_t>(classes_.size() - 1);
+    const auto [it, added] =
+        class_ids_.emplace(c.ranges(), static_cast<std::uint32_t>(classes_.size()));
+    if (added) classes_.push_back(std::move(c));
+    return it->second;
   }
 
   void count_items(std::size_t n) {
     items_ += n;
-    if (items_ > kMaxItems) error_at(pos_, "the grammar is too large (repetitions expand it)");
+    if (items_ > options_.limits.max_elements) {
+      throw GrammarLimitError(
+          GrammarLimitError::Budget::elements,
+          describe_at(pos_, cat("the grammar has more than ", options_.limits.max_elements,
+                                " elements with its repetitions expanded")));
+    }
+  }
+
+  std::string describe_at(std::size_t offset, const std::string& message) const {
+    try {
+      error_at(offset, message);
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return message;
   }
 
   Sequence parse_sequence(std::uint32_t rule, bool nested, int depth) {
@@ -376,10 +421,18 @@ class GbnfParser {
   // Rewrites sequence[from..] (one element or group) as `min` copies, then either a
   // right-recursive helper (unbounded: R ::= S R | empty) or a chain of max - min
   // nested optional helpers (R1 ::= S | empty, Rk ::= S R(k-1) | empty).
+  // A symbol of several elements (a literal) is made one helper rule first, so that each
+  // copy costs one element.
   void repeat(Sequence& sequence, std::size_t from, std::uint32_t rule, std::uint32_t min,
               std::uint32_t max, bool unbounded) {
-    const Sequence symbol(sequence.begin() + static_cast<std::ptrdiff_t>(from), sequence.end());
+    Sequence symbol(sequence.begin() + static_cast<std::ptrdiff_t>(from), sequence.end());
     sequence.resize(from);
+    if (symbol.size() > 1 && (unbounded || max > 1)) {
+      const std::uint32_t whole = new_helper_rule(rule);
+      drafts_[whole].alternatives = {std::move(symbol)};
+      symbol = {{true, whole}};
+      count_items(2);
+    }
     for (std::uint32_t i = 0; i < min; ++i) {
       count_items(symbol.size());
       sequence.insert(sequence.end(), symbol.begin(), symbol.end());
@@ -418,11 +471,21 @@ class GbnfParser {
     }
     refuse_left_recursion();
 
+    std::vector<std::size_t> line_ends;  // the offset of each '\n'
+    for (std::size_t i = 0; i < text_.size(); ++i) {
+      if (text_[i] == '\n') line_ends.push_back(i);
+    }
     std::vector<GrammarRule> rules(drafts_.size());
     std::vector<GrammarElement> elements;
     elements.reserve(items_ + drafts_.size() * 2);
     for (std::size_t r = 0; r < drafts_.size(); ++r) {
       rules[r].name = drafts_[r].name;
+      rules[r].origin = drafts_[r].origin;
+      if (!options_.generated) {
+        const std::size_t at = drafts_[ids_.at(drafts_[r].origin)].defined_at;
+        rules[r].line = static_cast<std::uint32_t>(
+            1 + (std::lower_bound(line_ends.begin(), line_ends.end(), at) - line_ends.begin()));
+      }
       for (const Sequence& alternative : drafts_[r].alternatives) {
         rules[r].alternatives.push_back(static_cast<std::uint32_t>(elements.size()));
         for (const Item& item : alternative) {
@@ -440,21 +503,7 @@ class GbnfParser {
   // alternatives, skipping elements that can match nothing (nullable rules).
   void refuse_left_recursion() const {
     const std::size_t n = drafts_.size();
-    std::vector<bool> nullable(n, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (std::size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (const Sequence& alternative : drafts_[r].alternatives) {
-          bool all = true;
-          for (const Item& item : alternative) all = all && item.is_rule && nullable[item.value];
-          if (all) {
-            nullable[r] = changed = true;
-            break;
-          }
-        }
-      }
-    }
+    const std::vector<bool> nullable = nullable_rules();
     std::vector<std::vector<std::uint32_t>> starts(n);  // rules an alternative may begin with
     for (std::size_t r = 0; r < n; ++r) {
       for (const Sequence& alternative : drafts_[r].alternatives) {
@@ -493,19 +542,69 @@ class GbnfParser {
     }
   }
 
+  // Which rules can match the empty text, in time linear in the grammar (a chain of
+  // optional helpers, one per schema property, made repeated sweeps quadratic): each
+  // alternative counts its elements not yet known to be nullable, and a rule found
+  // nullable lowers the count of every alternative that uses it.
+  std::vector<bool> nullable_rules() const {
+    const std::size_t n = drafts_.size();
+    std::vector<bool> nullable(n, false);
+    struct Alternative {
+      std::uint32_t rule;
+      std::size_t unknown;  // elements not yet known nullable; a character class never is
+    };
+    std::vector<Alternative> alternatives;
+    std::vector<std::vector<std::uint32_t>> used_by(n);  // rule -> alternatives, per use
+    std::vector<std::uint32_t> found;
+    for (std::uint32_t r = 0; r < n; ++r) {
+      for (const Sequence& sequence : drafts_[r].alternatives) {
+        const auto a = static_cast<std::uint32_t>(alternatives.size());
+        bool has_class = false;
+        for (const Item& item : sequence) {
+          if (item.is_rule) {
+            used_by[item.value].push_back(a);
+          } else {
+            has_class = true;
+          }
+        }
+        alternatives.push_back({r, has_class ? std::size_t{1} << 62 : sequence.size()});
+        if (sequence.empty() && !nullable[r]) {
+          nullable[r] = true;
+          found.push_back(r);
+        }
+      }
+    }
+    while (!found.empty()) {
+      const std::uint32_t rule = found.back();
+      found.pop_back();
+      for (const std::uint32_t a : used_by[rule]) {
+        if (--alternatives[a].unknown == 0 && !nullable[alternatives[a].rule]) {
+          nullable[alternatives[a].rule] = true;
+          found.push_back(alternatives[a].rule);
+        }
+      }
+    }
+    return nullable;
+  }
+
   std::string_view text_;
+  const GbnfOptions& options_;
   std::size_t pos_ = 0;
   std::size_t items_ = 0;
+  std::string current_rule_;
   std::unordered_map<std::string, std::uint32_t> ids_;
   std::vector<RuleDraft> drafts_;
   std::vector<CharClass> classes_;
+  std::map<std::vector<CharClass::Range>, std::uint32_t> class_ids_;
 };
 
 }  // namespace detail
 
-// Parses GBNF text; throws smol::Error naming the line and column of a mistake.
-inline std::shared_ptr<const Grammar> parse_gbnf(std::string_view text) {
-  return std::make_shared<const Grammar>(detail::GbnfParser(text).parse());
+// Parses GBNF text; throws smol::Error naming the line and column of a mistake, and
+// GrammarLimitError when the grammar is larger than options.limits allows.
+inline std::shared_ptr<const Grammar> parse_gbnf(std::string_view text,
+                                                 const GbnfOptions& options = {}) {
+  return std::make_shared<const Grammar>(detail::GbnfParser(text, options).parse());
 }
 
 }  // namespace smol

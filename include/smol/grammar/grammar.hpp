@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@ class CharClass {
  public:
   struct Range {
     std::uint32_t first, last;  // inclusive
-    friend bool operator==(const Range&, const Range&) = default;
+    friend auto operator<=>(const Range&, const Range&) = default;
   };
 
   CharClass() = default;
@@ -110,6 +111,8 @@ struct GrammarElement {
 struct GrammarRule {
   std::string name;  // as written, or "<parent>_<n>" for groups and repetitions
   std::vector<std::uint32_t> alternatives;  // the position of each alternative's first element
+  std::string origin;      // the rule as written that a group or repetition helper belongs to
+  std::uint32_t line = 0;  // where `origin` is defined in the grammar's text; 0: generated text
 };
 
 class Grammar {
@@ -119,7 +122,12 @@ class Grammar {
       : rules_(std::move(rules)),
         elements_(std::move(elements)),
         classes_(std::move(classes)),
-        root_(root) {}
+        root_(root) {
+    for (const GrammarRule& rule : rules_) {
+      first_positions_.push_back(rule.alternatives.empty() ? kNoPosition
+                                                           : rule.alternatives.front());
+    }
+  }
 
   const std::vector<GrammarRule>& rules() const { return rules_; }
   const GrammarElement& element(std::uint32_t position) const { return elements_[position]; }
@@ -127,7 +135,25 @@ class Grammar {
   std::size_t element_count() const { return elements_.size(); }
   std::uint32_t root() const { return root_; }
 
+  // The rule whose alternatives hold `position`, described for a message: its name as
+  // written, and the line it is defined on when the grammar was written by hand.
+  std::string describe_position(std::uint32_t position) const {
+    // Rules lie in `elements` one after another, in their order.
+    std::size_t rule = rules_.size();
+    for (std::size_t r = 0; r < rules_.size(); ++r) {
+      if (first_positions_[r] != kNoPosition && first_positions_[r] <= position) rule = r;
+    }
+    if (rule == rules_.size()) return "the grammar's start";
+    const GrammarRule& r = rules_[rule];
+    const std::string& name = r.origin.empty() ? r.name : r.origin;
+    return r.line == 0 ? "rule '" + name + "'"
+                       : "rule '" + name + "' (line " + std::to_string(r.line) + ")";
+  }
+
  private:
+  static constexpr std::uint32_t kNoPosition = 0xFFFFFFFFu;
+
+  std::vector<std::uint32_t> first_positions_;  // each rule's first element
   std::vector<GrammarRule> rules_;
   std::vector<GrammarElement> elements_;
   std::vector<CharClass> classes_;

@@ -53,7 +53,8 @@ class PatternToGbnf {
   }
 
  private:
-  static constexpr int kMaxNesting = 100;
+  // Each level of groups writes two of GBNF's, whose parser takes 200 (gbnf.hpp).
+  static constexpr int kMaxNesting = 50;
   static constexpr std::uint32_t kMaxRepetition = 2000;
 
   static bool escaped_at(std::string_view s, std::size_t i) {

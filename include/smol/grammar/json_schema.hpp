@@ -32,6 +32,11 @@
 //    written characters, an escape counting as one.
 //  - Extra keys (additionalProperties true or a schema) differ from every listed
 //    property as written; a key spelled with escapes is not compared.
+//
+// Bounded: a schema nests at most kMaxSchemaDepth subschemas deep (the conversion recurses
+// once per level), an object's rules grow linearly with its properties (two small rules
+// per property, however many are optional), and a mistake names its place in the schema
+// (#/properties/a/items/...), never a place in the GBNF text written from it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -48,6 +53,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/core/json_nesting.hpp"
 #include "smol/grammar/gbnf.hpp"
 #include "smol/grammar/gbnf_text.hpp"
 #include "smol/grammar/grammar.hpp"
@@ -77,6 +83,12 @@ uuid-json ::= [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-
 email-json ::= [a-zA-Z0-9._%+-]{1,64} "@" [a-zA-Z0-9-]{1,63} ( "." [a-zA-Z0-9-]{1,63} ){0,8} "." [a-zA-Z]{2,24}
 )";
 
+// How many subschemas deep a schema may nest (each level costs the conversion a few stack
+// frames; real schemas nest a handful of levels), and how deep its JSON text may nest
+// (two levels per subschema: "properties" and the property).
+inline constexpr std::size_t kMaxSchemaDepth = 64;
+inline constexpr std::size_t kMaxSchemaJsonDepth = 2 * kMaxSchemaDepth + 8;
+
 class JsonSchemaToGbnf {
  public:
   using Json = nlohmann::ordered_json;
@@ -95,8 +107,32 @@ class JsonSchemaToGbnf {
   static constexpr std::uint64_t kMaxCount = 2000;  // GBNF's largest repetition
 
   [[noreturn]] static void refuse(const std::string& path, const std::string& what) {
-    fail("JSON schema: ", what, " (at ", path, ")");
+    fail("JSON schema: ", what, " (at ", shown_path(path), ")");
   }
+
+  // A path as a message shows it: a deep one keeps its two ends.
+  static std::string shown_path(const std::string& path) {
+    constexpr std::size_t kHead = 80, kTail = 60;
+    if (path.size() <= kHead + kTail + 3) return path;
+    return path.substr(0, kHead) + "..." + path.substr(path.size() - kTail);
+  }
+
+  // One level of subschema nesting, for as long as it lives.
+  class Nesting {
+   public:
+    Nesting(std::size_t& depth, const std::string& path) : depth_(depth) {
+      if (++depth_ > kMaxSchemaDepth) {
+        --depth_;
+        refuse(path, cat("subschemas nested more than ", kMaxSchemaDepth, " levels deep"));
+      }
+    }
+    ~Nesting() { --depth_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    std::size_t& depth_;
+  };
 
   // A rule for `body`, named after `hint`; the same body gets the same rule.
   std::string add_rule(const std::string& hint, const std::string& body) {
@@ -116,8 +152,12 @@ class JsonSchemaToGbnf {
     if (base.empty() || base == "root") base = "root-value";
     if (base.ends_with("-json")) base += "-x";
     std::string name = base;
-    for (int n = 2; rules_.contains(name) || reserved_.contains(name); ++n) {
-      name = base + "-" + std::to_string(n);
+    // Each base counts its own suffixes, so that many hints with one base (keys that
+    // differ only in punctuation) cost a lookup each, not a search past all the others.
+    std::size_t& next = next_suffix_[base];
+    while (rules_.contains(name) || reserved_.contains(name)) {
+      name = base + "-" + std::to_string(next < 2 ? (next = 2) : next);
+      ++next;
     }
     reserved_.insert(name);
     return name;
@@ -152,6 +192,7 @@ class JsonSchemaToGbnf {
 
   // The GBNF expression (a rule name, mostly) for values valid under `schema`.
   std::string visit(const Json& schema, const std::string& name, const std::string& path) {
+    const Nesting level(depth_, path);
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return "value-json";
       refuse(path, "the schema false accepts nothing");
@@ -317,9 +358,13 @@ class JsonSchemaToGbnf {
     }
     if (pattern) {
       if (!schema["pattern"].is_string()) refuse(path, "\"pattern\" must be a string");
-      return add_rule(name, "\"\\\"\" " +
-                                pattern_to_gbnf(schema["pattern"].get<std::string>(), "char-json") +
-                                " \"\\\"\"");
+      std::string body;
+      try {
+        body = pattern_to_gbnf(schema["pattern"].get<std::string>(), "char-json");
+      } catch (const Error& error) {
+        fail(error.what(), " (at ", shown_path(path), ")");
+      }
+      return add_rule(name, "\"\\\"\" " + body + " \"\\\"\"");
     }
     if (lengths) {
       const std::uint64_t min = count(schema, "minLength", path, 0);
@@ -430,14 +475,16 @@ class JsonSchemaToGbnf {
     if (schema.contains("required")) {
       const Json& list = schema["required"];
       if (!list.is_array()) refuse(path, "\"required\" must be an array");
+      std::map<std::string_view, std::size_t> index;
+      for (std::size_t i = 0; i < keys.size(); ++i) index.emplace(keys[i], i);
       for (const Json& r : list) {
         if (!r.is_string()) refuse(path, "\"required\" must hold strings");
-        const auto it = std::find(keys.begin(), keys.end(), r.get<std::string>());
-        if (it == keys.end()) {
+        const auto it = index.find(r.get_ref<const std::string&>());
+        if (it == index.end()) {
           refuse(path, cat("the required property \"", r.get<std::string>(),
                            "\" is not in \"properties\""));
         }
-        required[static_cast<std::size_t>(it - keys.begin())] = true;
+        required[it->second] = true;
       }
     }
     // Extra members: absent means none when properties are listed, any otherwise.
@@ -458,23 +505,27 @@ class JsonSchemaToGbnf {
           add_rule(name + "-extra-kv", key + " ws-json \":\" ws-json " + *extra_value + " ws-json");
       extras_after = "( \",\" ws-json " + extra_member + " )*";
     }
-    // after(i): members i.. when one was written already, each with a leading comma.
-    const auto after = [&](std::size_t from) {
-      std::string out;
-      for (std::size_t j = from; j < keys.size(); ++j) {
-        const std::string m = "\",\" ws-json " + members[j];
-        out += (out.empty() ? "" : " ") + (required[j] ? m : "( " + m + " )?");
-      }
-      if (!extras_after.empty()) out += (out.empty() ? "" : " ") + extras_after;
-      return out;
-    };
-    // first(i): members i.. when none was written yet.
-    std::string first = extra_value ? "( " + extra_member + " " + extras_after + " )?" : "";
-    for (std::size_t i = keys.size(); i-- > 0;) {
-      const std::string take = members[i] + (after(i + 1).empty() ? "" : " " + after(i + 1));
-      first = required[i] ? take : "( " + take + " | " + (first.empty() ? "\"\"" : first) + " )";
+    // Two rules per property, so that the grammar grows linearly with the properties
+    // however many are optional (one nested choice per optional property would grow
+    // with their square, and nest as deep as they are many):
+    //   after(i): members i.. once one was written, each with a leading comma;
+    //   first(i): members i.. when none was written yet.
+    const std::size_t n = keys.size();
+    std::vector<std::string> after(n + 1), first(n + 1);
+    after[n] = fresh_name(name + "-after-" + std::to_string(n));
+    rules_[after[n]] = extras_after.empty() ? "\"\"" : extras_after;
+    first[n] = fresh_name(name + "-first-" + std::to_string(n));
+    rules_[first[n]] =
+        extra_value ? "( " + extra_member + " " + extras_after + " )?" : std::string("\"\"");
+    for (std::size_t i = n; i-- > 0;) {
+      after[i] = fresh_name(name + "-after-" + std::to_string(i));
+      first[i] = fresh_name(name + "-first-" + std::to_string(i));
+      const std::string written = "\",\" ws-json " + members[i] + " " + after[i + 1];
+      rules_[after[i]] = required[i] ? written : written + " | " + after[i + 1];
+      const std::string take = members[i] + " " + after[i + 1];
+      rules_[first[i]] = required[i] ? take : take + " | " + first[i + 1];
     }
-    return add_rule(name, "\"{\" ws-json " + (first.empty() ? "" : first + " ") + "\"}\"");
+    return add_rule(name, "\"{\" ws-json " + first[0] + " \"}\"");
   }
 
   const Json& root_;
@@ -482,6 +533,8 @@ class JsonSchemaToGbnf {
   std::map<std::string, std::string> by_body_;
   std::map<std::string, std::string> refs_;
   std::set<std::string> reserved_;
+  std::map<std::string, std::size_t> next_suffix_;
+  std::size_t depth_ = 0;
 };
 
 }  // namespace detail
@@ -494,6 +547,10 @@ inline std::string json_schema_value_to_gbnf(const nlohmann::ordered_json& schem
 
 // From schema text; invalid JSON is a smol::Error too.
 inline std::string json_schema_to_gbnf(std::string_view schema_text) {
+  if (const auto at = json_nesting_beyond(schema_text, detail::kMaxSchemaJsonDepth)) {
+    fail("JSON schema: nested more than ", detail::kMaxSchemaJsonDepth, " levels deep (at byte ",
+         *at, ")");
+  }
   nlohmann::ordered_json schema;
   try {
     schema = nlohmann::ordered_json::parse(schema_text);
@@ -503,8 +560,9 @@ inline std::string json_schema_to_gbnf(std::string_view schema_text) {
   return json_schema_value_to_gbnf(schema);
 }
 
-inline std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema_text) {
-  return parse_gbnf(json_schema_to_gbnf(schema_text));
+inline std::shared_ptr<const Grammar> json_schema_grammar(std::string_view schema_text,
+                                                          const GrammarLimits& limits = {}) {
+  return parse_gbnf(json_schema_to_gbnf(schema_text), {.limits = limits, .generated = true});
 }
 
 // Any JSON object (response_format {"type": "json_object"}).

@@ -20,6 +20,11 @@
 // take next, so a token that ends mid-character is allowed exactly when the rest of the
 // character could follow. Ill-formed UTF-8 (overlongs, surrogates, stray continuation
 // bytes, above U+10FFFF) never matches.
+//
+// The work is metered (grammar_limits.hpp): with a GrammarWork attached, every frame
+// expanded and every stack looked at is charged to it, and it throws when a step needs
+// more than its budget. An ambiguous grammar can need a stack per way of reading the
+// text, and such ways multiply; the meter is what bounds them.
 #pragma once
 
 #include <algorithm>
@@ -33,6 +38,7 @@
 #include <vector>
 
 #include "smol/grammar/grammar.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 
 namespace smol {
 
@@ -81,6 +87,9 @@ class GrammarRecognizer {
  public:
   explicit GrammarRecognizer(std::shared_ptr<const Grammar> grammar)
       : grammar_(std::move(grammar)) {}
+
+  // The meter each step's work is charged to; null (the default): unmetered.
+  void meter(GrammarWork* work) { work_meter_ = work; }
 
   GrammarState initial() {
     GrammarState state;
@@ -152,6 +161,7 @@ class GrammarRecognizer {
 
   bool advance_code_point(const GrammarState& from, std::uint32_t cp, GrammarState& to) {
     if (cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    charge((from.stacks.size() + 15) / 16, some_position(from));
     for (const StackId stack : from.stacks) {
       if (stack == kEmptyStack || !top_class(stack).contains(cp)) continue;
       const StackPool::Node& node = pool_.node(stack);
@@ -175,6 +185,7 @@ class GrammarRecognizer {
       if (first < 0xD800 && c.intersects(first, std::min(last, 0xD7FFu))) return true;
       return last > 0xDFFF && c.intersects(std::max(first, 0xE000u), last);
     };
+    charge((from.stacks.size() + 15) / 16, some_position(from));
     for (const StackId stack : from.stacks) {
       if (stack != kEmptyStack && takes(top_class(stack))) to.stacks.push_back(stack);
     }
@@ -191,6 +202,7 @@ class GrammarRecognizer {
       const Pending p = work_.back();
       work_.pop_back();
       if (!seen_.insert((std::uint64_t{p.position} << 32) | p.parent).second) continue;
+      const std::size_t frames = pool_.size();
       const GrammarElement& element = grammar_->element(p.position);
       switch (element.kind) {
         case GrammarElement::Kind::characters:
@@ -215,12 +227,34 @@ class GrammarRecognizer {
           }
           break;
       }
+      // A new stack frame costs memory for the table's life: more than a visit.
+      charge(1 + kNewFrameCost * (pool_.size() - frames), p.position);
     }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
   }
 
+  // Where one of the state's readings waits, for a message.
+  std::uint32_t some_position(const GrammarState& state) const {
+    return state.stacks.empty() ? 0 : pool_.node(state.stacks.back()).position;
+  }
+
+  // A step over its budget throws from here, leaving no half-expanded work behind.
+  void charge(std::size_t units, std::uint32_t position) {
+    if (work_meter_ == nullptr || !work_meter_->charge(units)) return;
+    try {
+      work_meter_->poll([&] { return grammar_->describe_position(position); });
+    } catch (...) {
+      work_.clear();
+      seen_.clear();
+      throw;
+    }
+  }
+
+  static constexpr std::size_t kNewFrameCost = 4;
+
   std::shared_ptr<const Grammar> grammar_;
+  GrammarWork* work_meter_ = nullptr;
   StackPool pool_;
   std::vector<Pending> work_;
   std::unordered_set<std::uint64_t> seen_;

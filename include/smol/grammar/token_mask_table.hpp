@@ -23,10 +23,19 @@
 // new state per nesting depth; the masks it caches are capped (mask_memory_limit), and
 // over the cap they are dropped and computed again on demand.
 //
+// Bounded (grammar_limits.hpp): each call's work (the recognizer's expansions and the
+// trie nodes a mask walks) has a budget, and so has the table's memory; a call over
+// either throws GrammarLimitError, and the table stays usable for the states it has.
+// compile() does a grammar's first state and first mask up front, with a cancel check
+// and a deadline, so that a server pays a grammar's costliest part on the requesting
+// connection's thread, where it can be abandoned, and not on the engine thread.
+//
 // Thread-safe: every call takes the table's mutex (requests of one scheduler all run on
 // its engine thread, so it is uncontended there).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,8 +46,10 @@
 #include <utility>
 #include <vector>
 
+#include "smol/core/cancel.hpp"
 #include "smol/core/error.hpp"
 #include "smol/grammar/grammar.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/grammar/recognizer.hpp"
 #include "smol/grammar/token_set.hpp"
 #include "smol/grammar/token_trie.hpp"
@@ -51,22 +62,73 @@ class TokenMaskTable {
  public:
   static constexpr std::size_t kDefaultMaskMemoryLimit = std::size_t{256} << 20;
 
+  // The grammar's first state is computed here, within limits.max_step_work.
   TokenMaskTable(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
-                 std::size_t mask_memory_limit = kDefaultMaskMemoryLimit)
+                 std::size_t mask_memory_limit = kDefaultMaskMemoryLimit,
+                 const GrammarLimits& limits = {})
       : grammar_(grammar),
         recognizer_(std::move(grammar)),
         trie_(std::move(trie)),
-        mask_limit_(mask_memory_limit) {
+        mask_limit_(mask_memory_limit),
+        limits_(limits) {
     if (!trie_) fail("grammar: no vocabulary");
-    initial_ = intern(recognizer_.initial());
+    recognizer_.meter(&work_);
+    work_.track_memory([this] { return structure_bytes(); }, limits_.max_table_bytes);
     depth_states_.resize(trie_->max_depth() + 1);
+    work_.start(limits_.max_step_work);
+    initial_ = intern(recognizer_.initial());
+  }
+
+  // A table with its first state and that state's mask computed, the whole within
+  // `limits` (compile_seconds included), polling `cancel` as it goes. Throws
+  // GrammarLimitError over a budget, Cancelled, and smol::Error when no token of the
+  // vocabulary can begin a text of the grammar (a request with it could never write
+  // anything, so it is refused before it starts).
+  static std::shared_ptr<TokenMaskTable> compile(
+      std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+      const GrammarLimits& limits = {}, const CancelCheck& cancel = {},
+      std::size_t mask_memory_limit = kDefaultMaskMemoryLimit) {
+    const auto seconds = std::chrono::duration<double>(limits.compile_seconds);
+    const auto deadline = GrammarWork::Clock::now() +
+                          std::chrono::duration_cast<GrammarWork::Clock::duration>(seconds);
+    return compile_until(std::move(grammar), std::move(trie), limits, cancel, deadline,
+                         mask_memory_limit);
+  }
+
+  // The same, with the deadline given (a caller that parsed the grammar under it too).
+  static std::shared_ptr<TokenMaskTable> compile_until(
+      std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+      const GrammarLimits& limits, const CancelCheck& cancel,
+      GrammarWork::Clock::time_point deadline,
+      std::size_t mask_memory_limit = kDefaultMaskMemoryLimit) {
+    cancel.throw_if_requested();
+    auto table = std::shared_ptr<TokenMaskTable>(new TokenMaskTable(
+        std::move(grammar), std::move(trie), mask_memory_limit, limits, &cancel, deadline));
+    std::lock_guard lock(table->mutex_);
+    table->work_.watch(&cancel, deadline, limits.compile_seconds);
+    try {
+      table->work_.start(limits.max_step_work);
+      const std::shared_ptr<const TokenSet> first = table->mask_of(table->initial_);
+      if (first->empty()) {
+        fail("grammar: no token of the model's vocabulary can begin a text it accepts (",
+             table->grammar_->describe_position(table->some_position(table->initial_)),
+             "): a reply could write nothing");
+      }
+    } catch (...) {
+      table->work_.unwatch();
+      throw;
+    }
+    table->work_.unwatch();
+    return table;
   }
 
   GrammarStateId initial_state() const { return initial_; }
 
-  // The state after `bytes`; nullopt when the grammar refuses them.
+  // The state after `bytes`; nullopt when the grammar refuses them. Throws
+  // GrammarLimitError when a new state needs more than the budgets.
   std::optional<GrammarStateId> advance(GrammarStateId state, std::string_view bytes) {
     std::lock_guard lock(mutex_);
+    work_.start(limits_.max_step_work);
     for (const char c : bytes) {
       state = step(state, static_cast<std::uint8_t>(c));
       if (state < 0) return std::nullopt;
@@ -75,21 +137,16 @@ class TokenMaskTable {
   }
 
   // The tokens allowed in `state`; the same object for as long as the mask stays cached.
+  // Throws GrammarLimitError when computing it needs more than the budgets.
   std::shared_ptr<const TokenSet> allowed(GrammarStateId state) {
     std::lock_guard lock(mutex_);
-    std::shared_ptr<const TokenSet>& cached = masks_[static_cast<std::size_t>(state)];
-    if (!cached) {
-      auto mask = std::make_shared<const TokenSet>(compute_mask(state));
-      mask_bytes_ += mask->memory_bytes();
-      if (mask_bytes_ > mask_limit_) {
-        for (auto& m : masks_) m.reset();
-        mask_bytes_ = mask->memory_bytes();
-      }
-      masks_[static_cast<std::size_t>(state)] = mask;
-      return mask;
-    }
-    return cached;
+    work_.start(limits_.max_step_work);
+    return mask_of(state);
   }
+
+  // What the table holds now: states, transitions, stack frames and masks. Read without
+  // the lock (a server's cache of tables weighs them while the engine uses them).
+  std::size_t memory_bytes() const { return published_bytes_.load(std::memory_order_relaxed); }
 
   bool can_end(GrammarStateId state) const {
     std::lock_guard lock(mutex_);
@@ -105,10 +162,11 @@ class TokenMaskTable {
 
   struct Stats {
     std::size_t states = 0, cached_masks = 0, mask_bytes = 0, stack_nodes = 0;
+    std::size_t peak_step_work = 0;  // the most work one call took (GrammarLimits::max_step_work)
   };
   Stats stats() const {
     std::lock_guard lock(mutex_);
-    Stats s{states_.size(), 0, mask_bytes_, recognizer_.stacks().size()};
+    Stats s{states_.size(), 0, mask_bytes_, recognizer_.stacks().size(), work_.peak()};
     for (const auto& m : masks_) s.cached_masks += m ? 1 : 0;
     return s;
   }
@@ -124,18 +182,89 @@ class TokenMaskTable {
     }
   };
 
+  // The compiling constructor: the first state under the cancel check and deadline too.
+  TokenMaskTable(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
+                 std::size_t mask_memory_limit, const GrammarLimits& limits,
+                 const CancelCheck* cancel, GrammarWork::Clock::time_point deadline)
+      : grammar_(grammar),
+        recognizer_(std::move(grammar)),
+        trie_(std::move(trie)),
+        mask_limit_(mask_memory_limit),
+        limits_(limits) {
+    if (!trie_) fail("grammar: no vocabulary");
+    recognizer_.meter(&work_);
+    work_.track_memory([this] { return structure_bytes(); }, limits_.max_table_bytes);
+    depth_states_.resize(trie_->max_depth() + 1);
+    work_.watch(cancel, deadline, limits.compile_seconds);
+    work_.start(limits_.max_step_work);
+    initial_ = intern(recognizer_.initial());
+    work_.unwatch();
+  }
+
+  std::shared_ptr<const TokenSet> mask_of(GrammarStateId state) {
+    std::shared_ptr<const TokenSet>& cached = masks_[static_cast<std::size_t>(state)];
+    if (cached) return cached;
+    auto mask = std::make_shared<const TokenSet>(compute_mask(state));
+    mask_bytes_ += mask->memory_bytes();
+    if (mask_bytes_ > mask_limit_) {
+      for (auto& m : masks_) m.reset();
+      mask_bytes_ = mask->memory_bytes();
+    }
+    masks_[static_cast<std::size_t>(state)] = mask;
+    publish_bytes();
+    return mask;
+  }
+
+  // Where one of a state's readings waits, for a message.
+  std::uint32_t some_position(GrammarStateId state) const {
+    const GrammarState& s = states_[static_cast<std::size_t>(state)];
+    for (const StackId stack : s.stacks) {
+      if (stack != kEmptyStack) return recognizer_.stacks().node(stack).position;
+    }
+    return grammar_->rules()[grammar_->root()].alternatives.front();
+  }
+
+  // A state's own bytes: its stacks, its key in `ids_` (with the map's node), its row of
+  // byte transitions and its mask slot.
+  static std::size_t state_bytes(const GrammarState& state) {
+    return sizeof(GrammarState) + 2 * state.stacks.size() * sizeof(StackId) + 64 +
+           256 * sizeof(GrammarStateId) + sizeof(std::shared_ptr<const TokenSet>);
+  }
+  // A stack frame of the recognizer's pool: the node and its index entry.
+  static constexpr std::size_t kStackNodeBytes = sizeof(StackPool::Node) + 40;
+
+  std::size_t structure_bytes() const {
+    return states_bytes_ + recognizer_.stacks().size() * kStackNodeBytes;
+  }
+  void publish_bytes() {
+    published_bytes_.store(structure_bytes() + mask_bytes_, std::memory_order_relaxed);
+  }
+
   GrammarStateId intern(GrammarState state) {
     key_.clear();
     key_.push_back(state.partial.value);
     key_.push_back(state.partial.remaining | (std::uint32_t{state.partial.length} << 8));
     key_.insert(key_.end(), state.stacks.begin(), state.stacks.end());
-    const auto [it, added] = ids_.emplace(key_, static_cast<GrammarStateId>(states_.size()));
-    if (added) {
-      states_.push_back(std::move(state));
-      transitions_.resize(transitions_.size() + 256, kUnknown);
-      masks_.emplace_back();
+    const auto found = ids_.find(key_);
+    if (found != ids_.end()) return found->second;
+    const std::size_t bytes = state_bytes(state);
+    if (structure_bytes() + bytes > limits_.max_table_bytes) {
+      const std::uint32_t position = state.stacks.empty() || state.stacks.back() == kEmptyStack
+                                         ? 0
+                                         : recognizer_.stacks().node(state.stacks.back()).position;
+      throw GrammarLimitError(
+          GrammarLimitError::Budget::table_bytes,
+          cat("grammar: its tables need more than ", limits_.max_table_bytes >> 20, " MiB, at ",
+              grammar_->describe_position(position), " (", states_.size(), " states so far)"));
     }
-    return it->second;
+    const auto id = static_cast<GrammarStateId>(states_.size());
+    ids_.emplace(key_, id);
+    states_bytes_ += bytes;
+    states_.push_back(std::move(state));
+    transitions_.resize(transitions_.size() + 256, kUnknown);
+    masks_.emplace_back();
+    publish_bytes();
+    return id;
   }
 
   // One byte through the lazily built DFA.
@@ -158,6 +287,9 @@ class TokenMaskTable {
     depth_states_[0] = state;
     for (std::size_t i = 0; i < nodes.size();) {
       const TokenTrie::Node& node = nodes[i];
+      if (work_.charge()) {
+        work_.poll([&] { return grammar_->describe_position(some_position(state)); });
+      }
       const GrammarStateId next = step(depth_states_[node.depth - 1u], node.byte);
       if (next < 0) {
         i = node.subtree_end;  // no token with this prefix can continue the grammar
@@ -184,7 +316,11 @@ class TokenMaskTable {
   GrammarRecognizer recognizer_;
   std::shared_ptr<const TokenTrie> trie_;
   std::size_t mask_limit_;
+  GrammarLimits limits_;
+  GrammarWork work_;
   std::size_t mask_bytes_ = 0;
+  std::size_t states_bytes_ = 0;
+  std::atomic<std::size_t> published_bytes_{0};
   GrammarStateId initial_ = 0;
   std::vector<GrammarState> states_;
   std::unordered_map<std::vector<std::uint32_t>, GrammarStateId, KeyHash> ids_;

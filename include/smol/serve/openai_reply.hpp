@@ -29,7 +29,11 @@ inline std::string sse_event(const Json& json) {
 }
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
-// OpenAI's finish_reason for a StopReason ("length" when a limit cut the reply).
+// OpenAI's finish_reason for a StopReason ("length" when a limit cut the reply). A
+// grammar that left nothing to write has reasons of its own, so that such a reply is
+// never taken for one the model finished: "grammar_dead_end" (no token of the
+// vocabulary continues the grammar where the reply stands) and "grammar_budget" (the
+// next step needs more than the grammar's budgets: grammar/grammar_limits.hpp).
 inline std::string_view finish_reason(StopReason stop) {
   switch (stop) {
     case StopReason::max_tokens:
@@ -40,6 +44,10 @@ inline std::string_view finish_reason(StopReason stop) {
     case StopReason::end_of_generation:
     case StopReason::stop_string:
       return "stop";
+    case StopReason::grammar_dead_end:
+      return "grammar_dead_end";
+    case StopReason::grammar_budget:
+      return "grammar_budget";
   }
   return "stop";
 }
