@@ -124,6 +124,15 @@ TEST_CASE("every honoured field reaches the request") {
   CHECK_NOTHROW(smol::serve::parse_completion_request(R"({"prompt": "x", "logprobs": 0})"));
 }
 
+// {"type": "object", "properties": {"a": ...}} `levels` deep.
+std::string nested_schema(int levels) {
+  std::string text;
+  for (int i = 0; i < levels; ++i) text += R"({"type": "object", "properties": {"a": )";
+  text += R"({"type": "string"})";
+  for (int i = 0; i < levels; ++i) text += "}}";
+  return text;
+}
+
 TEST_CASE("bad requests get a 400 that names the field") {
   struct Case {
     std::string body, param, says;
@@ -155,7 +164,11 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("top_k": 1.5)"), "top_k", "integer"},
       {body(R"("max_tokens": 0)"), "max_tokens", "between 1 and"},
       {body(R"("max_tokens": -5)"), "max_tokens", "between 1 and"},
-      {body(R"("max_tokens": 99999999999999999999999)"), "max_tokens", "integer"},
+      // Whole numbers past 64 bits are out of range, as 2^64 - 1 is.
+      {body(R"("max_tokens": 99999999999999999999999)"), "max_tokens", "at most"},
+      {body(R"("seed": 18446744073709551616)"), "seed", "at most"},
+      {body(R"("seed": -99999999999999999999999)"), "seed", "at least"},
+      {body(R"("max_tokens": 1.5e30)"), "max_tokens", "at most"},
       {body(R"("max_tokens": 18446744073709551615)"), "max_tokens", "at most"},
       {body(R"("max_completion_tokens": "ten")"), "max_completion_tokens", "integer"},
       {body(R"("post_sampling_probs": 1)"), "post_sampling_probs", "true or false"},
@@ -255,6 +268,18 @@ TEST_CASE("bad requests get a 400 that names the field") {
        "true or false"},
       {body(R"("speculative.n_max": -1)"), "speculative.n_max", "between 0 and 1024"},
       {body(R"("speculative.n_min": "4")"), "speculative.n_min", "integer"},
+      {body(R"("repeat_penalty": 0)"), "repeat_penalty", "above 0"},
+      {body(R"("tools": [], "tool_choice": "required")"), "tool_choice", "at least one tool"},
+      // Nesting: the body, a schema inside it, a call's arguments text.
+      {body("\"metadata\": " + std::string(300, '[') + std::string(300, ']')), "",
+       "nests more than 256 levels deep (at byte"},
+      {body("\"json_schema\": " + nested_schema(65)), "json_schema",
+       "nested more than 64 levels deep (at #/properties/a/properties/a"},
+      {R"({"messages": [{"role": "user", "content": "a"},
+                        {"role": "assistant", "tool_calls": [{"type": "function",
+                         "function": {"name": "f", "arguments": ")" +
+           std::string(300, '[') + std::string(300, ']') + R"("}}]}]})",
+       "messages[1].tool_calls[0].function.arguments", "nests more than 256"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.body);

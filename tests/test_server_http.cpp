@@ -103,6 +103,29 @@ class ServerProcess {
     return output_;
   }
 
+  // The most memory the process has held so far (VmHWM), in MiB.
+  double peak_mib() const {
+    FILE* status = std::fopen(("/proc/" + std::to_string(pid_) + "/status").c_str(), "r");
+    REQUIRE(status != nullptr);
+    char line[256];
+    double kib = -1;
+    while (std::fgets(line, sizeof line, status) != nullptr) {
+      if (std::string_view(line).starts_with("VmHWM:")) kib = std::atof(line + 6);
+    }
+    std::fclose(status);
+    return kib / 1024;
+  }
+
+  // Waits (up to `seconds`) until the log holds `text`.
+  bool wait_for_log(std::string_view text, double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+      if (output().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
  private:
   pid_t pid_ = -1;
   int port_ = 0;
@@ -253,6 +276,159 @@ TEST_CASE("bad requests get the right status and OpenAI's error body") {
   // After all that, it still serves.
   CHECK(post(client, "/v1/chat/completions", chat_body("Hi", 2), key).status == 200);
   CHECK(server.stop() == 0);
+}
+
+// ---- hostile structure (the hardening issue) ------------------------------------------
+
+// A chat request for one short reply, with `extra` fields ("name": value, ...).
+std::string chat_with(const std::string& extra, int max_tokens = 8) {
+  return R"({"messages": [{"role": "user", "content": "Hi"}], "temperature": 0, "max_tokens": )" +
+         std::to_string(max_tokens) + ", " + extra + "}";
+}
+
+std::string nested_text(int levels, const std::string& open, const std::string& inside,
+                        const std::string& close) {
+  std::string text;
+  for (int i = 0; i < levels; ++i) text += open;
+  text += inside;
+  for (int i = 0; i < levels; ++i) text += close;
+  return text;
+}
+
+// The error message of a refusal.
+std::string message_of(const Refusal& refusal) {
+  return refusal.error.is_null() ? "" : refusal.error["error"]["message"].get<std::string>();
+}
+
+// Nested counted repetition: billions of ways to read "aaa" (grammar_limits.hpp).
+const std::string kNestedRepetition = R"(root ::= (("a"{0,2000}){0,2000}){0,2000})";
+
+TEST_CASE("hostile structure: deep JSON and schemas, nested repetition, 5,000 properties") {
+  // A step budget of a quarter of the default keeps the refusals quick under the
+  // sanitizers; the default's own refusal is test_grammar's.
+  ServerProcess server({"-c", "4096", "--grammar-work", "1000000"});
+  httplib::Client client = server.client();
+  const double start_mib = server.peak_mib();
+  struct Case {
+    const char* what;
+    std::string body;
+    std::string param, says;
+  };
+  const std::string deep_schema =
+      nested_text(10'000, R"({"type": "object", "properties": {"a": )", "{}", "}}");
+  const std::string schema_100 =
+      nested_text(100, R"({"type": "object", "properties": {"a": )", "{}", "}}");
+  const std::vector<Case> cases = {
+      {"a schema 10,000 objects deep", chat_with(R"("json_schema": )" + deep_schema), "",
+       "nests more than 256 levels deep (at byte"},
+      {"anyOf 20,000 deep",
+       chat_with(R"("json_schema": )" + nested_text(20'000, R"({"anyOf": [)", "{}", "]}")), "",
+       "nests more than 256"},
+      {"arrays 8,000 deep",
+       chat_with(R"("json_schema": )" +
+                 nested_text(8'000, R"({"type": "array", "items": )", "{}", "}")),
+       "", "nests more than 256"},
+      {"a schema 100 objects deep", chat_with(R"("json_schema": )" + schema_100), "json_schema",
+       "subschemas nested more than 64 levels deep (at #/properties/a/properties/a"},
+      {"a tool's parameters 100 deep",
+       chat_with(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": )" +
+                 schema_100 + "}}]"),
+       "tools[0].function.parameters", "nested more than 64 levels"},
+      {"nested repetition", chat_with(R"("grammar": )" + Json(kNestedRepetition).dump()), "grammar",
+       "too ambiguous to follow: one step needs more than 1000000 expansions"},
+      {"the same in a pattern",
+       chat_with(
+           R"("json_schema": {"type": "string", "pattern": "^((a{0,2000}){0,2000}){0,2000}$"})"),
+       "json_schema", "too ambiguous to follow"},
+      {"a pattern of optional groups",
+       chat_with(R"("json_schema": {"type": "string", "pattern": "^((a?){0,2000}){0,2000}$"})"),
+       "json_schema", "too ambiguous to follow"},
+      {"a grammar no token can begin", chat_with(R"("grammar": "root ::= [\\uD800-\\uDFFF]+")"),
+       "grammar", "no token of the model's vocabulary can begin a text it accepts"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const auto started = std::chrono::steady_clock::now();
+    const Refusal refusal = post(client, "/v1/chat/completions", c.body);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    CAPTURE(message_of(refusal));
+    CHECK(refusal.status == 400);
+    CHECK(refusal.error["error"]["param"] == (c.param.empty() ? Json(nullptr) : Json(c.param)));
+    CHECK(message_of(refusal).find(c.says) != std::string::npos);
+    CHECK(seconds < 30);  // a hang detector, not a timing: each is a budget's work
+  }
+  // 5,000 optional properties beside additionalProperties: linear rules, a reply.
+  std::string properties;
+  for (int i = 0; i < 5000; ++i) {
+    properties +=
+        (i ? ", " : "") + std::string("\"p") + std::to_string(i) + R"(": {"type": "integer"})";
+  }
+  const auto many = client.Post(
+      "/v1/chat/completions",
+      chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"schema": )"
+                R"({"type": "object", "properties": {)" +
+                properties + R"(}, "additionalProperties": {"type": "string"}}}})"),
+      "application/json");
+  REQUIRE(many);
+  CHECK(many->status == 200);
+  // A grammar that dead-ends after "a": the reply says so, it is not the model's stop.
+  const auto dead_end = client.Post("/v1/chat/completions",
+                                    chat_with(R"("grammar": "root ::= \"a\" [\\uD800-\\uDFFF]")"),
+                                    "application/json");
+  REQUIRE(dead_end);
+  REQUIRE(dead_end->status == 200);
+  const Json reply = Json::parse(dead_end->body);
+  CHECK(reply["choices"][0]["finish_reason"] == "grammar_dead_end");
+  CHECK(reply["choices"][0]["message"]["content"] == "a");
+  // It lives on, and its memory stayed bounded: the budgets' work, not the grammars'
+  // (nested repetition took 3 GB before them).
+  CHECK(post(client, "/v1/chat/completions", chat_body("Hi", 2)).status == 200);
+  const double grown = server.peak_mib() - start_mib;
+  MESSAGE("peak memory grew by " << grown << " MiB");
+  CHECK(grown < 1024);
+  CHECK(server.stop() == 0);
+}
+
+TEST_CASE("a grammar compiling holds nothing: others are served; a hang-up or SIGTERM ends it") {
+  // Budgets lifted, so that the nested repetition compiles for minutes unless stopped.
+  ServerProcess server({"-c", "4096", "--grace", "2", "--grammar-work", "1000000000000",
+                        "--grammar-memory", "1000000", "--grammar-timeout", "3600"});
+  const std::string heavy = chat_with(R"("grammar": )" + Json(kNestedRepetition).dump());
+  // A client that gives up after 300 ms: its compilation ends when it hangs up.
+  {
+    httplib::Client impatient = server.client();
+    impatient.set_read_timeout(0, 300'000);
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_FALSE(impatient.Post("/v1/chat/completions", heavy, "application/json"));
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  }
+  CHECK(server.wait_for_log("a grammar's compilation stopped: its client went away", 30));
+  // While another compiles, a plain request and one with a small schema are served.
+  std::atomic<bool> heavy_done{false};
+  int heavy_status = 0;
+  std::thread compiling([&] {
+    httplib::Client patient = server.client();
+    patient.set_read_timeout(600, 0);
+    const auto res = patient.Post("/v1/chat/completions", heavy, "application/json");
+    heavy_status = res ? res->status : -1;
+    heavy_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  httplib::Client client = server.client();
+  CHECK(post(client, "/v1/chat/completions", chat_body("Hi", 2)).status == 200);
+  CHECK(post(client, "/v1/chat/completions", chat_with(R"("json_schema": {"type": "integer"})"))
+            .status == 200);
+  CHECK_FALSE(heavy_done);
+  // SIGTERM with the compilation in flight: it stops, and the server exits within its
+  // grace (2 s), not when the compilation would have ended.
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(server.stop() == 0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  compiling.join();
+  CHECK(heavy_status == 503);
+  CHECK(seconds < 15);  // the grace and a margin: a hang detector
 }
 
 TEST_CASE("a JSON body sent as a form (curl -d's default type) is read as JSON, past 8 KiB too") {

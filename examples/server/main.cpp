@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "client_watch.hpp"
 #include "model_files.hpp"
 #include "options.hpp"
 #include "smol/generate/batch_model_drafter.hpp"
@@ -66,7 +67,7 @@ struct Service {
       : options(o),
         model(std::move(opened)),
         tokenizer(smol::load_vocabulary(model.file())),
-        masks(tokenizer),
+        masks(tokenizer, {.limits = o.grammar}),
         context(o.threads),
         engine(model, context,
                {.total_positions = o.slots * sequence_length(o, model),
@@ -237,10 +238,32 @@ std::string next_reply_id(std::string_view prefix) {
   return std::string(prefix) + std::to_string(unix_time()) + "-" + std::to_string(++counter);
 }
 
+// The request's grammar compiled (TokenMaskCache: on this connection's thread, within
+// the grammar's budgets), or null without one. A grammar over its budgets, or one no token
+// can begin, is the client's error (400, naming the field it came from); the compilation
+// stops when the client hangs up or the server stops.
+std::shared_ptr<smol::TokenMaskTable> compile_grammar(State& state, Service& service,
+                                                      const smol::serve::CompletionParams& params,
+                                                      server::ClientWatch& client) {
+  if (!params.output) return nullptr;
+  const smol::CancelCheck cancel([&] { return state.stopping.load() || client.gone(); });
+  try {
+    return service.masks.table(*params.output, cancel);
+  } catch (const smol::Cancelled&) {
+    if (state.stopping) throw unavailable("the server is shutting down");
+    log("a grammar's compilation stopped: its client went away");
+    throw ApiError(499, "the client closed the connection", "invalid_request_error");
+  } catch (const smol::Error& error) {
+    throw smol::serve::invalid_request(params.output->param + ": " + error.what(),
+                                       params.output->param);
+  }
+}
+
 // What a completion request becomes: the prompt and the scheduler's settings.
 smol::GenerationRequest generation_request(Service& service,
                                            const smol::serve::CompletionParams& params,
-                                           std::vector<smol::TokenId> prompt) {
+                                           std::vector<smol::TokenId> prompt,
+                                           std::shared_ptr<smol::TokenMaskTable> grammar) {
   smol::GenerationRequest request;
   request.prompt = std::move(prompt);
   request.sampling = params.sampling;
@@ -254,7 +277,7 @@ smol::GenerationRequest generation_request(Service& service,
   request.logprobs = params.logprobs;
   request.post_sampling_probs = params.post_sampling_probs;
   request.draft = params.draft;
-  if (params.output) request.grammar = service.masks.table(*params.output);
+  request.grammar = std::move(grammar);
   return request;
 }
 
@@ -272,11 +295,11 @@ smol::RequestId submit(Service& service, smol::GenerationRequest request, const 
 
 // The requests of a reply's choices (n): the same, but that each samples on its own,
 // choice i with seed + i when the request gave a seed (else each draws its own).
-std::vector<smol::GenerationRequest> choice_requests(Service& service,
-                                                     const smol::serve::CompletionParams& params,
-                                                     std::vector<smol::TokenId> prompt) {
+std::vector<smol::GenerationRequest> choice_requests(
+    Service& service, const smol::serve::CompletionParams& params,
+    std::vector<smol::TokenId> prompt, std::shared_ptr<smol::TokenMaskTable> grammar) {
   std::vector<smol::GenerationRequest> requests(
-      params.n, generation_request(service, params, std::move(prompt)));
+      params.n, generation_request(service, params, std::move(prompt), std::move(grammar)));
   for (std::size_t i = 0; i < requests.size(); ++i) {
     auto& seed = requests[i].sampling.seed;
     if (seed) *seed += i;
@@ -289,7 +312,7 @@ std::vector<smol::GenerationRequest> choice_requests(Service& service,
 // (first(), logprob(), piece() and finish() per choice, close() after the last); `reply`
 // builds the non-streaming body from each choice's pieces and result.
 template <class Stream, class Reply>
-void answer(State& state, Service& service, httplib::Response& res,
+void answer(State& state, Service& service, server::ClientWatch& client, httplib::Response& res,
             std::shared_ptr<FlightTicket> ticket, std::vector<smol::GenerationRequest> requests,
             const char* prompt_param, std::optional<Stream> stream, Reply reply) {
   auto channel = std::make_shared<smol::serve::ReplyChannel>();
@@ -321,7 +344,13 @@ void answer(State& state, Service& service, httplib::Response& res,
     std::vector<smol::GenerationResult> results(n);
     for (std::size_t done = 0; done < n;) {
       std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
-      if (!event) continue;
+      if (!event) {
+        if (client.gone()) {  // nobody will read the reply: free its slots now
+          cancel_all(*ids);
+          throw ApiError(499, "the client closed the connection", "invalid_request_error");
+        }
+        continue;
+      }
       if (event->done) {
         if (event->done->stop == smol::StopReason::cancelled) {
           cancel_all(*ids);
@@ -438,6 +467,9 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   Service& service = ready_service(state);
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
+  server::ClientWatch client(req);
+  std::shared_ptr<smol::TokenMaskTable> grammar =
+      compile_grammar(state, service, chat.params, client);
   std::vector<smol::TokenId> prompt;
   try {
     prompt = service.encoder.encode(service.chat_template, chat.messages,
@@ -454,8 +486,9 @@ void chat_completions(State& state, const httplib::Request& req, httplib::Respon
   if (chat.params.stream) stream.emplace(header, chat);
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
   std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
-  answer(state, service, res, std::move(ticket),
-         choice_requests(service, chat.params, std::move(prompt)), "messages", std::move(stream),
+  answer(state, service, client, res, std::move(ticket),
+         choice_requests(service, chat.params, std::move(prompt), std::move(grammar)), "messages",
+         std::move(stream),
          [header, format, logprobs, tools](
              const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
              const std::vector<smol::GenerationResult>& results) {
@@ -545,15 +578,18 @@ void completions(State& state, const httplib::Request& req, httplib::Response& r
   Service& service = ready_service(state);
   smol::serve::TextCompletionRequest completion =
       smol::serve::parse_completion_request(req.body, service.defaults);
+  server::ClientWatch client(req);
+  std::shared_ptr<smol::TokenMaskTable> grammar =
+      compile_grammar(state, service, completion.params, client);
   std::vector<smol::TokenId> prompt = service.tokenizer.encode(completion.prompt);
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("cmpl-"), unix_time(), state.model_name};
   const bool logprobs = completion.params.logprobs.has_value();
   std::optional<TextStreams> stream;
   if (completion.params.stream) stream.emplace(header, completion.params);
-  answer(state, service, res, std::move(ticket),
-         choice_requests(service, completion.params, std::move(prompt)), "prompt",
-         std::move(stream),
+  answer(state, service, client, res, std::move(ticket),
+         choice_requests(service, completion.params, std::move(prompt), std::move(grammar)),
+         "prompt", std::move(stream),
          [header, logprobs](const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
                             const std::vector<smol::GenerationResult>& results) {
            std::vector<std::string> texts(pieces.size());
@@ -655,7 +691,8 @@ httplib::Server::Handler guarded(State& state, Handler handler) {
     try {
       handler(state, req, res);
     } catch (const ApiError& error) {
-      if (error.status >= 400 && error.status < 500) state.metrics.request_invalid();
+      // 499: the client went away (nginx's code; nobody reads it), not a bad request.
+      if (error.status >= 400 && error.status < 499) state.metrics.request_invalid();
       send_error(res, error);
     } catch (const std::exception& error) {
       send_error(res, ApiError(500, error.what(), "server_error"));
@@ -835,8 +872,12 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     const std::string path = choose_model(options);
+    // SIGTERM or Ctrl-C while loading stops the load (between its matrices' copies).
+    const smol::CancelCheck stop(&state.stopping);
     state.service = std::make_unique<Service>(
-        options, smol::Model::open(path, {.repack = options.repack, .rope = options.rope}));
+        options,
+        smol::Model::open(path, {.repack = options.repack, .rope = options.rope, .cancel = stop}));
+    stop.throw_if_requested();
     state.model_path = path;
     state.model_name =
         options.alias.empty() ? std::filesystem::path(path).filename().string() : options.alias;
@@ -850,6 +891,8 @@ int main(int argc, char** argv) {
           std::to_string(draft->max) + ", draft-min " + std::to_string(draft->min));
     }
     log("listening on http://" + options.host + ":" + std::to_string(port));
+  } catch (const smol::Cancelled&) {
+    log("stopped while loading the model");
   } catch (const std::exception& error) {
     log(error.what());
     status = 1;

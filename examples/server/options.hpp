@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
 #include "smol/serve/openai_protocol.hpp"
@@ -47,6 +48,8 @@ struct Options {
   bool thinking = true;
   smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
   smol::cli::SpeculationFlags speculation;  // --spec-type, -md: every request drafts
+  smol::GrammarLimits grammar;              // each request's grammar or schema
+  std::size_t grammar_memory_mib = smol::GrammarLimits{}.max_table_bytes >> 20;
 };
 
 inline std::optional<int> parse_options(int argc, char** argv, Options& options) {
@@ -95,6 +98,21 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
                         "the reasoning in reasoning_content (deepseek, the\n"
                         "default) or left in content between <think> tags (none)");
 
+  program.group("structured output (grammars, JSON schemas, tools)");
+  app.add_option("--grammar-work", options.grammar.max_step_work,
+                 "the recognizer's work for one step of a grammar, in\n"
+                 "expansions; more is a 400 (default 4000000)")
+      ->type_name("N")
+      ->transform(integer(10000, std::int64_t{1} << 40));
+  app.add_option("--grammar-memory", options.grammar_memory_mib,
+                 "MiB one grammar's tables may take (default 256)")
+      ->type_name("MIB")
+      ->transform(integer(1, 1 << 20));
+  app.add_option("--grammar-timeout", options.grammar.compile_seconds,
+                 "seconds compiling one grammar may take (default 10)")
+      ->type_name("S")
+      ->transform(smol::cli::number(0.01, 3600));
+
   program.group("runtime");
   smol::cli::add_threads(program, options.threads);
   smol::cli::add_context(program, options.context, 0,
@@ -114,7 +132,9 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
                              ": each pass must hold one token of every conversation");
     }
   });
-  return program.parse(argc, argv);
+  const std::optional<int> status = program.parse(argc, argv);
+  options.grammar.max_table_bytes = options.grammar_memory_mib << 20;
+  return status;
 }
 
 }  // namespace server

@@ -1,6 +1,8 @@
 // The errors a client gets, in OpenAI's shape, and JSON text for the wire.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -8,9 +10,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "smol/core/json_nesting.hpp"
+
 namespace smol::serve {
 
 using Json = nlohmann::json;
+
+// How deep any JSON a client sends (or a model writes) may nest: deep enough for any
+// real request (a schema's 64 levels take about 130), shallow enough that what is done
+// with the value afterwards, much of it recursive, never runs out of stack.
+inline constexpr std::size_t kMaxJsonDepth = 256;
+
+// Whether `text` nests deeper than kMaxJsonDepth; the byte offset where it does.
+inline std::optional<std::size_t> too_deep(std::string_view text) {
+  return json_nesting_beyond(text, kMaxJsonDepth);
+}
 
 // An error the client gets as {"error": {"message", "type", "param", "code"}} with
 // `status` as the HTTP status.

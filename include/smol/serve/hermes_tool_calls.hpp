@@ -101,6 +101,7 @@ inline bool json_space(char c) {
 // it is not a call of one of `tools`.
 inline std::optional<ToolCall> hermes_call(std::string_view inner, const ToolRequest& tools) {
   OrderedJson json;
+  if (too_deep(inner)) return std::nullopt;
   try {
     json = OrderedJson::parse(inner);
   } catch (const OrderedJson::exception&) {
@@ -136,7 +137,7 @@ inline OutputGrammar hermes_tool_grammar(const ToolRequest& tools) {
   std::string gbnf = detail::rename_gbnf_rule(json.gbnf, "root", "tool-call-json");
   const std::string block = R"("<tool_call>\n" tool-call-json "\n</tool_call>")";
   gbnf = "root ::= " + block + (tools.parallel ? " ( \"\\n\" " + block + " )*" : "") + "\n" + gbnf;
-  return detail::grammar_from_gbnf(std::move(gbnf), "tools");
+  return detail::grammar_from_gbnf(std::move(gbnf), "tools", /*generated=*/true);
 }
 
 // A Hermes reply read back (see the top of this file). `id_prefix`: call ids are the

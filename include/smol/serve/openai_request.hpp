@@ -98,6 +98,10 @@ struct TextCompletionRequest {
 namespace detail {
 
 inline Json parse_body(std::string_view body) {
+  if (const auto at = too_deep(body)) {
+    throw invalid_request("the request body nests more than " + std::to_string(kMaxJsonDepth) +
+                          " levels deep (at byte " + std::to_string(*at) + ")");
+  }
   try {
     Json json = Json::parse(body);
     if (!json.is_object()) throw invalid_request("the request body must be a JSON object");
@@ -138,6 +142,17 @@ inline std::int64_t integer_in(const Json& body, const char* name, std::int64_t 
                                std::int64_t high, std::int64_t fallback) {
   const Json* value = field(body, name);
   if (value == nullptr) return fallback;
+  if (value->is_number_float()) {
+    // Integers past 64 bits arrive as floating point: whole numbers out of range all
+    // the same (2^64 is as much too large as 2^64 - 1), not "not an integer".
+    const double x = value->get<double>();
+    if (std::isfinite(x) && std::floor(x) == x && (x < double(low) || x > double(high))) {
+      throw invalid_request(
+          std::string(name) + (x > 0 ? " must be at most " + std::to_string(high)
+                                     : " must be at least " + std::to_string(low)),
+          name);
+    }
+  }
   if (!value->is_number_integer()) {
     throw invalid_request(std::string(name) + " must be an integer", name);
   }
@@ -210,6 +225,9 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
   s.frequency_penalty =
       static_cast<float>(number_in(body, "frequency_penalty", -2, 2, s.frequency_penalty));
   s.repeat_penalty = static_cast<float>(number_in(body, "repeat_penalty", 0, 10, s.repeat_penalty));
+  if (s.repeat_penalty <= 0) {  // it divides the logits: 1 is off, as in llama.cpp
+    throw invalid_request("repeat_penalty must be above 0 (1 turns it off)", "repeat_penalty");
+  }
   // -1: the whole context (llama-server's meaning; the server resolves it).
   s.penalty_window =
       static_cast<int>(integer_in(body, "repeat_last_n", -1, 1 << 24, s.penalty_window));
@@ -338,6 +356,12 @@ inline std::vector<ToolCall> tool_calls_of(const Json& calls, const std::string&
     }
     const Json* arguments = field(*function, "arguments");
     bool object = false;
+    if (arguments != nullptr && arguments->is_string() &&
+        too_deep(arguments->get_ref<const std::string&>())) {
+      throw invalid_request(at + ".function.arguments nests more than " +
+                                std::to_string(kMaxJsonDepth) + " levels deep",
+                            at + ".function.arguments");
+    }
     if (arguments != nullptr && arguments->is_string()) {
       try {
         object = Json::parse(arguments->get_ref<const std::string&>()).is_object();

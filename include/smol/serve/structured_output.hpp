@@ -41,10 +41,12 @@ inline const Json* present(const Json& object, const char* name) {
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
-// GBNF text parsed, its mistake (line, column) a 400 naming `param`.
-inline OutputGrammar grammar_from_gbnf(std::string gbnf, const std::string& param) {
+// GBNF text parsed, its mistake (line, column) or its size over the budget a 400 naming
+// `param`. `generated`: the text is a schema's, whose mistakes name rules instead.
+inline OutputGrammar grammar_from_gbnf(std::string gbnf, const std::string& param,
+                                       bool generated = false) {
   try {
-    std::shared_ptr<const Grammar> grammar = parse_gbnf(gbnf);
+    std::shared_ptr<const Grammar> grammar = parse_gbnf(gbnf, {.generated = generated});
     return {std::move(gbnf), std::move(grammar), param};
   } catch (const smol::Error& error) {
     throw invalid_request(param + ": " + error.what(), param);
@@ -64,7 +66,7 @@ inline OutputGrammar grammar_from_schema(const nlohmann::ordered_json& schema,
   } catch (const smol::Error& error) {
     throw invalid_request(param + ": " + error.what(), param);
   }
-  return grammar_from_gbnf(std::move(gbnf), param);
+  return grammar_from_gbnf(std::move(gbnf), param, /*generated=*/true);
 }
 
 // The schema at `path` of the body, with its properties in the order the client wrote
@@ -87,9 +89,9 @@ inline std::optional<OutputGrammar> parse_output_grammar(const Json& body,
   std::optional<OutputGrammar> output;
   const auto take = [&output](OutputGrammar grammar) {
     if (output) {
-      throw invalid_request(grammar.param + " and " + output->param +
-                                " both constrain the reply: give one of them",
-                            grammar.param);
+      throw invalid_request(
+          grammar.param + " and " + output->param + " both constrain the reply: give one of them",
+          grammar.param);
     }
     output = std::move(grammar);
   };
@@ -102,7 +104,8 @@ inline std::optional<OutputGrammar> parse_output_grammar(const Json& body,
                ? detail::grammar_from_schema(
                      detail::ordered_schema(body_text, "response_format", "schema"),
                      "response_format.schema")
-               : detail::grammar_from_gbnf(json_object_gbnf(), "response_format"));
+               : detail::grammar_from_gbnf(json_object_gbnf(), "response_format",
+                                           /*generated=*/true));
     } else if (name == "json_schema") {
       const Json* spec = detail::present(*format, "json_schema");
       if (spec == nullptr || !spec->is_object()) {

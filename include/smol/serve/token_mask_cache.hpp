@@ -1,20 +1,38 @@
-// TokenMaskCache: the server's TokenMaskTables, one per grammar text, the most recently
-// used kept.
+// TokenMaskCache: the server's TokenMaskTables, one per grammar text, compiled on the
+// requesting connection's thread and the most recently used kept.
 //
 // A table caches the allowed-token mask of every grammar state it has met, so a schema
 // that comes back (clients send the same one with every request) costs a lookup per
 // token from its second request on. The vocabulary's byte trie that each table walks is
-// built once, here, for the server's model. Connections' threads call table(); the
-// engine thread uses the tables (each locks its own mutex).
+// built once, here, for the server's model.
+//
+// Compiling (TokenMaskTable::compile: the first state and its mask, within the
+// grammar's budgets) runs on the thread that asks, never under the cache's lock: other
+// requests, with other grammars or none, go on meanwhile, and the engine thread never
+// waits for a compilation. Requests that bring the same grammar while it compiles wait
+// for that one compilation, each polling its own cancel check; when the compiling
+// request is cancelled (its client left), one of them compiles it instead. A grammar
+// that fails its budgets is not kept: each request with it gets the same 400.
+//
+// Bounded: at most `tables` grammars and `bytes` of tables are kept (the least recently
+// used go first; a table pushed out lives on in the requests that hold it), and each
+// table holds at most GrammarLimits::max_table_bytes of states and `mask_bytes` of
+// masks (a grammar with unbounded nesting meets new states forever).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <exception>
+#include <future>
+#include <iterator>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 
+#include "smol/core/cancel.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/grammar/token_mask_table.hpp"
 #include "smol/grammar/token_trie.hpp"
 #include "smol/serve/structured_output.hpp"
@@ -22,43 +40,119 @@
 
 namespace smol::serve {
 
+struct TokenMaskCacheOptions {
+  std::size_t tables = 8;
+  std::size_t bytes = std::size_t{512} << 20;
+  std::size_t mask_bytes = std::size_t{32} << 20;  // per table
+  GrammarLimits limits{};
+};
+
 class TokenMaskCache {
  public:
-  // At most `tables` grammars are kept, each with at most `mask_bytes` of masks (a
-  // grammar with unbounded nesting meets new states forever; over the cap its table
-  // drops masks and computes them again), so the cache is bounded by their product.
-  explicit TokenMaskCache(const Tokenizer& tokenizer, std::size_t tables = 8,
-                          std::size_t mask_bytes = std::size_t{32} << 20)
-      : trie_(std::make_shared<const TokenTrie>(tokenizer)),
-        capacity_(tables),
-        mask_bytes_(mask_bytes) {}
+  explicit TokenMaskCache(const Tokenizer& tokenizer, TokenMaskCacheOptions options = {})
+      : trie_(std::make_shared<const TokenTrie>(tokenizer)), options_(options) {}
 
-  // The table for `output`'s grammar: the cached one for the same text, else a new one.
-  // A table pushed out of the cache lives on in the requests that hold it.
-  std::shared_ptr<TokenMaskTable> table(const OutputGrammar& output) {
-    std::lock_guard lock(mutex_);
-    for (auto it = recent_.begin(); it != recent_.end(); ++it) {
-      if (it->first == output.gbnf) {
-        recent_.splice(recent_.begin(), recent_, it);  // now the most recent
-        return recent_.front().second;
+  // The compiled table for `output`'s grammar: the cached one for the same text, else
+  // one compiled here. Throws what TokenMaskTable::compile throws: GrammarLimitError, a
+  // smol::Error for a grammar no token can begin, Cancelled when `cancel` fires.
+  std::shared_ptr<TokenMaskTable> table(const OutputGrammar& output,
+                                        const CancelCheck& cancel = {}) {
+    for (;;) {
+      std::shared_future<Table> pending;
+      std::promise<Table> promise;
+      Entries::iterator mine;
+      {
+        std::lock_guard lock(mutex_);
+        const auto found = find(output.gbnf);
+        if (found != entries_.end()) {
+          entries_.splice(entries_.begin(), entries_, found);  // now the most recent
+          pending = found->table;
+        } else {
+          entries_.push_front({output.gbnf, promise.get_future().share(), false});
+          mine = entries_.begin();
+        }
       }
+      if (pending.valid()) {
+        while (pending.wait_for(kWaitPoll) != std::future_status::ready) {
+          cancel.throw_if_requested();
+        }
+        try {
+          return pending.get();
+        } catch (const Cancelled&) {
+          cancel.throw_if_requested();
+          continue;  // its compiler's request was cancelled, not this one: compile it here
+        }
+      }
+      Table table;
+      try {
+        table = TokenMaskTable::compile(output.grammar, trie_, options_.limits, cancel,
+                                        options_.mask_bytes);
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+        std::lock_guard lock(mutex_);
+        entries_.erase(mine);  // pending entries are never evicted: `mine` is still there
+        throw;
+      }
+      promise.set_value(table);
+      std::lock_guard lock(mutex_);
+      mine->ready = true;
+      evict(mine);
+      return table;
     }
-    auto table = std::make_shared<TokenMaskTable>(output.grammar, trie_, mask_bytes_);
-    recent_.emplace_front(output.gbnf, table);
-    if (recent_.size() > capacity_) recent_.pop_back();
-    return table;
   }
 
   std::size_t size() const {
     std::lock_guard lock(mutex_);
-    return recent_.size();
+    return entries_.size();
+  }
+
+  // The bytes of the compiled tables kept.
+  std::size_t bytes() const {
+    std::lock_guard lock(mutex_);
+    return kept_bytes();
   }
 
  private:
+  using Table = std::shared_ptr<TokenMaskTable>;
+  static constexpr auto kWaitPoll = std::chrono::milliseconds(20);
+
+  struct Entry {
+    std::string gbnf;
+    std::shared_future<Table> table;
+    bool ready = false;  // compiled: only such entries are weighed and evicted
+  };
+  using Entries = std::list<Entry>;  // the most recently used first
+
+  Entries::iterator find(const std::string& gbnf) {
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->gbnf == gbnf) return it;
+    }
+    return entries_.end();
+  }
+
+  std::size_t kept_bytes() const {
+    std::size_t total = 0;
+    for (const Entry& e : entries_) total += e.ready ? e.table.get()->memory_bytes() : 0;
+    return total;
+  }
+
+  // Drops the least recently used compiled tables, never `keep`, while the cache holds
+  // too many or too much.
+  void evict(Entries::iterator keep) {
+    while (entries_.size() > options_.tables || kept_bytes() > options_.bytes) {
+      auto victim = entries_.end();
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (it->ready && it != keep) victim = it;  // the last such: the least recent
+      }
+      if (victim == entries_.end()) return;
+      entries_.erase(victim);
+    }
+  }
+
   std::shared_ptr<const TokenTrie> trie_;
-  std::size_t capacity_, mask_bytes_;
+  TokenMaskCacheOptions options_;
   mutable std::mutex mutex_;
-  std::list<std::pair<std::string, std::shared_ptr<TokenMaskTable>>> recent_;  // newest first
+  Entries entries_;
 };
 
 }  // namespace smol::serve

@@ -222,6 +222,10 @@ inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view
     }
     request.parallel = parallel->get<bool>();
   }
+  if (request.functions.empty() && request.choice == ToolChoice::required) {
+    throw invalid_request("tool_choice \"required\" needs at least one tool in tools",
+                          "tool_choice");
+  }
   // A named function is one call.
   if (request.choice == ToolChoice::named) request.parallel = false;
   return request;
@@ -601,6 +605,7 @@ inline ToolReply parse_tool_reply(std::string_view text, const ToolRequest& tool
     return plain;
   };
   OrderedJson json;
+  if (too_deep(text)) return as_text();  // the grammar bounds no depth: the model may nest
   try {
     json = OrderedJson::parse(text);
   } catch (const OrderedJson::exception&) {
