@@ -159,9 +159,12 @@ struct Chat {
 
   // Every reply from now on follows `parsed` (null: free text again). One table for the
   // whole chat: the masks it computes for one reply serve the next ones too.
+  // Compiling it (its first state and mask) has the grammar's default budgets and stops
+  // on Ctrl-C.
   void constrain(std::shared_ptr<const smol::Grammar> parsed) {
-    grammar = parsed ? std::make_shared<smol::TokenMaskTable>(
-                           std::move(parsed), std::make_shared<const smol::TokenTrie>(tokenizer))
+    grammar = parsed ? smol::TokenMaskTable::compile(
+                           std::move(parsed), std::make_shared<const smol::TokenTrie>(tokenizer),
+                           {}, &chat::interrupt_requested)
                      : nullptr;
   }
 
@@ -457,12 +460,17 @@ std::shared_ptr<const smol::Grammar> output_grammar(const chat::Options& options
   return nullptr;
 }
 
-// Opens a model the user named, with one clear line for each way that can go wrong.
+// Opens a model the user named, with one clear line for each way that can go wrong. At
+// a terminal it says that it is loading (a 3B model's copies take seconds, during which
+// Ctrl-C stops it).
 smol::Model open_model(const std::string& path, smol::ModelOptions model_options) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (!fs::exists(path, error)) smol::fail(path, ": no such file");
   if (fs::is_directory(path, error)) smol::fail(path, " is a directory, not a GGUF file");
+  if (chat::is_terminal(STDERR_FILENO)) {
+    std::fprintf(stderr, "smol-chat: loading %s\n", path.c_str());
+  }
   return smol::Model::open(path, model_options);
 }
 
@@ -500,10 +508,15 @@ int main(int argc, char** argv) {
     const std::string path =
         options.model ? *options.model : chat::choose_default_model(options.yes).path;
     // The GPU uploads the file's blocks, so a CPU-side copy would only cost time.
+    // Ctrl-C while the model loads (the copies of a 3B model take seconds) stops it.
     Chat chat(options,
               open_model(path, {.repack = options.gpu ? smol::Repack::never : options.repack,
-                                .rope = options.rope}));
+                                .rope = options.rope,
+                                .cancel = &chat::interrupt_requested}));
     chat.constrain(std::move(grammar));
+    // A Ctrl-C after the copies, while the engine started: answered here, not forgotten by
+    // the first reply (which starts by clearing the presses it has not seen).
+    if (chat::interrupt_requested) return 130;
     if (options.prompt) {
       switch (chat.answer(*options.prompt)) {
         case Chat::Outcome::done:
@@ -515,6 +528,8 @@ int main(int argc, char** argv) {
       }
     }
     return chat.loop();
+  } catch (const smol::Cancelled&) {
+    return 130;  // Ctrl-C before the first prompt: while loading or compiling the grammar
   } catch (const std::exception& error) {
     std::fprintf(stderr, "smol-chat: %s\n", error.what());
     return 1;

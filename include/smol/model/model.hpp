@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "smol/core/cancel.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/config.hpp"
 #include "smol/model/repacked_weights.hpp"
@@ -73,6 +74,9 @@ struct ModelOptions {
   // With repacking: the matrices that get no interleaved copy copied in the file's order
   // (RepackLayouts::file_order); off, they are read from the map, as before (a comparison).
   bool file_order_copies = true;
+  // Polled between matrices while the copies are made (seconds for a 3B model): a Ctrl-C
+  // or SIGTERM during loading stops it with Cancelled.
+  CancelCheck cancel{};
 };
 
 inline bool repacking_pays(std::optional<Isa> isa = std::nullopt) {
@@ -116,6 +120,7 @@ inline bool repacking_rows16_pays(std::optional<Isa> isa = std::nullopt) {
 class Model {
  public:
   static Model open(const std::string& path, ModelOptions options = {}) {
+    options.cancel.throw_if_requested();
     gguf::GgufFile file = gguf::GgufFile::open(path);
     ModelConfig config = ModelConfig::from_gguf(file);
     return Model(std::move(file), std::move(config), options);
@@ -140,7 +145,7 @@ class Model {
                       (always || (automatic && repacking_pays(options.repack_for))),
         .rows8_left_out = rows8_types_without_kernels(options.repack_for)};
     if (layouts.rows8 || layouts.rows16 || layouts.file_order) {
-      repacked_ = RepackedWeights(weights_, file_, layouts);
+      repacked_ = RepackedWeights(weights_, file_, layouts, options.cancel);
     }
   }
 

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "smol/core/cancel.hpp"
 #include "smol/core/huge_page_buffer.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/weights.hpp"
@@ -60,7 +61,9 @@ class RepackedWeights {
   // (layouts.rows8, but the types it leaves out) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and
   // Q8_0 matrix (layouts.rows16; a partial last group is padded), copies every other one as
   // it is (layouts.file_order), and points its view at the copy.
-  RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {})
+  // `cancel` is polled between matrices (throws Cancelled).
+  RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {},
+                  const CancelCheck& cancel = {})
       : layouts_(layouts) {
     std::vector<WeightMatrix*> matrices;
     for (LayerWeights& layer : weights.layers) {
@@ -78,6 +81,7 @@ class RepackedWeights {
     buffer_ = HugePageBuffer(total);
     std::byte* next = buffer_.data();
     for (WeightMatrix* w : matrices) {
+      cancel.throw_if_requested();
       if (copy_of(*w) == Copy::file_order) {
         copy_file_order(*w, next, file);
         ++file_order_matrices_;
