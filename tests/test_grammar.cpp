@@ -300,6 +300,29 @@ TEST_CASE("budgets: a table's calls after compiling keep the step budget") {
   REQUIRE(matcher.accept_bytes(std::string(39, 'x')));
   CHECK_THROWS_AS(matcher.accept_bytes("x"), smol::GrammarLimitError);
   CHECK(table->stats().peak_step_work <= 100'000 + 16384);
+  // A request's steps together have a budget too: each new state below is cheap, and a
+  // reply that needs many of them stops at the sum.
+  auto json =
+      smol::TokenMaskTable::compile(parse_gbnf(kJsonGrammar), trie, {.max_request_work = 2'000});
+  smol::GrammarMatcher reply(json);
+  std::string error;
+  try {
+    for (const char c : std::string(R"({"a": [1, 2, {"b": [[[["x", "y"]]]], "c": null}]})")) {
+      reply.allowed_tokens();
+      const bool taken = reply.accept_bytes(std::string(1, c));  // outside REQUIRE: it throws
+      REQUIRE(taken);
+    }
+  } catch (const smol::GrammarLimitError& e) {
+    CHECK(e.budget() == smol::GrammarLimitError::Budget::request_work);
+    error = e.what();
+  }
+  CHECK(error.find("this reply's steps needed more than 2000 expansions") != std::string::npos);
+  CHECK(reply.work() > 2'000);
+  // Another request on the same table starts afresh, and what the first computed is free.
+  smol::GrammarMatcher next(json);
+  CHECK_NOTHROW(next.allowed_tokens());
+  CHECK(next.accept_bytes("{"));
+  CHECK(next.work() == 0);
 }
 
 TEST_CASE("recognizer: partial UTF-8 is kept only while a completion can match") {

@@ -11,7 +11,8 @@
 // whole of it:
 //  - elements: the compiled grammar's size, repetitions expanded (GBNF parsing);
 //  - step work: the recognizer's work for one step of a TokenMaskTable, the frames it
-//    visits to reach one new state plus the vocabulary trie nodes one mask walks;
+//    visits to reach one new state plus the vocabulary trie nodes one mask walks; and
+//    request work, one request's steps together;
 //  - table bytes: one table's states, byte transitions and stack frames (its masks have a
 //    cap of their own and are dropped and recomputed over it);
 //  - compile time: parsing, the first state and the first mask, together.
@@ -35,6 +36,10 @@ namespace smol {
 struct GrammarLimits {
   std::size_t max_elements = 1'000'000;
   std::size_t max_step_work = 4'000'000;
+  // One request's steps together (GrammarMatcher): what a reply may cost in new states,
+  // so that a grammar whose every step is just under the step budget cannot slow a
+  // server's engine for a whole reply.
+  std::size_t max_request_work = 40'000'000;
   std::size_t max_table_bytes = std::size_t{256} << 20;
   double compile_seconds = 10;
 };
@@ -42,7 +47,7 @@ struct GrammarLimits {
 // A grammar that needs more than one of its budgets (a server answers 400).
 class GrammarLimitError : public Error {
  public:
-  enum class Budget { elements, step_work, table_bytes, compile_time };
+  enum class Budget { elements, step_work, request_work, table_bytes, compile_time };
   GrammarLimitError(Budget budget, const std::string& message) : Error(message), budget_(budget) {}
   Budget budget() const noexcept { return budget_; }
 

@@ -1,5 +1,7 @@
 // GrammarMatcher: one request's place in a grammar. Small and cheap to make: the work
-// lives in the shared TokenMaskTable; the matcher holds a state id.
+// lives in the shared TokenMaskTable; the matcher holds a state id, and the work the
+// table did for it, which has a budget (GrammarLimits::max_request_work): past it, the
+// next call throws GrammarLimitError and the reply ends (StopReason::grammar_budget).
 //
 //   auto table = std::make_shared<TokenMaskTable>(parse_gbnf(text), trie);  // per grammar
 //   GrammarMatcher matcher(table);                                         // per request
@@ -15,6 +17,7 @@
 #include <utility>
 
 #include "smol/core/error.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/grammar/token_mask_table.hpp"
 #include "smol/grammar/token_set.hpp"
 
@@ -29,7 +32,8 @@ class GrammarMatcher {
   // end-of-generation tokens where the grammar may end. Empty once ended.
   std::shared_ptr<const TokenSet> allowed_tokens() {
     if (ended_) return std::make_shared<const TokenSet>(empty_set());
-    return table_->allowed(state_);
+    check_work();
+    return table_->allowed(state_, &work_);
   }
 
   // Moves past a sampled token; false (and no change) when the grammar does not allow
@@ -52,7 +56,8 @@ class GrammarMatcher {
   // change when the grammar refuses it.
   bool accept_bytes(std::string_view bytes) {
     if (ended_) return false;
-    const auto next = table_->advance(state_, bytes);
+    check_work();
+    const auto next = table_->advance(state_, bytes, &work_);
     if (!next) return false;
     state_ = *next;
     return true;
@@ -68,8 +73,20 @@ class GrammarMatcher {
     ended_ = false;
   }
   const TokenMaskTable& table() const { return *table_; }
+  // The table's work this request has caused (states and masks computed for it).
+  std::size_t work() const { return work_; }
 
  private:
+  // Throws when this request's steps together have spent their budget.
+  void check_work() const {
+    const std::size_t limit = table_->limits().max_request_work;
+    if (work_ > limit) {
+      throw GrammarLimitError(
+          GrammarLimitError::Budget::request_work,
+          cat("grammar: this reply's steps needed more than ", limit, " expansions together"));
+    }
+  }
+
   TokenSet empty_set() const {
     const std::size_t n = table_->vocabulary().vocabulary_size();
     return TokenSet::from_bits(std::vector<std::uint64_t>((n + 63) / 64, 0), n);
@@ -78,6 +95,7 @@ class GrammarMatcher {
   std::shared_ptr<TokenMaskTable> table_;
   GrammarStateId state_;
   bool ended_ = false;
+  std::size_t work_ = 0;
 };
 
 }  // namespace smol

@@ -126,9 +126,13 @@ class TokenMaskTable {
 
   // The state after `bytes`; nullopt when the grammar refuses them. Throws
   // GrammarLimitError when a new state needs more than the budgets.
-  std::optional<GrammarStateId> advance(GrammarStateId state, std::string_view bytes) {
+  // `work`, when given, gets the step's work added (a request's total has a budget too:
+  // GrammarMatcher).
+  std::optional<GrammarStateId> advance(GrammarStateId state, std::string_view bytes,
+                                        std::size_t* work = nullptr) {
     std::lock_guard lock(mutex_);
     work_.start(limits_.max_step_work);
+    const WorkTally tally{work_, work};
     for (const char c : bytes) {
       state = step(state, static_cast<std::uint8_t>(c));
       if (state < 0) return std::nullopt;
@@ -138,11 +142,14 @@ class TokenMaskTable {
 
   // The tokens allowed in `state`; the same object for as long as the mask stays cached.
   // Throws GrammarLimitError when computing it needs more than the budgets.
-  std::shared_ptr<const TokenSet> allowed(GrammarStateId state) {
+  std::shared_ptr<const TokenSet> allowed(GrammarStateId state, std::size_t* work = nullptr) {
     std::lock_guard lock(mutex_);
     work_.start(limits_.max_step_work);
+    const WorkTally tally{work_, work};
     return mask_of(state);
   }
+
+  const GrammarLimits& limits() const { return limits_; }
 
   // What the table holds now: states, transitions, stack frames and masks. Read without
   // the lock (a server's cache of tables weighs them while the engine uses them).
@@ -173,6 +180,15 @@ class TokenMaskTable {
 
  private:
   static constexpr GrammarStateId kUnknown = -1, kDead = -2;
+
+  // Adds a call's work to the caller's total when the call ends, by return or by throw.
+  struct WorkTally {
+    const GrammarWork& work;
+    std::size_t* total;
+    ~WorkTally() {
+      if (total != nullptr) *total += work.used();
+    }
+  };
 
   struct KeyHash {
     std::size_t operator()(const std::vector<std::uint32_t>& key) const {
