@@ -8,6 +8,9 @@
 //   mask_cold/<vocab>   a fresh table each pass (the first request with a schema: states
 //                       and masks computed as the document reaches them)
 //   apply/<vocab>       setting the refused logits to -inf with the mask
+//   refuse_ambiguous/<vocab>     compiling nested counted repetition until its step budget
+//                                refuses it (what a hostile request costs)
+//   compile_wide_object/<vocab>  a 5,000-property schema from its text to its first mask
 // Counters: median_us / p90_us / max_us per token, tokens per document. The manual time
 // is the sum of the measured steps.
 //
@@ -36,6 +39,7 @@
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/grammar/gbnf.hpp"
+#include "smol/grammar/grammar_limits.hpp"
 #include "smol/grammar/grammar_matcher.hpp"
 #include "smol/grammar/json_schema.hpp"
 #include "smol/grammar/token_mask_table.hpp"
@@ -277,6 +281,45 @@ void apply(benchmark::State& state) {
   report(state, step_us, s->tokens.size());
 }
 
+// Compiling what a hostile client sends: nested counted repetition, which reads a text in
+// a number of ways that multiplies with each level, refused when a step passes its budget
+// (grammar_limits.hpp, GrammarLimits::max_step_work). The time is the refusal's.
+void refuse_ambiguous(benchmark::State& state) {
+  const Setup* s = setup(static_cast<int>(state.range(0)));
+  if (!s) return state.SkipWithError("vocabulary file not found");
+  state.SetLabel(kNames[state.range(0)]);
+  const auto grammar = smol::parse_gbnf(R"(root ::= (("a"{0,2000}){0,2000}){0,2000})");
+  for (auto _ : state) {
+    try {
+      smol::TokenMaskTable::compile(grammar, s->trie);
+      return state.SkipWithError("the grammar compiled");
+    } catch (const smol::GrammarLimitError&) {
+    }
+  }
+}
+
+// Compiling a wide object: 5,000 optional properties beside additionalProperties (two
+// rules per property), from the schema's text to the first mask.
+void compile_wide_object(benchmark::State& state) {
+  const Setup* s = setup(static_cast<int>(state.range(0)));
+  if (!s) return state.SkipWithError("vocabulary file not found");
+  state.SetLabel(kNames[state.range(0)]);
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 5000; ++i) {
+    schema +=
+        (i ? ", " : "") + std::string("\"p") + std::to_string(i) + R"(": {"type": "integer"})";
+  }
+  schema += R"(}, "additionalProperties": true})";
+  std::size_t work = 0;
+  for (auto _ : state) {
+    const auto table = smol::TokenMaskTable::compile(smol::json_schema_grammar(schema), s->trie);
+    work = table->stats().peak_step_work;
+  }
+  state.counters["peak_step_work"] = static_cast<double>(work);
+}
+
+BENCHMARK(refuse_ambiguous)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(compile_wide_object)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(mask_warm)->DenseRange(0, 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(mask_cold)
     ->DenseRange(0, 2)

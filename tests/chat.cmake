@@ -128,7 +128,8 @@ if(SMOL_PYTHON3)
     "expect:> " "send:\\x03" "expect:Ctrl-C again" "send:\\x03"
     -- ${chat} -m ${fixture} -n 8 --temp 0 -t 2)
   # Ctrl-C while the model loads is not forgotten by the reply that would follow: the
-  # program exits 130 (it used to go on into the reply, to the context's end, and exit 0).
+  # program exits 130 (a forgotten keypress lets it go on into the reply, to the context's
+  # end, and exit 0).
   # Typed when it says it is loading; wherever the keypress lands (the copies, the
   # engine's start, the reply), the exit is the same.
   add_test(NAME chat_pty_ctrl_c_while_loading COMMAND ${pty_session} 130

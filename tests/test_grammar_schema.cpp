@@ -478,9 +478,27 @@ TEST_CASE("json schema: nesting is bounded, and the refusal names the place in t
           .find("(at #/properties/p)") != std::string::npos);
 }
 
+TEST_CASE("json schema: what could multiply the conversion's work is refused or kept short") {
+  // Each listed type converts the schema once more: a list that repeats one would do so
+  // at every level, its square, its cube...
+  CHECK(schema_error(R"({"type": ["object", "object"], "properties": {}})")
+            .find("\"type\" lists \"object\" twice") != std::string::npos);
+  // A long property name is cut in the names and paths built from it, so the thousands
+  // of properties below it do not each copy it.
+  const std::string key(100'000, 'k');
+  std::string inner;
+  for (int i = 0; i < 2000; ++i)
+    inner += (i ? ", " : "") + std::string("\"q") + std::to_string(i) + R"(": {})";
+  const std::string schema =
+      R"({"properties": {")" + key + R"(": {"properties": {)" + inner +
+      R"(}, "additionalProperties": false}}, "additionalProperties": false})";
+  const std::string gbnf = smol::json_schema_to_gbnf(schema);
+  CHECK(gbnf.size() < 2000 * 600 + 2 * key.size());
+}
+
 TEST_CASE("json schema: objects grow linearly with their properties, optional or not") {
   // 5,000 optional properties beside additionalProperties: two small rules each (a
-  // choice nested per optional property grew with their square and nested 5,000 deep).
+  // choice nested per optional property would grow with their square and nest 5,000 deep).
   std::string schema = R"({"type": "object", "properties": {)";
   for (int i = 0; i < 5000; ++i) {
     schema +=

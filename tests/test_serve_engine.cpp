@@ -3,6 +3,7 @@
 // ThreadSanitizer too (scripts/test.sh's tsan stage).
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "smol/model/model.hpp"
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/reply_channel.hpp"
+#include "smol/serve/token_mask_cache.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
 namespace {
@@ -145,4 +147,78 @@ TEST_CASE("a connection cancels its request mid-reply; stop() ends the rest") {
   CHECK(thread->slots_busy() == 0);
   thread.reset();
   CHECK(engine.pool().free_pages() == engine.pool().total_pages());
+}
+
+namespace {
+
+smol::serve::OutputGrammar output(const std::string& gbnf) {
+  return {gbnf, smol::parse_gbnf(gbnf), "grammar"};
+}
+
+}  // namespace
+
+// The server's cache of compiled grammars (serve/token_mask_cache.hpp), from connection
+// threads as the server calls it.
+TEST_CASE("mask cache: one compilation per grammar; failures are not kept") {
+  smol::serve::TokenMaskCache cache(fixture().tokenizer);
+  const auto list = output(R"(root ::= "[" [0-9]+ ("," [0-9]+)* "]")");
+  const auto first = cache.table(list);
+  CHECK(cache.table(list) == first);
+  CHECK(cache.compilations() == 1);
+  // No token can begin this one: refused each time it comes, never cached.
+  const auto nothing = output(R"(root ::= [\uD800-\uDFFF]+)");
+  CHECK_THROWS_AS(cache.table(nothing), smol::Error);
+  CHECK_THROWS_AS(cache.table(nothing), smol::Error);
+  CHECK(cache.compilations() == 3);
+  CHECK(cache.size() == 1);
+}
+
+TEST_CASE("mask cache: bounded in bytes; a filling table is compiled afresh for new requests") {
+  // A byte bound below one table: each new grammar pushes the older one out.
+  smol::serve::TokenMaskCache small(fixture().tokenizer, {.bytes = 1});
+  const auto a = small.table(output(R"(root ::= "a"+)"));
+  small.table(output(R"(root ::= "b"+)"));
+  CHECK(small.size() == 1);
+  CHECK(small.table(output(R"(root ::= "a"+)")) != a);  // compiled again
+  CHECK(small.compilations() == 3);
+  // A table past half its memory budget is handed to no new request.
+  smol::serve::TokenMaskCache tight(fixture().tokenizer,
+                                    {.limits = {.max_table_bytes = std::size_t{24} << 10}});
+  const auto json = output(R"(root ::= [a-z]{0,200})");  // 13 states, about 17 KiB
+  const auto old = tight.table(json);
+  REQUIRE(old->filling());
+  CHECK(tight.table(json) != old);
+  CHECK(tight.compilations() == 2);
+}
+
+TEST_CASE("mask cache: a waiting request compiles the grammar itself when the compiler's leaves") {
+  // Budgets lifted: the nested repetition compiles until cancelled.
+  smol::serve::TokenMaskCache cache(
+      fixture().tokenizer,
+      {.limits = {.max_step_work = std::size_t{1} << 40, .compile_seconds = 3600}});
+  const auto heavy = output(R"(root ::= (("a"{0,2000}){0,2000}){0,2000})");
+  std::atomic<bool> first_gone{false}, second_gone{false};
+  std::atomic<int> cancelled{0};
+  const auto ask = [&](std::atomic<bool>& gone) {
+    try {
+      cache.table(heavy, smol::CancelCheck(&gone));
+    } catch (const smol::Cancelled&) {
+      ++cancelled;
+    }
+  };
+  std::thread first([&] { ask(first_gone); });
+  while (cache.compilations() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::thread second([&] { ask(second_gone); });  // finds the compilation and waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  first_gone = true;
+  // The first request's client left: the second compiles the grammar itself.
+  for (int i = 0; i < 6000 && cache.compilations() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(cache.compilations() == 2);
+  second_gone = true;
+  first.join();
+  second.join();
+  CHECK(cancelled == 2);
+  CHECK(cache.size() == 0);
 }

@@ -8,6 +8,11 @@
 // then peeked at without blocking. A peer that closed its end reads as end-of-file. The
 // handler runs on the connection's own thread, which owns the socket until the handler
 // returns, so the descriptor cannot be closed and reused under the watch.
+//
+// A client that shuts down only its sending half after the request (`nc -N`, some
+// proxies) reads the same as one that left: its reply is cancelled. HTTP clients keep
+// their connection open for the answer, and a server cannot tell the two apart without
+// writing, which an unstreamed reply cannot do before it is ready.
 #pragma once
 
 #include <arpa/inet.h>

@@ -344,13 +344,12 @@ void answer(State& state, Service& service, server::ClientWatch& client, httplib
     std::vector<smol::GenerationResult> results(n);
     for (std::size_t done = 0; done < n;) {
       std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
-      if (!event) {
-        if (client.gone()) {  // nobody will read the reply: free its slots now
-          cancel_all(*ids);
-          throw ApiError(499, "the client closed the connection", "invalid_request_error");
-        }
-        continue;
+      // Nobody will read the reply: free its slots now (gone() looks every 20 ms at most).
+      if (client.gone()) {
+        cancel_all(*ids);
+        throw ApiError(499, "the client closed the connection", "invalid_request_error");
       }
+      if (!event) continue;
       if (event->done) {
         if (event->done->stop == smol::StopReason::cancelled) {
           cancel_all(*ids);

@@ -335,7 +335,7 @@ class GbnfParser {
           negated = true;
           ++pos_;
         }
-        CharClass chars;
+        std::vector<CharClass::Range> ranges;  // sorted once at the end, not per range
         while (peek() != ']') {
           if (at_end() || peek() == '\n') expected("']' to close the character class");
           const std::uint32_t first = parse_char();
@@ -345,9 +345,10 @@ class GbnfParser {
             last = parse_char();
             if (last < first) error_at(start, "a character range whose end is before its start");
           }
-          chars.add(first, last);
+          ranges.push_back({first, last});
         }
         ++pos_;
+        const CharClass chars = CharClass::of(std::move(ranges));
         last_symbol = sequence.size();
         sequence.push_back({false, add_class(negated ? chars.complement() : chars)});
         count_items(1);
@@ -460,6 +461,7 @@ class GbnfParser {
 
   // ---- checks and lowering -------------------------------------------------------
   Grammar finish() {
+    current_rule_.clear();  // what follows is about the whole grammar, not the last rule
     const auto root = ids_.find("root");
     if (root == ids_.end() || !drafts_[root->second].defined) {
       fail("grammar: there is no rule named 'root' (generation starts there)");
@@ -543,7 +545,7 @@ class GbnfParser {
   }
 
   // Which rules can match the empty text, in time linear in the grammar (a chain of
-  // optional helpers, one per schema property, made repeated sweeps quadratic): each
+  // optional helpers, one per schema property, makes repeated sweeps quadratic): each
   // alternative counts its elements not yet known to be nullable, and a rule found
   // nullable lowers the count of every alternative that uses it.
   std::vector<bool> nullable_rules() const {

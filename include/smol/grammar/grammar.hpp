@@ -44,6 +44,15 @@ class CharClass {
     return c;
   }
 
+  // A class of many ranges at once, sorted and merged once (add() does it per range).
+  static CharClass of(std::vector<Range> ranges) {
+    CharClass c;
+    for (Range& r : ranges) r.last = std::min(r.last, kMaxCodePoint);
+    c.ranges_ = std::move(ranges);
+    c.normalize();
+    return c;
+  }
+
   void add(std::uint32_t first, std::uint32_t last) {
     if (first > last) std::swap(first, last);
     ranges_.push_back({first, std::min(last, kMaxCodePoint)});

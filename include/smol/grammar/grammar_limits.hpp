@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -55,12 +56,18 @@ class GrammarLimitError : public Error {
   Budget budget_;
 };
 
+// A number of bytes for a message: MiB when there are any, else bytes.
+inline std::string shown_bytes(std::size_t bytes) {
+  return bytes >= (std::size_t{1} << 20) ? cat(bytes >> 20, " MiB") : cat(bytes, " bytes");
+}
+
 // The work of one step, counted as it is done. A step charges every unit: a stack frame
 // expanded, a trie node walked, sixteen stacks looked at (a look costs a sixteenth of an
 // expansion, which hashes and may allocate). Past `limit` it throws, and every few
 // thousand units it polls the memory, the cancel check and the deadline, so a
 // compilation whose client has gone (or whose server is stopping) ends within
-// milliseconds.
+// milliseconds. The recognizer's units (not the trie walk's, which a vocabulary bounds)
+// also count apart, toward a request's budget (GrammarMatcher).
 class GrammarWork {
  public:
   using Clock = std::chrono::steady_clock;
@@ -69,8 +76,9 @@ class GrammarWork {
   void start(std::size_t limit) {
     peak_ = std::max(peak_, used_);
     used_ = 0;
+    recognizer_units_ = 0;
     limit_ = limit;
-    next_poll_ = std::min(limit_ + 1, kPollEvery);
+    next_poll_ = std::min(past_limit(), kPollEvery);
   }
 
   // While compiling: the caller's cancel check and the compilation's deadline.
@@ -89,8 +97,10 @@ class GrammarWork {
   }
 
   // Returns true when the next poll is due: the caller then calls poll() with its place.
-  bool charge(std::size_t units = 1) {
+  // `walk`: a trie node's unit, which counts toward the step but not the request.
+  bool charge(std::size_t units = 1, bool walk = false) {
     used_ += units;
+    if (!walk) recognizer_units_ += units;
     return used_ >= next_poll_;
   }
 
@@ -109,7 +119,7 @@ class GrammarWork {
     if (bytes_in_use_ && bytes_in_use_() > byte_limit_) {
       throw GrammarLimitError(
           GrammarLimitError::Budget::table_bytes,
-          cat("grammar: its tables need more than ", byte_limit_ >> 20, " MiB, at ", where()));
+          cat("grammar: its tables need more than ", shown_bytes(byte_limit_), ", at ", where()));
     }
     if (cancel_ != nullptr) cancel_->throw_if_requested();
     if (deadline_ && Clock::now() > *deadline_) {
@@ -117,17 +127,25 @@ class GrammarWork {
           GrammarLimitError::Budget::compile_time,
           cat("grammar: compiling it takes more than ", seconds_, " seconds, at ", where()));
     }
-    next_poll_ = std::min(limit_ + 1, used_ + kPollEvery);
+    next_poll_ = std::min(past_limit(), used_ + kPollEvery);
   }
 
   std::size_t used() const noexcept { return used_; }
+  // This step's recognizer units: the part a request's budget counts.
+  std::size_t recognizer_units() const noexcept { return recognizer_units_; }
   // The most units a step has taken so far.
   std::size_t peak() const noexcept { return std::max(peak_, used_); }
 
  private:
   static constexpr std::size_t kPollEvery = 16384;
 
+  // The first count over the limit (a limit of SIZE_MAX has none: it saturates).
+  std::size_t past_limit() const {
+    return limit_ == std::numeric_limits<std::size_t>::max() ? limit_ : limit_ + 1;
+  }
+
   std::size_t used_ = 0;
+  std::size_t recognizer_units_ = 0;
   std::size_t peak_ = 0;
   std::size_t limit_ = 0;
   std::size_t next_poll_ = 0;

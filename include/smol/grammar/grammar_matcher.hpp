@@ -71,6 +71,7 @@ class GrammarMatcher {
   void reset() {
     state_ = table_->initial_state();
     ended_ = false;
+    work_ = 0;
   }
   const TokenMaskTable& table() const { return *table_; }
   // The table's work this request has caused (states and masks computed for it).

@@ -88,6 +88,12 @@ email-json ::= [a-zA-Z0-9._%+-]{1,64} "@" [a-zA-Z0-9-]{1,63} ( "." [a-zA-Z0-9-]{
 // (two levels per subschema: "properties" and the property).
 inline constexpr std::size_t kMaxSchemaDepth = 64;
 inline constexpr std::size_t kMaxSchemaJsonDepth = 2 * kMaxSchemaDepth + 8;
+// How much a conversion may do before the GBNF parser's own budget applies: subschemas
+// visited, bytes of GBNF written, bytes of property names an "any other key" rule spells
+// out (one rule per character).
+inline constexpr std::size_t kMaxSchemaVisits = 250'000;
+inline constexpr std::size_t kMaxSchemaGrammarBytes = std::size_t{32} << 20;
+inline constexpr std::size_t kMaxOtherKeyBytes = std::size_t{1} << 20;
 
 class JsonSchemaToGbnf {
  public:
@@ -108,6 +114,26 @@ class JsonSchemaToGbnf {
 
   [[noreturn]] static void refuse(const std::string& path, const std::string& what) {
     fail("JSON schema: ", what, " (at ", shown_path(path), ")");
+  }
+
+  // A property name as a piece of a rule's name or a path: at most 32 bytes (cut at a
+  // character), so that names and paths stay short whatever the keys (a megabyte key
+  // above thousands of properties would otherwise be copied into each of their names).
+  static std::string segment(const std::string& key) {
+    constexpr std::size_t kMax = 32;
+    if (key.size() <= kMax) return key;
+    std::size_t cut = kMax;
+    while (cut > 0 && (static_cast<unsigned char>(key[cut]) & 0xC0) == 0x80) --cut;
+    return key.substr(0, cut) + "...";
+  }
+
+  // Stores a rule, counting the GBNF written against kMaxSchemaGrammarBytes.
+  void store(const std::string& name, std::string body, const std::string& path) {
+    grammar_bytes_ += name.size() + body.size() + 6;
+    if (grammar_bytes_ > kMaxSchemaGrammarBytes) {
+      refuse(path, cat("its grammar would be larger than ", kMaxSchemaGrammarBytes >> 20, " MiB"));
+    }
+    rules_[name] = std::move(body);
   }
 
   // A path as a message shows it: a deep one keeps its two ends.
@@ -138,14 +164,16 @@ class JsonSchemaToGbnf {
   std::string add_rule(const std::string& hint, const std::string& body) {
     if (const auto it = by_body_.find(body); it != by_body_.end()) return it->second;
     const std::string name = fresh_name(hint);
-    rules_[name] = body;
+    store(name, body, "#");
     by_body_[body] = name;
     return name;
   }
 
   std::string fresh_name(const std::string& hint) {
     std::string base;
-    for (const char c : hint) {
+    const std::string_view tail =
+        std::string_view(hint).substr(hint.size() > 64 ? hint.size() - 64 : 0);
+    for (const char c : tail) {
       const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
       base += ok ? c : '-';
     }
@@ -191,8 +219,13 @@ class JsonSchemaToGbnf {
   }
 
   // The GBNF expression (a rule name, mostly) for values valid under `schema`.
-  std::string visit(const Json& schema, const std::string& name, const std::string& path) {
+  std::string visit(const Json& schema, const std::string& hint, const std::string& path) {
     const Nesting level(depth_, path);
+    if (++visits_ > kMaxSchemaVisits) {
+      refuse(path, cat("the schema has more than ", kMaxSchemaVisits, " subschemas"));
+    }
+    // Rule names are hints for a reader of the GBNF: their tail is enough.
+    const std::string name = hint.size() <= 64 ? hint : hint.substr(hint.size() - 64);
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return "value-json";
       refuse(path, "the schema false accepts nothing");
@@ -259,9 +292,12 @@ class JsonSchemaToGbnf {
       if (type.is_string()) return visit_type(type.get<std::string>(), schema, name, path);
       if (!type.is_array() || type.empty()) refuse(path, "\"type\" must be a string or an array");
       std::string body;
+      std::set<std::string> seen;
       for (const Json& t : type) {
         if (!t.is_string()) refuse(path, "\"type\" must hold strings");
         const auto s = t.get<std::string>();
+        // JSON Schema wants them unique; each would convert the whole schema once more.
+        if (!seen.insert(s).second) refuse(path, cat("\"type\" lists \"", s, "\" twice"));
         body += (body.empty() ? "" : " | ") + visit_type(s, schema, cat(name, "-", s), path);
       }
       return add_rule(name, body);
@@ -322,8 +358,7 @@ class JsonSchemaToGbnf {
     const std::string hint = target == "#" ? "root-ref" : target.substr(target.rfind('/') + 1);
     const std::string name = fresh_name(hint);
     refs_[target] = name;
-    const std::string body = visit(*node, name + "-body", target);
-    rules_[name] = body;
+    store(name, visit(*node, name + "-body", target), target);
     return name;
   }
 
@@ -395,11 +430,18 @@ class JsonSchemaToGbnf {
 
   // A JSON string that is none of `names` as written: a trie of the names, leaving it at
   // any character that no name continues with.
-  std::string other_key(const std::vector<std::string>& names, const std::string& name) {
+  std::string other_key(const std::vector<std::string>& names, const std::string& name,
+                        const std::string& path) {
     struct Node {
       std::map<std::uint32_t, std::size_t> children;
       bool is_name = false;
     };
+    std::size_t spelled = 0;
+    for (const std::string& key : names) spelled += key.size();
+    if (spelled > kMaxOtherKeyBytes) {
+      refuse(path, cat("\"additionalProperties\" beside property names of more than ",
+                       kMaxOtherKeyBytes >> 20, " MiB in all is not supported"));
+    }
     std::vector<Node> trie(1);
     for (const std::string& key : names) {
       // A name JSON must escape cannot be written as it is: no key written plainly
@@ -452,7 +494,7 @@ class JsonSchemaToGbnf {
                         " ) char-json* \"\\\"\"");
       std::string body;
       for (const std::string& o : options) body += (body.empty() ? "" : " | ") + o;
-      rules_[node_names[i]] = body;
+      store(node_names[i], std::move(body), path);
     }
     return "\"\\\"\" " + node_names[0];
   }
@@ -466,7 +508,8 @@ class JsonSchemaToGbnf {
       if (!properties.is_object()) refuse(path, "\"properties\" must be an object");
       for (const auto& [key, sub] : properties.items()) {
         keys.push_back(key);
-        const std::string value = visit(sub, cat(name, "-", key), cat(path, "/properties/", key));
+        const std::string value =
+            visit(sub, cat(name, "-", segment(key)), cat(path, "/properties/", segment(key)));
         members.push_back(gbnf_text::literal(Json(key).dump()) + " ws-json \":\" ws-json " + value +
                           " ws-json");
       }
@@ -500,7 +543,8 @@ class JsonSchemaToGbnf {
     std::string extras_after;  // more extra members after at least one member
     std::string extra_member;
     if (extra_value) {
-      const std::string key = keys.empty() ? std::string("string-json") : other_key(keys, name);
+      const std::string key =
+          keys.empty() ? std::string("string-json") : other_key(keys, name, path);
       extra_member =
           add_rule(name + "-extra-kv", key + " ws-json \":\" ws-json " + *extra_value + " ws-json");
       extras_after = "( \",\" ws-json " + extra_member + " )*";
@@ -513,17 +557,18 @@ class JsonSchemaToGbnf {
     const std::size_t n = keys.size();
     std::vector<std::string> after(n + 1), first(n + 1);
     after[n] = fresh_name(name + "-after-" + std::to_string(n));
-    rules_[after[n]] = extras_after.empty() ? "\"\"" : extras_after;
+    store(after[n], extras_after.empty() ? "\"\"" : extras_after, path);
     first[n] = fresh_name(name + "-first-" + std::to_string(n));
-    rules_[first[n]] =
-        extra_value ? "( " + extra_member + " " + extras_after + " )?" : std::string("\"\"");
+    store(first[n],
+          extra_value ? "( " + extra_member + " " + extras_after + " )?" : std::string("\"\""),
+          path);
     for (std::size_t i = n; i-- > 0;) {
       after[i] = fresh_name(name + "-after-" + std::to_string(i));
       first[i] = fresh_name(name + "-first-" + std::to_string(i));
       const std::string written = "\",\" ws-json " + members[i] + " " + after[i + 1];
-      rules_[after[i]] = required[i] ? written : written + " | " + after[i + 1];
+      store(after[i], required[i] ? written : written + " | " + after[i + 1], path);
       const std::string take = members[i] + " " + after[i + 1];
-      rules_[first[i]] = required[i] ? take : take + " | " + first[i + 1];
+      store(first[i], required[i] ? take : take + " | " + first[i + 1], path);
     }
     return add_rule(name, "\"{\" ws-json " + first[0] + " \"}\"");
   }
@@ -535,6 +580,8 @@ class JsonSchemaToGbnf {
   std::set<std::string> reserved_;
   std::map<std::string, std::size_t> next_suffix_;
   std::size_t depth_ = 0;
+  std::size_t visits_ = 0;
+  std::size_t grammar_bytes_ = 0;
 };
 
 }  // namespace detail

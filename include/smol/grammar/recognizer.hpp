@@ -32,11 +32,10 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "smol/grammar/flat_index.hpp"
 #include "smol/grammar/grammar.hpp"
 #include "smol/grammar/grammar_limits.hpp"
 
@@ -56,16 +55,19 @@ class StackPool {
 
   StackId push(std::uint32_t position, StackId parent) {
     const std::uint64_t key = (std::uint64_t{position} << 32) | parent;
-    const auto [it, added] = index_.emplace(key, static_cast<StackId>(nodes_.size()));
+    const auto [id, added] = index_.emplace(key, static_cast<StackId>(nodes_.size()));
     if (added) nodes_.push_back({position, parent});
-    return it->second;
+    return id;
   }
   const Node& node(StackId id) const { return nodes_[id]; }
   std::size_t size() const { return nodes_.size(); }
+  std::size_t memory_bytes() const {
+    return nodes_.capacity() * sizeof(Node) + index_.memory_bytes();
+  }
 
  private:
   std::vector<Node> nodes_;
-  std::unordered_map<std::uint64_t, StackId> index_;
+  FlatIndex index_;
 };
 
 // The bytes of a code point read so far: `remaining` more continuation bytes will
@@ -148,6 +150,8 @@ class GrammarRecognizer {
 
   const Grammar& grammar() const { return *grammar_; }
   const StackPool& stacks() const { return pool_; }
+  // What the recognizer holds: its stack frames, and the pairs a step has expanded.
+  std::size_t memory_bytes() const { return pool_.memory_bytes() + seen_.memory_bytes(); }
 
  private:
   struct Pending {
@@ -201,7 +205,7 @@ class GrammarRecognizer {
     while (!work_.empty()) {
       const Pending p = work_.back();
       work_.pop_back();
-      if (!seen_.insert((std::uint64_t{p.position} << 32) | p.parent).second) continue;
+      if (!seen_.emplace((std::uint64_t{p.position} << 32) | p.parent, 0).second) continue;
       const std::size_t frames = pool_.size();
       const GrammarElement& element = grammar_->element(p.position);
       switch (element.kind) {
@@ -257,7 +261,7 @@ class GrammarRecognizer {
   GrammarWork* work_meter_ = nullptr;
   StackPool pool_;
   std::vector<Pending> work_;
-  std::unordered_set<std::uint64_t> seen_;
+  FlatIndex seen_;  // the (position, parent) pairs this step has expanded
 };
 
 }  // namespace smol

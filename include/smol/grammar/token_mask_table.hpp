@@ -155,6 +155,11 @@ class TokenMaskTable {
   // the lock (a server's cache of tables weighs them while the engine uses them).
   std::size_t memory_bytes() const { return published_bytes_.load(std::memory_order_relaxed); }
 
+  // Half its memory budget spent: a cache should compile the grammar afresh for new
+  // requests rather than hand them a table that will soon refuse new states (the
+  // requests holding this one keep it).
+  bool filling() const { return memory_bytes() * 2 > limits_.max_table_bytes; }
+
   bool can_end(GrammarStateId state) const {
     std::lock_guard lock(mutex_);
     return GrammarRecognizer::can_end(states_[static_cast<std::size_t>(state)]);
@@ -181,12 +186,13 @@ class TokenMaskTable {
  private:
   static constexpr GrammarStateId kUnknown = -1, kDead = -2;
 
-  // Adds a call's work to the caller's total when the call ends, by return or by throw.
+  // Adds a call's recognizer work to the caller's total when the call ends, by return or
+  // by throw.
   struct WorkTally {
     const GrammarWork& work;
     std::size_t* total;
     ~WorkTally() {
-      if (total != nullptr) *total += work.used();
+      if (total != nullptr) *total += work.recognizer_units();
     }
   };
 
@@ -246,12 +252,7 @@ class TokenMaskTable {
     return sizeof(GrammarState) + 2 * state.stacks.size() * sizeof(StackId) + 64 +
            256 * sizeof(GrammarStateId) + sizeof(std::shared_ptr<const TokenSet>);
   }
-  // A stack frame of the recognizer's pool: the node and its index entry.
-  static constexpr std::size_t kStackNodeBytes = sizeof(StackPool::Node) + 40;
-
-  std::size_t structure_bytes() const {
-    return states_bytes_ + recognizer_.stacks().size() * kStackNodeBytes;
-  }
+  std::size_t structure_bytes() const { return states_bytes_ + recognizer_.memory_bytes(); }
   void publish_bytes() {
     published_bytes_.store(structure_bytes() + mask_bytes_, std::memory_order_relaxed);
   }
@@ -270,7 +271,7 @@ class TokenMaskTable {
                                          : recognizer_.stacks().node(state.stacks.back()).position;
       throw GrammarLimitError(
           GrammarLimitError::Budget::table_bytes,
-          cat("grammar: its tables need more than ", limits_.max_table_bytes >> 20, " MiB, at ",
+          cat("grammar: its tables need more than ", shown_bytes(limits_.max_table_bytes), ", at ",
               grammar_->describe_position(position), " (", states_.size(), " states so far)"));
     }
     const auto id = static_cast<GrammarStateId>(states_.size());
@@ -303,7 +304,7 @@ class TokenMaskTable {
     depth_states_[0] = state;
     for (std::size_t i = 0; i < nodes.size();) {
       const TokenTrie::Node& node = nodes[i];
-      if (work_.charge()) {
+      if (work_.charge(1, /*walk=*/true)) {
         work_.poll([&] { return grammar_->describe_position(some_position(state)); });
       }
       const GrammarStateId next = step(depth_states_[node.depth - 1u], node.byte);

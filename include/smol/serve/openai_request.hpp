@@ -148,8 +148,8 @@ inline std::int64_t integer_in(const Json& body, const char* name, std::int64_t 
     const double x = value->get<double>();
     if (std::isfinite(x) && std::floor(x) == x && (x < double(low) || x > double(high))) {
       throw invalid_request(
-          std::string(name) + (x > 0 ? " must be at most " + std::to_string(high)
-                                     : " must be at least " + std::to_string(low)),
+          std::string(name) + (x > double(high) ? " must be at most " + std::to_string(high)
+                                                : " must be at least " + std::to_string(low)),
           name);
     }
   }

@@ -15,11 +15,13 @@
 // that fails its budgets is not kept: each request with it gets the same 400.
 //
 // Bounded: at most `tables` grammars and `bytes` of tables are kept (the least recently
-// used go first; a table pushed out lives on in the requests that hold it), and each
-// table holds at most GrammarLimits::max_table_bytes of states and `mask_bytes` of
-// masks (a grammar with unbounded nesting meets new states forever).
+// used go first, weighed again at every use since tables grow; a table pushed out lives
+// on in the requests that hold it), each table holds at most
+// GrammarLimits::max_table_bytes of states and `mask_bytes` of masks (a grammar with
+// unbounded nesting meets new states forever), and at most `compilations` compile at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -28,6 +30,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <semaphore>
 #include <string>
 #include <utility>
 
@@ -44,13 +47,18 @@ struct TokenMaskCacheOptions {
   std::size_t tables = 8;
   std::size_t bytes = std::size_t{512} << 20;
   std::size_t mask_bytes = std::size_t{32} << 20;  // per table
+  // Compilations at once: each may take a table's budget of memory, so a burst of
+  // hostile grammars cannot take that many times over; the others wait their turn.
+  std::ptrdiff_t compilations = 2;
   GrammarLimits limits{};
 };
 
 class TokenMaskCache {
  public:
   explicit TokenMaskCache(const Tokenizer& tokenizer, TokenMaskCacheOptions options = {})
-      : trie_(std::make_shared<const TokenTrie>(tokenizer)), options_(options) {}
+      : trie_(std::make_shared<const TokenTrie>(tokenizer)),
+        options_(options),
+        compiling_(options.compilations) {}
 
   // The compiled table for `output`'s grammar: the cached one for the same text, else
   // one compiled here. Throws what TokenMaskTable::compile throws: GrammarLimitError, a
@@ -63,10 +71,17 @@ class TokenMaskCache {
       Entries::iterator mine;
       {
         std::lock_guard lock(mutex_);
-        const auto found = find(output.gbnf);
+        auto found = find(output.gbnf);
+        // A table half through its memory budget is left to the requests that hold it:
+        // new ones get a fresh table, rather than one that will soon refuse new states.
+        if (found != entries_.end() && found->ready && found->table.get()->filling()) {
+          entries_.erase(found);
+          found = entries_.end();
+        }
         if (found != entries_.end()) {
           entries_.splice(entries_.begin(), entries_, found);  // now the most recent
           pending = found->table;
+          if (found->ready) evict(found);  // kept tables grow as requests use them
         } else {
           entries_.push_front({output.gbnf, promise.get_future().share(), false});
           mine = entries_.begin();
@@ -85,12 +100,17 @@ class TokenMaskCache {
       }
       Table table;
       try {
+        const CompileTurn turn(compiling_, cancel);
+        started_.fetch_add(1, std::memory_order_relaxed);
         table = TokenMaskTable::compile(output.grammar, trie_, options_.limits, cancel,
                                         options_.mask_bytes);
       } catch (...) {
+        {
+          // Out of the cache before the waiters hear: one that retries compiles anew.
+          std::lock_guard lock(mutex_);
+          entries_.erase(mine);  // pending entries are never evicted: `mine` is still there
+        }
         promise.set_exception(std::current_exception());
-        std::lock_guard lock(mutex_);
-        entries_.erase(mine);  // pending entries are never evicted: `mine` is still there
         throw;
       }
       promise.set_value(table);
@@ -106,6 +126,10 @@ class TokenMaskCache {
     return entries_.size();
   }
 
+  // Compilations begun so far (a grammar met for the first time, or again after its
+  // table was dropped or its compilation failed or was cancelled).
+  std::size_t compilations() const { return started_.load(std::memory_order_relaxed); }
+
   // The bytes of the compiled tables kept.
   std::size_t bytes() const {
     std::lock_guard lock(mutex_);
@@ -115,6 +139,20 @@ class TokenMaskCache {
  private:
   using Table = std::shared_ptr<TokenMaskTable>;
   static constexpr auto kWaitPoll = std::chrono::milliseconds(20);
+
+  // A place among the compilations allowed at once, waited for while polling `cancel`.
+  class CompileTurn {
+   public:
+    CompileTurn(std::counting_semaphore<>& places, const CancelCheck& cancel) : places_(places) {
+      while (!places_.try_acquire_for(kWaitPoll)) cancel.throw_if_requested();
+    }
+    ~CompileTurn() { places_.release(); }
+    CompileTurn(const CompileTurn&) = delete;
+    CompileTurn& operator=(const CompileTurn&) = delete;
+
+   private:
+    std::counting_semaphore<>& places_;
+  };
 
   struct Entry {
     std::string gbnf;
@@ -151,6 +189,8 @@ class TokenMaskCache {
 
   std::shared_ptr<const TokenTrie> trie_;
   TokenMaskCacheOptions options_;
+  std::counting_semaphore<> compiling_;
+  std::atomic<std::size_t> started_{0};
   mutable std::mutex mutex_;
   Entries entries_;
 };
