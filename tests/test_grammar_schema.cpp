@@ -20,6 +20,7 @@
 
 #include "fewer_repeats.hpp"
 #include "grammar_oracle.hpp"
+#include "nested_json.hpp"
 #include "smol/core/error.hpp"
 #include "smol/grammar/gbnf.hpp"
 #include "smol/grammar/grammar_matcher.hpp"
@@ -431,15 +432,7 @@ TEST_CASE("json schema: unsupported keywords are refused by name, never ignored"
   CHECK(schema_error("{").find("not valid JSON") != std::string::npos);
 }
 
-// `levels` of `open` ... `close` around `inside`.
-std::string nested(int levels, const std::string& open, const std::string& inside,
-                   const std::string& close) {
-  std::string text;
-  for (int i = 0; i < levels; ++i) text += open;
-  text += inside;
-  for (int i = 0; i < levels; ++i) text += close;
-  return text;
-}
+using smol::test::nested;
 
 TEST_CASE("json schema: nesting is bounded, and the refusal names the place in the schema") {
   // As text: the nesting is measured before the text is parsed (byte offsets).

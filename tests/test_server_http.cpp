@@ -25,6 +25,7 @@
 #include <thread>
 #include <utility>
 #include <vector>
+#include "nested_json.hpp"
 #include "scratch_dir.hpp"
 #include "smol/gguf/writer.hpp"
 #include "smol/text/known_chat_templates.hpp"
@@ -286,14 +287,7 @@ std::string chat_with(const std::string& extra, int max_tokens = 8) {
          std::to_string(max_tokens) + ", " + extra + "}";
 }
 
-std::string nested_text(int levels, const std::string& open, const std::string& inside,
-                        const std::string& close) {
-  std::string text;
-  for (int i = 0; i < levels; ++i) text += open;
-  text += inside;
-  for (int i = 0; i < levels; ++i) text += close;
-  return text;
-}
+using smol::test::nested;
 
 // The error message of a refusal.
 std::string message_of(const Refusal& refusal) {
@@ -315,18 +309,17 @@ TEST_CASE("hostile structure: deep JSON and schemas, nested repetition, 5,000 pr
     std::string param, says;
   };
   const std::string deep_schema =
-      nested_text(10'000, R"({"type": "object", "properties": {"a": )", "{}", "}}");
+      nested(10'000, R"({"type": "object", "properties": {"a": )", "{}", "}}");
   const std::string schema_100 =
-      nested_text(100, R"({"type": "object", "properties": {"a": )", "{}", "}}");
+      nested(100, R"({"type": "object", "properties": {"a": )", "{}", "}}");
   const std::vector<Case> cases = {
       {"a schema 10,000 objects deep", chat_with(R"("json_schema": )" + deep_schema), "",
        "nests more than 256 levels deep (at byte"},
       {"anyOf 20,000 deep",
-       chat_with(R"("json_schema": )" + nested_text(20'000, R"({"anyOf": [)", "{}", "]}")), "",
+       chat_with(R"("json_schema": )" + nested(20'000, R"({"anyOf": [)", "{}", "]}")), "",
        "nests more than 256"},
       {"arrays 8,000 deep",
-       chat_with(R"("json_schema": )" +
-                 nested_text(8'000, R"({"type": "array", "items": )", "{}", "}")),
+       chat_with(R"("json_schema": )" + nested(8'000, R"({"type": "array", "items": )", "{}", "}")),
        "", "nests more than 256"},
       {"a schema 100 objects deep", chat_with(R"("json_schema": )" + schema_100), "json_schema",
        "subschemas nested more than 64 levels deep (at #/properties/a/properties/a"},

@@ -6,7 +6,7 @@
 // ambiguous grammar's step makes millions of them before its budget stops it. With
 // std::unordered_map each entry is a heap node of its own (about 50 bytes and an
 // allocation); here it is 16 bytes of arrays at most three quarters full, and a lookup
-// touches one or two cache lines: an ambiguous grammar's step runs about four times as
+// touches one or two cache lines: an ambiguous grammar's step runs about three times as
 // fast (bench/README.md). No library Debian packages offers such a map without a larger
 // dependency than this page.
 //

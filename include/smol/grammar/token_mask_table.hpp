@@ -66,18 +66,8 @@ class TokenMaskTable {
   TokenMaskTable(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                  std::size_t mask_memory_limit = kDefaultMaskMemoryLimit,
                  const GrammarLimits& limits = {})
-      : grammar_(grammar),
-        recognizer_(std::move(grammar)),
-        trie_(std::move(trie)),
-        mask_limit_(mask_memory_limit),
-        limits_(limits) {
-    if (!trie_) fail("grammar: no vocabulary");
-    recognizer_.meter(&work_);
-    work_.track_memory([this] { return structure_bytes(); }, limits_.max_table_bytes);
-    depth_states_.resize(trie_->max_depth() + 1);
-    work_.start(limits_.max_step_work);
-    initial_ = intern(recognizer_.initial());
-  }
+      : TokenMaskTable(std::move(grammar), std::move(trie), mask_memory_limit, limits, nullptr,
+                       std::nullopt) {}
 
   // A table with its first state and that state's mask computed, the whole within
   // `limits` (compile_seconds included), polling `cancel` as it goes. Throws
@@ -204,10 +194,10 @@ class TokenMaskTable {
     }
   };
 
-  // The compiling constructor: the first state under the cancel check and deadline too.
+  // The first state, under the cancel check and the deadline when compile() gives them.
   TokenMaskTable(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                  std::size_t mask_memory_limit, const GrammarLimits& limits,
-                 const CancelCheck* cancel, GrammarWork::Clock::time_point deadline)
+                 const CancelCheck* cancel, std::optional<GrammarWork::Clock::time_point> deadline)
       : grammar_(grammar),
         recognizer_(std::move(grammar)),
         trie_(std::move(trie)),
