@@ -1,0 +1,296 @@
+// POST /v1/chat/completions and /v1/completions: a request parsed, its grammar compiled,
+// its prompt made, its choices submitted to the engine thread, and the reply answered in
+// one piece or streamed (answer()).
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "client_watch.hpp"
+#include "service.hpp"
+#include "smol/serve/reply_channel.hpp"
+#include "streams.hpp"
+
+namespace server {
+
+inline std::int64_t unix_time() {
+  return static_cast<std::int64_t>(std::time(nullptr));
+}
+
+inline std::string next_reply_id(std::string_view prefix) {
+  static std::atomic<std::uint64_t> counter{0};
+  return std::string(prefix) + std::to_string(unix_time()) + "-" + std::to_string(++counter);
+}
+
+// The request's grammar compiled (TokenMaskCache: on this connection's thread, within
+// the grammar's budgets), or null without one. A grammar over its budgets, or one no token
+// can begin, is the client's error (400, naming the field it came from); the compilation
+// stops when the client hangs up or the server stops.
+inline std::shared_ptr<smol::TokenMaskTable> compile_grammar(
+    State& state, Service& service, const smol::serve::CompletionParams& params,
+    server::ClientWatch& client) {
+  if (!params.output) return nullptr;
+  const smol::CancelCheck cancel([&] { return state.stopping.load() || client.gone(); });
+  try {
+    return service.masks.table(*params.output, cancel);
+  } catch (const smol::Cancelled&) {
+    if (state.stopping) throw unavailable("the server is shutting down");
+    log("a grammar's compilation stopped: its client went away");
+    throw ApiError(499, "the client closed the connection", "invalid_request_error");
+  } catch (const smol::Error& error) {
+    throw smol::serve::invalid_request(params.output->param + ": " + error.what(),
+                                       params.output->param);
+  }
+}
+
+// What a completion request becomes: the prompt and the scheduler's settings.
+inline smol::GenerationRequest generation_request(Service& service,
+                                                  const smol::serve::CompletionParams& params,
+                                                  std::vector<smol::TokenId> prompt,
+                                                  std::shared_ptr<smol::TokenMaskTable> grammar) {
+  smol::GenerationRequest request;
+  request.prompt = std::move(prompt);
+  request.sampling = params.sampling;
+  if (request.sampling.penalty_window < 0) {  // -1: the whole context
+    request.sampling.penalty_window =
+        static_cast<int>(std::min<std::size_t>(service.context_length(), INT_MAX));
+  }
+  request.max_tokens = params.max_tokens;
+  request.stop_strings = params.stop;
+  request.ignore_eos = params.ignore_eos;
+  request.logprobs = params.logprobs;
+  request.post_sampling_probs = params.post_sampling_probs;
+  request.draft = params.draft;
+  request.grammar = std::move(grammar);
+  return request;
+}
+
+// Submits; a prompt that can never fit is the client's error (400), named as such.
+inline smol::RequestId submit(Service& service, smol::GenerationRequest request,
+                              const char* param) {
+  std::optional<smol::RequestId> id;
+  try {
+    id = service.engine_thread.submit(std::move(request));
+  } catch (const smol::Error& error) {
+    throw smol::serve::invalid_request(error.what(), param);
+  }
+  if (!id) throw unavailable("the server is shutting down");
+  return *id;
+}
+
+// The requests of a reply's choices (n): the same, but that each samples on its own,
+// choice i with seed + i when the request gave a seed (else each draws its own).
+inline std::vector<smol::GenerationRequest> choice_requests(
+    Service& service, const smol::serve::CompletionParams& params,
+    std::vector<smol::TokenId> prompt, std::shared_ptr<smol::TokenMaskTable> grammar) {
+  std::vector<smol::GenerationRequest> requests(
+      params.n, generation_request(service, params, std::move(prompt), std::move(grammar)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto& seed = requests[i].sampling.seed;
+    if (seed) *seed += i;
+  }
+  return requests;
+}
+
+// The common end of both endpoints: submits the choices' requests, waits for their
+// replies and answers in one piece, or streams them. `Stream` turns pieces into SSE text
+// (first(), logprob(), piece() and finish() per choice, close() after the last); `reply`
+// builds the non-streaming body from each choice's pieces and result.
+template <class Stream, class Reply>
+inline void answer(State& state, Service& service, server::ClientWatch& client,
+                   httplib::Response& res, std::shared_ptr<FlightTicket> ticket,
+                   std::vector<smol::GenerationRequest> requests, const char* prompt_param,
+                   std::optional<Stream> stream, Reply reply) {
+  auto channel = std::make_shared<smol::serve::ReplyChannel>();
+  const std::size_t n = requests.size();
+  auto ids = std::make_shared<std::vector<smol::RequestId>>();
+  const auto cancel_all = [&service](const std::vector<smol::RequestId>& running) {
+    for (const smol::RequestId id : running) service.engine_thread.cancel(id);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    smol::GenerationRequest& request = requests[i];
+    smol::serve::ReplyChannel::connect(channel, request, /*stream_logprobs=*/stream.has_value(), i);
+    // Counted when the engine ends it, whether or not anyone still reads the channel.
+    request.on_done =
+        [&state, i, to_channel = std::move(request.on_done)](const smol::GenerationResult& result) {
+          state.metrics.request_finished(result, /*first_choice=*/i == 0);
+          to_channel(result);
+        };
+    try {
+      ids->push_back(submit(service, std::move(request), prompt_param));
+    } catch (...) {
+      cancel_all(*ids);  // choices already queued: nobody will read them
+      throw;
+    }
+  }
+  state.metrics.request_started();
+
+  if (!stream) {
+    std::vector<std::vector<smol::serve::ReplyEvent>> pieces(n);
+    std::vector<smol::GenerationResult> results(n);
+    for (std::size_t done = 0; done < n;) {
+      std::optional<smol::serve::ReplyEvent> event = channel->next(kPollInterval);
+      // Nobody will read the reply: free its slots now (gone() looks every 20 ms at most).
+      if (client.gone()) {
+        cancel_all(*ids);
+        throw ApiError(499, "the client closed the connection", "invalid_request_error");
+      }
+      if (!event) continue;
+      if (event->done) {
+        if (event->done->stop == smol::StopReason::cancelled) {
+          cancel_all(*ids);
+          throw cancelled_by_server(state);
+        }
+        results[event->choice] = std::move(*event->done);
+        ++done;
+        continue;
+      }
+      pieces[event->choice].push_back(std::move(*event));
+    }
+    send_json(res, reply(pieces, results));
+    return;
+  }
+
+  // Streaming: the provider runs on the connection's thread, called again until it
+  // says done. While it waits for pieces it sends an SSE comment every kPollInterval:
+  // a write that fails is how a client that has gone is noticed, and its requests
+  // cancelled at once rather than at their next token.
+  struct Streaming {
+    std::shared_ptr<smol::serve::ReplyChannel> channel;
+    Stream stream;
+    std::shared_ptr<FlightTicket> ticket;
+    std::vector<smol::GenerationResult> results;
+    std::size_t done = 0;
+    bool finished = false;
+  };
+  auto shared = std::make_shared<Streaming>(Streaming{
+      channel, std::move(*stream), std::move(ticket), std::vector<smol::GenerationResult>(n)});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // nginx: pass each event on at once
+  const std::string first = shared->stream.first();
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [shared, first, &state, ids, cancel_all](std::size_t offset, httplib::DataSink& sink) {
+        const auto write = [&](const std::string& text) {
+          return text.empty() || sink.write(text.data(), text.size());
+        };
+        if (offset == 0 && !write(first)) return false;
+        for (;;) {
+          std::optional<smol::serve::ReplyEvent> event = shared->channel->next(kPollInterval);
+          if (!event) {
+            if (!write(": ping\n\n")) return false;
+            continue;
+          }
+          if (event->logprob) {
+            shared->stream.logprob(event->choice, *event->logprob);
+            continue;
+          }
+          if (!event->done) {
+            if (!write(shared->stream.piece(event->choice, {event->text, event->kind}))) {
+              return false;
+            }
+            continue;
+          }
+          if (event->done->stop == smol::StopReason::cancelled) {
+            // Only the server cancels a request whose client is still there.
+            shared->finished = true;
+            cancel_all(*ids);
+            const ApiError error = cancelled_by_server(state);
+            write(smol::serve::sse_event(smol::serve::error_body(error)));
+            write(std::string(smol::serve::kSseDone));
+            sink.done();
+            return true;
+          }
+          if (!write(shared->stream.finish(event->choice, *event->done))) return false;
+          shared->results[event->choice] = std::move(*event->done);
+          if (++shared->done < shared->results.size()) continue;
+          shared->finished = true;
+          write(shared->stream.close(shared->results));
+          sink.done();
+          return true;
+        }
+      },
+      [shared, ids, cancel_all](bool) {
+        if (!shared->finished) cancel_all(*ids);  // the client went away
+      });
+}
+
+inline void chat_completions(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  smol::serve::ChatCompletionRequest chat =
+      smol::serve::parse_chat_request(req.body, service.defaults);
+  server::ClientWatch client(req);
+  std::shared_ptr<smol::TokenMaskTable> grammar =
+      compile_grammar(state, service, chat.params, client);
+  std::vector<smol::TokenId> prompt;
+  try {
+    prompt = service.encoder.encode(service.chat_template, chat.messages,
+                                    {.add_generation_prompt = true,
+                                     .enable_thinking = chat.enable_thinking,
+                                     .tools = chat.template_tools});
+  } catch (const smol::ChatTemplateError& error) {  // a conversation the template refuses
+    throw smol::serve::invalid_request(error.what(), "messages");
+  }
+  auto ticket = FlightTicket::admit(state);
+  const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
+  std::optional<ChatStreams> stream;
+  const bool logprobs = chat.params.logprobs.has_value();
+  if (chat.params.stream) stream.emplace(header, chat);
+  const smol::serve::ReasoningFormat format = chat.params.reasoning;
+  std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
+  answer(state, service, client, res, std::move(ticket),
+         choice_requests(service, chat.params, std::move(prompt), std::move(grammar)), "messages",
+         std::move(stream),
+         [header, format, logprobs, tools](
+             const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
+             const std::vector<smol::GenerationResult>& results) {
+           std::vector<smol::serve::ReplyText> texts(pieces.size(), smol::serve::ReplyText(format));
+           for (std::size_t i = 0; i < pieces.size(); ++i) {
+             for (const auto& piece : pieces[i]) texts[i].add({piece.text, piece.kind});
+           }
+           return smol::serve::chat_completion_json(header, texts, results, logprobs, tools.get());
+         });
+}
+
+inline void completions(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  smol::serve::TextCompletionRequest completion =
+      smol::serve::parse_completion_request(req.body, service.defaults);
+  server::ClientWatch client(req);
+  std::shared_ptr<smol::TokenMaskTable> grammar =
+      compile_grammar(state, service, completion.params, client);
+  std::vector<smol::TokenId> prompt = service.tokenizer.encode(completion.prompt);
+  auto ticket = FlightTicket::admit(state);
+  const smol::serve::ReplyHeader header{next_reply_id("cmpl-"), unix_time(), state.model_name};
+  const bool logprobs = completion.params.logprobs.has_value();
+  std::optional<TextStreams> stream;
+  if (completion.params.stream) stream.emplace(header, completion.params);
+  answer(state, service, client, res, std::move(ticket),
+         choice_requests(service, completion.params, std::move(prompt), std::move(grammar)),
+         "prompt", std::move(stream),
+         [header, logprobs](const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
+                            const std::vector<smol::GenerationResult>& results) {
+           std::vector<std::string> texts(pieces.size());
+           std::vector<Json> lists(pieces.size());
+           for (std::size_t i = 0; i < pieces.size(); ++i) {
+             for (const auto& piece : pieces[i]) texts[i] += piece.text;
+             std::size_t offset = 0;
+             if (logprobs) {
+               lists[i] = smol::serve::completion_logprobs_json(results[i].logprobs, offset);
+             }
+           }
+           return smol::serve::text_completion_json(header, texts, results, lists);
+         });
+}
+
+}  // namespace server

@@ -1,0 +1,213 @@
+// What smol-server holds once it runs: the loaded model and everything made from it
+// (Service), the state the threads share (State: the service, the stop flag, the
+// requests in flight), the ticket that counts a request in flight, and the replies that
+// every route sends (JSON, OpenAI's errors).
+#pragma once
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "options.hpp"
+#include "smol/generate/batch_model_drafter.hpp"
+#include "smol/generate/drafter.hpp"
+#include "smol/generate/model_drafter.hpp"
+#include "smol/generate/ngram_drafter.hpp"
+#include "smol/serve/engine_thread.hpp"
+#include "smol/serve/metrics.hpp"
+#include "smol/serve/openai_protocol.hpp"
+#include "smol/serve/token_mask_cache.hpp"
+#include "smol/smol.hpp"
+#include "smol/text/chat_prompt.hpp"
+#include "smol/text/known_chat_templates.hpp"
+
+namespace server {
+
+using smol::serve::ApiError;
+using smol::serve::Json;
+using Clock = std::chrono::steady_clock;
+
+inline constexpr auto kPollInterval = std::chrono::milliseconds(200);
+
+inline void log(const std::string& line) {
+  std::fprintf(stderr, "smol-server: %s\n", line.c_str());
+}
+
+// Everything that exists once the model is loaded.
+struct Service {
+  Service(const server::Options& o, smol::Model opened)
+      : options(o),
+        model(std::move(opened)),
+        tokenizer(smol::load_vocabulary(model.file())),
+        masks(tokenizer, {.limits = o.grammar}),
+        context(o.threads),
+        engine(model, context,
+               {.total_positions = o.slots * sequence_length(o, model),
+                .kv_type = o.kv_type,
+                .max_batch = o.batch}),
+        draft_model(open_draft_model(o, tokenizer)),
+        draft_engine(draft_model
+                         ? std::make_unique<smol::BatchTransformer>(
+                               *draft_model, context,
+                               smol::BatchOptions{
+                                   .total_positions =
+                                       o.slots * std::min(sequence_length(o, model),
+                                                          draft_model->config().max_context()),
+                                   .kv_type = o.kv_type,
+                                   .max_batch = o.batch})
+                         : nullptr),
+        scheduler(engine, tokenizer,
+                  {.max_sequences = o.slots,
+                   .step_tokens = o.batch,
+                   .context = sequence_length(o, model)},
+                  batch_drafter(o)),
+        encoder(tokenizer),
+        chat_template(smol::file_chat_template(
+            model.file(), [](std::string_view warning) { log(std::string(warning)); })),
+        engine_thread(scheduler) {
+    defaults.sampling = o.sampling;
+    defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
+    defaults.enable_thinking = o.thinking;
+    defaults.hermes_tools = smol::renders_hermes_tools(chat_template.format);
+    if (o.speculation.enabled()) defaults.draft = o.speculation.length();
+  }
+
+  // -md: the draft model, whose token ids must mean what the model's do; null without.
+  static std::unique_ptr<smol::Model> open_draft_model(const server::Options& o,
+                                                       const smol::Tokenizer& tokenizer) {
+    if (o.speculation.chosen() != smol::cli::SpecType::draft) return nullptr;
+    const std::string& path = *o.speculation.model_draft;
+    try {
+      auto draft = std::make_unique<smol::Model>(smol::Model::open(path, {.repack = o.repack}));
+      smol::check_same_vocabulary(tokenizer.vocabulary(), smol::load_vocabulary(draft->file()));
+      return draft;
+    } catch (const smol::Error& error) {
+      smol::fail("draft model ", path, ": ", error.what());
+    }
+  }
+
+  // Where the guesses of requests that draft come from: the draft model (-md), else
+  // prompt lookup with --spec-ngram-size-n.
+  std::unique_ptr<smol::BatchDrafter> batch_drafter(const server::Options& o) const {
+    if (draft_engine) {
+      return std::make_unique<smol::BatchModelDrafter>(
+          *draft_engine, std::min(tokenizer.size(), model.config().n_vocab));
+    }
+    return std::make_unique<smol::EachSequenceDrafter>(
+        std::make_unique<smol::NgramDrafter>(o.speculation.ngram()));
+  }
+
+  static std::size_t sequence_length(const server::Options& o, const smol::Model& m) {
+    if (o.context == 0) return m.config().n_ctx_train;
+    smol::check_context_fits(m.config(), o.context);  // past the trained one: RoPE scaling
+    return o.context;
+  }
+
+  std::size_t context_length() const { return sequence_length(options, model); }
+
+  server::Options options;
+  smol::Model model;
+  smol::Tokenizer tokenizer;
+  smol::serve::TokenMaskCache masks;  // structured output's grammars over this vocabulary
+  smol::Context context;
+  smol::BatchTransformer engine;
+  // -md: the draft model and its own engine (its own KV pool), run on the engine thread
+  // between the model's passes; null without.
+  std::unique_ptr<smol::Model> draft_model;
+  std::unique_ptr<smol::BatchTransformer> draft_engine;
+  smol::Scheduler scheduler;
+  smol::ChatPromptEncoder encoder;
+  smol::ChatTemplate chat_template;
+  smol::serve::RequestDefaults defaults;
+  smol::serve::EngineThread engine_thread;  // last: stops first
+};
+
+// The server's state across threads: the service once loaded, the requests in flight.
+struct State {
+  server::Options options;
+  std::string model_name, model_path;
+  std::unique_ptr<Service> service;  // set once, before `ready`
+  std::atomic<bool> ready{false}, stopping{false};
+  smol::serve::ServerMetrics metrics;
+
+  std::mutex flight_mutex;
+  std::condition_variable flight_changed;
+  std::size_t in_flight = 0;  // completion requests admitted and not yet answered
+};
+
+// Holds a place among the requests in flight for as long as it lives.
+class FlightTicket {
+ public:
+  explicit FlightTicket(State& state) : state_(&state) {}
+  FlightTicket(const FlightTicket&) = delete;
+  FlightTicket& operator=(const FlightTicket&) = delete;
+  ~FlightTicket() {
+    {
+      std::lock_guard lock(state_->flight_mutex);
+      --state_->in_flight;
+    }
+    state_->flight_changed.notify_all();
+  }
+
+  // A ticket, or a 503 (counted) when the slots and the queue are full.
+  static std::shared_ptr<FlightTicket> admit(State& state);
+
+ private:
+  static std::shared_ptr<FlightTicket> take(State& state) {
+    std::lock_guard lock(state.flight_mutex);
+    if (state.in_flight >= state.options.slots + state.options.queue_limit) return nullptr;
+    ++state.in_flight;
+    return std::make_shared<FlightTicket>(state);
+  }
+
+  State* state_;
+};
+
+inline ApiError unavailable(std::string message);
+
+inline std::shared_ptr<FlightTicket> FlightTicket::admit(State& state) {
+  auto ticket = take(state);
+  if (!ticket) {
+    state.metrics.request_rejected();
+    throw unavailable("too many requests are waiting; try again shortly");
+  }
+  return ticket;
+}
+
+inline void send_json(httplib::Response& res, const Json& json, int status = 200) {
+  res.status = status;
+  res.set_content(smol::serve::dump(json), "application/json; charset=utf-8");
+}
+
+inline void send_error(httplib::Response& res, const ApiError& error) {
+  if (error.status == 503) res.set_header("Retry-After", "1");
+  send_json(res, smol::serve::error_body(error), error.status);
+}
+
+inline ApiError unavailable(std::string message) {
+  return ApiError(503, std::move(message), "unavailable_error");
+}
+
+inline Service& ready_service(State& state) {
+  if (state.stopping) throw unavailable("the server is shutting down");
+  if (!state.ready) throw unavailable("the model is loading");
+  return *state.service;
+}
+
+// Why the server ended a reply its client still waited for: it is stopping (503), or a
+// batch failed (500; the log says why).
+inline ApiError cancelled_by_server(const State& state) {
+  if (state.stopping) return unavailable("the server stopped before the reply was done");
+  return ApiError(500, "the server could not finish the reply (see its log)", "server_error");
+}
+
+}  // namespace server
