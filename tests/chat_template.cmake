@@ -8,6 +8,11 @@ add_executable(render_chat_template ${CMAKE_CURRENT_SOURCE_DIR}/chat_template/re
 target_link_libraries(render_chat_template PRIVATE smol::smol nlohmann_json::nlohmann_json
                                                    smol_warnings smol_program_flags)
 target_include_directories(render_chat_template PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+# render_jinja_template renders a conversation table with smol's Jinja engine
+# (template/jinja.hpp), for compare_corpus.py.
+add_executable(render_jinja_template ${CMAKE_CURRENT_SOURCE_DIR}/chat_template/render_jinja.cpp)
+target_link_libraries(render_jinja_template PRIVATE smol::smol nlohmann_json::nlohmann_json
+                                                    smol_warnings smol_program_flags)
 
 # Debian's python3 first: a python3 earlier on PATH (pyenv, a venv) may lack jinja2.
 find_program(SMOL_JINJA_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
@@ -58,3 +63,99 @@ set_tests_properties(chat_template_jinja_qwen25_tools PROPERTIES TIMEOUT 120 LAB
 # Gemma 3's instruct template (google/gemma-3-*-it): the system prompt folded into the
 # first user turn, "model" turns, alternation enforced (refusals must agree).
 smol_compare_template(gemma3 "${template_dir}/gemma3.jinja" --bos "<bos>" --eos "<eos>")
+
+# The chat template corpus: every template in llama.cpp's models/templates (70 files, as
+# vendored by PyPI's llama-cpp-python 0.3.36 source package), rendered on
+# corpus_conversations.json by jinja2 (as transformers' apply_chat_template does) and by
+# smol's Jinja engine (render_jinja_template), byte for byte; where jinja2 refuses a
+# conversation, smol must refuse it too. fetch_template_corpus.py downloads the sdist once
+# per build tree through pip, SHA-256 pinned (network, 77 MB), and copies the templates out;
+# they never enter git. Their names are listed here, as the tests are made at configure time.
+set(corpus_dir "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus")
+add_test(NAME chat_template_corpus_fetch
+         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/fetch_template_corpus.py" --out "${corpus_dir}")
+set_tests_properties(chat_template_corpus_fetch PROPERTIES FIXTURES_SETUP chat_template_corpus
+                                                           TIMEOUT 600 LABELS "chat_template")
+set(corpus_templates
+    Apertus-8B-Instruct.jinja
+    Apriel-1.6-15b-Thinker-fixed.jinja
+    Bielik-11B-v3.0-Instruct.jinja
+    ByteDance-Seed-OSS.jinja
+    Cohere2MoE.jinja
+    CohereForAI-c4ai-command-r-plus-tool_use.jinja
+    CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja
+    GLM-4.6.jinja
+    GLM-4.7-Flash.jinja
+    GigaChat3-10B-A1.8B.jinja
+    GigaChat3.1-10B-A1.8B.jinja
+    HuggingFaceTB-SmolLM3-3B.jinja
+    Kimi-K2-Instruct.jinja
+    Kimi-K2-Thinking.jinja
+    Kimi-K3.jinja
+    LFM2-8B-A1B.jinja
+    LFM2.5-8B-A1B.jinja
+    LFM2.5-Instruct.jinja
+    MiMo-VL.jinja
+    MiniMax-M1.jinja
+    MiniMax-M2.jinja
+    MiniMax-M3.jinja
+    Mistral-Small-3.2-24B-Instruct-2506.jinja
+    NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja
+    NVIDIA-Nemotron-Nano-v2.jinja
+    NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja
+    NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja
+    Qwen-QwQ-32B.jinja
+    Qwen-Qwen2.5-7B-Instruct.jinja
+    Qwen-Qwen3-0.6B.jinja
+    Qwen3-Coder.jinja
+    Qwen3.5-4B.jinja
+    Reka-Edge.jinja
+    Spark2.5.jinja
+    StepFun3.5-Flash.jinja
+    deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja
+    deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja
+    deepseek-ai-DeepSeek-V3.1.jinja
+    deepseek-ai-DeepSeek-V3.2.jinja
+    deepseek-ai-DeepSeek-V4-Flash-0731.jinja
+    deepseek-ai-DeepSeek-V4.jinja
+    fireworks-ai-llama-3-firefunction-v2.jinja
+    google-gemma-2-2b-it.jinja
+    google-gemma-4-31B-it-interleaved.jinja
+    google-gemma-4-31B-it.jinja
+    ibm-granite-granite-3.3-2B-Instruct.jinja
+    ibm-granite-granite-4.0.jinja
+    ibm-granite-granite-4.1.jinja
+    inclusionai-ling-3.0-flash.jinja
+    llama-cpp-deepseek-r1.jinja
+    llama-cpp-rwkv-world.jinja
+    meetkai-functionary-medium-v3.1.jinja
+    meetkai-functionary-medium-v3.2.jinja
+    meta-llama-Llama-3.1-8B-Instruct.jinja
+    meta-llama-Llama-3.2-3B-Instruct.jinja
+    meta-llama-Llama-3.3-70B-Instruct.jinja
+    microsoft-Phi-3.5-mini-instruct.jinja
+    mistralai-Ministral-3-14B-Reasoning-2512.jinja
+    mistralai-Mistral-Nemo-Instruct-2407.jinja
+    moonshotai-Kimi-K2.jinja
+    muse-glimmer.jinja
+    openai-gpt-oss-120b.jinja
+    openbmb-MiniCPM5-1B.jinja
+    poolside-Laguna-S-2.1.jinja
+    poolside-Laguna-XS-2.1.jinja
+    poolside-Laguna-XS.2.jinja
+    tencent-Hy3.jinja
+    unsloth-Apriel-1.5.jinja
+    unsloth-mistral-Devstral-Small-2507.jinja
+    upstage-Solar-Open-100B.jinja
+)
+foreach(file IN LISTS corpus_templates)
+  string(REGEX REPLACE "\\.jinja$" "" stem "${file}")
+  string(REGEX REPLACE "[^A-Za-z0-9_]" "_" stem "${stem}")
+  add_test(NAME chat_template_corpus_${stem}
+           COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_corpus.py"
+                   --driver $<TARGET_FILE:render_jinja_template> --template "${corpus_dir}/${file}"
+                   --cases "${template_dir}/corpus_conversations.json"
+                   --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus_work/${stem}")
+  set_tests_properties(chat_template_corpus_${stem} PROPERTIES FIXTURES_REQUIRED chat_template_corpus
+                                                              TIMEOUT 120 LABELS "chat_template")
+endforeach()

@@ -1,0 +1,372 @@
+// The values a Jinja template computes with: Python's, as jinja2 hands them around.
+//
+// Undefined (a name or key that is not there: prints as nothing, fails when used), None,
+// bool, int, float, str, list, dict and callables (macros, filters-as-functions, bound
+// methods). Lists and dicts are shared and immutable, as in transformers' sandbox
+// (ImmutableSandboxedEnvironment refuses list.append and dict.update), so a copy is a
+// pointer copy. The one mutable value is a `namespace()`, which `{% set ns.x = ... %}`
+// changes in place for every holder, as Python's reference semantics do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "smol/core/error.hpp"
+#include "smol/template/python_text.hpp"
+
+namespace smol::jinja {
+
+// Where in the template something is: 1-based line and column (in code points).
+struct SourceLocation {
+  std::size_t line = 0, column = 0;
+};
+
+// A template that cannot run: a syntax error, an unsupported construct, a type error,
+// an exceeded budget. The message names the line and column.
+class TemplateError : public Error {
+ public:
+  TemplateError(SourceLocation where, const std::string& message)
+      : Error(where.line ? cat("line ", where.line, ", column ", where.column, ": ", message)
+                         : message),
+        where_(where) {}
+  SourceLocation where() const { return where_; }
+
+ private:
+  SourceLocation where_;
+};
+
+// The template itself refused the conversation: it called raise_exception(message).
+class TemplateRaised : public Error {
+ public:
+  using Error::Error;
+};
+
+class Value;
+using List = std::vector<Value>;
+
+// A dict in insertion order (Python's). Keys are JSON's strings, or a dict literal's
+// numbers, booleans and None (1, 1.0 and True are one key, as in Python).
+class Dict {
+ public:
+  const Value* find(std::string_view key) const;
+  const Value* find(const std::string& key) const { return find(std::string_view(key)); }
+  const Value* find(const char* key) const { return find(std::string_view(key)); }
+  const Value* find(const Value& key) const;
+  void set(Value key, Value value);
+  std::size_t size() const { return entries_.size(); }
+  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<Value, Value>> entries_;
+};
+
+// A call's arguments: positional, then named.
+struct Arguments {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> named;
+  SourceLocation where;
+};
+
+using Function = std::function<Value(Arguments&)>;
+
+struct Undefined {
+  std::string name;  // what was looked up, for the error when it is used
+};
+struct None {};
+struct Namespace {
+  std::shared_ptr<Dict> attributes;
+};
+struct Callable {
+  std::shared_ptr<const Function> function;
+  std::string name;
+};
+// What jinja2's map, select, selectattr, reject, rejectattr, unique, batch, items and
+// reverse return: a Python iterator, not a list. Templates meet its Python semantics:
+// it is true even when empty, it has no len() and no JSON, and a second loop over it
+// finds it spent. The items are computed at once; `next` is how far it has been read.
+struct GeneratorState {
+  std::vector<Value> items;
+  std::size_t next = 0;
+};
+struct Generator {
+  std::shared_ptr<GeneratorState> state;
+};
+
+class Value {
+ public:
+  enum class Kind : std::uint8_t {
+    undefined,
+    none,
+    boolean,
+    integer,
+    floating,
+    string,
+    list,
+    dict,
+    name_space,
+    callable,
+    generator
+  };
+
+  Value() : data_(Undefined{}) {}
+  Value(None) : data_(None{}) {}                                              // NOLINT: implicit
+  Value(bool b) : data_(b) {}                                                 // NOLINT: implicit
+  Value(std::int64_t i) : data_(i) {}                                         // NOLINT: implicit
+  Value(int i) : data_(std::int64_t{i}) {}                                    // NOLINT: implicit
+  Value(double f) : data_(f) {}                                               // NOLINT: implicit
+  Value(std::string s) : data_(std::move(s)) {}                               // NOLINT: implicit
+  Value(std::string_view s) : data_(std::string(s)) {}                        // NOLINT: implicit
+  Value(const char* s) : data_(std::string(s)) {}                             // NOLINT: implicit
+  Value(List list) : data_(std::make_shared<const List>(std::move(list))) {}  // NOLINT
+  Value(Dict dict) : data_(std::make_shared<const Dict>(std::move(dict))) {}  // NOLINT
+  Value(Namespace ns) : data_(std::move(ns)) {}                               // NOLINT: implicit
+  Value(Callable fn) : data_(std::move(fn)) {}                                // NOLINT: implicit
+  Value(Generator g) : data_(std::move(g)) {}                                 // NOLINT: implicit
+  static Value generator(List items) {
+    auto state = std::make_shared<GeneratorState>();
+    state->items = std::move(items);
+    return Generator{std::move(state)};
+  }
+  // markupsafe's Markup: text marked safe (`|safe`, `|e`). Adding plain text to it
+  // HTML-escapes the plain text, as Python's Markup.__add__ does, even with autoescape
+  // off; one template of the corpus (Functionary v3.1) prints such escapes.
+  static Value markup(std::string s) {
+    Value v(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
+  bool is_markup() const { return markup_ && is_string(); }
+  static Value undefined(std::string name) { return Value(Undefined{std::move(name)}); }
+  static Value function(std::string name, Function fn) {
+    return Callable{std::make_shared<const Function>(std::move(fn)), std::move(name)};
+  }
+
+  Kind kind() const { return static_cast<Kind>(data_.index()); }
+  bool is_undefined() const { return kind() == Kind::undefined; }
+  bool is_none() const { return kind() == Kind::none; }
+  bool is_bool() const { return kind() == Kind::boolean; }
+  bool is_int() const { return kind() == Kind::integer; }
+  bool is_float() const { return kind() == Kind::floating; }
+  // Python's bool is an int: True + 1 == 2.
+  bool is_number() const { return is_int() || is_float() || is_bool(); }
+  bool is_string() const { return kind() == Kind::string; }
+  bool is_list() const { return kind() == Kind::list; }
+  bool is_dict() const { return kind() == Kind::dict; }
+  bool is_namespace() const { return kind() == Kind::name_space; }
+  bool is_callable() const { return kind() == Kind::callable; }
+  bool is_generator() const { return kind() == Kind::generator; }
+
+  bool as_bool() const { return std::get<bool>(data_); }
+  std::int64_t as_int() const {
+    return is_bool() ? std::int64_t{as_bool()} : std::get<std::int64_t>(data_);
+  }
+  double as_double() const {
+    return is_float() ? std::get<double>(data_) : static_cast<double>(as_int());
+  }
+  const std::string& as_string() const { return std::get<std::string>(data_); }
+  const List& as_list() const { return *std::get<std::shared_ptr<const List>>(data_); }
+  const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(data_); }
+  Dict& namespace_attributes() const { return *std::get<Namespace>(data_).attributes; }
+  const Callable& as_callable() const { return std::get<Callable>(data_); }
+  GeneratorState& generator_state() const { return *std::get<Generator>(data_).state; }
+  const std::string& undefined_name() const { return std::get<Undefined>(data_).name; }
+
+  // Python's truth: empty, zero, None and undefined are false.
+  bool truthy() const {
+    switch (kind()) {
+      case Kind::undefined:
+      case Kind::none:
+        return false;
+      case Kind::boolean:
+        return as_bool();
+      case Kind::integer:
+        return as_int() != 0;
+      case Kind::floating:
+        return as_double() != 0.0;
+      case Kind::string:
+        return !as_string().empty();
+      case Kind::list:
+        return !as_list().empty();
+      case Kind::dict:
+        return as_dict().size() != 0;
+      case Kind::name_space:
+      case Kind::callable:
+      case Kind::generator:
+        return true;
+    }
+    return false;
+  }
+
+  // Python's type name, for error messages.
+  std::string_view type_name() const {
+    static constexpr std::string_view kNames[] = {"undefined", "NoneType", "bool",     "int",
+                                                  "float",     "str",      "list",     "dict",
+                                                  "Namespace", "function", "generator"};
+    return kNames[data_.index()];
+  }
+
+ private:
+  explicit Value(Undefined u) : data_(std::move(u)) {}
+
+  std::variant<Undefined, None, bool, std::int64_t, double, std::string,
+               std::shared_ptr<const List>, std::shared_ptr<const Dict>, Namespace, Callable,
+               Generator>
+      data_;
+  bool markup_ = false;
+};
+
+inline const Value* Dict::find(std::string_view key) const {
+  for (const auto& [name, value] : entries_) {
+    if (name.is_string() && name.as_string() == key) return &value;
+  }
+  return nullptr;
+}
+
+// Python's ==: numbers by value across int, float and bool; containers deeply; an
+// undefined equals another undefined (jinja2's Undefined.__eq__).
+inline bool equal(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::undefined:
+    case Value::Kind::none:
+      return true;
+    case Value::Kind::string:
+      return a.as_string() == b.as_string();
+    case Value::Kind::list: {
+      const List &x = a.as_list(), &y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!equal(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    case Value::Kind::dict: {
+      const Dict &x = a.as_dict(), &y = b.as_dict();
+      if (x.size() != y.size()) return false;
+      for (const auto& [key, value] : x.entries()) {
+        const Value* other = y.find(key);
+        if (!other || !equal(value, *other)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::name_space:
+      return &a.namespace_attributes() == &b.namespace_attributes();
+    case Value::Kind::callable:
+      return a.as_callable().function == b.as_callable().function;
+    case Value::Kind::generator:
+      return &a.generator_state() == &b.generator_state();
+    default:
+      return false;
+  }
+}
+
+inline const Value* Dict::find(const Value& key) const {
+  if (key.is_string()) return find(std::string_view(key.as_string()));
+  for (const auto& [name, value] : entries_) {
+    if (!name.is_string() && equal(name, key)) return &value;
+  }
+  return nullptr;
+}
+
+inline void Dict::set(Value key, Value value) {
+  for (auto& [name, existing] : entries_) {
+    if (equal(name, key)) {
+      existing = std::move(value);
+      return;
+    }
+  }
+  entries_.emplace_back(std::move(key), std::move(value));
+}
+
+// repr(): how Python writes a value inside a container (strings quoted). A namespace
+// can hold itself, so the depth is bounded.
+inline constexpr int kMaxReprDepth = 256;
+void append_repr(std::string& out, const Value& value, int depth = 0);
+
+// str(): what `{{ value }}` prints. Undefined prints as nothing, as jinja2's default
+// Undefined does.
+inline void append_str(std::string& out, const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::undefined:
+      return;
+    case Value::Kind::string:
+      out += value.as_string();
+      return;
+    default:
+      append_repr(out, value);
+  }
+}
+
+inline std::string to_str(const Value& value) {
+  std::string out;
+  append_str(out, value);
+  return out;
+}
+
+inline void append_repr(std::string& out, const Value& value, int depth) {
+  if (depth > kMaxReprDepth) fail("a value nests deeper than ", kMaxReprDepth, " levels");
+  switch (value.kind()) {
+    case Value::Kind::undefined:
+      return;
+    case Value::Kind::none:
+      out += "None";
+      return;
+    case Value::Kind::boolean:
+      out += value.as_bool() ? "True" : "False";
+      return;
+    case Value::Kind::integer:
+      out += std::to_string(value.as_int());
+      return;
+    case Value::Kind::floating:
+      out += python::float_repr(value.as_double());
+      return;
+    case Value::Kind::string:
+      out += python::string_repr(value.as_string());
+      return;
+    case Value::Kind::list: {
+      out += '[';
+      bool first = true;
+      for (const Value& item : value.as_list()) {
+        if (!first) out += ", ";
+        first = false;
+        append_repr(out, item, depth + 1);
+      }
+      out += ']';
+      return;
+    }
+    case Value::Kind::dict:
+    case Value::Kind::name_space: {
+      const Dict& dict = value.is_dict() ? value.as_dict() : value.namespace_attributes();
+      out += value.is_dict() ? "{" : "<Namespace {";
+      bool first = true;
+      for (const auto& [key, item] : dict.entries()) {
+        if (!first) out += ", ";
+        first = false;
+        append_repr(out, key, depth + 1);
+        out += ": ";
+        append_repr(out, item, depth + 1);
+      }
+      out += value.is_dict() ? "}" : "}>";
+      return;
+    }
+    case Value::Kind::callable:
+      out += "<function " + value.as_callable().name + ">";
+      return;
+    case Value::Kind::generator:
+      out += "<generator object>";
+      return;
+  }
+}
+
+}  // namespace smol::jinja
