@@ -37,6 +37,14 @@ function(smol_compare_template name template)
                    --cases "${template_dir}/conversations.json"
                    --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template/${name}" ${ARGN})
   set_tests_properties(chat_template_jinja_${name} PROPERTIES TIMEOUT 120 LABELS "chat_template")
+  # The same table through smol's Jinja engine, as programs render a file's template now
+  # (ChatTemplate::jinja: the messages, calls and tools converted into its context).
+  add_test(NAME chat_template_engine_${name}
+           COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_with_jinja.py"
+                   --driver $<TARGET_FILE:render_chat_template> --template "${template}"
+                   --cases "${template_dir}/conversations.json" --engine
+                   --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_engine/${name}" ${ARGN})
+  set_tests_properties(chat_template_engine_${name} PROPERTIES TIMEOUT 120 LABELS "chat_template")
 endfunction()
 
 smol_compare_template(smollm3 "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
@@ -60,6 +68,13 @@ add_test(NAME chat_template_jinja_qwen25_tools
                  --cases "${template_dir}/tool_conversations.json"
                  --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template/qwen25_tools")
 set_tests_properties(chat_template_jinja_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template")
+add_test(NAME chat_template_engine_qwen25_tools
+         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_with_jinja.py"
+                 --driver $<TARGET_FILE:render_chat_template> --engine
+                 --template "${template_dir}/qwen2.5-instruct.jinja"
+                 --cases "${template_dir}/tool_conversations.json"
+                 --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_engine/qwen25_tools")
+set_tests_properties(chat_template_engine_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template")
 # Gemma 3's instruct template (google/gemma-3-*-it): the system prompt folded into the
 # first user turn, "model" turns, alternation enforced (refusals must agree).
 smol_compare_template(gemma3 "${template_dir}/gemma3.jinja" --bos "<bos>" --eos "<eos>")

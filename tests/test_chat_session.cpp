@@ -14,9 +14,9 @@
 #include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
-#include "smol/text/chat_prompt.hpp"
+#include "smol/template/chat_prompt.hpp"
+#include "smol/template/known_chat_templates.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
-#include "smol/text/known_chat_templates.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
 namespace test_chat_session {

@@ -10,9 +10,9 @@
 
 #include "json_file.hpp"
 #include "smol/gguf/gguf_file.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_template.hpp"
+#include "smol/template/known_chat_templates.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
-#include "smol/text/known_chat_templates.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace {

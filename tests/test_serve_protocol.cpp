@@ -9,7 +9,7 @@
 
 #include "smol/grammar/recognizer.hpp"
 #include "smol/serve/openai_protocol.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_template.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
 namespace test_serve_protocol {

@@ -28,7 +28,7 @@
 #include "nested_json.hpp"
 #include "scratch_dir.hpp"
 #include "smol/gguf/writer.hpp"
-#include "smol/text/known_chat_templates.hpp"
+#include "smol/template/known_chat_templates.hpp"
 
 namespace {
 

@@ -30,8 +30,8 @@
 #include "smol/model/model.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/template/known_chat_templates.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
-#include "smol/text/known_chat_templates.hpp"
 #include "speculation.hpp"
 #include "test_runner.hpp"
 

@@ -35,8 +35,8 @@
 #include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/template/known_chat_templates.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
-#include "smol/text/known_chat_templates.hpp"
 #include "speculation.hpp"
 #include "terminal.hpp"
 #include "text_file.hpp"
@@ -219,9 +219,13 @@ struct Chat {
 
   smol::ChatTemplate chat_template() const {
     if (options.raw) return smol::ChatFormat::chatml;  // unused in raw mode
-    return smol::file_chat_template(model.file(), [](std::string_view warning) {
-      std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()), warning.data());
-    });
+    return smol::file_chat_template(
+        model.file(), tokenizer.vocabulary(),
+        [](std::string_view warning) {
+          std::fprintf(stderr, "smol-chat: %.*s\n", static_cast<int>(warning.size()),
+                       warning.data());
+        },
+        smol::cli::chat_template_choice(options.chat_template));
   }
 
   smol::ChatSettings settings() const {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_template_flags.hpp"
 #include "cli.hpp"
 #include "smol/generate/sampler.hpp"
 #include "smol/model/kv_cache.hpp"
@@ -34,6 +35,7 @@ struct Options {
   std::vector<std::string> stop_strings;
   bool thinking = true;
   bool hide_thinking = false;
+  smol::cli::ChatTemplateFlags chat_template;
   bool verbose = false;  // -v: the prompt as tokens before each reply
   bool ignore_eos = false;
   int threads = 0;
@@ -99,17 +101,15 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
           ->type_name("TEXT");
   CLI::Option* grammar_file =
       app.add_option_function<std::string>(
-             "--grammar-file",
-             [&options](const std::string& path) { options.grammar_file = path; },
+             "--grammar-file", [&options](const std::string& path) { options.grammar_file = path; },
              "every reply follows the GBNF grammar in FILE")
           ->type_name("FILE");
-  CLI::Option* schema =
-      app.add_option_function<std::string>(
-             "-j,--json-schema",
-             [&options](const std::string& text) { options.json_schema = text; },
-             "every reply is JSON valid under this JSON schema (e.g.\n"
-             "'{}' for any JSON value); turns the reasoning off")
-          ->type_name("SCHEMA");
+  CLI::Option* schema = app.add_option_function<std::string>(
+                               "-j,--json-schema",
+                               [&options](const std::string& text) { options.json_schema = text; },
+                               "every reply is JSON valid under this JSON schema (e.g.\n"
+                               "'{}' for any JSON value); turns the reasoning off")
+                            ->type_name("SCHEMA");
   CLI::Option* schema_file =
       app.add_option_function<std::string>(
              "--json-schema-file",
@@ -122,7 +122,9 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
       if (a != b) a->excludes(b);
     }
   }
-  app.add_flag("--think,!--no-think", options.thinking, "SmolLM3's reasoning mode (default: on)");
+  app.add_flag("--think,!--no-think", options.thinking,
+               "the reasoning mode of templates that have one\n(SmolLM3, Qwen3, ...; default: on)");
+  smol::cli::add_chat_template_flags(app, options.chat_template);
   app.add_flag("--hide-thinking", options.hide_thinking,
                "do not print the reasoning, only the answer");
   app.add_flag("-v,--verbose", options.verbose,

@@ -225,6 +225,28 @@ inline void answer(State& state, Service& service, server::ClientWatch& client,
       });
 }
 
+// What the template renders a chat request with.
+inline smol::ChatOptions chat_options(const smol::serve::ChatCompletionRequest& chat) {
+  return {.add_generation_prompt = true,
+          .enable_thinking = chat.enable_thinking,
+          .tools = chat.template_tools,
+          .template_kwargs = chat.template_kwargs};
+}
+
+// POST /apply-template (llama-server's): a chat request's prompt as the template renders
+// it, without generating: {"prompt": "..."}.
+inline void apply_template(State& state, const httplib::Request& req, httplib::Response& res) {
+  Service& service = ready_service(state);
+  const smol::serve::ChatCompletionRequest chat =
+      smol::serve::parse_chat_request(req.body, service.defaults);
+  try {
+    send_json(res, {{"prompt",
+                     smol::render_chat(service.chat_template, chat.messages, chat_options(chat))}});
+  } catch (const smol::ChatTemplateError& error) {
+    throw smol::serve::invalid_request(error.what(), "messages");
+  }
+}
+
 inline void chat_completions(State& state, const httplib::Request& req, httplib::Response& res) {
   Service& service = ready_service(state);
   smol::serve::ChatCompletionRequest chat =
@@ -234,10 +256,7 @@ inline void chat_completions(State& state, const httplib::Request& req, httplib:
       compile_grammar(state, service, chat.params, client);
   std::vector<smol::TokenId> prompt;
   try {
-    prompt = service.encoder.encode(service.chat_template, chat.messages,
-                                    {.add_generation_prompt = true,
-                                     .enable_thinking = chat.enable_thinking,
-                                     .tools = chat.template_tools});
+    prompt = service.encoder.encode(service.chat_template, chat.messages, chat_options(chat));
   } catch (const smol::ChatTemplateError& error) {  // a conversation the template refuses
     throw smol::serve::invalid_request(error.what(), "messages");
   }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "chat_template_flags.hpp"
 #include "cli.hpp"
 #include "smol/grammar/grammar_limits.hpp"
 #include "smol/model/kv_cache.hpp"
@@ -46,6 +47,7 @@ struct Options {
   smol::RopeOverrides rope;
   std::string reasoning_format = "deepseek";
   bool thinking = true;
+  smol::cli::ChatTemplateFlags chat_template;
   smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
   smol::cli::SpeculationFlags speculation;  // --spec-type, -md: every request drafts
   smol::GrammarLimits grammar;              // each request's grammar or schema
@@ -92,7 +94,9 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   smol::cli::add_sampling(program, options.sampling);
   smol::cli::add_speculation_flags(program, options.speculation);
   app.add_flag("--think,!--no-think", options.thinking,
-               "SmolLM3's reasoning mode when a request does not say\n(default: on)");
+               "the reasoning mode of templates that have one (SmolLM3,\n"
+               "Qwen3, ...) when a request does not say (default: on)");
+  smol::cli::add_chat_template_flags(app, options.chat_template);
   smol::cli::add_choice(app, "--reasoning-format", options.reasoning_format,
                         {{"deepseek", std::string("deepseek")}, {"none", std::string("none")}},
                         "the reasoning in reasoning_content (deepseek, the\n"

@@ -173,6 +173,7 @@ inline void add_routes(httplib::Server& server, State& state) {
   for (const char* path : {"/v1/completions", "/completions"}) {
     server.Post(path, posted(state, completions));
   }
+  server.Post("/apply-template", posted(state, apply_template));
   server.Post("/tokenize", posted(state, tokenize));
   server.Post("/detokenize", posted(state, detokenize));
 

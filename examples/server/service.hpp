@@ -27,8 +27,8 @@
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/token_mask_cache.hpp"
 #include "smol/smol.hpp"
-#include "smol/text/chat_prompt.hpp"
-#include "smol/text/known_chat_templates.hpp"
+#include "smol/template/chat_prompt.hpp"
+#include "smol/template/known_chat_templates.hpp"
 
 namespace server {
 
@@ -72,7 +72,9 @@ struct Service {
                   batch_drafter(o)),
         encoder(tokenizer),
         chat_template(smol::file_chat_template(
-            model.file(), [](std::string_view warning) { log(std::string(warning)); })),
+            model.file(), tokenizer.vocabulary(),
+            [](std::string_view warning) { log(std::string(warning)); },
+            smol::cli::chat_template_choice(o.chat_template))),
         engine_thread(scheduler) {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);

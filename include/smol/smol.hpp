@@ -6,14 +6,14 @@
 // and smol/testing/synthetic.hpp (the test-model generator).
 #pragma once
 
-#include "smol/core/error.hpp"                 // IWYU pragma: export
-#include "smol/generate/chat_session.hpp"      // IWYU pragma: export
-#include "smol/generate/sampler.hpp"           // IWYU pragma: export
-#include "smol/gguf/gguf.hpp"                  // IWYU pragma: export
-#include "smol/model/model.hpp"                // IWYU pragma: export
-#include "smol/model/transformer.hpp"          // IWYU pragma: export
-#include "smol/ops/context.hpp"                // IWYU pragma: export
-#include "smol/text/chat_template.hpp"         // IWYU pragma: export
-#include "smol/text/gguf_vocabulary.hpp"       // IWYU pragma: export
-#include "smol/text/known_chat_templates.hpp"  // IWYU pragma: export
-#include "smol/text/tokenizer.hpp"             // IWYU pragma: export
+#include "smol/core/error.hpp"                     // IWYU pragma: export
+#include "smol/generate/chat_session.hpp"          // IWYU pragma: export
+#include "smol/generate/sampler.hpp"               // IWYU pragma: export
+#include "smol/gguf/gguf.hpp"                      // IWYU pragma: export
+#include "smol/model/model.hpp"                    // IWYU pragma: export
+#include "smol/model/transformer.hpp"              // IWYU pragma: export
+#include "smol/ops/context.hpp"                    // IWYU pragma: export
+#include "smol/template/chat_template.hpp"         // IWYU pragma: export
+#include "smol/template/known_chat_templates.hpp"  // IWYU pragma: export
+#include "smol/text/gguf_vocabulary.hpp"           // IWYU pragma: export
+#include "smol/text/tokenizer.hpp"                 // IWYU pragma: export

@@ -106,6 +106,9 @@ def main():
     parser.add_argument("--replace", nargs=2, metavar=("OLD", "NEW"))
     parser.add_argument("--bos")
     parser.add_argument("--eos")
+    parser.add_argument("--engine", action="store_true",
+                        help="render through smol's Jinja engine (the driver's --jinja), "
+                             "not the family's C++ renderer")
     args = parser.parse_args()
 
     os.makedirs(args.work, exist_ok=True)
@@ -157,7 +160,12 @@ def main():
             text = text[len(bos):]
         expected[conversation["name"]] = text
 
-    run = subprocess.run([args.driver, template_path, args.cases], capture_output=True)
+    command = [args.driver, template_path, args.cases]
+    if args.engine:
+        command.append("--jinja")
+        if not args.template.endswith(".gguf"):
+            command += [tokens.get("bos_token", "<s>"), tokens.get("eos_token", "</s>")]
+    run = subprocess.run(command, capture_output=True)
     if run.returncode != 0:
         sys.exit("the driver failed (%d): %s" % (run.returncode, run.stderr.decode()))
     smol = json.loads(run.stdout.decode("utf-8"))

@@ -23,8 +23,9 @@
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/hermes_tool_calls.hpp"
-#include "smol/text/chat_template.hpp"
-#include "smol/text/known_chat_templates.hpp"
+#include "smol/template/chat_template.hpp"
+#include "smol/template/known_chat_templates.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
 
 namespace {
 
@@ -70,14 +71,35 @@ std::vector<std::string> tools_of(const nlohmann::ordered_json& conversation) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s TEMPLATE CONVERSATIONS\n", argv[0]);
+  const bool engine = argc >= 4 && std::string_view(argv[3]) == "--jinja";
+  if (argc != 3 && !(engine && (argc == 4 || argc == 6))) {
+    std::fprintf(stderr, "usage: %s TEMPLATE CONVERSATIONS [--jinja [BOS EOS]]\n", argv[0]);
     return 2;
   }
   try {
     std::vector<std::string> warnings;
-    const smol::ChatTemplate chat_template = smol::detect_template(
-        read_template(argv[1]), [&](std::string_view warning) { warnings.emplace_back(warning); });
+    const std::string text = read_template(argv[1]);
+    smol::ChatTemplate chat_template = smol::detect_template(
+        text, [&](std::string_view warning) { warnings.emplace_back(warning); });
+    if (engine) {
+      // The same conversations through the Jinja engine, as a program renders a file's
+      // template: the file's vocabulary, or one of just the given bos and eos.
+      smol::Vocabulary vocabulary;
+      if (std::string_view(argv[1]).ends_with(".gguf")) {
+        vocabulary = smol::load_vocabulary(smol::gguf::GgufFile::open(argv[1]));
+      } else {
+        vocabulary.tokens = {argc == 6 ? argv[4] : "<s>", argc == 6 ? argv[5] : "</s>"};
+        vocabulary.bos_id = 0;
+        vocabulary.eos_id = 1;
+        // compare_with_jinja.py drops the bos of templates that begin by writing it;
+        // ChatTemplate drops it when the tokenizer adds one (add_bos, as llama.cpp).
+        vocabulary.add_bos = text.starts_with("{{ bos_token }}");
+      }
+      const std::string_view known_as = chat_template.known_as;
+      chat_template = smol::jinja_chat_template(text, vocabulary, argv[1]);
+      chat_template.known_as = known_as;
+      warnings.clear();
+    }
 
     nlohmann::json out;
     out["known_as"] = chat_template.known_as.empty()

@@ -13,7 +13,7 @@
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/openai_protocol.hpp"
-#include "smol/text/chat_prompt.hpp"
+#include "smol/template/chat_prompt.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
 namespace {
@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     smol::ChatTemplate qwen(smol::ChatFormat::chatml_tools);
     qwen.default_system = "S";
     const auto tokens = text().encoder.encode(
-        qwen, chat.messages, {.enable_thinking = chat.enable_thinking, .tools = chat.template_tools});
+        qwen, chat.messages,
+        {.enable_thinking = chat.enable_thinking, .tools = chat.template_tools});
     if (tokens.empty()) __builtin_trap();
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();

@@ -26,8 +26,8 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/speculative_decoder.hpp"
 #include "smol/generate/stop.hpp"
-#include "smol/text/chat_prompt.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_prompt.hpp"
+#include "smol/template/chat_template.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {

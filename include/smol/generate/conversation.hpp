@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "smol/text/chat_prompt.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_prompt.hpp"
+#include "smol/template/chat_template.hpp"
 
 namespace smol {
 

@@ -26,7 +26,7 @@
 #include "smol/core/error.hpp"
 #include "smol/generate/logits_source.hpp"
 #include "smol/generate/stats.hpp"
-#include "smol/text/chat_prompt.hpp"
+#include "smol/template/chat_prompt.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {

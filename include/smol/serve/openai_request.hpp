@@ -22,7 +22,7 @@
 #include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/structured_output.hpp"
 #include "smol/serve/tool_calls.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_template.hpp"
 
 namespace smol::serve {
 
@@ -88,6 +88,8 @@ struct ChatCompletionRequest {
   // With a Hermes template: the tools for its tool section (ChatOptions::tools), each
   // the client's tool object as the template's tojson writes it.
   std::vector<std::string> template_tools;
+  // chat_template_kwargs: every member, as JSON text, for the template (ChatOptions).
+  std::vector<std::pair<std::string, std::string>> template_kwargs;
 };
 
 struct TextCompletionRequest {
@@ -486,6 +488,9 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       throw invalid_request("chat_template_kwargs must be an object", "chat_template_kwargs");
     }
     request.enable_thinking = detail::boolean(*kwargs, "enable_thinking", request.enable_thinking);
+    for (const auto& [name, value] : kwargs->items()) {
+      if (name != "enable_thinking") request.template_kwargs.emplace_back(name, value.dump());
+    }
   }
   // A constrained reply cannot think: the grammar admits no <think> block, and the
   // reasoning would otherwise swallow the whole reply. The answer is the grammar's text.

@@ -39,7 +39,7 @@
 
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/structured_output.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_template.hpp"
 #include "smol/text/unicode.hpp"
 
 namespace smol::serve {

@@ -42,8 +42,8 @@
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize.hpp"
+#include "smol/template/smollm3_template.hpp"
 #include "smol/testing/synthetic_vocabulary.hpp"
-#include "smol/text/smollm3_template.hpp"
 
 namespace smol {
 

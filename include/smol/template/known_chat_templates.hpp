@@ -1,23 +1,25 @@
-// Which chat template a file carries: the table of the templates smol renders exactly.
+// Which chat template a program renders with, and which family a template is.
 //
-// A template is recognized only when the file's text is, byte for byte, one of the
-// entries of kKnownChatTemplates, save for the holes an entry marks (kDefaultSystemHole:
-// a default system prompt, read from the file). Only then does smol claim to render it
-// as Jinja would; tests/chat_template/ proves each entry against jinja2. Anything else
-// gets the layout its markers suggest, or ChatML, with a warning that says it is a guess.
+// By default the file's own template (tokenizer.chat_template) is compiled and run by
+// smol's Jinja engine (file_chat_template). The table below says which family a
+// template is, by its exact text (save for the holes an entry marks, kDefaultSystemHole:
+// a default system prompt, read from the file), else by its markers (guess_layout): the
+// family's conventions (tool-call syntax, trimming) and, with --no-jinja, the C++
+// renderer that reproduces it (a guessed layout says so in a warning).
 //
-// Adding a family (Qwen3, Llama 4, ...) is one entry here, with its renderer
-// in chat_template.hpp when no existing layout fits, and its template text under
-// tests/chat_template/ for the jinja2 comparison.
+// tests/chat_template/ proves each entry's renderer against jinja2.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "smol/gguf/gguf_file.hpp"
-#include "smol/text/chat_template.hpp"
-#include "smol/text/smollm3_template.hpp"
+#include "smol/template/chat_template.hpp"
+#include "smol/template/smollm3_template.hpp"
+#include "smol/text/vocabulary.hpp"
 #include "smol/text/warning.hpp"
 
 namespace smol {
@@ -231,9 +233,30 @@ inline std::optional<ChatTemplate> recognize_template(std::string_view jinja) {
   return std::nullopt;
 }
 
-// The template to render a file's chat with: the recognized one, else a guess from the
-// template's markers (or ChatML), with a warning saying that prompts may differ from
-// what the file's template would give.
+// The family a template's markers suggest, when it is not one of the known texts: the
+// layout smol's own renderers would use (`--no-jinja`), and the conventions (trimming,
+// tool calls) of a file whose template the engine renders.
+struct LayoutGuess {
+  ChatFormat format;
+  std::string_view name;
+};
+
+inline LayoutGuess guess_layout(std::string_view jinja) {
+  const auto has = [&](std::string_view marker) {
+    return jinja.find(marker) != std::string_view::npos;
+  };
+  if (has("<|im_start|>") && has("Reasoning Mode"))
+    return {ChatFormat::smollm3, "SmolLM3's layout"};
+  if (has("<|im_start|>")) return {ChatFormat::chatml, "plain ChatML (no default system prompt)"};
+  if (has("<|start_header_id|>")) return {ChatFormat::llama3, "Llama 3's layout"};
+  if (has("<start_of_turn>")) return {ChatFormat::gemma, "Gemma's layout"};
+  if (has("[INST]")) return {ChatFormat::llama2, "Llama 2's layout"};
+  return {ChatFormat::chatml, "plain ChatML"};
+}
+
+// The template to render a file's chat with by smol's own renderers (`--no-jinja`): the
+// recognized one, else a guess from the template's markers (or ChatML), with a warning
+// saying that prompts may differ from what the file's template would give.
 // `architecture` (general.architecture) picks the family's template when `jinja` is empty.
 inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler& warn = {},
                                     std::string_view architecture = {}) {
@@ -248,25 +271,7 @@ inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler
     report_warning(warn, "the model has no chat template; using ChatML");
     return ChatFormat::chatml;
   }
-  const auto has = [&](std::string_view marker) {
-    return jinja.find(marker) != std::string_view::npos;
-  };
-  struct Guess {
-    ChatFormat format;
-    std::string_view name;
-  };
-  Guess guess{ChatFormat::chatml, "plain ChatML"};
-  if (has("<|im_start|>") && has("Reasoning Mode")) {
-    guess = {ChatFormat::smollm3, "SmolLM3's layout"};
-  } else if (has("<|im_start|>")) {
-    guess = {ChatFormat::chatml, "plain ChatML (no default system prompt)"};
-  } else if (has("<|start_header_id|>")) {
-    guess = {ChatFormat::llama3, "Llama 3's layout"};
-  } else if (has("<start_of_turn>")) {
-    guess = {ChatFormat::gemma, "Gemma's layout"};
-  } else if (has("[INST]")) {
-    guess = {ChatFormat::llama2, "Llama 2's layout"};
-  }
+  const LayoutGuess guess = guess_layout(jinja);
   const std::string message = "the model's chat template is not one smol knows exactly; " +
                               ("rendering prompts as " + std::string(guess.name)) +
                               ", which may differ from what the template itself gives";
@@ -274,12 +279,93 @@ inline ChatTemplate detect_template(std::string_view jinja, const WarningHandler
   return guess.format;
 }
 
-// The template of a model file: its tokenizer.chat_template, or its family's when it has
-// none (see detect_template).
-inline ChatTemplate file_chat_template(const gguf::GgufFile& file,
-                                       const WarningHandler& warn = {}) {
-  return detect_template(file.get_optional<std::string>("tokenizer.chat_template").value_or(""),
-                         warn, file.get_optional<std::string>("general.architecture").value_or(""));
+// Which template a program renders with (llama-server's flags): the file's own (the
+// default), a Jinja text the user gives (--chat-template-file, --chat-template TEXT) or
+// names (--chat-template chatml), run by the Jinja engine; or with `jinja` off
+// (--no-jinja), smol's C++ renderer of the family the template is recognized as.
+struct ChatTemplateChoice {
+  bool jinja = true;
+  std::string text;  // the template to use instead of the file's; empty: the file's
+  std::vector<std::pair<std::string, std::string>> kwargs;  // ChatTemplate::template_kwargs
+};
+
+// The names --chat-template takes, each a known template's text.
+inline std::optional<std::string_view> named_chat_template(std::string_view name) {
+  if (name == "chatml") return kChatMLTemplate;
+  if (name == "smollm3") return kSmolLM3ChatTemplate;
+  if (name == "gemma" || name == "gemma3") return kGemma3ChatTemplate;
+  if (name == "qwen2.5") return kQwen25Template;
+  return std::nullopt;
+}
+
+// --chat-template's value: a name above, else Jinja text (it has a {{ or {%).
+inline std::string chat_template_argument(std::string_view value) {
+  if (auto named = named_chat_template(value)) return std::string(*named);
+  if (value.find("{{") == std::string_view::npos && value.find("{%") == std::string_view::npos) {
+    fail("--chat-template '", value,
+         "' is neither a template text nor one of the names "
+         "chatml, smollm3, gemma, qwen2.5");
+  }
+  return std::string(value);
+}
+
+// `text` compiled into a ChatTemplate for `vocabulary`; `tool_use`, when not empty, is the
+// file's named template for conversations with tools (tokenizer.chat_template.tool_use).
+// `where` names the template's origin in an error.
+inline ChatTemplate jinja_chat_template(std::string_view text, const Vocabulary& vocabulary,
+                                        std::string_view where, std::string_view tool_use = {}) {
+  ChatTemplate chat = recognize_template(text).value_or(ChatTemplate(guess_layout(text).format));
+  const auto compile = [&](std::string_view source, std::string_view name) {
+    try {
+      return std::make_shared<const jinja::Template>(source);
+    } catch (const jinja::TemplateError& error) {
+      fail(name, " cannot be rendered: ", error.what(),
+           " (give another with --chat-template-file, or --no-jinja for smol's own layouts)");
+    }
+  };
+  chat.jinja = compile(text, where);
+  if (!tool_use.empty()) chat.jinja_tool_use = compile(tool_use, cat(where, ".tool_use"));
+  const auto spelling = [&](std::optional<TokenId> id) {
+    return id && static_cast<std::size_t>(*id) < vocabulary.tokens.size()
+               ? vocabulary.tokens[static_cast<std::size_t>(*id)]
+               : std::string();
+  };
+  chat.bos_token = spelling(vocabulary.bos_id);
+  chat.eos_token = spelling(vocabulary.eos_id);
+  chat.drops_leading_bos = vocabulary.add_bos;
+  return chat;
+}
+
+// The template of a model file: its tokenizer.chat_template (or its family's when it has
+// none), as `choice` says.
+inline ChatTemplate file_chat_template(const gguf::GgufFile& file, const Vocabulary& vocabulary,
+                                       const WarningHandler& warn = {},
+                                       const ChatTemplateChoice& choice = {}) {
+  const std::string architecture =
+      file.get_optional<std::string>("general.architecture").value_or("");
+  std::string text = choice.text.empty()
+                         ? file.get_optional<std::string>("tokenizer.chat_template").value_or("")
+                         : choice.text;
+  if (!choice.jinja) return detect_template(text, warn, architecture);
+  ChatTemplate chat;
+  if (text.empty()) {
+    for (const FamilyChatTemplate& family : kFamilyChatTemplates) {
+      if (family.architecture == architecture) text = family.jinja;
+    }
+    report_warning(warn, text.empty() ? "the model has no chat template; using ChatML"
+                                      : "the model has no chat template; using its family's (" +
+                                            architecture + ")");
+    if (text.empty()) text = kChatMLTemplate;
+  }
+  const std::string tool_use =
+      choice.text.empty()
+          ? file.get_optional<std::string>("tokenizer.chat_template.tool_use").value_or("")
+          : std::string();
+  chat = jinja_chat_template(text, vocabulary,
+                             choice.text.empty() ? "the model's chat template" : "--chat-template",
+                             tool_use);
+  chat.template_kwargs = choice.kwargs;
+  return chat;
 }
 
 }  // namespace smol

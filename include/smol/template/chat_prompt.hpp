@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/text/chat_template.hpp"
+#include "smol/template/chat_template.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -77,21 +77,34 @@ class ChatPromptEncoder {
       }
     }
     if (special.empty()) return out;
-    std::string text = render_chat(chat_template, marked, options);
+    const std::string marked_text = render_chat(chat_template, marked, options);
+    // Puts the messages back where their placeholders are, as written or trimmed (as
+    // Llama's and Gemma's templates trim them); true when that gives the real text.
+    const auto place = [&](bool trimmed, std::vector<TextRange>& plain) {
+      std::string text = marked_text;
+      std::size_t cursor = 0;
+      for (const std::size_t i : special) {
+        const std::string mark = placeholder(i);
+        const std::size_t at = text.find(mark, cursor);
+        if (at == std::string::npos) continue;  // the template left the message out
+        const std::string_view content =
+            trimmed ? detail::strip(messages[i].content) : std::string_view(messages[i].content);
+        text.replace(at, mark.size(), content);
+        plain.push_back({at, at + content.size()});
+        cursor = at + content.size();
+      }
+      return text == out.text;
+    };
+    // A file's own template may trim or not: both are tried, the family's way first.
+    const bool trims = trims_message_text(chat_template.format);
     std::vector<TextRange> plain;
-    std::size_t cursor = 0;
-    for (const std::size_t i : special) {
-      const std::string mark = placeholder(i);
-      const std::size_t at = text.find(mark, cursor);
-      if (at == std::string::npos) continue;  // the template left the message out
-      const std::string_view content = trims_message_text(chat_template.format)
-                                           ? detail::strip(messages[i].content)
-                                           : std::string_view(messages[i].content);
-      text.replace(at, mark.size(), content);
-      plain.push_back({at, at + content.size()});
-      cursor = at + content.size();
+    if (place(trims, plain)) {
+      out.plain = std::move(plain);
+    } else if (plain.clear(); chat_template.jinja && place(!trims, plain)) {
+      out.plain = std::move(plain);
+    } else {
+      out.plain = user_text(out.text, messages);
     }
-    out.plain = text == out.text ? std::move(plain) : user_text(out.text, messages);
     return out;
   }
 

@@ -1,25 +1,35 @@
 // Chat templates: the prompt text a chat model expects around each message.
 //
-// GGUF files carry their template as Jinja (tokenizer.chat_template). Rather than
-// embed a Jinja interpreter, smol renders each template family it supports in C++,
-// reproducing the Jinja output character for character; which family (and which
-// parameters, such as a default system prompt) a file's template is, is decided by
-// text/known_chat_templates.hpp, which recognizes templates by their exact text. The
-// tests render a table of conversations both here and with jinja2 and compare them
-// byte for byte (tests/chat_template/).
+// GGUF files carry their template as Jinja (tokenizer.chat_template), and smol renders
+// it with its own Jinja engine (jinja.hpp), as transformers' apply_chat_template would:
+// the file's template is the prompt's layout, whatever the family. A ChatTemplate
+// holds that compiled template, and a ChatFormat naming the family's conventions (which
+// tool-call syntax its replies use, whether it trims message text), recognized from
+// the template's text by known_chat_templates.hpp.
+//
+// The six C++ renderers below predate the engine: each reproduces one family's Jinja
+// character for character (tests/chat_template/ proves both against jinja2). They
+// render when there is no Jinja text to run (`--no-jinja`, a ChatTemplate built from a
+// bare ChatFormat) and serve as the engine's oracle in the tests.
 //
 // The rendered text never includes the leading bos token: the tokenizer adds it when
 // the vocabulary asks (add_bos), as llama.cpp does. Tokenize it with parse_special.
 #pragma once
 
 #include <cstddef>
+#include <ctime>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "smol/core/error.hpp"
+#include "smol/template/chat_context.hpp"
+#include "smol/template/jinja.hpp"
+#include "smol/template/json_value.hpp"
 #include "smol/text/unicode.hpp"
 
 namespace smol {
@@ -36,8 +46,9 @@ enum class ChatFormat {
   gemma,  // <start_of_turn>user\n...<end_of_turn>\n, the system prompt in the first turn
 };
 
-// A conversation a template refuses, as its Jinja would (raise_exception): Gemma's
-// turns must alternate user/assistant. The server answers it with a 400.
+// A conversation a template refuses (its raise_exception: Gemma's turns must alternate
+// user/assistant), or one it fails on (a message shape it does not expect). The server
+// answers it with a 400.
 class ChatTemplateError : public Error {
  public:
   using Error::Error;
@@ -56,6 +67,19 @@ struct ChatTemplate {
   // The entry of the known templates whose exact text the file's template is; empty
   // when the template was not recognized and this layout is smol's best guess.
   std::string_view known_as;
+  // The file's own template, compiled: when present, it renders every prompt, and the
+  // fields above only name the family's conventions.
+  std::shared_ptr<const jinja::Template> jinja;
+  // The file's template for conversations with tools, when it names one apart
+  // (tokenizer.chat_template.tool_use, as Command R's and Hermes' files do).
+  std::shared_ptr<const jinja::Template> jinja_tool_use;
+  // What the template sees as bos_token and eos_token (the vocabulary's spellings).
+  std::string bos_token, eos_token;
+  // Whether a bos_token the template writes first is dropped from the text: yes when
+  // the tokenizer adds bos itself (add_bos), so the prompt does not begin with two.
+  bool drops_leading_bos = false;
+  // Variables every render gets (--chat-template-kwargs), as ChatOptions::template_kwargs.
+  std::vector<std::pair<std::string, std::string>> template_kwargs;
 
   bool operator==(const ChatTemplate&) const = default;
 };
@@ -74,12 +98,19 @@ struct ChatMessage {
 
 struct ChatOptions {
   bool add_generation_prompt = true;  // end with the opening of the assistant's turn
-  bool enable_thinking = true;        // SmolLM3 only; a /think or /no_think in the
-                                      // system message overrides it
+  bool enable_thinking = true;        // the templates' enable_thinking (SmolLM3, Qwen3, ...);
+                                      // SmolLM3's /think or /no_think in the system
+                                      // message overrides it
   // The tools, each as the template's `tojson` writes the client's tool object; only a
   // template with a tool section (chatml_tools) renders them, the others ignore them
   // as their Jinja does.
   std::vector<std::string> tools = {};
+  // More variables for a Jinja template, as llama-server's chat_template_kwargs: each a
+  // name and its value as JSON text ({"reasoning_effort": "\"low\""}); they override
+  // the ones above.
+  std::vector<std::pair<std::string, std::string>> template_kwargs = {};
+  // The instant strftime_now formats, in UTC; absent, the local time now.
+  std::optional<std::time_t> now = std::nullopt;
 };
 
 namespace detail {
@@ -348,10 +379,93 @@ inline bool trims_message_text(ChatFormat format) {
          format == ChatFormat::gemma;
 }
 
+// The context a Jinja chat template renders with, as transformers' apply_chat_template
+// and llama-server give it: the messages (a tool call's arguments as an object),
+// tools (None when there are none), documents (None), add_generation_prompt,
+// enable_thinking, bos_token, eos_token, raise_exception, strftime_now, then the kwargs.
+inline jinja::Dict chat_context(const ChatTemplate& chat_template,
+                                std::span<const ChatMessage> messages, const ChatOptions& options) {
+  // JSON the client sent that does not parse stays a string, as it was given.
+  const auto object = [](const std::string& json) -> jinja::Value {
+    try {
+      return jinja::parse_json(json);
+    } catch (const Error&) {
+      return json;
+    }
+  };
+  jinja::List list;
+  for (const ChatMessage& message : messages) {
+    jinja::Dict entry;
+    entry.set("role", message.role);
+    entry.set("content", message.content);
+    if (!message.tool_calls.empty()) {
+      jinja::List calls;
+      for (const ChatToolCall& call : message.tool_calls) {
+        jinja::Dict function;
+        function.set("name", call.name);
+        function.set("arguments", object(call.arguments));
+        jinja::Dict wrapped;
+        wrapped.set("type", "function");
+        wrapped.set("function", std::move(function));
+        calls.emplace_back(std::move(wrapped));
+      }
+      entry.set("tool_calls", std::move(calls));
+    }
+    list.emplace_back(std::move(entry));
+  }
+  jinja::Dict context;
+  context.set("messages", std::move(list));
+  if (options.tools.empty()) {
+    context.set("tools", jinja::None{});
+  } else {
+    jinja::List tools;
+    for (const std::string& tool : options.tools) tools.push_back(object(tool));
+    context.set("tools", std::move(tools));
+  }
+  context.set("documents", jinja::None{});
+  context.set("add_generation_prompt", options.add_generation_prompt);
+  context.set("enable_thinking", options.enable_thinking);
+  context.set("bos_token", chat_template.bos_token);
+  context.set("eos_token", chat_template.eos_token);
+  add_transformers_globals(context, options.now);
+  for (const auto* kwargs : {&chat_template.template_kwargs, &options.template_kwargs}) {
+    for (const auto& [name, json] : *kwargs) {
+      try {
+        context.set(name, jinja::parse_json(json));
+      } catch (const Error& error) {
+        throw ChatTemplateError(cat("chat_template_kwargs '", name, "': ", error.what()));
+      }
+    }
+  }
+  return context;
+}
+
+inline std::string render_jinja_chat(const ChatTemplate& chat_template,
+                                     std::span<const ChatMessage> messages,
+                                     const ChatOptions& options) {
+  std::string text;
+  try {
+    const jinja::Template& chosen = !options.tools.empty() && chat_template.jinja_tool_use
+                                        ? *chat_template.jinja_tool_use
+                                        : *chat_template.jinja;
+    text = chosen.render(chat_context(chat_template, messages, options));
+  } catch (const jinja::TemplateRaised& raised) {
+    throw ChatTemplateError(cat("the chat template refused the conversation: ", raised.what()));
+  } catch (const jinja::TemplateError& error) {
+    throw ChatTemplateError(cat("the chat template failed at ", error.what()));
+  }
+  if (chat_template.drops_leading_bos && !chat_template.bos_token.empty() &&
+      text.starts_with(chat_template.bos_token)) {
+    text.erase(0, chat_template.bos_token.size());
+  }
+  return text;
+}
+
 // The prompt text for `messages` in `chat_template`.
 inline std::string render_chat(const ChatTemplate& chat_template,
                                std::span<const ChatMessage> messages,
                                const ChatOptions& options = {}) {
+  if (chat_template.jinja) return render_jinja_chat(chat_template, messages, options);
   switch (chat_template.format) {
     case ChatFormat::smollm3:
       return detail::render_smollm3(messages, options);
