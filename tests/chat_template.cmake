@@ -174,3 +174,14 @@ foreach(file IN LISTS corpus_templates)
   set_tests_properties(chat_template_corpus_${stem} PROPERTIES FIXTURES_REQUIRED chat_template_corpus
                                                               TIMEOUT 120 LABELS "chat_template")
 endforeach()
+
+# smol-server with another model's template (--chat-template-file, three of the corpus),
+# --chat-template-kwargs and a request's chat_template_kwargs: POST /apply-template's
+# prompts against jinja2's, and the refusals of a template the engine cannot parse.
+add_test(NAME chat_template_server_apply
+         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/server_apply_template.py"
+                 --server $<TARGET_FILE:smol-server>
+                 --model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf"
+                 --corpus "${corpus_dir}" --cases "${template_dir}/corpus_conversations.json")
+set_tests_properties(chat_template_server_apply PROPERTIES FIXTURES_REQUIRED chat_template_corpus
+                                                           TIMEOUT 300 LABELS "chat_template;server")

@@ -457,7 +457,17 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
         continue;
       }
     }
-    request.messages.push_back({std::move(name), std::move(text), std::move(template_calls)});
+    std::optional<std::string> reasoning;
+    if (const Json* field = detail::field(message, "reasoning_content");
+        field != nullptr && !field->is_null()) {
+      if (!field->is_string() || name != "assistant") {
+        throw invalid_request(at + ".reasoning_content must be a string, in an assistant message",
+                              at + ".reasoning_content");
+      }
+      reasoning = field->get<std::string>();
+    }
+    request.messages.push_back(
+        {std::move(name), std::move(text), std::move(template_calls), std::move(reasoning)});
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");

@@ -94,6 +94,9 @@ struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // assistant only; chatml_tools renders them
+  // An assistant turn's reasoning, apart from its content, as clients send it back (Qwen3's
+  // and DeepSeek's templates write it in <think> for the last turn); Jinja templates only.
+  std::optional<std::string> reasoning_content = std::nullopt;
 };
 
 struct ChatOptions {
@@ -398,6 +401,7 @@ inline jinja::Dict chat_context(const ChatTemplate& chat_template,
     jinja::Dict entry;
     entry.set("role", message.role);
     entry.set("content", message.content);
+    if (message.reasoning_content) entry.set("reasoning_content", *message.reasoning_content);
     if (!message.tool_calls.empty()) {
       jinja::List calls;
       for (const ChatToolCall& call : message.tool_calls) {
