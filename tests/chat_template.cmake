@@ -79,6 +79,17 @@ set_tests_properties(chat_template_engine_qwen25_tools PROPERTIES TIMEOUT 120 LA
 # first user turn, "model" turns, alternation enforced (refusals must agree).
 smol_compare_template(gemma3 "${template_dir}/gemma3.jinja" --bos "<bos>" --eos "<eos>")
 
+# The Jinja language itself, a snippet per behaviour (whitespace control, literals,
+# operators, tests, filters, str/dict/list methods, loops, scopes, macros, undefined and
+# None): language_snippets.json rendered by jinja2 and by smol's engine, byte for byte;
+# where jinja2 fails, smol must fail too.
+add_test(NAME chat_template_language
+         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_snippets.py" --quiet
+                 --driver $<TARGET_FILE:render_jinja_template>
+                 --snippets "${template_dir}/language_snippets.json"
+                 --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_language")
+set_tests_properties(chat_template_language PROPERTIES TIMEOUT 120 LABELS "chat_template")
+
 # The chat template corpus: every template in llama.cpp's models/templates (70 files, as
 # vendored by PyPI's llama-cpp-python 0.3.36 source package), rendered on
 # corpus_conversations.json by jinja2 (as transformers' apply_chat_template does) and by

@@ -1,7 +1,9 @@
 // render_jinja_template: renders a table of conversations with smol's Jinja engine, for
-// compare_corpus.py to compare with jinja2's renderings.
+// compare_corpus.py to compare with jinja2's renderings; or a table of small templates,
+// each with its own context, for compare_snippets.py.
 //
 //   render_jinja_template --template FILE --cases JSON --bos TEXT --eos TEXT --now EPOCH
+//   render_jinja_template --snippets JSON [--now EPOCH]
 //
 // Prints {"renders": {name: text or null}, "errors": {name: {"kind", "message"}}}; a
 // template that does not parse is a message on stderr and exit status 1. The context is
@@ -9,6 +11,11 @@
 // `arguments` string parsed into an object, as llama-server does), add_generation_prompt,
 // bos_token, eos_token, tools (None when the case has none) and documents (None), as
 // transformers passes them, and the case's kwargs.
+//
+// --snippets reads {"snippets": [{"name", "template", "context": {...}}]} and prints the
+// same JSON, one entry per snippet; the context is the snippet's, as it is, with
+// raise_exception and strftime_now (at EPOCH, 2026-01-15 12:00:00 UTC unless given). A
+// snippet whose template does not parse is an error of kind "error", not exit status 1.
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -61,17 +68,53 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
+// What one render gave: the text, or the error as {"kind", "message"}.
+template <typename Render>
+void record(const std::string& name, Json& renders, Json& errors, Render&& render) {
+  try {
+    renders[name] = render();
+  } catch (const smol::jinja::TemplateRaised& e) {
+    renders[name] = nullptr;
+    errors[name] = {{"kind", "raised"}, {"message", e.what()}};
+  } catch (const smol::Error& e) {
+    renders[name] = nullptr;
+    errors[name] = {{"kind", "error"}, {"message", e.what()}};
+  }
+}
+
+int render_snippets(const std::string& path, std::time_t now) {
+  const Json table = Json::parse(read_file(path));
+  Json renders = Json::object(), errors = Json::object();
+  for (const Json& snippet : table["snippets"]) {
+    const std::string name = snippet["name"];
+    const std::string source = snippet["template"];
+    smol::jinja::Dict context;
+    if (snippet.contains("context")) {
+      for (const auto& [key, value] : snippet["context"].items()) {
+        context.set(key, to_value(value));
+      }
+    }
+    smol::add_transformers_globals(context, now);
+    // The template is parsed inside: a parse error is this snippet's error.
+    record(name, renders, errors, [&] { return smol::jinja::Template(source).render(context); });
+  }
+  std::cout << Json{{"renders", renders}, {"errors", errors}}.dump() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string template_path, cases_path, bos = "<s>", eos = "</s>";
-  std::time_t now = 0;
+  std::string template_path, cases_path, snippets_path, bos = "<s>", eos = "</s>";
+  std::time_t now = 1768478400;  // 2026-01-15 12:00:00 UTC
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--template")
       template_path = value;
     else if (flag == "--cases")
       cases_path = value;
+    else if (flag == "--snippets")
+      snippets_path = value;
     else if (flag == "--bos")
       bos = value;
     else if (flag == "--eos")
@@ -81,6 +124,14 @@ int main(int argc, char** argv) {
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
+    }
+  }
+  if (!snippets_path.empty()) {
+    try {
+      return render_snippets(snippets_path, now);
+    } catch (const std::exception& e) {
+      std::cerr << snippets_path << ": " << e.what() << "\n";
+      return 1;
     }
   }
   try {
@@ -113,15 +164,7 @@ int main(int argc, char** argv) {
         }
       }
       smol::add_transformers_globals(context, now);
-      try {
-        renders[name] = chat.render(context);
-      } catch (const smol::jinja::TemplateRaised& e) {
-        renders[name] = nullptr;
-        errors[name] = {{"kind", "raised"}, {"message", e.what()}};
-      } catch (const smol::Error& e) {
-        renders[name] = nullptr;
-        errors[name] = {{"kind", "error"}, {"message", e.what()}};
-      }
+      record(name, renders, errors, [&] { return chat.render(context); });
     }
     std::cout << Json{{"renders", renders}, {"errors", errors}}.dump() << "\n";
   } catch (const std::exception& e) {

@@ -65,9 +65,10 @@ struct Stmt {
     text,          // text
     print,         // {{ expr }}
     if_chain,      // conditions[i] -> bodies[i]; a last body without condition is `else`
-    for_loop,      // for targets in expr [if filter]: bodies[0], else bodies[1]
+    for_loop,      // for targets in expr [if filter] [recursive]: bodies[0], else bodies[1]
     set,           // set targets = expr, or set target.attribute = expr
-    set_block,     // set targets[0] %}bodies[0]{% endset (with filters in `expr`)
+    set_block,     // set targets[0] [| filters] %}bodies[0]{% endset (the filters in `filter`)
+    with_block,    // with targets[i] = conditions[i], ...: bodies[0]
     macro,         // macro name(parameters): bodies[0]
     call_block,    // call(parameters) expr: bodies[0] is `caller`
     filter_block,  // filter expr: bodies[0]
@@ -83,6 +84,10 @@ struct Stmt {
   std::vector<Body> bodies;
   std::vector<std::string> targets;   // for and set names (several unpack a tuple)
   std::vector<Parameter> parameters;  // macro, call_block
+  // A macro's (or call block's) body reads `caller`, `kwargs`, `varargs`: jinja2 then
+  // takes a caller, extra keyword arguments, extra positional ones.
+  bool uses_caller = false, uses_kwargs = false, uses_varargs = false;
+  bool recursive = false;  // for ... recursive
 };
 
 }  // namespace smol::jinja

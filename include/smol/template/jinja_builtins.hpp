@@ -102,6 +102,19 @@ inline bool bool_argument(const Arguments& args, std::size_t index, std::string_
   return value && !value->is_undefined() ? value->truthy() : fallback;
 }
 
+// The value of a run of decimal digits (an attribute path's index, a format field's
+// number); an error past 64 bits, not an exception of another kind.
+inline std::int64_t digits_value(std::string_view digits) {
+  std::int64_t value = 0;
+  for (const char c : digits) {
+    if (__builtin_mul_overflow(value, 10, &value) ||
+        __builtin_add_overflow(value, c - '0', &value)) {
+      fail("the number ", digits, " is too large");
+    }
+  }
+  return value;
+}
+
 // ---- iteration and lookup ----
 
 // The items `for` walks: a list's items, a dict's keys, a string's characters; an
@@ -163,7 +176,9 @@ inline std::size_t normalize_index(std::int64_t index, std::size_t size) {
   return static_cast<std::size_t>(index);
 }
 
-// value[key]: a list's or string's index, a dict's key. A missing key is undefined.
+// value[key]: a list's or string's index, a dict's key. What Python refuses (a missing
+// key, an index out of range, a value with no items) is undefined, as jinja2's getitem
+// makes it; only an undefined value fails.
 inline Value item(const Value& target, const Value& key) {
   switch (target.kind()) {
     case Value::Kind::dict: {
@@ -171,9 +186,8 @@ inline Value item(const Value& target, const Value& key) {
       return found ? *found : Value::undefined(to_str(key));
     }
     case Value::Kind::list: {
-      if (!key.is_int() && !key.is_bool()) {
-        return Value::undefined("a list index must be an integer, not " +
-                                std::string(key.type_name()));
+      if (!target.is_indexable_list() || (!key.is_int() && !key.is_bool())) {
+        return Value::undefined(cat(target.type_name(), " has no item ", to_str(key)));
       }
       const List& list = target.as_list();
       std::int64_t index = key.as_int();
@@ -184,16 +198,9 @@ inline Value item(const Value& target, const Value& key) {
       return list[static_cast<std::size_t>(index)];
     }
     case Value::Kind::string: {
-      if (!key.is_int()) return Value::undefined("a string index must be an integer");
+      if (!key.is_int() && !key.is_bool())
+        return Value::undefined("a string index must be an integer");
       const std::string& text = target.as_string();
-      if (python::is_ascii(text)) {
-        std::int64_t index = key.as_int();
-        if (index < 0) index += static_cast<std::int64_t>(text.size());
-        if (index < 0 || index >= static_cast<std::int64_t>(text.size())) {
-          return Value::undefined("string index " + to_str(key));
-        }
-        return Value(std::string(1, text[static_cast<std::size_t>(index)]));
-      }
       const auto points = python::code_points(text);
       std::int64_t index = key.as_int();
       if (index < 0) index += static_cast<std::int64_t>(points.size());
@@ -201,42 +208,61 @@ inline Value item(const Value& target, const Value& key) {
         return Value::undefined("string index " + to_str(key));
       }
       const auto at = static_cast<std::size_t>(index);
-      return Value(python::from_code_points(points, at, at + 1));
+      std::string character = python::from_code_points(points, at, at + 1);
+      return target.is_markup() ? Value::markup(std::move(character)) : Value(std::move(character));
     }
     case Value::Kind::name_space: {
       if (!key.is_string()) return Value::undefined("a namespace has no item " + to_str(key));
       const Value* found = target.namespace_attributes().find(key.as_string());
       return found ? *found : Value::undefined(key.as_string());
     }
+    case Value::Kind::callable: {  // an object's attribute, as jinja2's getitem falls back
+      const Dict* attributes = target.as_callable().attributes.get();
+      const Value* found = attributes && key.is_string() ? attributes->find(key) : nullptr;
+      return found ? *found : Value::undefined(to_str(key));
+    }
     case Value::Kind::undefined:
       fail("'", target.undefined_name(), "' is undefined, so it has no item ", to_str(key));
-    case Value::Kind::generator:
-      fail("'generator' object is not subscriptable");
     default:
-      fail("'", target.type_name(), "' object is not subscriptable");
+      return Value::undefined(cat("'", target.type_name(), "' object has no item ", to_str(key)));
   }
 }
 
 // value[start:stop:step], as Python computes the indices.
 inline Value slice(const Value& target, const Value& start, const Value& stop, const Value& step,
                    Meter& meter) {
-  const auto as_index = [](const Value& v, std::string_view what) -> std::optional<std::int64_t> {
+  // jinja2 slices with Python's own [a:b:c], not its getitem: what Python cannot slice
+  // (an undefined value, a dict view, a number, a bound that is no integer) fails.
+  if (target.is_undefined()) {
+    fail("'", target.undefined_name(), "' is undefined, so it cannot be sliced");
+  }
+  const auto index_like = [](const Value& v) {
+    return v.is_undefined() || v.is_none() || v.is_int() || v.is_bool();
+  };
+  if (!target.is_string() && !target.is_indexable_list()) {
+    fail("'", target.type_name(), "' object is not subscriptable");
+  }
+  if (!index_like(start) || !index_like(stop) || !index_like(step)) {
+    fail("slice indices must be integers or None");
+  }
+  const auto as_index = [](const Value& v) -> std::optional<std::int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
-    if (!v.is_int() && !v.is_bool()) fail("slice ", what, " must be an integer");
     return v.as_int();
   };
-  const std::int64_t step_by = as_index(step, "step").value_or(1);
+  std::int64_t step_by = as_index(step).value_or(1);
   if (step_by == 0) fail("slice step cannot be zero");
   const auto indices = [&](std::int64_t size) {
+    // A step beyond the size takes one item at most; bounding it keeps i from overflowing.
+    step_by = std::clamp<std::int64_t>(step_by, -size - 1, size + 1);
     const auto clamp = [&](std::optional<std::int64_t> index, std::int64_t if_absent) {
       if (!index) return if_absent;
       std::int64_t i = *index;
-      if (i < 0) i += size;
+      if (i < 0) i = i < -size ? -1 : i + size;
       if (step_by > 0) return std::clamp<std::int64_t>(i, 0, size);
       return std::clamp<std::int64_t>(i, -1, size - 1);
     };
-    const std::int64_t first = clamp(as_index(start, "start"), step_by > 0 ? 0 : size - 1);
-    const std::int64_t last = clamp(as_index(stop, "stop"), step_by > 0 ? size : -1);
+    const std::int64_t first = clamp(as_index(start), step_by > 0 ? 0 : size - 1);
+    const std::int64_t last = clamp(as_index(stop), step_by > 0 ? size : -1);
     std::vector<std::size_t> out;
     for (std::int64_t i = first; step_by > 0 ? i < last : i > last; i += step_by) {
       out.push_back(static_cast<std::size_t>(i));
@@ -250,26 +276,32 @@ inline Value slice(const Value& target, const Value& start, const Value& stop, c
     for (const std::size_t i : indices(static_cast<std::int64_t>(list.size()))) {
       out.push_back(list[i]);
     }
-    return out;
+    return Value::sequence(std::move(out), target.is_tuple() ? ListType::tuple : ListType::list);
   }
-  if (target.is_string()) {
-    const auto points = python::code_points(target.as_string());
-    std::string out;
-    for (const std::size_t i : indices(static_cast<std::int64_t>(points.size()))) {
-      unicode::append_utf8(out, points[i]);
-    }
-    return out;
+  const auto points = python::code_points(target.as_string());
+  std::string out;
+  for (const std::size_t i : indices(static_cast<std::int64_t>(points.size()))) {
+    unicode::append_utf8(out, points[i]);
   }
-  fail("'", target.type_name(), "' object cannot be sliced");
+  return target.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
 }
 
 // ---- operators ----
 
+// compare(a, b): -1, 0 or 1, or kUnordered when a NaN takes part (then none of <, <=, >,
+// >= holds); fails where Python's < does.
+inline constexpr int kUnordered = 2;
+
 inline int compare(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
-    if (a.is_float() || b.is_float()) {
+    if (a.is_float() != b.is_float()) {  // exact, as Python compares an int with a float
+      const int c = a.is_float() ? -python::compare_int_float(b.as_int(), a.as_double())
+                                 : python::compare_int_float(a.as_int(), b.as_double());
+      return c == kUnordered || c == -kUnordered ? kUnordered : c;
+    }
+    if (a.is_float()) {
       const double x = a.as_double(), y = b.as_double();
-      return x < y ? -1 : x > y ? 1 : 0;
+      return x < y ? -1 : x > y ? 1 : x == y ? 0 : kUnordered;
     }
     return a.as_int() < b.as_int() ? -1 : a.as_int() > b.as_int() ? 1 : 0;
   }
@@ -277,7 +309,8 @@ inline int compare(const Value& a, const Value& b) {
     const int c = a.as_string().compare(b.as_string());  // UTF-8 sorts as code points do
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && a.is_indexable_list() &&
+      b.is_indexable_list()) {
     const List &x = a.as_list(), &y = b.as_list();
     for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!equal(x[i], y[i])) return compare(x[i], y[i]);
@@ -285,6 +318,25 @@ inline int compare(const Value& a, const Value& b) {
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
   fail("'<' is not supported between instances of '", a.type_name(), "' and '", b.type_name(), "'");
+}
+
+// a op b for the ordering operators <, <=, >, >=.
+inline bool ordered(std::string_view op, const Value& a, const Value& b) {
+  const int c = compare(a, b);
+  if (c == kUnordered) return false;
+  if (op == "<") return c < 0;
+  if (op == "<=") return c <= 0;
+  if (op == ">") return c > 0;
+  return c >= 0;
+}
+
+// Python's hash() refuses lists, dicts and dict views (and tuples holding them).
+inline bool hashable(const Value& value) {
+  if (value.is_dict()) return false;
+  if (!value.is_list()) return true;
+  if (!value.is_tuple()) return false;
+  return std::all_of(value.as_list().begin(), value.as_list().end(),
+                     [](const Value& item) { return hashable(item); });
 }
 
 inline bool contains(const Value& container, const Value& needle) {
@@ -295,9 +347,14 @@ inline bool contains(const Value& container, const Value& needle) {
       }
       return container.as_string().find(needle.as_string()) != std::string::npos;
     case Value::Kind::list:
+      // a dict's keys are a set: what is looked up there must be hashable
+      if (container.list_type() == ListType::dict_keys && !hashable(needle)) {
+        fail("unhashable type: '", needle.type_name(), "'");
+      }
       return std::any_of(container.as_list().begin(), container.as_list().end(),
                          [&](const Value& item) { return equal(item, needle); });
     case Value::Kind::dict:
+      if (!hashable(needle)) fail("unhashable type: '", needle.type_name(), "'");
       return container.as_dict().find(needle) != nullptr;
     case Value::Kind::undefined:
       return false;
@@ -345,6 +402,27 @@ inline std::string html_escape(const std::string& text) {
   return out;
 }
 
+// str.replace, its result's size checked before it is built.
+inline std::string replace(const std::string& text, const std::string& old, const std::string& with,
+                           std::int64_t count, Meter& meter) {
+  std::size_t found = 0;
+  if (old.empty()) {
+    found = python::length(text) + 1;
+  } else {
+    for (std::size_t at = text.find(old); at != std::string::npos;
+         at = text.find(old, at + old.size())) {
+      ++found;
+    }
+  }
+  if (count >= 0) found = std::min(found, static_cast<std::size_t>(count));
+  if (with.size() > old.size() && found > 0 &&
+      (with.size() - old.size()) > meter.limits().max_output_bytes / found) {
+    meter.check_size(std::numeric_limits<std::size_t>::max());
+  }
+  meter.check_size(text.size() + found * (with.size() > old.size() ? with.size() - old.size() : 0));
+  return python::replace(text, old, with, count);
+}
+
 inline Value repeat(const Value& sequence, std::int64_t times, Meter& meter) {
   const std::size_t count = times > 0 ? static_cast<std::size_t>(times) : 0;
   if (sequence.is_string()) {
@@ -363,9 +441,251 @@ inline Value repeat(const Value& sequence, std::int64_t times, Meter& meter) {
     meter.charge(std::numeric_limits<std::size_t>::max() / 2);
   }
   meter.charge(count * list.size());
+  // Each copy copies the list's strings too: their bytes count against the text budget.
+  std::size_t bytes = 0;
+  for (const Value& item : list) bytes += item.is_string() ? item.as_string().size() : 0;
+  if (bytes > 0 && count > meter.limits().max_output_bytes / bytes) {
+    meter.check_size(std::numeric_limits<std::size_t>::max());
+  }
   List out;
   for (std::size_t i = 0; i < count; ++i) out.insert(out.end(), list.begin(), list.end());
   return out;
+}
+
+// ascii(): repr() with every code point above U+007F escaped.
+inline std::string ascii_repr(const Value& value) {
+  std::string text;
+  append_repr(text, value);
+  std::string out;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (std::size_t at = 0; at < text.size();) {
+    const auto decoded = unicode::decode_utf8(text, at);
+    const char32_t c = decoded.codepoint;
+    at += decoded.length;
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    const int digits = c <= 0xFF ? 2 : c <= 0xFFFF ? 4 : 8;
+    out += digits == 2 ? "\\x" : digits == 4 ? "\\u" : "\\U";
+    for (int shift = (digits - 1) * 4; shift >= 0; shift -= 4) out += kHex[(c >> shift) & 15];
+  }
+  return out;
+}
+
+// format(value, spec): what a str.format field writes.
+inline std::string format_value(const Value& value, std::string_view spec) {
+  if (spec.empty()) return to_str(value);
+  const python::FormatSpec parsed = python::parse_format_spec(spec);
+  switch (value.kind()) {
+    case Value::Kind::string:
+      return python::format_string(value.as_string(), parsed);
+    case Value::Kind::boolean:
+    case Value::Kind::integer:
+      return python::format_int(value.as_int(), parsed);
+    case Value::Kind::floating:
+      return python::format_float(value.as_double(), parsed);
+    default:
+      fail("unsupported format string passed to ", value.type_name(), ".__format__");
+  }
+}
+
+// printf-style formatting, Python's str % values: a tuple's items are the arguments, a
+// dict (or any non-tuple with items) feeds %(name)s, anything else is the one argument.
+// With Markup on the left, the arguments are HTML-escaped, as Markup.__mod__ does.
+inline Value percent_format(const Value& format_value, const Value& values, Meter& meter) {
+  const std::string& format = format_value.as_string();
+  const bool markup = format_value.is_markup();
+  List args;
+  if (values.is_tuple()) {
+    args = values.as_list();
+  } else {
+    args.push_back(values);
+  }
+  const bool mapping = values.is_dict() || (values.is_list() && !values.is_tuple());
+  std::size_t next = 0;
+  const auto next_argument = [&]() -> const Value& {
+    if (next >= args.size()) fail("not enough arguments for format string");
+    return args[next++];
+  };
+  std::string out;
+  for (std::size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out += format[i];
+      continue;
+    }
+    if (++i >= format.size()) fail("incomplete format");
+    const Value* keyed = nullptr;
+    if (format[i] == '(') {
+      int depth = 1;
+      const std::size_t begin = ++i;
+      for (; i < format.size() && depth > 0; ++i) {
+        depth += format[i] == '(' ? 1 : format[i] == ')' ? -1 : 0;
+      }
+      if (depth > 0) fail("incomplete format key");
+      if (!values.is_dict()) fail("format requires a mapping");
+      const std::string key = format.substr(begin, i - 1 - begin);
+      keyed = values.as_dict().find(key);
+      if (!keyed) fail("KeyError: '", key, "'");
+    }
+    bool left = false, plus = false, space = false, alternate = false, zero = false;
+    for (; i < format.size(); ++i) {
+      const char f = format[i];
+      if (f == '-')
+        left = true;
+      else if (f == '+')
+        plus = true;
+      else if (f == ' ')
+        space = true;
+      else if (f == '#')
+        alternate = true;
+      else if (f == '0')
+        zero = true;
+      else
+        break;
+    }
+    const auto number = [&]() -> std::int64_t {
+      if (i < format.size() && format[i] == '*') {
+        ++i;
+        const Value& n = next_argument();
+        if (!n.is_int() && !n.is_bool()) fail("* wants int");
+        if (n.as_int() > 100000 || n.as_int() < -100000) fail("width too big");
+        return n.as_int();
+      }
+      std::int64_t n = 0;
+      while (i < format.size() && format[i] >= '0' && format[i] <= '9') {
+        n = n * 10 + (format[i++] - '0');
+        if (n > 100000) fail("width too big");
+      }
+      return n;
+    };
+    std::int64_t width = number();
+    if (width < 0) {
+      left = true;
+      width = -width;
+    }
+    std::int64_t precision = -1;
+    if (i < format.size() && format[i] == '.') {
+      ++i;
+      precision = std::max<std::int64_t>(0, number());
+    }
+    if (i < format.size() && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L')) ++i;
+    if (i >= format.size()) fail("incomplete format");
+    const char conversion = format[i];
+    if (conversion == '%') {
+      out += '%';
+      continue;
+    }
+    const Value& arg = keyed ? *keyed : next_argument();
+    std::string sign, body;
+    bool numeric = true;
+    switch (conversion) {
+      case 's':
+      case 'r':
+      case 'a': {
+        numeric = false;
+        if (conversion == 's') {
+          body = to_str(arg);
+        } else if (conversion == 'r') {
+          append_repr(body, arg);
+        } else {
+          body = ascii_repr(arg);
+        }
+        if (precision >= 0) {
+          const auto points = python::code_points(body);
+          if (static_cast<std::size_t>(precision) < points.size()) {
+            body = python::from_code_points(points, 0, static_cast<std::size_t>(precision));
+          }
+        }
+        if (markup && !arg.is_markup()) body = html_escape(body);
+        break;
+      }
+      case 'd':
+      case 'i':
+      case 'u':
+      case 'o':
+      case 'x':
+      case 'X': {
+        std::int64_t n = 0;
+        if (arg.is_int() || arg.is_bool()) {
+          n = arg.as_int();
+        } else if (arg.is_float() &&
+                   (conversion == 'd' || conversion == 'i' || conversion == 'u')) {
+          const double d = arg.as_double();
+          if (std::isnan(d)) fail("cannot convert float NaN to integer");
+          if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) fail("cannot convert float to integer");
+          n = static_cast<std::int64_t>(d);
+        } else if (conversion == 'd' || conversion == 'i' || conversion == 'u') {
+          fail("%", conversion, " format: a real number is required, not ", arg.type_name());
+        } else {
+          fail("%", conversion, " format: an integer is required, not ", arg.type_name());
+        }
+        python::FormatSpec spec;
+        spec.type = conversion == 'o'   ? 'o'
+                    : conversion == 'x' ? 'x'
+                    : conversion == 'X' ? 'X'
+                                        : 'd';
+        spec.alternate = alternate;
+        std::string digits = python::format_int(n, spec);
+        if (n < 0) digits.erase(0, 1);  // the sign goes before the zeros of the width
+        std::string prefix;
+        if (alternate && spec.type != 'd') {
+          prefix = digits.substr(0, 2);
+          digits = digits.substr(2);
+        }
+        if (precision > static_cast<std::int64_t>(digits.size())) {
+          digits.insert(0, static_cast<std::size_t>(precision) - digits.size(), '0');
+        }
+        sign = (n < 0 ? "-" : plus ? "+" : space ? " " : "") + prefix;
+        body = digits;
+        break;
+      }
+      case 'e':
+      case 'E':
+      case 'f':
+      case 'F':
+      case 'g':
+      case 'G': {
+        if (!arg.is_number()) fail("must be real number, not ", arg.type_name());
+        std::string spec = "%";
+        if (left) spec += '-';
+        if (plus) spec += '+';
+        if (space) spec += ' ';
+        if (alternate) spec += '#';
+        if (zero) spec += '0';
+        spec += std::to_string(width) + "." + std::to_string(precision < 0 ? 6 : precision);
+        spec += conversion;
+        out += python::c_format(spec.c_str(), arg.as_double());
+        continue;
+      }
+      case 'c': {
+        numeric = false;
+        if (arg.is_int() || arg.is_bool()) {
+          if (arg.as_int() < 0 || arg.as_int() > 0x10FFFF) fail("%c arg not in range(0x110000)");
+          unicode::append_utf8(body, static_cast<char32_t>(arg.as_int()));
+        } else if (arg.is_string() && python::length(arg.as_string()) == 1) {
+          body = arg.as_string();
+        } else {
+          fail("%c requires int or char");
+        }
+        break;
+      }
+      default:
+        fail("unsupported format character '", conversion, "'");
+    }
+    meter.check_size(out.size() + sign.size() + body.size());
+    const auto len = static_cast<std::int64_t>(python::length(sign) + python::length(body));
+    const std::size_t padding = width > len ? static_cast<std::size_t>(width - len) : 0;
+    if (left) {
+      out += sign + body + std::string(padding, ' ');
+    } else if (zero && numeric) {
+      out += sign + std::string(padding, '0') + body;
+    } else {
+      out += std::string(padding, ' ') + sign + body;
+    }
+  }
+  if (next < args.size() && !mapping) fail("not all arguments converted during string formatting");
+  return markup ? Value::markup(std::move(out)) : Value(std::move(out));
 }
 
 inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Meter& meter) {
@@ -388,20 +708,32 @@ inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Met
       }
       return a.as_string() + b.as_string();
     }
-    if (a.is_list() && b.is_list()) {
+    // list + list and tuple + tuple; Python refuses the mix and dict views.
+    if (a.is_list() && b.is_list() && a.is_indexable_list() && b.is_indexable_list() &&
+        a.is_tuple() == b.is_tuple()) {
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       meter.charge(out.size());
-      return out;
+      return Value::sequence(std::move(out), a.is_tuple() ? ListType::tuple : ListType::list);
     }
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) {
-      return repeat(a, b.as_int(), meter);
+    const auto repeatable = [](const Value& v) {
+      return v.is_string() || (v.is_list() && v.is_indexable_list());
+    };
+    if (repeatable(a) && (b.is_int() || b.is_bool())) {
+      const Value out = repeat(a, b.as_int(), meter);
+      return out.is_list() && a.is_tuple() ? Value::tuple(out.as_list()) : out;
     }
-    if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) {
-      return repeat(b, a.as_int(), meter);
+    if (repeatable(b) && (a.is_int() || a.is_bool())) {
+      const Value out = repeat(b, a.as_int(), meter);
+      return out.is_list() && b.is_tuple() ? Value::tuple(out.as_list()) : out;
     }
+  }
+  if (op == "%" && a.is_string()) {
+    Value out = percent_format(a, b, meter);
+    meter.check_size(out.as_string().size());
+    return out;
   }
   if (!a.is_number() || !b.is_number()) {
     fail("unsupported operand types for ", op, ": '", a.type_name(), "' and '", b.type_name(), "'");
@@ -409,6 +741,7 @@ inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Met
   const bool floats = a.is_float() || b.is_float();
   if (op == "/") {
     if (b.as_double() == 0) fail("division by zero");
+    if (!floats) return python::int_true_divide(a.as_int(), b.as_int());
     return a.as_double() / b.as_double();
   }
   if (floats) {
@@ -416,12 +749,19 @@ inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Met
     if (op == "+") return x + y;
     if (op == "-") return x - y;
     if (op == "*") return x * y;
-    if (op == "**") return std::pow(x, y);
+    if (op == "**") {
+      if (x == 0 && y < 0) fail("0.0 cannot be raised to a negative power");
+      if (x < 0 && y != std::floor(y) && std::isfinite(y)) {
+        fail("a negative number to a fractional power is complex (not supported)");
+      }
+      const double r = std::pow(x, y);
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+        fail("Numerical result out of range");
+      return r;
+    }
     if (y == 0) fail(op == "%" ? "float modulo" : "float floor division", " by zero");
-    if (op == "//") return std::floor(x / y);
-    double r = std::fmod(x, y);
-    if (r != 0 && ((r < 0) != (y < 0))) r += y;
-    return r;
+    if (op == "//") return python::float_floordiv(x, y);
+    return python::float_mod(x, y);
   }
   const std::int64_t x = a.as_int(), y = b.as_int();
   std::int64_t r = 0;
@@ -431,7 +771,10 @@ inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Met
   if (op == "*") overflow = __builtin_mul_overflow(x, y, &r);
   if (op == "+" || op == "-" || op == "*") return checked(overflow, r);
   if (op == "**") {
-    if (y < 0) return std::pow(static_cast<double>(x), static_cast<double>(y));
+    if (y < 0) {
+      if (x == 0) fail("0.0 cannot be raised to a negative power");
+      return std::pow(static_cast<double>(x), static_cast<double>(y));
+    }
     r = 1;  // by squaring: y may be huge when x is -1, 0 or 1
     std::int64_t base = x;
     for (std::int64_t e = y; e > 0; e >>= 1) {
@@ -494,6 +837,7 @@ inline void append_json(std::string& out, const Value& value, const JsonStyle& s
       } else {
         out.append(static_cast<std::size_t>(style.indent), ' ');
       }
+      meter.check_size(out.size());  // a long indent string, deep: checked as it grows
     }
   };
   switch (value.kind()) {
@@ -513,6 +857,9 @@ inline void append_json(std::string& out, const Value& value, const JsonStyle& s
       python::append_json_string(out, value.as_string(), style.ensure_ascii);
       return;
     case Value::Kind::list: {
+      if (!value.is_indexable_list()) {
+        fail("tojson: Object of type ", value.type_name(), " is not JSON serializable");
+      }
       const List& list = value.as_list();
       if (list.empty()) {
         out += "[]";
@@ -539,7 +886,9 @@ inline void append_json(std::string& out, const Value& value, const JsonStyle& s
       }
       if (style.sort_keys) {
         std::stable_sort(entries.begin(), entries.end(),
-                         [](auto* a, auto* b) { return compare(a->first, b->first) < 0; });
+                         [](const std::pair<Value, Value>* a, const std::pair<Value, Value>* b) {
+                           return compare(a->first, b->first) < 0;
+                         });
       }
       out += '{';
       for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -570,7 +919,7 @@ inline Value tojson(const Value& value, const Arguments& args, Meter& meter) {
     if (indent->is_string()) {
       style.indent_text = indent->as_string();
       if (style.indent_text.empty()) style.indent = 0;
-    } else if (indent->is_int()) {
+    } else if (indent->is_int() || indent->is_bool()) {
       style.indent = std::max<std::int64_t>(0, indent->as_int());
       if (style.indent > 64) fail("tojson: indent ", style.indent, " is more than 64");
     } else {

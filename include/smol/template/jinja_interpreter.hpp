@@ -1,9 +1,16 @@
 // Runs a parsed template: statements write text, expressions compute values.
 //
-// Scopes follow jinja2: a `for` body and a macro call each get a frame of their own, so
-// `{% set %}` inside a loop does not change the variable outside it (templates carry
-// state out of a loop in a `namespace()`); `if` makes no frame. A macro sees its
-// parameters, its own sets and the template's top level.
+// Scopes follow jinja2: a `for` body (each iteration afresh), a macro call and a `with`
+// block each get a frame of their own, so `{% set %}` inside a loop does not change the
+// variable outside it (templates carry state out of a loop in a `namespace()`); `if`
+// makes no frame. A macro sees its parameters, its own sets and the frame it was
+// defined in (the top level, or the loop iteration it was defined in), as it is when
+// the macro runs.
+//
+// Frames are shared: a macro (or a call block's caller) keeps the frame it was defined
+// in alive for as long as it can be called, which may outlive the statement that made
+// it (a macro stored in a namespace). What refers to itself (a frame holding a macro
+// that holds the frame, a namespace holding itself) is taken apart when the render ends.
 //
 // Every statement and expression is charged to the Meter, the text written is bounded,
 // and macro calls nest at most RenderLimits::max_call_depth deep, so a template ends
@@ -12,6 +19,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,11 +38,24 @@ class Interpreter {
   Interpreter(const LineIndex& lines, const Dict& context, const RenderLimits& limits)
       : lines_(lines), context_(context), meter_(limits) {}
 
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  // Takes apart the cycles a render may leave: frames kept by the macros they hold, and
+  // namespaces that hold themselves.
+  ~Interpreter() {
+    for (const auto& weak : captured_) {
+      for (auto frame = weak.lock(); frame; frame = frame->parent) frame->variables.clear();
+    }
+    for (const auto& weak : namespaces_) {
+      if (const auto attributes = weak.lock()) *attributes = Dict();
+    }
+  }
+
   std::string run(const Body& body) {
     std::string out;
-    Frame root{{}, nullptr};
-    root_ = &root;
-    if (exec(body, root, out) != Flow::normal) {
+    root_ = std::make_shared<Frame>();
+    if (exec(body, *root_, out) != Flow::normal) {
       fail_at(0, "{% break %} or {% continue %} outside a loop");
     }
     return out;
@@ -42,12 +64,12 @@ class Interpreter {
  private:
   enum class Flow { normal, break_loop, continue_loop };
 
-  struct Frame {
+  struct Frame : std::enable_shared_from_this<Frame> {
     std::vector<std::pair<std::string, Value>> variables;
-    Frame* parent;
+    std::shared_ptr<Frame> parent;
 
     Value* find(std::string_view name) {
-      for (Frame* frame = this; frame; frame = frame->parent) {
+      for (Frame* frame = this; frame; frame = frame->parent.get()) {
         for (auto& [key, value] : frame->variables) {
           if (key == name) return &value;
         }
@@ -64,6 +86,42 @@ class Interpreter {
       variables.emplace_back(name, std::move(value));
     }
   };
+  using FramePtr = std::shared_ptr<Frame>;
+
+  static FramePtr child_of(Frame& parent) {
+    auto frame = std::make_shared<Frame>();
+    frame->parent = parent.shared_from_this();
+    return frame;
+  }
+
+  // A frame a closure keeps: remembered, to be taken apart when the render ends (the
+  // list drops the frames already gone as it grows).
+  FramePtr capture(Frame& frame) {
+    FramePtr kept = frame.shared_from_this();
+    prune(captured_);
+    captured_.push_back(kept);
+    return kept;
+  }
+
+  template <typename T>
+  static void prune(std::vector<std::weak_ptr<T>>& held) {
+    if (held.size() < 1024 || (held.size() & (held.size() - 1)) != 0) return;  // at powers of 2
+    std::erase_if(held, [](const std::weak_ptr<T>& weak) { return weak.expired(); });
+  }
+
+  // A scope ends. Its frame goes with it unless something else holds it: a macro defined
+  // in it, which keeps it (a cycle), or such a macro copied elsewhere (a namespace), which
+  // must go on seeing it. When the frame's own macros are all that hold it, its
+  // variables are cleared, and the cycle with them.
+  static void release(const FramePtr& frame) {
+    long own = 0;
+    for (const auto& [name, value] : frame->variables) {
+      if (!value.is_callable() || value.as_callable().owner != frame.get()) continue;
+      if (value.as_callable().function.use_count() != 1) return;  // copied elsewhere
+      ++own;
+    }
+    if (own > 0 && frame.use_count() == 1 + own) frame->variables.clear();
+  }
 
   [[noreturn]] void fail_at(std::size_t offset, const std::string& message) const {
     throw TemplateError(lines_.locate(offset), message);
@@ -79,7 +137,21 @@ class Interpreter {
     return Flow::normal;
   }
 
+  // A statement's own failures (a budget met, a value too deep to print) carry its place;
+  // an expression's carry their own, and a raise_exception its message alone.
   Flow exec(const Stmt& stmt, Frame& frame, std::string& out) {
+    try {
+      return exec_statement(stmt, frame, out);
+    } catch (const TemplateError&) {
+      throw;
+    } catch (const TemplateRaised&) {
+      throw;
+    } catch (const Error& e) {
+      fail_at(stmt.offset, e.what());
+    }
+  }
+
+  Flow exec_statement(const Stmt& stmt, Frame& frame, std::string& out) {
     meter_.charge(1);
     switch (stmt.kind) {
       case Stmt::Kind::text:
@@ -99,8 +171,11 @@ class Interpreter {
           }
         }
         return Flow::normal;
-      case Stmt::Kind::for_loop:
-        return for_loop(stmt, frame, out);
+      case Stmt::Kind::for_loop: {
+        const Value iterable = eval(*stmt.expr, frame);
+        for_loop(stmt, frame, iterable, 0, out);
+        return Flow::normal;
+      }
       case Stmt::Kind::set: {
         Value value = eval(*stmt.expr, frame);
         if (!stmt.text.empty()) {
@@ -118,16 +193,30 @@ class Interpreter {
       case Stmt::Kind::set_block: {
         std::string captured;
         exec_captured(stmt.bodies[0], frame, captured, stmt.offset);
-        frame.set(stmt.targets[0], Value(std::move(captured)));
+        Value value(std::move(captured));
+        if (stmt.filter) value = apply_filter_chain(*stmt.filter, std::move(value), frame);
+        frame.set(stmt.targets[0], std::move(value));
         return Flow::normal;
       }
+      case Stmt::Kind::with_block: {
+        std::vector<Value> values;
+        for (const auto& value : stmt.conditions) values.push_back(eval(*value, frame));
+        const FramePtr scope = child_of(frame);
+        for (std::size_t i = 0; i < values.size(); ++i) scope->set(stmt.targets[i], values[i]);
+        const Flow flow = exec(stmt.bodies[0], *scope, out);
+        release(scope);
+        return flow;
+      }
       case Stmt::Kind::macro:
-        frame.set(stmt.text, macro(stmt, nullptr));
+        frame.set(stmt.text, macro(stmt, frame));
         return Flow::normal;
       case Stmt::Kind::call_block: {
-        const Value caller = macro(stmt, &frame);
-        Frame with_caller{{{"caller", caller}}, &frame};
-        write(out, to_str(eval(*stmt.expr, with_caller)), stmt.offset);
+        // {% call(params) m(args) %}body{% endcall %}: m(args, caller=<the body>)
+        const Expr& call = *stmt.expr;
+        const Value callee = eval(*call.items[0], frame);
+        Arguments args = arguments(call, frame);
+        args.named.emplace_back("caller", macro(stmt, frame));
+        write(out, to_str(invoke(callee, args, call.offset)), stmt.offset);
         return Flow::normal;
       }
       case Stmt::Kind::filter_block: {
@@ -169,7 +258,14 @@ class Interpreter {
       frame.set(targets[0], std::move(value));
       return;
     }
-    const List items = value.is_list() ? value.as_list() : builtins::iterate(value, meter_);
+    List items;
+    try {
+      items = value.is_list() ? value.as_list() : builtins::iterate(value, meter_);
+    } catch (const TemplateError&) {
+      throw;
+    } catch (const Error& e) {
+      fail_at(offset, cat("cannot unpack: ", e.what()));
+    }
     if (items.size() != targets.size()) {
       fail_at(offset,
               cat("cannot unpack ", items.size(), " values into ", targets.size(), " names"));
@@ -177,8 +273,11 @@ class Interpreter {
     for (std::size_t i = 0; i < targets.size(); ++i) frame.set(targets[i], items[i]);
   }
 
-  Flow for_loop(const Stmt& stmt, Frame& frame, std::string& out) {
-    const Value iterable = eval(*stmt.expr, frame);
+  // One run of a for loop over `iterable` (a recursive loop's loop(...) runs it again,
+  // one level deeper, in the same frame). jinja2 runs the `else` body when no iteration
+  // reached the end of the loop body: none ran, or each ended in break or continue.
+  void for_loop(const Stmt& stmt, Frame& frame, const Value& iterable, std::int64_t depth,
+                std::string& out) {
     List items;
     try {
       items = builtins::iterate(iterable, meter_);
@@ -190,66 +289,109 @@ class Interpreter {
     if (stmt.filter) {  // `for x in xs if cond`: the loop sees only what passes
       List kept;
       for (Value& item : items) {
-        Frame scope{{}, &frame};
-        assign(stmt.targets, item, scope, stmt.offset);
-        if (eval(*stmt.filter, scope).truthy()) kept.push_back(std::move(item));
+        const FramePtr scope = child_of(frame);
+        assign(stmt.targets, item, *scope, stmt.offset);
+        if (eval(*stmt.filter, *scope).truthy()) kept.push_back(std::move(item));
       }
       items = std::move(kept);
     }
-    if (items.empty()) {
-      if (stmt.bodies.size() > 1) {
-        Frame scope{{}, &frame};
-        exec(stmt.bodies[1], scope, out);
-      }
-      return Flow::normal;
-    }
-    const auto length = static_cast<std::int64_t>(items.size());
+    auto shared_items = std::make_shared<const List>(std::move(items));
+    auto last_changed = std::make_shared<std::optional<List>>();
+    bool completed = false;
+    const auto length = static_cast<std::int64_t>(shared_items->size());
     for (std::int64_t i = 0; i < length; ++i) {
       meter_.charge(1);
-      Frame scope{{}, &frame};
-      assign(stmt.targets, items[static_cast<std::size_t>(i)], scope, stmt.offset);
-      scope.set("loop", loop_object(items, i));
-      const Flow flow = exec(stmt.bodies[0], scope, out);
+      const FramePtr scope = child_of(frame);
+      assign(stmt.targets, (*shared_items)[static_cast<std::size_t>(i)], *scope, stmt.offset);
+      scope->set("loop", loop_object(stmt, frame, shared_items, i, depth, last_changed));
+      const Flow flow = exec(stmt.bodies[0], *scope, out);
+      release(scope);
+      if (flow == Flow::normal) completed = true;
       if (flow == Flow::break_loop) break;
     }
-    return Flow::normal;
+    if (!completed && stmt.bodies.size() > 1) {
+      const FramePtr scope = child_of(frame);
+      exec(stmt.bodies[1], *scope, out);
+      release(scope);
+    }
   }
 
-  Value loop_object(const List& items, std::int64_t i) {
-    const auto length = static_cast<std::int64_t>(items.size());
-    Dict loop;
-    loop.set("index", i + 1);
-    loop.set("index0", i);
-    loop.set("revindex", length - i);
-    loop.set("revindex0", length - i - 1);
-    loop.set("first", i == 0);
-    loop.set("last", i == length - 1);
-    loop.set("length", length);
-    loop.set("depth", 1);
-    loop.set("depth0", 0);
-    loop.set("previtem",
-             i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("loop.previtem"));
-    loop.set("nextitem", i + 1 < length ? items[static_cast<std::size_t>(i + 1)]
-                                        : Value::undefined("loop.nextitem"));
-    loop.set("cycle", Value::function("loop.cycle", [i](Arguments& args) -> Value {
-               if (args.positional.empty()) fail("loop.cycle needs at least one value");
-               return args.positional[static_cast<std::size_t>(i) % args.positional.size()];
-             }));
-    return loop;
+  // jinja2's LoopContext: index, first, length, previtem, cycle(), changed(), ...; and
+  // for a recursive loop, loop(items) renders the loop over them one level deeper.
+  Value loop_object(const Stmt& stmt, Frame& frame, const std::shared_ptr<const List>& items,
+                    std::int64_t i, std::int64_t depth,
+                    const std::shared_ptr<std::optional<List>>& last_changed) {
+    const auto length = static_cast<std::int64_t>(items->size());
+    auto loop = std::make_shared<Dict>();
+    loop->set("index", i + 1);
+    loop->set("index0", i);
+    loop->set("revindex", length - i);
+    loop->set("revindex0", length - i - 1);
+    loop->set("first", i == 0);
+    loop->set("last", i == length - 1);
+    loop->set("length", length);
+    loop->set("depth", depth + 1);
+    loop->set("depth0", depth);
+    loop->set("previtem", i > 0 ? (*items)[static_cast<std::size_t>(i - 1)]
+                                : Value::undefined("there is no previous item"));
+    loop->set("nextitem", i + 1 < length ? (*items)[static_cast<std::size_t>(i + 1)]
+                                         : Value::undefined("there is no next item"));
+    loop->set("cycle", Value::function("loop.cycle", [i](Arguments& args) -> Value {
+                if (args.positional.empty()) fail("no items for cycling given");
+                return args.positional[static_cast<std::size_t>(i) % args.positional.size()];
+              }));
+    loop->set("changed", Value::function("loop.changed", [last_changed](Arguments& args) -> Value {
+                const List now = args.positional;
+                const Value as_list(now);
+                if (*last_changed && equal(Value(**last_changed), as_list)) return false;
+                *last_changed = now;
+                return true;
+              }));
+    Function call;
+    if (stmt.recursive) {
+      const FramePtr kept = capture(frame);
+      const Stmt* definition = &stmt;
+      call = [this, definition, kept, depth](Arguments& args) -> Value {
+        if (args.positional.size() != 1) fail("loop() takes one iterable");
+        if (++call_depth_ > meter_.limits().max_call_depth) {
+          --call_depth_;
+          fail("recursive loops nest deeper than ", meter_.limits().max_call_depth, " levels");
+        }
+        struct Leave {
+          int& depth;
+          ~Leave() { --depth; }
+        } leave{call_depth_};
+        std::string out;
+        for_loop(*definition, *kept, args.positional[0], depth + 1, out);
+        return out;
+      };
+    } else {
+      call = [](Arguments&) -> Value {
+        fail("Tried to call non recursive loop. Maybe you forgot the 'recursive' modifier.");
+      };
+    }
+    return Value::object("LoopContext", cat("<LoopContext ", i + 1, "/", length, ">"),
+                         std::move(loop), std::move(call));
   }
 
-  // A macro (or a call block's `caller`) as a callable value. A macro sees the top
-  // level; a caller sees the frame of its call block.
-  Value macro(const Stmt& stmt, Frame* enclosing) {
+  // A macro (or a call block's `caller`) as a callable value, which keeps the frame it
+  // was defined in.
+  Value macro(const Stmt& stmt, Frame& frame) {
     const Stmt* definition = &stmt;
-    Interpreter* self = this;
-    return Value::function(stmt.text.empty() ? "caller" : stmt.text,
-                           [self, definition, enclosing](Arguments& args) -> Value {
-                             return self->call_macro(*definition, enclosing, args);
-                           });
+    const FramePtr enclosing = capture(frame);
+    const std::string name = stmt.text.empty() ? "caller" : stmt.text;
+    auto fn = [this, definition, enclosing](Arguments& args) -> Value {
+      return call_macro(*definition, enclosing, args);
+    };
+    return Value::object(name, cat("<Macro '", name, "'>"), nullptr, std::move(fn), &frame);
   }
 
-  Value call_macro(const Stmt& stmt, Frame* enclosing, Arguments& args) {
+  // jinja2's Macro.__call__: positional arguments fill the parameters in order, keyword
+  // ones the rest; a parameter neither gives takes its default (evaluated in the macro's
+  // scope, after the parameters before it) or is undefined. Extra positional arguments
+  // are `varargs` and extra keyword ones `kwargs` when the body reads those names, else
+  // an error; `caller` likewise.
+  Value call_macro(const Stmt& stmt, const FramePtr& enclosing, Arguments& args) {
     if (++call_depth_ > meter_.limits().max_call_depth) {
       --call_depth_;
       fail_at(stmt.offset,
@@ -259,41 +401,74 @@ class Interpreter {
       int& depth;
       ~Leave() { --depth; }
     } leave{call_depth_};
-    Frame scope{{}, enclosing ? enclosing : root_};
-    const std::string& name = stmt.text.empty() ? std::string("caller") : stmt.text;
-    if (args.positional.size() > stmt.parameters.size()) {
-      fail_at(stmt.offset, cat("macro '", name, "' takes at most ", stmt.parameters.size(),
-                               " arguments (", args.positional.size(), " given)"));
-    }
-    for (std::size_t i = 0; i < stmt.parameters.size(); ++i) {
-      const Parameter& parameter = stmt.parameters[i];
-      Value value;
-      bool given = false;
-      if (i < args.positional.size()) {
-        value = args.positional[i];
-        given = true;
-      }
-      for (const auto& [key, named] : args.named) {
-        if (key == parameter.name) {
-          value = named;
-          given = true;
+    const FramePtr scope = child_of(*enclosing);
+    const std::string name = stmt.text.empty() ? std::string("caller") : stmt.text;
+    std::vector<std::pair<std::string, Value>> named = args.named;
+    const auto take_named = [&](const std::string& key) -> std::optional<Value> {
+      for (auto it = named.begin(); it != named.end(); ++it) {
+        if (it->first == key) {
+          Value value = std::move(it->second);
+          named.erase(it);
+          return value;
         }
       }
-      if (!given) {
-        value = parameter.default_value ? eval(*parameter.default_value, scope)
-                                        : Value::undefined(parameter.name);
+      return std::nullopt;
+    };
+    const std::size_t count = stmt.parameters.size();
+    bool found_caller = false;
+    for (std::size_t i = 0; i < count; ++i) {
+      const Parameter& parameter = stmt.parameters[i];
+      std::optional<Value> value;
+      if (i < args.positional.size()) {
+        value = args.positional[i];
+      } else {
+        value = take_named(parameter.name);
+        found_caller = found_caller || parameter.name == "caller";
       }
-      scope.set(parameter.name, std::move(value));
+      if (!value) {
+        value = parameter.default_value
+                    ? eval(*parameter.default_value, *scope)
+                    : Value::undefined(cat("parameter '", parameter.name, "' was not provided"));
+      }
+      scope->set(parameter.name, std::move(*value));
     }
-    for (const auto& [key, named] : args.named) {
-      bool known = false;
-      for (const Parameter& parameter : stmt.parameters) known |= parameter.name == key;
-      if (!known) {
-        fail_at(stmt.offset, cat("macro '", name, "' takes no keyword argument '", key, "'"));
+    if (args.positional.size() >= count) {
+      for (const Parameter& parameter : stmt.parameters) {
+        found_caller = found_caller || parameter.name == "caller";
       }
+    }
+    if (stmt.uses_caller && !found_caller) {
+      std::optional<Value> caller = take_named("caller");
+      scope->set("caller", caller && !caller->is_none() ? std::move(*caller)
+                                                        : Value::undefined("No caller defined"));
+    }
+    if (stmt.uses_kwargs) {
+      Dict kwargs;
+      for (auto& [key, value] : named) kwargs.set(key, std::move(value));
+      scope->set("kwargs", std::move(kwargs));
+    } else if (!named.empty()) {
+      for (const auto& [key, value] : named) {
+        if (key == "caller") {
+          fail_at(stmt.offset, cat("macro '", name,
+                                   "' was invoked with two values for the special caller "
+                                   "argument (its body does not call caller())"));
+        }
+      }
+      fail_at(stmt.offset,
+              cat("macro '", name, "' takes no keyword argument '", named.front().first, "'"));
+    }
+    if (stmt.uses_varargs) {
+      List extra;
+      for (std::size_t i = count; i < args.positional.size(); ++i) {
+        extra.push_back(args.positional[i]);
+      }
+      scope->set("varargs", Value::tuple(std::move(extra)));
+    } else if (args.positional.size() > count) {
+      fail_at(stmt.offset, cat("macro '", name, "' takes not more than ", count, " argument(s)"));
     }
     std::string out;
-    exec_captured(stmt.bodies[0], scope, out, stmt.offset);
+    exec_captured(stmt.bodies[0], *scope, out, stmt.offset);
+    release(scope);
     return out;
   }
 
@@ -305,6 +480,13 @@ class Interpreter {
     if (name == "range") return range_function();
     if (name == "namespace") return namespace_function();
     if (name == "dict") return dict_function();
+    if (name == "cycler") return cycler_function();
+    if (name == "joiner") return joiner_function();
+    if (name == "lipsum") {
+      return Value::function("lipsum", [](Arguments&) -> Value {
+        fail("lipsum() writes random text; smol does not support it");
+      });
+    }
     return Value::undefined(name);
   }
 
@@ -313,9 +495,12 @@ class Interpreter {
     return Value::function("range", [meter](Arguments& args) -> Value {
       std::int64_t start = 0, stop = 0, step = 1;
       const auto integer = [](const Value& v) {
-        if (!v.is_int() && !v.is_bool()) fail("range: '", v.type_name(), "' is not an integer");
+        if (!v.is_int() && !v.is_bool()) {
+          fail("'", v.type_name(), "' object cannot be interpreted as an integer");
+        }
         return v.as_int();
       };
+      if (!args.named.empty()) fail("range() takes no keyword arguments");
       if (args.positional.size() == 1) {
         stop = integer(args.positional[0]);
       } else if (args.positional.size() == 2 || args.positional.size() == 3) {
@@ -323,26 +508,31 @@ class Interpreter {
         stop = integer(args.positional[1]);
         if (args.positional.size() == 3) step = integer(args.positional[2]);
       } else {
-        fail("range expects 1 to 3 integer arguments");
+        fail("range expected 1 to 3 integer arguments, got ", args.positional.size());
       }
-      if (step == 0) fail("range: step must not be zero");
+      if (step == 0) fail("range() arg 3 must not be zero");
       const double count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
                                      static_cast<double>(step));
       if (count > 0) meter->charge(static_cast<std::size_t>(std::min(count, 1e18)));
       List out;
-      for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+      for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
+        out.emplace_back(i);
+        if (__builtin_add_overflow(i, step, &i)) break;
+      }
       return out;
     });
   }
 
-  static Value namespace_function() {
-    return Value::function("namespace", [](Arguments& args) -> Value {
+  Value namespace_function() {
+    return Value::function("namespace", [this](Arguments& args) -> Value {
       auto attributes = std::make_shared<Dict>();
       for (const Value& given : args.positional) {
         if (!given.is_dict()) fail("namespace: a positional argument must be a dict");
         for (const auto& [key, value] : given.as_dict().entries()) attributes->set(key, value);
       }
       for (auto& [key, value] : args.named) attributes->set(key, value);
+      prune(namespaces_);
+      namespaces_.push_back(attributes);
       return Namespace{std::move(attributes)};
     });
   }
@@ -350,12 +540,69 @@ class Interpreter {
   static Value dict_function() {
     return Value::function("dict", [](Arguments& args) -> Value {
       Dict dict;
+      if (args.positional.size() > 1) fail("dict expected at most 1 argument");
       for (const Value& given : args.positional) {
-        if (!given.is_dict()) fail("dict: a positional argument must be a dict");
-        for (const auto& [key, value] : given.as_dict().entries()) dict.set(key, value);
+        if (given.is_dict()) {
+          for (const auto& [key, value] : given.as_dict().entries()) dict.set(key, value);
+        } else if (given.is_list()) {
+          for (const Value& pair : given.as_list()) {
+            if (!pair.is_list() || pair.as_list().size() != 2) {
+              fail("dict: each item must be a (key, value) pair");
+            }
+            dict.set(pair.as_list()[0], pair.as_list()[1]);
+          }
+        } else {
+          fail("dict: '", given.type_name(), "' object is not iterable");
+        }
       }
       for (auto& [key, value] : args.named) dict.set(key, value);
       return dict;
+    });
+  }
+
+  // jinja2's Cycler: next() gives the items in turn, `current` the one next() gives next.
+  static Value cycler_function() {
+    return Value::function("cycler", [](Arguments& args) -> Value {
+      if (args.positional.empty()) fail("at least one item has to be provided");
+      struct State {
+        List items;
+        std::size_t position = 0;
+      };
+      auto state = std::make_shared<State>();
+      state->items = args.positional;
+      auto attributes = std::make_shared<Dict>();
+      const std::weak_ptr<Dict> weak = attributes;
+      attributes->set("current", state->items[0]);
+      attributes->set("next", Value::function("next", [state, weak](Arguments&) -> Value {
+                        Value now = state->items[state->position];
+                        state->position = (state->position + 1) % state->items.size();
+                        if (auto held = weak.lock()) {
+                          held->set("current", state->items[state->position]);
+                        }
+                        return now;
+                      }));
+      attributes->set("reset", Value::function("reset", [state, weak](Arguments&) -> Value {
+                        state->position = 0;
+                        if (auto held = weak.lock()) held->set("current", state->items[0]);
+                        return None{};
+                      }));
+      return Value::object("Cycler", "<jinja2.utils.Cycler object>", std::move(attributes));
+    });
+  }
+
+  // jinja2's joiner(sep): "" the first time it is called, `sep` after.
+  static Value joiner_function() {
+    return Value::function("joiner", [](Arguments& args) -> Value {
+      const Value* separator = builtins::argument(args, 0, "sep");
+      const std::string text = separator ? to_str(*separator) : ", ";
+      auto used = std::make_shared<bool>(false);
+      return Value::function("joiner", [text, used](Arguments&) -> Value {
+        if (!*used) {
+          *used = true;
+          return std::string();
+        }
+        return text;
+      });
     });
   }
 
@@ -382,7 +629,19 @@ class Interpreter {
     return args;
   }
 
-  // Applies a {% filter %} block's chain (whose innermost target is empty) to `value`.
+  Value invoke(const Value& callee, Arguments& args, std::size_t offset) {
+    if (callee.is_undefined()) {
+      fail_at(offset, cat("'", callee.undefined_name(), "' is undefined, so it cannot be called"));
+    }
+    if (!callee.is_callable() || !callee.as_callable().function) {
+      fail_at(offset,
+              cat("'", callee.is_callable() ? callee.as_callable().name : callee.type_name(),
+                  "' object is not callable"));
+    }
+    return (*callee.as_callable().function)(args);
+  }
+
+  // Applies a filter chain (whose innermost target is empty) to `value`.
   Value apply_filter_chain(const Expr& chain, Value value, Frame& frame) {
     if (chain.items[0]) value = apply_filter_chain(*chain.items[0], std::move(value), frame);
     const Arguments args = arguments(chain, frame);
@@ -399,6 +658,7 @@ class Interpreter {
       case Expr::Kind::tuple: {
         List items;
         for (const auto& item : expr.items) items.push_back(eval(*item, frame));
+        if (expr.kind == Expr::Kind::tuple) return Value::tuple(std::move(items));
         return items;
       }
       case Expr::Kind::dict: {
@@ -435,15 +695,7 @@ class Interpreter {
       case Expr::Kind::call: {
         const Value callee = eval(*expr.items[0], frame);
         Arguments args = arguments(expr, frame);
-        if (callee.is_undefined()) {
-          fail_at(expr.offset, cat("'", callee.undefined_name(),
-                                   "' is undefined, so it cannot "
-                                   "be called"));
-        }
-        if (!callee.is_callable()) {
-          fail_at(expr.offset, cat("'", callee.type_name(), "' object is not callable"));
-        }
-        return (*callee.as_callable().function)(args);
+        return invoke(callee, args, expr.offset);
       }
       case Expr::Kind::filter: {
         const Value target = eval(*expr.items[0], frame);
@@ -501,18 +753,16 @@ class Interpreter {
     if (op == "!=") return !equal(a, b);
     if (op == "in") return builtins::contains(b, a);
     if (op == "not in") return !builtins::contains(b, a);
-    const int c = builtins::compare(a, b);
-    if (op == "<") return c < 0;
-    if (op == "<=") return c <= 0;
-    if (op == ">") return c > 0;
-    return c >= 0;
+    return builtins::ordered(op, a, b);
   }
 
   const LineIndex& lines_;
   const Dict& context_;
   Meter meter_;
-  Frame* root_ = nullptr;
+  FramePtr root_;
   int call_depth_ = 0;
+  std::vector<std::weak_ptr<Frame>> captured_;
+  std::vector<std::weak_ptr<Dict>> namespaces_;
 };
 
 }  // namespace smol::jinja

@@ -14,6 +14,7 @@
 
 #include <cctype>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,16 +72,33 @@ class LineIndex {
   std::vector<std::size_t> starts_;
 };
 
-// jinja2 reads a template as Python's splitlines() joined with "\n": every line break
-// Python knows becomes "\n", and the final one goes (keep_trailing_newline is off).
+// jinja2 reads a template with "\r\n", "\r" and "\n" as line breaks (only these: not
+// Python's splitlines(), whose \v, \f, U+2028 ... stay text), each written "\n", and the
+// final one dropped (keep_trailing_newline is off).
 inline std::string normalize_newlines(std::string_view source) {
-  std::vector<std::string> lines = python::split_lines(source);
   std::string out;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (i) out += '\n';
-    out += lines[i];
+  out.reserve(source.size());
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+      out += '\n';
+    } else {
+      out += source[i];
+    }
   }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
+}
+
+// Python's \s: str.isspace() code points (a run of them at `at`, its length in bytes).
+inline std::size_t whitespace_run(std::string_view text, std::size_t at) {
+  std::size_t end = at;
+  while (end < text.size()) {
+    const auto decoded = unicode::decode_utf8(text, end);
+    if (!python::is_space(decoded.codepoint)) break;
+    end += decoded.length;
+  }
+  return end - at;
 }
 
 class Lexer {
@@ -118,7 +136,8 @@ class Lexer {
         const std::size_t close = source_.find("#}", inside);
         if (close == std::string_view::npos) fail_at(tag, "a comment {# is never closed");
         strip_next = close > inside && source_[close - 1] == '-';
-        at = trim_block_newline(close + 2, strip_next);
+        const bool keep = close > inside && source_[close - 1] == '+';  // +#}: no trim_blocks
+        at = keep ? close + 2 : trim_block_newline(close + 2, strip_next);
         continue;
       }
       if (kind == '%' && is_raw(inside)) {
@@ -156,9 +175,8 @@ class Lexer {
     const bool at_line_start =
         newline != std::string_view::npos || text_begin == 0 || source_[text_begin - 1] == '\n';
     if (!at_line_start) return text;
-    for (std::size_t i = line_start; i < text.size(); ++i) {
-      if (text[i] != ' ' && text[i] != '\t') return text;
-    }
+    // Python's \s, so not only spaces and tabs: \f, \v, U+3000 ... go too.
+    if (line_start + whitespace_run(text, line_start) != text.size()) return text;
     return text.substr(0, line_start);
   }
 
@@ -168,42 +186,52 @@ class Lexer {
     return at;
   }
 
+  // jinja2's raw_begin: {%[-+]\s*raw\s*(-%}|%}); `+%}` is no raw tag (and then fails as
+  // an unknown statement).
   bool is_raw(std::size_t inside) const {
-    std::size_t i = inside;
-    while (i < source_.size() && (source_[i] == ' ' || source_[i] == '\t' || source_[i] == '\n'))
-      ++i;
+    std::size_t i = inside + whitespace_run(source_, inside);
     if (source_.substr(i, 3) != "raw") return false;
     i += 3;
-    while (i < source_.size() && (source_[i] == ' ' || source_[i] == '\t' || source_[i] == '\n'))
-      ++i;
-    return source_.substr(i, 2) == "%}" || source_.substr(i, 3) == "-%}" ||
-           source_.substr(i, 3) == "+%}";
+    i += whitespace_run(source_, i);
+    return source_.substr(i, 2) == "%}" || source_.substr(i, 3) == "-%}";
   }
 
-  // {% raw %}...{% endraw %}: the text in between is printed as it is.
+  // {% raw %}...{% endraw %}: the text in between is printed as it is. jinja2 applies
+  // no trim_blocks after {% raw %} (only `-%}` strips there), lstrip_blocks before
+  // {% endraw %} (unless {%+ or {%-), and trim_blocks after it unless `+%}` or `-%}`.
   std::size_t raw_block(std::size_t tag, std::size_t inside, std::vector<Token>& out,
                         bool& strip_next) {
     const std::size_t open_end = source_.find("%}", inside);
     const bool strip_inside = source_[open_end - 1] == '-';
-    std::size_t body = trim_block_newline(open_end + 2, strip_inside);
+    const std::size_t body = open_end + 2;
     for (std::size_t close = source_.find("{%", body); close != std::string_view::npos;
          close = source_.find("{%", close + 2)) {
       std::size_t i = close + 2;
-      const bool strip_before = i < source_.size() && source_[i] == '-';
-      if (i < source_.size() && (source_[i] == '-' || source_[i] == '+')) ++i;
-      while (i < source_.size() && (source_[i] == ' ' || source_[i] == '\t')) ++i;
+      const char marker = i < source_.size() ? source_[i] : '\0';
+      if (marker == '-' || marker == '+') ++i;
+      i += whitespace_run(source_, i);
       if (source_.substr(i, 6) != "endraw") continue;
       i += 6;
-      while (i < source_.size() && (source_[i] == ' ' || source_[i] == '\t')) ++i;
-      const bool strip_after = i < source_.size() && source_[i] == '-';
-      if (strip_after || (i < source_.size() && source_[i] == '+')) ++i;
+      i += whitespace_run(source_, i);
+      const bool strip_after = source_.substr(i, 3) == "-%}";
+      const bool keep_after = source_.substr(i, 3) == "+%}";
+      if (strip_after || keep_after) ++i;
       if (source_.substr(i, 2) != "%}") continue;
-      std::string content(source_.substr(body, close - body));
-      if (strip_inside) content = python::strip(content, python::StripSide::left);
-      if (strip_before) content = python::strip(content, python::StripSide::right);
-      if (!content.empty()) out.push_back({Token::Type::text, std::move(content), body});
+      std::string_view content = source_.substr(body, close - body);
+      std::size_t content_begin = body;
+      if (strip_inside) {
+        const std::size_t kept = whitespace_run(content, 0);
+        content.remove_prefix(kept);
+        content_begin += kept;
+      }
+      if (marker == '-') {
+        content = content.substr(0, python::strip(content, python::StripSide::right).size());
+      } else if (marker != '+') {
+        content = lstrip_block(content, content_begin);
+      }
+      if (!content.empty()) out.push_back({Token::Type::text, std::string(content), body});
       strip_next = strip_after;
-      return trim_block_newline(i + 2, strip_after);
+      return keep_after ? i + 2 : trim_block_newline(i + 2, strip_after);
     }
     fail_at(tag, "{% raw %} is never closed by {% endraw %}");
   }
@@ -213,33 +241,28 @@ class Lexer {
     const char closer = kind == '{' ? '}' : '%';
     int brackets = 0;
     while (true) {
-      while (at < source_.size() && (source_[at] == ' ' || source_[at] == '\t' ||
-                                     source_[at] == '\n' || source_[at] == '\r')) {
-        ++at;
-      }
+      at += whitespace_run(source_, at);
       if (at >= source_.size()) {
         fail_at(at, kind == '{' ? "a {{ is never closed by }}" : "a {% is never closed by %}");
       }
       const std::string_view rest = source_.substr(at);
       if (brackets == 0) {
+        // `-%}` strips what follows; `+%}` keeps its newline (no trim_blocks); a
+        // variable has no `+}}`.
         const bool dash = rest[0] == '-' && rest.size() > 2 && rest[1] == closer && rest[2] == '}';
-        const bool plus = rest[0] == '+' && rest.size() > 2 && rest[1] == closer && rest[2] == '}';
+        const bool plus =
+            kind == '%' && rest[0] == '+' && rest.size() > 2 && rest[1] == closer && rest[2] == '}';
         if (dash || plus || (rest.size() > 1 && rest[0] == closer && rest[1] == '}')) {
           out.push_back({kind == '{' ? Token::Type::variable_end : Token::Type::block_end, "", at});
           const std::size_t after = at + ((dash || plus) ? 3 : 2);
           strip_next = dash;
-          return kind == '%' ? trim_block_newline(after, dash) : after;
+          return kind == '%' && !plus ? trim_block_newline(after, dash) : after;
         }
       }
       const char c = rest[0];
-      if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-        std::size_t end = 1;
-        while (end < rest.size() &&
-               (std::isalnum(static_cast<unsigned char>(rest[end])) || rest[end] == '_')) {
-          ++end;
-        }
-        out.push_back({Token::Type::name, std::string(rest.substr(0, end)), at});
-        at += end;
+      if (const std::size_t length = name_length(rest)) {
+        out.push_back({Token::Type::name, std::string(rest.substr(0, length)), at});
+        at += length;
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
         at = number(at, out);
       } else if (c == '\'' || c == '"') {
@@ -264,40 +287,117 @@ class Lexer {
     }
   }
 
-  // Integers and floats as Python writes them (with _ between digits); after a '.', only
-  // an integer (foo.0 is an item, not a float).
+  // A name: Python's identifiers (jinja2 takes Unicode ones), letters, digits and _
+  // not starting with a digit. 0 when `text` does not start one.
+  static std::size_t name_length(std::string_view text) {
+    std::size_t end = 0;
+    while (end < text.size()) {
+      const auto decoded = unicode::decode_utf8(text, end);
+      const char32_t c = decoded.codepoint;
+      const bool digit = c >= '0' && c <= '9';
+      const bool ok = c == '_' || (c < 0x80 ? std::isalnum(static_cast<int>(c)) != 0
+                                            : unicode::is_letter(c) || unicode::is_number(c));
+      if (!ok || (end == 0 && (digit || (c >= 0x80 && !unicode::is_letter(c))))) break;
+      end += decoded.length;
+    }
+    return end;
+  }
+
+  // Numbers as jinja2's lexer reads them. A float (not right after a '.': foo.0.1 is two
+  // items): digits, then a fraction, an exponent or both. Else an integer: 0b, 0o or 0x
+  // and digits of that base, or decimal digits not starting with 0 (a 0 followed by
+  // digits is two numbers, as in jinja2). Each may have _ between digits.
   std::size_t number(std::size_t at, std::vector<Token>& out) {
-    const auto digits = [&](std::size_t i) {
-      while (i < source_.size() && (std::isdigit(static_cast<unsigned char>(source_[i])) ||
-                                    (source_[i] == '_' && i + 1 < source_.size() &&
-                                     std::isdigit(static_cast<unsigned char>(source_[i + 1]))))) {
-        ++i;
+    const auto digits = [&](std::size_t i, int base) {
+      const auto is_digit = [&](std::size_t k) {
+        if (k >= source_.size()) return false;
+        const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(source_[k])));
+        if (base == 16) return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+        return c >= '0' && c < static_cast<char>('0' + base);
+      };
+      if (!is_digit(i)) return i;
+      ++i;
+      while (is_digit(i) || (i < source_.size() && source_[i] == '_' && is_digit(i + 1))) {
+        i += source_[i] == '_' ? 2 : 1;
       }
       return i;
     };
-    std::size_t end = digits(at);
-    bool is_float = false;
-    const bool after_dot = at > 0 && source_[at - 1] == '.';
-    if (!after_dot) {
-      if (end + 1 < source_.size() && source_[end] == '.' &&
-          std::isdigit(static_cast<unsigned char>(source_[end + 1]))) {
-        end = digits(end + 1);
-        is_float = true;
+    const auto digit_at = [&](std::size_t i) {
+      return i < source_.size() && std::isdigit(static_cast<unsigned char>(source_[i]));
+    };
+    const auto without_underscores = [&](std::size_t begin, std::size_t end) {
+      std::string text;
+      for (std::size_t i = begin; i < end; ++i) {
+        if (source_[i] != '_') text += source_[i];
+      }
+      return text;
+    };
+    if (at == 0 || source_[at - 1] != '.') {
+      std::size_t end = digits(at, 10);
+      bool fraction = false, exponent = false;
+      if (end + 1 < source_.size() && source_[end] == '.' && digit_at(end + 1)) {
+        end = digits(end + 1, 10);
+        fraction = true;
       }
       if (end < source_.size() && (source_[end] == 'e' || source_[end] == 'E')) {
         std::size_t e = end + 1;
         if (e < source_.size() && (source_[e] == '+' || source_[e] == '-')) ++e;
-        if (e < source_.size() && std::isdigit(static_cast<unsigned char>(source_[e]))) {
-          end = digits(e);
-          is_float = true;
+        if (digit_at(e)) {
+          end = digits(e, 10);
+          exponent = true;
         }
       }
+      if (fraction || exponent) {
+        out.push_back({Token::Type::floating, without_underscores(at, end), at});
+        return end;
+      }
     }
-    std::string text;
-    for (std::size_t i = at; i < end; ++i) {
-      if (source_[i] != '_') text += source_[i];
+    int base = 10;
+    std::size_t begin = at, end = at + 1;
+    const char prefix =
+        at + 1 < source_.size()
+            ? static_cast<char>(std::tolower(static_cast<unsigned char>(source_[at + 1])))
+            : '\0';
+    if (source_[at] == '0' && (prefix == 'b' || prefix == 'o' || prefix == 'x')) {
+      base = prefix == 'b' ? 2 : prefix == 'o' ? 8 : 16;
+      std::size_t i = at + 2;
+      if (i < source_.size() && source_[i] == '_') ++i;
+      const std::size_t last = digits(i, base);
+      if (last > i) {
+        begin = at + 2;
+        end = last;
+      } else {
+        base = 10;
+      }
     }
-    out.push_back({is_float ? Token::Type::floating : Token::Type::integer, text, at});
+    if (base == 10) {
+      if (source_[at] == '0') {  // 0(_?0)*
+        while (true) {
+          if (end < source_.size() && source_[end] == '0') {
+            ++end;
+          } else if (end + 1 < source_.size() && source_[end] == '_' && source_[end + 1] == '0') {
+            end += 2;
+          } else {
+            break;
+          }
+        }
+      } else {
+        end = digits(at, 10);
+      }
+    }
+    // The token holds the value in decimal (or the digits as written, when they do not
+    // fit 64 bits: the parser reports that).
+    const std::string text = without_underscores(begin, end);
+    std::int64_t value = 0;
+    bool fits = true;
+    for (const char c : text) {
+      const int d = std::isdigit(static_cast<unsigned char>(c))
+                        ? c - '0'
+                        : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
+      fits = fits && !__builtin_mul_overflow(value, base, &value) &&
+             !__builtin_add_overflow(value, d, &value);
+    }
+    out.push_back({Token::Type::integer, fits ? std::to_string(value) : text, at});
     return end;
   }
 

@@ -5,12 +5,13 @@
 // list, dict, tuple in parentheses) with its postfixes (.attr, [item], [a:b:c], (call))
 // and its filters and tests (| name(...), is [not] name ...).
 //
-// Statements: if/elif/else, for (with `if`, `else`, tuple targets), set (names, a
-// namespace's attribute, or a block), macro, call, filter, break, continue, and
-// transformers' {% generation %} (which only marks the assistant's text, so it renders
-// its body). Any other statement ({% include %}, {% extends %}, {% do %}, ...) is an
-// error naming it and where it is: a chat template that needs it cannot be rendered
-// faithfully, so smol says so rather than guessing.
+// Statements: if/elif/else, for (with `if`, `else`, tuple targets, `recursive`), set
+// (names, a namespace's attribute, or a block with filters), macro, call, filter, with,
+// print, break, continue, and transformers' {% generation %} (which only marks the
+// assistant's text, so it renders its body). Any other statement ({% include %},
+// {% extends %}, {% do %}, ...) is an error naming it and where it is: a chat template
+// that needs it cannot be rendered faithfully, so smol says so rather than guessing.
+// Nested unpacking in a for loop's targets (`for (a, b), c in ...`) is refused too.
 //
 // Nesting is bounded (kMaxDepth) so no template can exhaust the stack.
 #pragma once
@@ -129,7 +130,9 @@ class Parser {
       switch (token.type) {
         case Token::Type::end:
           if (terminators.size() == 0) return body;
-          fail(cat("the template ends inside a block that needs {% ", *terminators.begin(), " %}"));
+          // the last terminator is the block's own end: {% endif %}, not {% elif %}
+          fail(cat("the template ends inside a block that needs {% ", *(terminators.end() - 1),
+                   " %}"));
         case Token::Type::text: {
           auto stmt = make(Stmt::Kind::text, token.offset);
           stmt->text = next().text;
@@ -139,7 +142,7 @@ class Parser {
         case Token::Type::variable_begin: {
           next();
           auto stmt = make(Stmt::Kind::print, token.offset);
-          stmt->expr = expression();
+          stmt->expr = tuple_expression(true);  // {{ a, b }} prints a tuple
           if (peek().type != Token::Type::variable_end) {
             fail(cat("expected '}}', found ", describe(peek())));
           }
@@ -185,6 +188,21 @@ class Parser {
     if (name == "macro") return macro_statement(keyword.offset);
     if (name == "call") return call_statement(keyword.offset);
     if (name == "filter") return filter_statement(keyword.offset);
+    if (name == "with") return with_statement(keyword.offset);
+    if (name == "print") {
+      // {% print a, b %} prints a, then b: a block of prints.
+      auto block = make(Stmt::Kind::if_chain, keyword.offset);
+      block->conditions.push_back(literal(true, keyword.offset));
+      block->bodies.emplace_back();
+      while (peek().type != Token::Type::block_end) {
+        if (!block->bodies[0].empty()) expect_op(",");
+        auto stmt = make(Stmt::Kind::print, peek().offset);
+        stmt->expr = expression();
+        block->bodies[0].push_back(std::move(stmt));
+      }
+      expect_block_end();
+      return block;
+    }
     if (name == "break" || name == "continue") {
       expect_block_end();
       return make(name == "break" ? Stmt::Kind::break_loop : Stmt::Kind::continue_loop,
@@ -206,25 +224,28 @@ class Parser {
       return stmt;
     }
     static constexpr std::string_view kStrays[] = {
-        "elif",     "else",    "endif",     "endfor",        "endset",
-        "endmacro", "endcall", "endfilter", "endgeneration", "endraw"};
+        "elif",    "else",      "endif",         "endfor", "endset", "endmacro",
+        "endcall", "endfilter", "endgeneration", "endraw", "endwith"};
     for (const std::string_view stray : kStrays) {
       if (name == stray) fail_at(keyword.offset, cat("{% ", name, " %} without its opening block"));
     }
     fail_at(keyword.offset, cat("unsupported statement {% ", name,
                                 " %}: chat templates rendered by smol may use if, for, set, "
-                                "macro, call, filter, break, continue and generation"));
+                                "macro, call, filter, with, print, break, continue and "
+                                "generation"));
   }
 
+  // jinja2 reads an if's condition without `x if c else y` (an error there) and takes a
+  // tuple (`{% if a, b %}`, always true).
   std::unique_ptr<Stmt> if_statement(std::size_t offset) {
     auto stmt = make(Stmt::Kind::if_chain, offset);
-    stmt->conditions.push_back(expression());
+    stmt->conditions.push_back(tuple_expression(false));
     expect_block_end();
     while (true) {
       std::string_view ended_by;
       stmt->bodies.push_back(parse_body({"elif", "else", "endif"}, ended_by));
       if (ended_by == "elif") {
-        stmt->conditions.push_back(expression());
+        stmt->conditions.push_back(tuple_expression(false));
         expect_block_end();
       } else if (ended_by == "else") {
         expect_block_end();
@@ -251,10 +272,11 @@ class Parser {
     auto stmt = make(Stmt::Kind::for_loop, offset);
     stmt->targets = targets();
     if (!take_name("in")) fail(cat("expected 'in' in a for loop, found ", describe(peek())));
-    // The iterable stops before `if` (a loop filter) and `recursive`.
-    stmt->expr = conditional(/*allow_if=*/false);
+    // The iterable (a tuple without parentheses too) stops before `if` (a loop filter)
+    // and `recursive`.
+    stmt->expr = tuple_expression(false, "recursive");
     if (take_name("if")) stmt->filter = expression();
-    if (at_name("recursive")) fail("recursive for loops are not supported");
+    stmt->recursive = take_name("recursive");
     expect_block_end();
     std::string_view ended_by;
     stmt->bodies.push_back(parse_body({"else", "endfor"}, ended_by));
@@ -268,25 +290,44 @@ class Parser {
 
   std::unique_ptr<Stmt> set_statement(std::size_t offset) {
     auto stmt = make(Stmt::Kind::set, offset);
-    stmt->targets.push_back(expect_name());
-    if (take_op(".")) {
+    if (peek().type == Token::Type::name && peek(1).type == Token::Type::op &&
+        peek(1).text == ".") {
+      stmt->targets.push_back(next().text);  // {% set ns.attribute = ... %}
+      next();
       stmt->text = expect_name();
     } else {
-      while (take_op(",")) stmt->targets.push_back(expect_name());
+      stmt->targets = targets();
     }
     if (take_op("=")) {
-      stmt->expr = expression_or_tuple();
+      stmt->expr = tuple_expression(true);
       expect_block_end();
       return stmt;
     }
     if (!stmt->text.empty() || stmt->targets.size() != 1) {
       fail(cat("expected '=' in a set statement, found ", describe(peek())));
     }
-    if (at_op("|")) fail("filters on a {% set %} block are not supported");
+    // {% set x | filter | ... %}: the block's text goes through the filters.
+    if (take_op("|")) stmt->filter = filter_chain();
     expect_block_end();
     stmt->kind = Stmt::Kind::set_block;
     std::string_view ended_by;
     stmt->bodies.push_back(parse_body({"endset"}, ended_by));
+    expect_block_end();
+    return stmt;
+  }
+
+  // {% with a = 1, b = a %}...{% endwith %}: the values read the outer scope.
+  std::unique_ptr<Stmt> with_statement(std::size_t offset) {
+    auto stmt = make(Stmt::Kind::with_block, offset);
+    while (peek().type != Token::Type::block_end) {
+      if (!stmt->targets.empty()) expect_op(",");
+      stmt->targets.push_back(expect_name());
+      expect_op("=");
+      stmt->conditions.push_back(expression());
+    }
+    expect_block_end();
+    std::string_view ended_by;
+    stmt->bodies.push_back(parse_body({"endwith"}, ended_by));
     expect_block_end();
     return stmt;
   }
@@ -299,7 +340,11 @@ class Parser {
       if (take_op(")")) break;
       Parameter parameter;
       parameter.name = expect_name();
-      if (take_op("=")) parameter.default_value = expression();
+      if (take_op("=")) {
+        parameter.default_value = expression();
+      } else if (!out.empty() && out.back().default_value) {
+        fail("non-default argument follows default argument");
+      }
       out.push_back(std::move(parameter));
     }
     return out;
@@ -312,8 +357,8 @@ class Parser {
     expect_block_end();
     std::string_view ended_by;
     stmt->bodies.push_back(parse_body({"endmacro"}, ended_by));
-    if (peek().type == Token::Type::name && peek().text == stmt->text) next();
     expect_block_end();
+    special_names(*stmt);
     return stmt;
   }
 
@@ -327,22 +372,88 @@ class Parser {
     std::string_view ended_by;
     stmt->bodies.push_back(parse_body({"endcall"}, ended_by));
     expect_block_end();
+    special_names(*stmt);
     return stmt;
   }
 
-  // {% filter name(args) | name2 %}: a chain of filters with an empty place for the body.
-  std::unique_ptr<Stmt> filter_statement(std::size_t offset) {
-    auto stmt = make(Stmt::Kind::filter_block, offset);
+  // `name(args) | name2 ...`: a chain of filters with an empty place for the value.
+  ExprPtr filter_chain() {
     ExprPtr chain = nullptr;
     do {
       chain = filter_call(std::move(chain), peek().offset);
     } while (take_op("|"));
-    stmt->expr = std::move(chain);
+    return chain;
+  }
+
+  // {% filter name(args) | name2 %}...{% endfilter %}
+  std::unique_ptr<Stmt> filter_statement(std::size_t offset) {
+    auto stmt = make(Stmt::Kind::filter_block, offset);
+    stmt->expr = filter_chain();
     expect_block_end();
     std::string_view ended_by;
     stmt->bodies.push_back(parse_body({"endfilter"}, ended_by));
     expect_block_end();
     return stmt;
+  }
+
+  // Whether a macro's body reads caller, kwargs or varargs, as jinja2's
+  // find_undeclared sees it: a read in source order, unless the name was assigned (or
+  // made a parameter) before.
+  struct SpecialScan {
+    bool caller = false, kwargs = false, varargs = false;
+    bool open_caller = true, open_kwargs = true, open_varargs = true;
+
+    void load(const std::string& name) {
+      if (name == "caller" && open_caller) caller = true;
+      if (name == "kwargs" && open_kwargs) kwargs = true;
+      if (name == "varargs" && open_varargs) varargs = true;
+    }
+    void store(const std::string& name) {
+      if (name == "caller") open_caller = false;
+      if (name == "kwargs") open_kwargs = false;
+      if (name == "varargs") open_varargs = false;
+    }
+    void scan(const Expr* expr) {
+      if (!expr) return;
+      if (expr->kind == Expr::Kind::name) load(expr->name);
+      for (const auto& item : expr->items) scan(item.get());
+      for (const auto& argument : expr->positional) scan(argument.get());
+      for (const auto& [name, argument] : expr->named) scan(argument.get());
+    }
+    void scan(const Body& body) {
+      for (const auto& stmt : body) scan(*stmt);
+    }
+    void scan(const Stmt& stmt) {
+      const bool stores_first = stmt.kind == Stmt::Kind::for_loop || stmt.kind == Stmt::Kind::set ||
+                                stmt.kind == Stmt::Kind::set_block;
+      if (stores_first && stmt.text.empty()) {
+        for (const std::string& target : stmt.targets) store(target);
+      }
+      for (const Parameter& parameter : stmt.parameters) store(parameter.name);
+      for (const Parameter& parameter : stmt.parameters) scan(parameter.default_value.get());
+      scan(stmt.expr.get());
+      for (std::size_t i = 0; i < stmt.conditions.size(); ++i) {
+        scan(stmt.conditions[i].get());
+        if (i < stmt.bodies.size() && stmt.kind == Stmt::Kind::if_chain) scan(stmt.bodies[i]);
+      }
+      if (stmt.kind == Stmt::Kind::with_block) {
+        for (const std::string& target : stmt.targets) store(target);
+      }
+      for (std::size_t i = stmt.kind == Stmt::Kind::if_chain ? stmt.conditions.size() : 0;
+           i < stmt.bodies.size(); ++i) {
+        scan(stmt.bodies[i]);
+      }
+      scan(stmt.filter.get());
+    }
+  };
+
+  static void special_names(Stmt& stmt) {
+    SpecialScan scan;
+    for (const Parameter& parameter : stmt.parameters) scan.store(parameter.name);
+    scan.scan(stmt.bodies[0]);
+    stmt.uses_caller = scan.caller;
+    stmt.uses_kwargs = scan.kwargs;
+    stmt.uses_varargs = scan.varargs;
   }
 
   // ---- expressions ----
@@ -356,14 +467,30 @@ class Parser {
 
   ExprPtr expression() { return conditional(true); }
 
-  // `a, b` at the top of a set statement is a tuple.
-  ExprPtr expression_or_tuple() {
+  // jinja2's parse_tuple: `a, b` (a trailing comma allowed) is a tuple where a print, a
+  // set's value, an if's condition or a for's iterable stands; a single expression is
+  // itself. Without `with_condexpr`, `x if c else y` is not read.
+  ExprPtr tuple_expression(bool with_condexpr, std::string_view end_name = {}) {
     const std::size_t offset = peek().offset;
-    ExprPtr first = expression();
-    if (!at_op(",")) return first;
+    std::vector<ExprPtr> items;
+    bool is_tuple = false;
+    while (true) {
+      if (!items.empty()) expect_op(",");
+      const Token::Type type = peek().type;
+      if (type == Token::Type::variable_end || type == Token::Type::block_end || at_op(")") ||
+          (!end_name.empty() && at_name(end_name))) {
+        break;
+      }
+      items.push_back(conditional(with_condexpr));
+      if (!at_op(",")) break;
+      is_tuple = true;
+    }
+    if (!is_tuple) {
+      if (items.empty()) fail(cat("expected an expression, found ", describe(peek())));
+      return std::move(items[0]);
+    }
     auto tuple = node(Expr::Kind::tuple, offset);
-    tuple->items.push_back(std::move(first));
-    while (take_op(",")) tuple->items.push_back(expression());
+    tuple->items = std::move(items);
     return tuple;
   }
 

@@ -1,11 +1,14 @@
 // The values a Jinja template computes with: Python's, as jinja2 hands them around.
 //
 // Undefined (a name or key that is not there: prints as nothing, fails when used), None,
-// bool, int, float, str, list, dict and callables (macros, filters-as-functions, bound
-// methods). Lists and dicts are shared and immutable, as in transformers' sandbox
-// (ImmutableSandboxedEnvironment refuses list.append and dict.update), so a copy is a
-// pointer copy. The one mutable value is a `namespace()`, which `{% set ns.x = ... %}`
-// changes in place for every holder, as Python's reference semantics do.
+// bool, int (64 bits: Python's larger ones are an error), float, str, list (which also
+// stands for a tuple, a dict view or a groupby pair: ListType), dict and callables
+// (macros, filters-as-functions, bound methods, jinja2's loop and cycler objects). Lists
+// and dicts are shared and immutable, as in transformers' sandbox
+// (ImmutableSandboxedEnvironment refuses list.append and dict.update; smol refuses
+// list.pop and list.clear too, which the sandbox lets through), so a copy is a pointer
+// copy. The one mutable value is a `namespace()`, which `{% set ns.x = ... %}` changes in
+// place for every holder, as Python's reference semantics do.
 #pragma once
 
 #include <cstddef>
@@ -51,21 +54,7 @@ class TemplateRaised : public Error {
 class Value;
 using List = std::vector<Value>;
 
-// A dict in insertion order (Python's). Keys are JSON's strings, or a dict literal's
-// numbers, booleans and None (1, 1.0 and True are one key, as in Python).
-class Dict {
- public:
-  const Value* find(std::string_view key) const;
-  const Value* find(const std::string& key) const { return find(std::string_view(key)); }
-  const Value* find(const char* key) const { return find(std::string_view(key)); }
-  const Value* find(const Value& key) const;
-  void set(Value key, Value value);
-  std::size_t size() const { return entries_.size(); }
-  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
-
- private:
-  std::vector<std::pair<Value, Value>> entries_;
-};
+class Dict;
 
 // A call's arguments: positional, then named.
 struct Arguments {
@@ -83,9 +72,15 @@ struct None {};
 struct Namespace {
   std::shared_ptr<Dict> attributes;
 };
+// A function, a macro, a bound method, or one of jinja2's objects (a loop, a cycler):
+// `function` is what a call runs (an object that cannot be called has none),
+// `attributes` what `.name` finds on it, `repr` how it prints (else "<function name>").
 struct Callable {
   std::shared_ptr<const Function> function;
   std::string name;
+  std::shared_ptr<Dict> attributes;
+  std::string repr;
+  const void* owner = nullptr;  // the scope a macro keeps alive (the interpreter's to read)
 };
 // What jinja2's map, select, selectattr, reject, rejectattr, unique, batch, items and
 // reverse return: a Python iterator, not a list. Templates meet its Python semantics:
@@ -98,6 +93,12 @@ struct GeneratorState {
 struct Generator {
   std::shared_ptr<GeneratorState> state;
 };
+
+// Which Python sequence a list value stands for: they iterate alike, but print, compare,
+// index and serialize differently ((1, 2) is not [1, 2]; dict.items() prints as
+// dict_items([...]) and cannot be indexed). `group` is groupby's (grouper, list) pair, a
+// tuple with those two names as attributes.
+enum class ListType : std::uint8_t { list, tuple, dict_keys, dict_values, dict_items, group };
 
 class Value {
  public:
@@ -125,7 +126,7 @@ class Value {
   Value(std::string_view s) : data_(std::string(s)) {}                        // NOLINT: implicit
   Value(const char* s) : data_(std::string(s)) {}                             // NOLINT: implicit
   Value(List list) : data_(std::make_shared<const List>(std::move(list))) {}  // NOLINT
-  Value(Dict dict) : data_(std::make_shared<const Dict>(std::move(dict))) {}  // NOLINT
+  Value(Dict dict);                                                           // NOLINT: implicit
   Value(Namespace ns) : data_(std::move(ns)) {}                               // NOLINT: implicit
   Value(Callable fn) : data_(std::move(fn)) {}                                // NOLINT: implicit
   Value(Generator g) : data_(std::move(g)) {}                                 // NOLINT: implicit
@@ -143,9 +144,30 @@ class Value {
     return v;
   }
   bool is_markup() const { return markup_ && is_string(); }
+  // A tuple, a dict view or a groupby pair: a list value of another Python type.
+  static Value sequence(List items, ListType type) {
+    Value v(std::move(items));
+    v.list_type_ = type;
+    return v;
+  }
+  static Value tuple(List items) { return sequence(std::move(items), ListType::tuple); }
+  ListType list_type() const { return is_list() ? list_type_ : ListType::list; }
+  bool is_tuple() const { return list_type() == ListType::tuple || list_type() == ListType::group; }
+  // list and tuple have len() and [index]; dict views only iterate.
+  bool is_indexable_list() const {
+    return is_list() && (list_type_ == ListType::list || is_tuple());
+  }
   static Value undefined(std::string name) { return Value(Undefined{std::move(name)}); }
   static Value function(std::string name, Function fn) {
-    return Callable{std::make_shared<const Function>(std::move(fn)), std::move(name)};
+    return Callable{
+        std::make_shared<const Function>(std::move(fn)), std::move(name), nullptr, {}, nullptr};
+  }
+
+  // An object with attributes, callable when `fn` is given.
+  static Value object(std::string name, std::string repr, std::shared_ptr<Dict> attributes,
+                      Function fn = nullptr, const void* owner = nullptr) {
+    return Callable{fn ? std::make_shared<const Function>(std::move(fn)) : nullptr, std::move(name),
+                    std::move(attributes), std::move(repr), owner};
   }
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
@@ -178,6 +200,7 @@ class Value {
   GeneratorState& generator_state() const { return *std::get<Generator>(data_).state; }
   const std::string& undefined_name() const { return std::get<Undefined>(data_).name; }
 
+  bool dict_empty() const;  // after Dict, which needs Value complete
   // Python's truth: empty, zero, None and undefined are false.
   bool truthy() const {
     switch (kind()) {
@@ -195,7 +218,7 @@ class Value {
       case Kind::list:
         return !as_list().empty();
       case Kind::dict:
-        return as_dict().size() != 0;
+        return !dict_empty();
       case Kind::name_space:
       case Kind::callable:
       case Kind::generator:
@@ -209,6 +232,10 @@ class Value {
     static constexpr std::string_view kNames[] = {"undefined", "NoneType", "bool",     "int",
                                                   "float",     "str",      "list",     "dict",
                                                   "Namespace", "function", "generator"};
+    static constexpr std::string_view kListNames[] = {"list",        "tuple",      "dict_keys",
+                                                      "dict_values", "dict_items", "tuple"};
+    if (is_list()) return kListNames[static_cast<int>(list_type_)];
+    if (is_markup()) return "Markup";
     return kNames[data_.index()];
   }
 
@@ -220,7 +247,30 @@ class Value {
                Generator>
       data_;
   bool markup_ = false;
+  ListType list_type_ = ListType::list;
 };
+
+// A dict in insertion order (Python's). Keys are JSON's strings, or a dict literal's
+// numbers, booleans and None (1, 1.0 and True are one key, as in Python).
+class Dict {
+ public:
+  const Value* find(std::string_view key) const;
+  const Value* find(const std::string& key) const { return find(std::string_view(key)); }
+  const Value* find(const char* key) const { return find(std::string_view(key)); }
+  const Value* find(const Value& key) const;
+  void set(Value key, Value value);
+  std::size_t size() const { return entries_.size(); }
+  const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<Value, Value>> entries_;
+};
+
+inline Value::Value(Dict dict) : data_(std::make_shared<const Dict>(std::move(dict))) {}
+
+inline bool Value::dict_empty() const {
+  return as_dict().size() == 0;
+}
 
 inline const Value* Dict::find(std::string_view key) const {
   for (const auto& [name, value] : entries_) {
@@ -233,7 +283,9 @@ inline const Value* Dict::find(std::string_view key) const {
 // undefined equals another undefined (jinja2's Undefined.__eq__).
 inline bool equal(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
-    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
+    if (a.is_float() && b.is_float()) return a.as_double() == b.as_double();
+    if (a.is_float()) return python::compare_int_float(b.as_int(), a.as_double()) == 0;
+    if (b.is_float()) return python::compare_int_float(a.as_int(), b.as_double()) == 0;
     return a.as_int() == b.as_int();
   }
   if (a.kind() != b.kind()) return false;
@@ -244,6 +296,13 @@ inline bool equal(const Value& a, const Value& b) {
     case Value::Kind::string:
       return a.as_string() == b.as_string();
     case Value::Kind::list: {
+      const auto python_type = [](const Value& v) {
+        return v.list_type() == ListType::group ? ListType::tuple : v.list_type();
+      };
+      if (python_type(a) != python_type(b)) return false;  // (1, 2) != [1, 2]
+      if (a.list_type() == ListType::dict_values) {
+        return &a.as_list() == &b.as_list();  // values views compare by identity
+      }
       const List &x = a.as_list(), &y = b.as_list();
       if (x.size() != y.size()) return false;
       for (std::size_t i = 0; i < x.size(); ++i) {
@@ -263,7 +322,8 @@ inline bool equal(const Value& a, const Value& b) {
     case Value::Kind::name_space:
       return &a.namespace_attributes() == &b.namespace_attributes();
     case Value::Kind::callable:
-      return a.as_callable().function == b.as_callable().function;
+      return a.as_callable().function == b.as_callable().function &&
+             a.as_callable().attributes == b.as_callable().attributes;
     case Value::Kind::generator:
       return &a.generator_state() == &b.generator_state();
     default:
@@ -318,6 +378,7 @@ inline void append_repr(std::string& out, const Value& value, int depth) {
   if (depth > kMaxReprDepth) fail("a value nests deeper than ", kMaxReprDepth, " levels");
   switch (value.kind()) {
     case Value::Kind::undefined:
+      out += "Undefined";  // in a container (str() of it alone is empty: append_str)
       return;
     case Value::Kind::none:
       out += "None";
@@ -332,17 +393,24 @@ inline void append_repr(std::string& out, const Value& value, int depth) {
       out += python::float_repr(value.as_double());
       return;
     case Value::Kind::string:
+      if (value.is_markup()) out += "Markup(";
       out += python::string_repr(value.as_string());
+      if (value.is_markup()) out += ')';
       return;
     case Value::Kind::list: {
-      out += '[';
+      static constexpr std::string_view kOpen[] = {
+          "[", "(", "dict_keys([", "dict_values([", "dict_items([", "("};
+      static constexpr std::string_view kClose[] = {"]", ")", "])", "])", "])", ")"};
+      const auto type = static_cast<int>(value.list_type());
+      out += kOpen[type];
       bool first = true;
       for (const Value& item : value.as_list()) {
         if (!first) out += ", ";
         first = false;
         append_repr(out, item, depth + 1);
       }
-      out += ']';
+      if (value.is_tuple() && value.as_list().size() == 1) out += ',';  // (1,)
+      out += kClose[type];
       return;
     }
     case Value::Kind::dict:
@@ -361,7 +429,11 @@ inline void append_repr(std::string& out, const Value& value, int depth) {
       return;
     }
     case Value::Kind::callable:
-      out += "<function " + value.as_callable().name + ">";
+      if (!value.as_callable().repr.empty()) {
+        out += value.as_callable().repr;
+      } else {
+        out += "<function " + value.as_callable().name + ">";
+      }
       return;
     case Value::Kind::generator:
       out += "<generator object>";
