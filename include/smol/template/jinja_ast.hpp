@@ -49,6 +49,7 @@ struct Expr {
   std::vector<ExprPtr> positional;                     // call, filter and test arguments
   std::vector<std::pair<std::string, ExprPtr>> named;  // keyword arguments
   bool negated = false;                                // `is not`
+  int depth = 1;  // the levels of nodes down to its deepest leaf (Parser bounds it)
 };
 
 struct Stmt;

@@ -27,36 +27,6 @@
 
 namespace smol::jinja {
 
-// The budgets of one render.
-struct RenderLimits {
-  std::size_t max_steps = 10'000'000;        // expressions, statements and elements built
-  std::size_t max_output_bytes = 64u << 20;  // the rendered text, and any one string
-  int max_call_depth = 100;                  // nested macro calls
-  int max_value_depth = 256;                 // nesting of a value tojson or repr writes
-};
-
-class Meter {
- public:
-  explicit Meter(const RenderLimits& limits) : limits_(limits) {}
-
-  void charge(std::size_t work) {
-    steps_ += work;
-    if (steps_ > limits_.max_steps) {
-      fail("the template ran past its budget of ", limits_.max_steps, " steps");
-    }
-  }
-  void check_size(std::size_t bytes) const {
-    if (bytes > limits_.max_output_bytes) {
-      fail("the template built a text of more than ", limits_.max_output_bytes, " bytes");
-    }
-  }
-  const RenderLimits& limits() const { return limits_; }
-
- private:
-  const RenderLimits& limits_;
-  std::size_t steps_ = 0;
-};
-
 namespace builtins {
 
 // ---- arguments ----

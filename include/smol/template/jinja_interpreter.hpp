@@ -47,17 +47,20 @@ class Interpreter {
     for (const auto& weak : captured_) {
       for (auto frame = weak.lock(); frame; frame = frame->parent) frame->variables.clear();
     }
+    // All held first, then emptied: emptying one while the others may go with it would
+    // free a chain of them recursively.
+    std::vector<std::shared_ptr<Dict>> held;
     for (const auto& weak : namespaces_) {
-      if (const auto attributes = weak.lock()) *attributes = Dict();
+      if (auto attributes = weak.lock()) held.push_back(std::move(attributes));
     }
+    for (const auto& attributes : held) *attributes = Dict();
   }
 
   std::string run(const Body& body) {
+    const MeteredRender metered(meter_);
     std::string out;
     root_ = std::make_shared<Frame>();
-    if (exec(body, *root_, out) != Flow::normal) {
-      fail_at(0, "{% break %} or {% continue %} outside a loop");
-    }
+    exec(body, *root_, out);  // the parser refuses break and continue outside a loop
     return out;
   }
 
@@ -139,7 +142,24 @@ class Interpreter {
 
   // A statement's own failures (a budget met, a value too deep to print) carry its place;
   // an expression's carry their own, and a raise_exception its message alone.
+  // One level of statements, expressions and macro calls inside one another.
+  struct Nested {
+    Nested(Interpreter& in, std::size_t offset) : interpreter(in) {
+      if (++interpreter.nesting_ > interpreter.meter_.limits().max_nesting) {
+        --interpreter.nesting_;
+        interpreter.fail_at(
+            offset, cat("the template nests deeper than ", interpreter.meter_.limits().max_nesting,
+                        " levels of statements, expressions and macro calls"));
+      }
+    }
+    ~Nested() { --interpreter.nesting_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+    Interpreter& interpreter;
+  };
+
   Flow exec(const Stmt& stmt, Frame& frame, std::string& out) {
+    const Nested nested(*this, stmt.offset);
     try {
       return exec_statement(stmt, frame, out);
     } catch (const TemplateError&) {
@@ -525,7 +545,7 @@ class Interpreter {
 
   Value namespace_function() {
     return Value::function("namespace", [this](Arguments& args) -> Value {
-      auto attributes = std::make_shared<Dict>();
+      auto attributes = make_namespace_attributes();
       for (const Value& given : args.positional) {
         if (!given.is_dict()) fail("namespace: a positional argument must be a dict");
         for (const auto& [key, value] : given.as_dict().entries()) attributes->set(key, value);
@@ -607,6 +627,7 @@ class Interpreter {
   }
 
   Value eval(const Expr& expr, Frame& frame) {
+    const Nested nested(*this, expr.offset);
     meter_.charge(1);
     try {
       return eval_node(expr, frame);
@@ -761,6 +782,7 @@ class Interpreter {
   Meter meter_;
   FramePtr root_;
   int call_depth_ = 0;
+  int nesting_ = 0;
   std::vector<std::weak_ptr<Frame>> captured_;
   std::vector<std::weak_ptr<Dict>> namespaces_;
 };

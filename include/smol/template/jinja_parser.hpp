@@ -16,6 +16,7 @@
 // Nesting is bounded (kMaxDepth) so no template can exhaust the stack.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -204,6 +205,9 @@ class Parser {
       return block;
     }
     if (name == "break" || name == "continue") {
+      // Python's own rule, which jinja2 inherits when it compiles: only inside a loop's
+      // body (not its else, not a macro defined in it).
+      if (loop_depth_ == 0) fail_at(keyword.offset, cat("{% ", name, " %} outside a loop"));
       expect_block_end();
       return make(name == "break" ? Stmt::Kind::break_loop : Stmt::Kind::continue_loop,
                   keyword.offset);
@@ -279,7 +283,9 @@ class Parser {
     stmt->recursive = take_name("recursive");
     expect_block_end();
     std::string_view ended_by;
+    ++loop_depth_;
     stmt->bodies.push_back(parse_body({"else", "endfor"}, ended_by));
+    --loop_depth_;
     if (ended_by == "else") {
       expect_block_end();
       stmt->bodies.push_back(parse_body({"endfor"}, ended_by));
@@ -356,7 +362,9 @@ class Parser {
     stmt->parameters = parameters();
     expect_block_end();
     std::string_view ended_by;
+    const int enclosing_loops = std::exchange(loop_depth_, 0);
     stmt->bodies.push_back(parse_body({"endmacro"}, ended_by));
+    loop_depth_ = enclosing_loops;
     expect_block_end();
     special_names(*stmt);
     return stmt;
@@ -370,7 +378,9 @@ class Parser {
       fail_at(stmt->expr->offset, "{% call %} needs a call");
     expect_block_end();
     std::string_view ended_by;
+    const int enclosing_loops = std::exchange(loop_depth_, 0);
     stmt->bodies.push_back(parse_body({"endcall"}, ended_by));
+    loop_depth_ = enclosing_loops;
     expect_block_end();
     special_names(*stmt);
     return stmt;
@@ -465,6 +475,23 @@ class Parser {
     return expr;
   }
 
+  // A finished node's depth from its children's, bounded: a loop such as additive()'s
+  // builds `1+1+...+1` as a left-deep tree without recursing, and evaluating or freeing
+  // such a tree recurses once per level.
+  ExprPtr sealed(ExprPtr expr) {
+    int deepest = 0;
+    for (const ExprPtr& item : expr->items) {
+      if (item) deepest = std::max(deepest, item->depth);
+    }
+    for (const ExprPtr& argument : expr->positional) deepest = std::max(deepest, argument->depth);
+    for (const auto& [name, argument] : expr->named) deepest = std::max(deepest, argument->depth);
+    expr->depth = deepest + 1;
+    if (expr->depth > kMaxDepth) {
+      fail_at(expr->offset, cat("an expression nests deeper than ", kMaxDepth, " levels"));
+    }
+    return expr;
+  }
+
   ExprPtr expression() { return conditional(true); }
 
   // jinja2's parse_tuple: `a, b` (a trailing comma allowed) is a tuple where a print, a
@@ -491,7 +518,7 @@ class Parser {
     }
     auto tuple = node(Expr::Kind::tuple, offset);
     tuple->items = std::move(items);
-    return tuple;
+    return sealed(std::move(tuple));
   }
 
   ExprPtr conditional(bool allow_if) {
@@ -503,7 +530,7 @@ class Parser {
       expr->items.push_back(logical_or());
       expr->items.push_back(std::move(value));
       expr->items.push_back(take_name("else") ? conditional(true) : nullptr);
-      value = std::move(expr);
+      value = sealed(std::move(expr));
     }
     return value;
   }
@@ -515,7 +542,7 @@ class Parser {
       auto expr = node(Expr::Kind::logical_or, offset);
       expr->items.push_back(std::move(left));
       expr->items.push_back(logical_and());
-      left = std::move(expr);
+      left = sealed(std::move(expr));
     }
     return left;
   }
@@ -527,7 +554,7 @@ class Parser {
       auto expr = node(Expr::Kind::logical_and, offset);
       expr->items.push_back(std::move(left));
       expr->items.push_back(logical_not());
-      left = std::move(expr);
+      left = sealed(std::move(expr));
     }
     return left;
   }
@@ -538,7 +565,7 @@ class Parser {
     if (take_name("not")) {
       auto expr = node(Expr::Kind::logical_not, offset);
       expr->items.push_back(logical_not());
-      return expr;
+      return sealed(std::move(expr));
     }
     return comparison();
   }
@@ -569,7 +596,7 @@ class Parser {
       chain->ops.push_back(op);
       chain->items.push_back(additive());
     }
-    return chain ? std::move(chain) : std::move(first);
+    return chain ? sealed(std::move(chain)) : std::move(first);
   }
 
   ExprPtr binary(std::string op, ExprPtr left, ExprPtr right, std::size_t offset) {
@@ -577,7 +604,7 @@ class Parser {
     expr->name = std::move(op);
     expr->items.push_back(std::move(left));
     expr->items.push_back(std::move(right));
-    return expr;
+    return sealed(std::move(expr));
   }
 
   ExprPtr additive() {
@@ -622,6 +649,7 @@ class Parser {
       const bool minus = next().text == "-";
       value = node(minus ? Expr::Kind::negate : Expr::Kind::plus, offset);
       value->items.push_back(unary(false));
+      value = sealed(std::move(value));
     } else {
       value = primary();
     }
@@ -677,7 +705,7 @@ class Parser {
             tuple->items.push_back(expression());
           }
           expect_op(")");
-          return tuple;
+          return sealed(std::move(tuple));
         }
         if (take_op("[")) {
           auto list = node(Expr::Kind::list, token.offset);
@@ -686,7 +714,7 @@ class Parser {
             if (take_op("]")) break;
             list->items.push_back(expression());
           }
-          return list;
+          return sealed(std::move(list));
         }
         if (take_op("{")) {
           auto dict = node(Expr::Kind::dict, token.offset);
@@ -697,7 +725,7 @@ class Parser {
             expect_op(":");
             dict->items.push_back(expression());
           }
-          return dict;
+          return sealed(std::move(dict));
         }
         break;
       }
@@ -726,7 +754,7 @@ class Parser {
           expr->name = expect_name();
           expr->items.push_back(std::move(value));
         }
-        value = std::move(expr);
+        value = sealed(std::move(expr));
       } else if (take_op("[")) {
         value = subscript(std::move(value), offset);
       } else if (at_op("(")) {
@@ -754,12 +782,12 @@ class Parser {
       auto expr = node(Expr::Kind::item, offset);
       expr->items.push_back(std::move(target));
       expr->items.push_back(std::move(parts[0]));
-      return expr;
+      return sealed(std::move(expr));
     }
     auto expr = node(Expr::Kind::slice, offset);
     expr->items.push_back(std::move(target));
     for (ExprPtr& part : parts) expr->items.push_back(std::move(part));
-    return expr;
+    return sealed(std::move(expr));
   }
 
   void arguments(Expr& expr) {
@@ -784,7 +812,7 @@ class Parser {
     auto expr = node(Expr::Kind::call, offset);
     expr->items.push_back(std::move(callee));
     arguments(*expr);
-    return expr;
+    return sealed(std::move(expr));
   }
 
   // `name` or `name(args)` after a '|'; `target` is null in a {% filter %} block.
@@ -794,7 +822,7 @@ class Parser {
     while (take_op(".")) expr->name += "." + expect_name();
     expr->items.push_back(std::move(target));
     if (at_op("(")) arguments(*expr);
-    return expr;
+    return sealed(std::move(expr));
   }
 
   ExprPtr filters_and_tests(ExprPtr value) {
@@ -816,7 +844,7 @@ class Parser {
           if (at_name("is")) fail("tests cannot be chained with 'is'");
           expr->positional.push_back(postfix(primary()));
         }
-        value = std::move(expr);
+        value = sealed(std::move(expr));
       } else if (at_op("(")) {
         value = call(std::move(value), offset);
       } else {
@@ -829,6 +857,7 @@ class Parser {
   std::size_t position_ = 0;
   const LineIndex& lines_;
   int depth_ = 0;
+  int loop_depth_ = 0;  // for bodies around the statement being parsed, within its macro
 };
 
 }  // namespace smol::jinja

@@ -11,6 +11,7 @@
 // place for every holder, as Python's reference semantics do.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -117,23 +118,45 @@ class Value {
   };
 
   Value() : data_(Undefined{}) {}
-  Value(None) : data_(None{}) {}                                              // NOLINT: implicit
-  Value(bool b) : data_(b) {}                                                 // NOLINT: implicit
-  Value(std::int64_t i) : data_(i) {}                                         // NOLINT: implicit
-  Value(int i) : data_(std::int64_t{i}) {}                                    // NOLINT: implicit
-  Value(double f) : data_(f) {}                                               // NOLINT: implicit
-  Value(std::string s) : data_(std::move(s)) {}                               // NOLINT: implicit
-  Value(std::string_view s) : data_(std::string(s)) {}                        // NOLINT: implicit
-  Value(const char* s) : data_(std::string(s)) {}                             // NOLINT: implicit
-  Value(List list) : data_(std::make_shared<const List>(std::move(list))) {}  // NOLINT
-  Value(Dict dict);                                                           // NOLINT: implicit
-  Value(Namespace ns) : data_(std::move(ns)) {}                               // NOLINT: implicit
-  Value(Callable fn) : data_(std::move(fn)) {}                                // NOLINT: implicit
-  Value(Generator g) : data_(std::move(g)) {}                                 // NOLINT: implicit
+  Value(None) : data_(None{}) {}                        // NOLINT: implicit
+  Value(bool b) : data_(b) {}                           // NOLINT: implicit
+  Value(std::int64_t i) : data_(i) {}                   // NOLINT: implicit
+  Value(int i) : data_(std::int64_t{i}) {}              // NOLINT: implicit
+  Value(double f) : data_(f) {}                         // NOLINT: implicit
+  Value(std::string s) : data_(std::move(s)) {}         // NOLINT: implicit
+  Value(std::string_view s) : data_(std::string(s)) {}  // NOLINT: implicit
+  Value(const char* s) : data_(std::string(s)) {}       // NOLINT: implicit
+  Value(List list)
+      : depth_(depth_of(list)), data_(std::make_shared<const List>(std::move(list))) {}  // NOLINT
+  Value(Dict dict);                              // NOLINT: implicit
+  Value(Namespace ns) : data_(std::move(ns)) {}  // NOLINT: implicit
+  Value(Callable fn) : data_(std::move(fn)) {}   // NOLINT: implicit
+  Value(Generator g) : data_(std::move(g)) {}    // NOLINT: implicit
   static Value generator(List items) {
+    const std::uint16_t depth = depth_of(items);
     auto state = std::make_shared<GeneratorState>();
     state->items = std::move(items);
-    return Generator{std::move(state)};
+    Value v = Generator{std::move(state)};
+    v.depth_ = depth;
+    return v;
+  }
+  // How deep lists, tuples, dicts and generators nest in this value (a namespace, which
+  // can change after it is made, counts as one level). Bounded by kMaxValueDepth as values
+  // are built, so that no value is too deep to copy, compare, print or free: each of those
+  // walks recurse, and freeing a list of lists a million deep overflows any stack.
+  static constexpr std::uint16_t kMaxValueDepth = 512;
+  std::uint16_t depth() const { return depth_; }
+  // Whether the two are one list or dict object (Python's `is`).
+  bool shares_with(const Value& other) const {
+    if (is_list() && other.is_list()) {
+      return std::get<std::shared_ptr<const List>>(data_) ==
+             std::get<std::shared_ptr<const List>>(other.data_);
+    }
+    if (is_dict() && other.is_dict()) {
+      return std::get<std::shared_ptr<const Dict>>(data_) ==
+             std::get<std::shared_ptr<const Dict>>(other.data_);
+    }
+    return false;
   }
   // markupsafe's Markup: text marked safe (`|safe`, `|e`). Adding plain text to it
   // HTML-escapes the plain text, as Python's Markup.__add__ does, even with autoescape
@@ -242,6 +265,18 @@ class Value {
  private:
   explicit Value(Undefined u) : data_(std::move(u)) {}
 
+  static std::uint16_t depth_of(const List& items) {
+    std::uint16_t deepest = 0;
+    for (const Value& item : items) deepest = std::max(deepest, item.depth_);
+    return deeper(deepest);
+  }
+  static std::uint16_t deeper(std::uint16_t depth) {
+    if (depth >= kMaxValueDepth) fail("a value nests deeper than ", kMaxValueDepth, " levels");
+    return static_cast<std::uint16_t>(depth + 1);
+  }
+
+  std::uint16_t depth_ = 0;
+
   std::variant<Undefined, None, bool, std::int64_t, double, std::string,
                std::shared_ptr<const List>, std::shared_ptr<const Dict>, Namespace, Callable,
                Generator>
@@ -266,7 +301,38 @@ class Dict {
   std::vector<std::pair<Value, Value>> entries_;
 };
 
-inline Value::Value(Dict dict) : data_(std::make_shared<const Dict>(std::move(dict))) {}
+// Frees a namespace's attributes without recursing into the namespaces they hold: a
+// template can chain namespaces a million long ({% set ns = namespace(next=ns) %} in a
+// loop), and freeing the head would otherwise free the chain one stack frame per link.
+// Each freed namespace's own namespaces wait in a list this loop drains.
+struct NamespaceDeleter {
+  void operator()(Dict* attributes) const {
+    thread_local std::vector<Dict*> pending;
+    thread_local bool draining = false;
+    pending.push_back(attributes);
+    if (draining) return;
+    draining = true;
+    while (!pending.empty()) {
+      Dict* next = pending.back();
+      pending.pop_back();
+      delete next;  // may add the namespaces it held to `pending`
+    }
+    draining = false;
+  }
+};
+
+inline std::shared_ptr<Dict> make_namespace_attributes() {
+  return std::shared_ptr<Dict>(new Dict(), NamespaceDeleter{});
+}
+
+inline Value::Value(Dict dict) {
+  std::uint16_t deepest = 0;
+  for (const auto& [key, value] : dict.entries()) {
+    deepest = std::max({deepest, key.depth_, value.depth_});
+  }
+  depth_ = deeper(deepest);
+  data_ = std::make_shared<const Dict>(std::move(dict));
+}
 
 inline bool Value::dict_empty() const {
   return as_dict().size() == 0;
@@ -279,9 +345,68 @@ inline const Value* Dict::find(std::string_view key) const {
   return nullptr;
 }
 
+// The budgets of one render.
+struct RenderLimits {
+  std::size_t max_steps = 10'000'000;        // expressions, statements and elements built
+  std::size_t max_output_bytes = 64u << 20;  // the rendered text, and any one string
+  int max_call_depth = 100;                  // nested macro calls
+  int max_value_depth = 256;                 // nesting of a value tojson or repr writes
+  // Statements, expressions and macro calls nested inside one another, across macro
+  // calls: what bounds the interpreter's stack (each expression and block is also
+  // bounded by the parser, but a macro may call itself from deep inside both).
+  int max_nesting = 1000;
+};
+
+class Meter {
+ public:
+  explicit Meter(const RenderLimits& limits) : limits_(limits) {}
+
+  void charge(std::size_t work) {
+    steps_ += work;
+    if (steps_ > limits_.max_steps) {
+      fail("the template ran past its budget of ", limits_.max_steps, " steps");
+    }
+  }
+  void check_size(std::size_t bytes) const {
+    if (bytes > limits_.max_output_bytes) {
+      fail("the template built a text of more than ", limits_.max_output_bytes, " bytes");
+    }
+  }
+  const RenderLimits& limits() const { return limits_; }
+
+ private:
+  const RenderLimits& limits_;
+  std::size_t steps_ = 0;
+};
+
+// The meter of the render running on this thread. equal() and repr(), which Python's
+// semantics reach from every operator, filter and test, charge it for each part they
+// visit: a value may share its parts ([l, l] nested forty times is 2**40 parts to walk
+// from a few bytes of template), and threading the meter through every caller of ==
+// would burden every signature for the sake of two walks.
+inline thread_local Meter* render_meter = nullptr;
+
+inline void charge_render(std::size_t work) {
+  if (render_meter) render_meter->charge(work);
+}
+
+// Makes `meter` the thread's render meter for its lifetime (renders may nest: a macro
+// is no render, but a template may be rendered from inside a callback).
+class MeteredRender {
+ public:
+  explicit MeteredRender(Meter& meter) : previous_(render_meter) { render_meter = &meter; }
+  ~MeteredRender() { render_meter = previous_; }
+  MeteredRender(const MeteredRender&) = delete;
+  MeteredRender& operator=(const MeteredRender&) = delete;
+
+ private:
+  Meter* previous_;
+};
+
 // Python's ==: numbers by value across int, float and bool; containers deeply; an
 // undefined equals another undefined (jinja2's Undefined.__eq__).
 inline bool equal(const Value& a, const Value& b) {
+  charge_render(1);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() && b.is_float()) return a.as_double() == b.as_double();
     if (a.is_float()) return python::compare_int_float(b.as_int(), a.as_double()) == 0;
@@ -296,6 +421,7 @@ inline bool equal(const Value& a, const Value& b) {
     case Value::Kind::string:
       return a.as_string() == b.as_string();
     case Value::Kind::list: {
+      if (a.shares_with(b)) return true;  // Python's `is` comes first in ==
       const auto python_type = [](const Value& v) {
         return v.list_type() == ListType::group ? ListType::tuple : v.list_type();
       };
@@ -311,6 +437,7 @@ inline bool equal(const Value& a, const Value& b) {
       return true;
     }
     case Value::Kind::dict: {
+      if (a.shares_with(b)) return true;
       const Dict &x = a.as_dict(), &y = b.as_dict();
       if (x.size() != y.size()) return false;
       for (const auto& [key, value] : x.entries()) {
@@ -376,6 +503,7 @@ inline std::string to_str(const Value& value) {
 
 inline void append_repr(std::string& out, const Value& value, int depth) {
   if (depth > kMaxReprDepth) fail("a value nests deeper than ", kMaxReprDepth, " levels");
+  charge_render(1);
   switch (value.kind()) {
     case Value::Kind::undefined:
       out += "Undefined";  // in a container (str() of it alone is empty: append_str)
