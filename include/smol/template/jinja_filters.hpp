@@ -361,8 +361,14 @@ inline Value round(const Value& value, const Arguments& args) {
 // jinja2's title: words start after whitespace and -({[<, unlike str.title(); each
 // word's first character upper, the rest lower.
 inline std::string title(const std::string& text) {
-  std::string out;
-  bool word_start = true;
+  std::string out, word;
+  const auto flush = [&] {
+    if (word.empty()) return;
+    const std::size_t first = unicode::decode_utf8(word, 0).length;
+    out += python::upper(std::string_view(word).substr(0, first));
+    out += python::lower(std::string_view(word).substr(first));
+    word.clear();
+  };
   for (std::size_t at = 0; at < text.size();) {
     const auto decoded = unicode::decode_utf8(text, at);
     const char32_t c = decoded.codepoint;
@@ -370,13 +376,13 @@ inline std::string title(const std::string& text) {
     at += decoded.length;
     if (python::is_space(c) || (c < 0x80 && std::string_view("-({[<").find(static_cast<char>(c)) !=
                                                 std::string_view::npos)) {
-      word_start = true;
+      flush();
       out += piece;
       continue;
     }
-    out += word_start ? python::upper(piece) : python::lower(piece);
-    word_start = false;
+    word += piece;
   }
+  flush();
   return out;
 }
 

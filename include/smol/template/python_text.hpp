@@ -5,9 +5,12 @@
 // repr() does. smol's strings are UTF-8, so each of these is written here over UTF-8,
 // one function per Python behaviour, to give the same bytes jinja2 gives.
 //
-// Case mapping (lower, upper, title, capitalize) covers ASCII letters only: templates
-// change the case of roles and keywords, and carrying Unicode's case tables for the
-// rest is not worth their size; a non-ASCII letter keeps its case.
+// Case mapping (lower, upper, title, capitalize, swapcase) covers the alphabets of the
+// languages chat users write in: ASCII, Latin-1, Latin Extended-A and Additional, Greek,
+// Cyrillic, Armenian and full-width Latin, with Python's ß -> SS, İ -> i̇ and final
+// sigma. Python's whole Unicode table (some 1,400 mappings) is not carried: a letter
+// of another cased script (Georgian, Cherokee, polytonic Greek, ...), the Latin digraphs
+// (Ǆ ǅ ǆ) and the ligatures (ﬁ -> FI) keep their case.
 #pragma once
 
 #include <charconv>
@@ -197,30 +200,69 @@ inline bool ascii_letter(char c) {
   return ascii_lower(c) >= 'a' && ascii_lower(c) <= 'z';
 }
 
-inline std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = ascii_lower(c);
-  return out;
+// The simple case pairs of the scripts above: the other case of `c`, or `c`.
+inline char32_t other_case(char32_t c, bool to_upper) {
+  const auto shift = [&](char32_t lower_first, char32_t lower_last, char32_t offset) -> char32_t {
+    return to_upper ? (c >= lower_first && c <= lower_last ? c - offset : c)
+                    : (c >= lower_first - offset && c <= lower_last - offset ? c + offset : c);
+  };
+  // Runs where upper and lower alternate, the upper on even (or odd) code points.
+  const auto alternating = [&](char32_t first, char32_t last, bool upper_even) -> char32_t {
+    if (c < first || c > last) return c;
+    const bool is_upper = ((c & 1) == 0) == upper_even;
+    if (to_upper) return is_upper ? c : c - 1;
+    return is_upper ? c + 1 : c;
+  };
+  if (c < 0x80) return shift('a', 'z', 32);
+  if (c == 0xB5) return to_upper ? 0x39C : c;  // micro sign -> Greek capital mu
+  if (c == 0xFF) return to_upper ? 0x178 : c;
+  if (c == 0x178) return to_upper ? c : 0xFF;
+  if (c >= 0xC0 && c <= 0xFE) return c == 0xD7 || c == 0xF7 ? c : shift(0xE0, 0xFE, 32);
+  if (c == 0x130) return c;  // İ is upper; its lower (i and a dot) is append_lower's
+  if (c == 0x131) return to_upper ? 'I' : c;
+  if (c == 0x17F) return to_upper ? 'S' : c;
+  if (c >= 0x100 && c <= 0x137) return alternating(0x100, 0x137, true);
+  if (c >= 0x139 && c <= 0x148) return alternating(0x139, 0x148, false);
+  if (c >= 0x14A && c <= 0x177) return alternating(0x14A, 0x177, true);
+  if (c >= 0x179 && c <= 0x17E) return alternating(0x179, 0x17E, false);
+  if (c == 0x386) return to_upper ? c : 0x3AC;
+  if (c == 0x3AC) return to_upper ? 0x386 : c;
+  if (c >= 0x388 && c <= 0x38A) return to_upper ? c : c + 37;
+  if (c >= 0x3AD && c <= 0x3AF) return to_upper ? c - 37 : c;
+  if (c == 0x38C) return to_upper ? c : 0x3CC;
+  if (c == 0x3CC) return to_upper ? 0x38C : c;
+  if (c == 0x38E || c == 0x38F) return to_upper ? c : c + 63;
+  if (c == 0x3CD || c == 0x3CE) return to_upper ? c - 63 : c;
+  if (c == 0x3C2) return to_upper ? 0x3A3 : c;  // final sigma
+  if (c >= 0x391 && c <= 0x3C9) return c == 0x3A2 ? c : shift(0x3B1, 0x3C9, 32);
+  if (c >= 0x400 && c <= 0x40F) return to_upper ? c : c + 80;
+  if (c >= 0x450 && c <= 0x45F) return to_upper ? c - 80 : c;
+  if (c >= 0x410 && c <= 0x44F) return shift(0x430, 0x44F, 32);
+  if (c >= 0x460 && c <= 0x481) return alternating(0x460, 0x481, true);
+  if (c >= 0x48A && c <= 0x4BF) return alternating(0x48A, 0x4BF, true);
+  if (c == 0x4C0) return to_upper ? c : 0x4CF;
+  if (c == 0x4CF) return to_upper ? 0x4C0 : c;
+  if (c >= 0x4C1 && c <= 0x4CE) return alternating(0x4C1, 0x4CE, false);
+  if (c >= 0x4D0 && c <= 0x52F) return alternating(0x4D0, 0x52F, true);
+  if (c >= 0x531 && c <= 0x586) return c > 0x556 && c < 0x561 ? c : shift(0x561, 0x586, 48);
+  if (c >= 0x1E00 && c <= 0x1E95) return alternating(0x1E00, 0x1E95, true);
+  if (c >= 0x1EA0 && c <= 0x1EFF) return alternating(0x1EA0, 0x1EFF, true);
+  if (c >= 0xFF21 && c <= 0xFF5A) return c > 0xFF3A && c < 0xFF41 ? c : shift(0xFF41, 0xFF5A, 32);
+  return c;
 }
 
-inline std::string upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = ascii_upper(c);
-  return out;
+inline bool is_lower_letter(char32_t c) {
+  return other_case(c, true) != c || c == 0xDF;
+}
+inline bool is_upper_letter(char32_t c) {
+  return other_case(c, false) != c || c == 0x130;
 }
 
-// str.capitalize(): the first character upper, the rest lower.
-inline std::string capitalize(std::string_view text) {
-  std::string out = lower(text);
-  if (!out.empty()) out[0] = ascii_upper(out[0]);
-  return out;
-}
-
-// Python's "cased" characters, as far as smol's ASCII case mapping can tell: ASCII
-// letters, and letters of the scripts that have case (Latin, Greek, Cyrillic, Armenian,
-// Georgian, ...), which keep theirs. A CJK ideograph is a letter without case.
+// Python's "cased" characters (those with a case, or a letter of a cased script which
+// smol's mapping leaves as it is). A CJK ideograph is a letter without case.
 inline bool is_cased(char32_t c) {
-  if (c < 0x80) return ascii_letter(static_cast<char>(c));
+  if (is_lower_letter(c) || is_upper_letter(c)) return true;
+  if (c < 0x80) return false;
   const bool cased_script = (c >= 0xC0 && c <= 0x58F) || (c >= 0x10A0 && c <= 0x10FF) ||
                             (c >= 0x13A0 && c <= 0x13FF) || (c >= 0x1C80 && c <= 0x1CBF) ||
                             (c >= 0x1D00 && c <= 0x1FFF) || (c >= 0x2C00 && c <= 0x2D2F) ||
@@ -229,46 +271,120 @@ inline bool is_cased(char32_t c) {
   return cased_script && unicode::is_letter(c);
 }
 
+inline void append_upper(std::string& out, char32_t c) {
+  if (c == 0xDF) {  // ß has no capital of one letter: Python writes SS
+    out += "SS";
+    return;
+  }
+  unicode::append_utf8(out, other_case(c, true));
+}
+
+// Σ lowers to ς at the end of a word (a cased letter before it, none after it).
+inline void append_lower(std::string& out, const std::vector<char32_t>& points, std::size_t i) {
+  const char32_t c = points[i];
+  if (c == 0x130) {  // İ: i and a combining dot above
+    out += "i\xCC\x87";
+    return;
+  }
+  if (c == 0x3A3) {
+    const bool after_cased = i > 0 && is_cased(points[i - 1]);
+    const bool before_cased = i + 1 < points.size() && is_cased(points[i + 1]);
+    unicode::append_utf8(out, after_cased && !before_cased ? 0x3C2 : 0x3C3);
+    return;
+  }
+  unicode::append_utf8(out, other_case(c, false));
+}
+
+inline std::string lower(std::string_view text) {
+  if (is_ascii(text)) {
+    std::string out(text);
+    for (char& c : out) c = ascii_lower(c);
+    return out;
+  }
+  const std::vector<char32_t> points = code_points(text);
+  std::string out;
+  for (std::size_t i = 0; i < points.size(); ++i) append_lower(out, points, i);
+  return out;
+}
+
+inline std::string upper(std::string_view text) {
+  if (is_ascii(text)) {
+    std::string out(text);
+    for (char& c : out) c = ascii_upper(c);
+    return out;
+  }
+  std::string out;
+  for (const char32_t c : code_points(text)) append_upper(out, c);
+  return out;
+}
+
+// str.capitalize(): the first character upper (title case), the rest lower.
+inline std::string capitalize(std::string_view text) {
+  const std::vector<char32_t> points = code_points(text);
+  std::string out;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (i == 0) {
+      if (points[0] == 0xDF) {
+        out += "Ss";  // title case of ß
+      } else {
+        unicode::append_utf8(out, other_case(points[0], true));
+      }
+    } else {
+      append_lower(out, points, i);
+    }
+  }
+  return out;
+}
+
 // str.title(): a cased character after an uncased one starts a word (upper), any other
 // is lower; digits and apostrophes are uncased ("3rd" -> "3Rd", "o'neil" -> "O'Neil").
 inline std::string title(std::string_view text) {
+  const std::vector<char32_t> points = code_points(text);
   std::string out;
   bool previous_cased = false;
-  for (std::size_t at = 0; at < text.size();) {
-    const auto decoded = unicode::decode_utf8(text, at);
-    const char32_t c = decoded.codepoint;
-    if (c < 0x80) {
-      const char ascii = static_cast<char>(c);
-      out += previous_cased ? ascii_lower(ascii) : ascii_upper(ascii);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const char32_t c = points[i];
+    if (!previous_cased) {
+      if (c == 0xDF) {
+        out += "Ss";
+      } else {
+        unicode::append_utf8(out, other_case(c, true));
+      }
     } else {
-      out.append(text.substr(at, decoded.length));
+      append_lower(out, points, i);
     }
     previous_cased = is_cased(c);
-    at += decoded.length;
   }
   return out;
 }
 
 inline std::string swapcase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = c >= 'a' && c <= 'z' ? ascii_upper(c) : ascii_lower(c);
+  const std::vector<char32_t> points = code_points(text);
+  std::string out;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (is_upper_letter(points[i])) {
+      append_lower(out, points, i);
+    } else {
+      append_upper(out, points[i]);
+    }
+  }
   return out;
 }
 
 // str.islower() / isupper(): some cased character, and none of the other case.
 inline bool is_lower(std::string_view text) {
   bool cased = false;
-  for (const char c : text) {
-    if (c >= 'A' && c <= 'Z') return false;
-    cased = cased || (c >= 'a' && c <= 'z');
+  for (const char32_t c : code_points(text)) {
+    if (is_upper_letter(c)) return false;
+    cased = cased || is_lower_letter(c);
   }
   return cased;
 }
 inline bool is_upper(std::string_view text) {
   bool cased = false;
-  for (const char c : text) {
-    if (c >= 'a' && c <= 'z') return false;
-    cased = cased || (c >= 'A' && c <= 'Z');
+  for (const char32_t c : code_points(text)) {
+    if (is_lower_letter(c)) return false;
+    cased = cased || is_upper_letter(c);
   }
   return cased;
 }
@@ -278,7 +394,7 @@ inline bool is_upper(std::string_view text) {
 inline bool is_title(std::string_view text) {
   bool previous_cased = false, any = false;
   for (const char32_t c : code_points(text)) {
-    const bool upper = c >= 'A' && c <= 'Z', lower = c >= 'a' && c <= 'z';
+    const bool upper = is_upper_letter(c), lower = is_lower_letter(c);
     if ((upper && previous_cased) || (lower && !previous_cased)) return false;
     any = any || upper;
     previous_cased = is_cased(c);
