@@ -29,6 +29,12 @@ if(NOT SMOL_JINJA_PYTHON OR no_jinja)
 endif()
 
 set(template_dir "${CMAKE_CURRENT_SOURCE_DIR}/chat_template")
+# The corpus of real templates (see the corpus tests below), fetched once per build tree.
+set(corpus_dir "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus")
+add_test(NAME chat_template_corpus_fetch
+         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/fetch_template_corpus.py" --out "${corpus_dir}")
+set_tests_properties(chat_template_corpus_fetch PROPERTIES FIXTURES_SETUP chat_template_corpus
+                                                           TIMEOUT 600 LABELS "chat_template")
 # smol_compare_template(NAME TEMPLATE [ARGS...]): each test writes into a folder of its own.
 function(smol_compare_template name template)
   add_test(NAME chat_template_jinja_${name}
@@ -36,7 +42,8 @@ function(smol_compare_template name template)
                    --driver $<TARGET_FILE:render_chat_template> --template "${template}"
                    --cases "${template_dir}/conversations.json"
                    --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template/${name}" ${ARGN})
-  set_tests_properties(chat_template_jinja_${name} PROPERTIES TIMEOUT 120 LABELS "chat_template")
+  set_tests_properties(chat_template_jinja_${name} PROPERTIES TIMEOUT 120 LABELS "chat_template"
+                       FIXTURES_REQUIRED chat_template_corpus)
   # The same table through smol's Jinja engine, as programs render a file's template now
   # (ChatTemplate::jinja: the messages, calls and tools converted into its context).
   add_test(NAME chat_template_engine_${name}
@@ -44,7 +51,8 @@ function(smol_compare_template name template)
                    --driver $<TARGET_FILE:render_chat_template> --template "${template}"
                    --cases "${template_dir}/conversations.json" --engine
                    --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_engine/${name}" ${ARGN})
-  set_tests_properties(chat_template_engine_${name} PROPERTIES TIMEOUT 120 LABELS "chat_template")
+  set_tests_properties(chat_template_engine_${name} PROPERTIES TIMEOUT 120 LABELS "chat_template"
+                       FIXTURES_REQUIRED chat_template_corpus)
 endfunction()
 
 smol_compare_template(smollm3 "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
@@ -59,22 +67,26 @@ smol_compare_template(smollm2_other_default "${template_dir}/smollm2-135m-instru
                       --bos "<|im_start|>" --eos "<|im_end|>")
 smol_compare_template(chatml "${template_dir}/chatml.jinja")
 # Qwen2.5 Instruct's template (ChatML, a default system prompt, a Hermes-style tool
-# section): the common table, and conversations with tools, calls and results.
-smol_compare_template(qwen25 "${template_dir}/qwen2.5-instruct.jinja")
+# section), the corpus' copy: the common table, and conversations with tools, calls and
+# results.
+set(qwen25_template "${corpus_dir}/Qwen-Qwen2.5-7B-Instruct.jinja")
+smol_compare_template(qwen25 "${qwen25_template}")
 add_test(NAME chat_template_jinja_qwen25_tools
          COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_with_jinja.py"
                  --driver $<TARGET_FILE:render_chat_template>
-                 --template "${template_dir}/qwen2.5-instruct.jinja"
+                 --template "${qwen25_template}"
                  --cases "${template_dir}/tool_conversations.json"
                  --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template/qwen25_tools")
-set_tests_properties(chat_template_jinja_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template")
+set_tests_properties(chat_template_jinja_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template"
+                     FIXTURES_REQUIRED chat_template_corpus)
 add_test(NAME chat_template_engine_qwen25_tools
          COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/compare_with_jinja.py"
                  --driver $<TARGET_FILE:render_chat_template> --engine
-                 --template "${template_dir}/qwen2.5-instruct.jinja"
+                 --template "${qwen25_template}"
                  --cases "${template_dir}/tool_conversations.json"
                  --work "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_engine/qwen25_tools")
-set_tests_properties(chat_template_engine_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template")
+set_tests_properties(chat_template_engine_qwen25_tools PROPERTIES TIMEOUT 120 LABELS "chat_template"
+                     FIXTURES_REQUIRED chat_template_corpus)
 # Gemma 3's instruct template (google/gemma-3-*-it): the system prompt folded into the
 # first user turn, "model" turns, alternation enforced (refusals must agree).
 smol_compare_template(gemma3 "${template_dir}/gemma3.jinja" --bos "<bos>" --eos "<eos>")
@@ -97,11 +109,6 @@ set_tests_properties(chat_template_language PROPERTIES TIMEOUT 120 LABELS "chat_
 # conversation, smol must refuse it too. fetch_template_corpus.py downloads the sdist once
 # per build tree through pip, SHA-256 pinned (network, 77 MB), and copies the templates out;
 # they never enter git. Their names are listed here, as the tests are made at configure time.
-set(corpus_dir "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus")
-add_test(NAME chat_template_corpus_fetch
-         COMMAND ${SMOL_JINJA_PYTHON} "${template_dir}/fetch_template_corpus.py" --out "${corpus_dir}")
-set_tests_properties(chat_template_corpus_fetch PROPERTIES FIXTURES_SETUP chat_template_corpus
-                                                           TIMEOUT 600 LABELS "chat_template")
 set(corpus_templates
     Apertus-8B-Instruct.jinja
     Apriel-1.6-15b-Thinker-fixed.jinja
