@@ -15,6 +15,7 @@
 #include "smol/core/error.hpp"
 #include "smol/template/chat_context.hpp"
 #include "smol/template/jinja.hpp"
+#include "smol/template/json_value.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
 namespace test_jinja {
@@ -459,6 +460,53 @@ TEST_SUITE("found by fuzzing and review") {
         CHECK(std::string(error.what()).find("outside a loop") != std::string::npos);
       }
     }
+  }
+
+  TEST_CASE("review: overflow, chains of callables, growth, empty repeats, pieces") {
+    within(10, [] {
+      // truncate's length + leeway near INT64_MAX saturates (was a read past the buffer).
+      CHECK(render("{{ 'abc' | truncate(9223372036854775807) }}") == "abc");
+      CHECK(render("{{ 'abc' | truncate(3, leeway=9223372036854775807) }}") == "abc");
+      CHECK_THROWS_AS(render("{{ (-9223372036854775807 - 1) | abs }}"), smol::Error);
+      // Callables that hold the one before: bounded as nested values, freed safely.
+      CHECK_NOTHROW(
+          render_or_error("{% set ns = namespace(c=0) %}{% for i in range(100000) %}"
+                          "{% set ns.c = cycler(ns.c) %}{% endfor %}done"));
+      CHECK_NOTHROW(
+          render_or_error("{% set ns = namespace(c=0) %}{% for i in range(100000) %}"
+                          "{% set ns.c = {'a': ns.c}.get %}{% endfor %}done"));
+      // Text that grows past the budget is refused while it grows.
+      CHECK_THROWS_AS(render("{{ (('\t' * 1000) * 1000).expandtabs(100000) }}"), smol::Error);
+      CHECK_THROWS_AS(render("{{ ('%.99999f' * 100000) % ((1.0,) * 100000) }}"), smol::Error);
+      CHECK_THROWS_AS(render("{{ ([1] * 1000) | tojson(separators=('x' * 100000, ':')) }}"),
+                      smol::Error);
+      CHECK_THROWS_AS(render("{% set s = 'x' * 4000000 %}{% set a = [s, s, s] %}{{ a | string }}"),
+                      smol::Error);
+      CHECK_THROWS_AS(render("{% set s = '&' * 4000000 %}{{ s | forceescape }}"), smol::Error);
+      // An empty list repeated many times is empty at once.
+      CHECK(render("{{ [] * 10000000000 }}{{ () * 10000000000 }}") == "[]()");
+      // Splitting charges its pieces before making them.
+      CHECK_THROWS_AS(render("{{ (',' * 8000000).split(',') | length }}", {},
+                             jinja::RenderLimits{.max_steps = 1000000}),
+                      smol::Error);
+      // A substring search is charged for its worst case.
+      CHECK_THROWS_AS(
+          render("{{ ('a' * 200000 ~ 'b') in ('a' * 4000000) }}", {}, jinja::RenderLimits{}),
+          smol::Error);
+    });
+  }
+
+  TEST_CASE("a client's JSON object of many keys is read in linear time") {
+    std::string json = "{";
+    for (int i = 0; i < 200000; ++i) json += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+    json += ",\"k7\":2}";
+    within(5, [&] {
+      const jinja::Value value = jinja::parse_json(json);
+      REQUIRE(value.is_dict());
+      CHECK(value.as_dict().size() == 200000);
+      CHECK(value.as_dict().find("k7")->as_int() == 2);  // the last value, the first place
+      CHECK(value.as_dict().entries()[7].first.as_string() == "k7");
+    });
   }
 
   TEST_CASE("a value that shares its parts is metered when printed or compared") {

@@ -499,6 +499,16 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
     }
     request.enable_thinking = detail::boolean(*kwargs, "enable_thinking", request.enable_thinking);
     for (const auto& [name, value] : kwargs->items()) {
+      // What the server itself gives the template is not the client's to replace: the
+      // messages (whose user text is kept plain by ChatPromptEncoder), the tools, the
+      // special tokens and the functions.
+      for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt",
+                                   "bos_token", "eos_token", "raise_exception", "strftime_now"}) {
+        if (name == reserved) {
+          throw invalid_request("chat_template_kwargs." + name + " is set by the server",
+                                "chat_template_kwargs." + name);
+        }
+      }
       if (name != "enable_thinking") request.template_kwargs.emplace_back(name, value.dump());
     }
   }

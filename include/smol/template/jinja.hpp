@@ -17,6 +17,8 @@
 // bos_token, raise_exception, ...) and jinja2's own globals (range, namespace, dict).
 #pragma once
 
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -40,8 +42,16 @@ class Template {
   Template& operator=(const Template&) = delete;
 
   std::string render(const Dict& context, const RenderLimits& limits = {}) const {
-    Interpreter interpreter(lines_, context, limits);
-    return interpreter.run(body_);
+    try {
+      Interpreter interpreter(lines_, context, limits);
+      return interpreter.run(body_);
+    } catch (const std::bad_alloc&) {
+      // The budgets bound what a template builds; this is the net under them (a
+      // machine with less memory than they allow).
+      throw TemplateError({}, "the template ran out of memory");
+    } catch (const std::length_error&) {
+      throw TemplateError({}, "the template built a value longer than memory allows");
+    }
   }
 
   const std::string& source() const { return source_; }

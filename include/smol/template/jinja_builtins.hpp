@@ -102,12 +102,12 @@ inline List iterate(const Value& value, Meter& meter) {
     case Value::Kind::string: {
       List characters;
       const std::string& text = value.as_string();
+      meter.charge(python::length(text));  // before the list is built
       for (std::size_t at = 0; at < text.size();) {
         const auto decoded = unicode::decode_utf8(text, at);
         characters.emplace_back(text.substr(at, decoded.length));
         at += decoded.length;
       }
-      meter.charge(characters.size());
       return characters;
     }
     case Value::Kind::undefined:
@@ -171,6 +171,7 @@ inline Value item(const Value& target, const Value& key) {
       if (!key.is_int() && !key.is_bool())
         return Value::undefined("a string index must be an integer");
       const std::string& text = target.as_string();
+      charge_render(text.size() / 64);  // decoding the code points to find the index
       const auto points = python::code_points(text);
       std::int64_t index = key.as_int();
       if (index < 0) index += static_cast<std::int64_t>(points.size());
@@ -315,6 +316,9 @@ inline bool contains(const Value& container, const Value& needle) {
       if (!needle.is_string()) {
         fail("'in <string>' requires a string as left operand, not ", needle.type_name());
       }
+      // std::string::find is quadratic at worst (a needle of a's and one b in a's): the
+      // search is charged for that worst case, in 64-byte units, before it runs.
+      charge_render((container.as_string().size() / 64 + 1) * (needle.as_string().size() / 64 + 1));
       return container.as_string().find(needle.as_string()) != std::string::npos;
     case Value::Kind::list:
       // a dict's keys are a set: what is looked up there must be hashable
@@ -407,7 +411,8 @@ inline Value repeat(const Value& sequence, std::int64_t times, Meter& meter) {
     return sequence.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
   }
   const List& list = sequence.as_list();
-  if (!list.empty() && count > meter.limits().max_steps / list.size()) {
+  if (list.empty() || count == 0) return Value::sequence({}, sequence.list_type());
+  if (count > meter.limits().max_steps / list.size()) {
     meter.charge(std::numeric_limits<std::size_t>::max() / 2);
   }
   meter.charge(count * list.size());
@@ -419,7 +424,7 @@ inline Value repeat(const Value& sequence, std::int64_t times, Meter& meter) {
   }
   List out;
   for (std::size_t i = 0; i < count; ++i) out.insert(out.end(), list.begin(), list.end());
-  return out;
+  return Value::sequence(std::move(out), sequence.list_type());
 }
 
 // ascii(): repr() with every code point above U+007F escaped.
@@ -626,6 +631,7 @@ inline Value percent_format(const Value& format_value, const Value& values, Mete
         spec += std::to_string(width) + "." + std::to_string(precision < 0 ? 6 : precision);
         spec += conversion;
         out += python::c_format(spec.c_str(), arg.as_double());
+        meter.check_size(out.size());
         continue;
       }
       case 'c': {
@@ -798,6 +804,7 @@ inline void append_json(std::string& out, const Value& value, const JsonStyle& s
          " levels (or holds itself)");
   }
   meter.charge(1);
+  meter.check_size(out.size());
   const bool pretty = style.indent >= 0 || !style.indent_text.empty();
   const auto newline = [&](int level) {
     out += '\n';

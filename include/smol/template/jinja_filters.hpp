@@ -410,13 +410,17 @@ inline Value truncate(const Value& value, const Arguments& args) {
   if (value.is_undefined()) return value;
   // len(s) first: a short list or dict comes back as it is
   if (!value.is_string()) {
-    if ((value.is_list() || value.is_dict()) && builtins::length(value) <= length + leeway) {
+    if ((value.is_list() || value.is_dict()) && builtins::length(value) - leeway <= length) {
       return value;
     }
     fail("truncate: expected a string, got ", value.type_name());
   }
   const auto points = python::code_points(value.as_string());
-  if (static_cast<std::int64_t>(points.size()) <= length + leeway) return value;
+  // length + leeway saturates: both come from the template and may be near INT64_MAX.
+  const std::int64_t room = length > std::numeric_limits<std::int64_t>::max() - leeway
+                                ? std::numeric_limits<std::int64_t>::max()
+                                : length + leeway;
+  if (static_cast<std::int64_t>(points.size()) <= room) return value;
   std::string kept =
       python::from_code_points(points, 0, static_cast<std::size_t>(length - end_length));
   if (!killwords) kept = python::rsplit(kept, " ", 1)[0];
@@ -652,8 +656,8 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
   if (name == "abs") {
     if (value.is_float()) return std::fabs(value.as_double());
     if (value.is_int() || value.is_bool()) {
-      return checked(value.as_int() == std::numeric_limits<std::int64_t>::min(),
-                     value.as_int() < 0 ? -value.as_int() : value.as_int());
+      if (value.as_int() == std::numeric_limits<std::int64_t>::min()) checked(true, 0);
+      return value.as_int() < 0 ? -value.as_int() : value.as_int();
     }
     fail("abs: bad operand type '", value.type_name(), "'");
   }
@@ -724,9 +728,15 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
   if (name == "wordcount") return wordcount(to_str(value));
   if (name == "escape" || name == "e") {
     if (value.is_markup()) return value;
-    return Value::markup(html_escape(to_str(value)));
+    std::string escaped = html_escape(to_str(value));
+    meter.check_size(escaped.size());
+    return Value::markup(std::move(escaped));
   }
-  if (name == "forceescape") return Value::markup(html_escape(to_str(value)));
+  if (name == "forceescape") {
+    std::string escaped = html_escape(to_str(value));
+    meter.check_size(escaped.size());
+    return Value::markup(std::move(escaped));
+  }
   if (name == "attr") {
     const Value* attribute_name = argument(args, 0, "name");
     if (!attribute_name || !attribute_name->is_string()) fail("attr: needs a name");

@@ -44,9 +44,13 @@ class Interpreter {
   // Takes apart the cycles a render may leave: frames kept by the macros they hold, and
   // namespaces that hold themselves.
   ~Interpreter() {
+    // Held first, then emptied, as the namespaces below: emptying one frame while the
+    // others may go with it would free a chain of closures recursively.
+    std::vector<FramePtr> frames;
     for (const auto& weak : captured_) {
-      for (auto frame = weak.lock(); frame; frame = frame->parent) frame->variables.clear();
+      for (auto frame = weak.lock(); frame; frame = frame->parent) frames.push_back(frame);
     }
+    for (const FramePtr& frame : frames) frame->variables.clear();
     // All held first, then emptied: emptying one while the others may go with it would
     // free a chain of them recursively.
     std::vector<std::shared_ptr<Dict>> held;
@@ -593,19 +597,21 @@ class Interpreter {
       auto attributes = std::make_shared<Dict>();
       const std::weak_ptr<Dict> weak = attributes;
       attributes->set("current", state->items[0]);
+      std::uint16_t deepest = 0;
+      for (const Value& item : state->items) deepest = std::max(deepest, item.depth());
       attributes->set("next", Value::function("next", [state, weak](Arguments&) -> Value {
-                        Value now = state->items[state->position];
-                        state->position = (state->position + 1) % state->items.size();
-                        if (auto held = weak.lock()) {
-                          held->set("current", state->items[state->position]);
-                        }
-                        return now;
-                      }));
+                                Value now = state->items[state->position];
+                                state->position = (state->position + 1) % state->items.size();
+                                if (auto held = weak.lock()) {
+                                  held->set("current", state->items[state->position]);
+                                }
+                                return now;
+                              }).holding(deepest));
       attributes->set("reset", Value::function("reset", [state, weak](Arguments&) -> Value {
-                        state->position = 0;
-                        if (auto held = weak.lock()) held->set("current", state->items[0]);
-                        return None{};
-                      }));
+                                 state->position = 0;
+                                 if (auto held = weak.lock()) held->set("current", state->items[0]);
+                                 return None{};
+                               }).holding(deepest));
       return Value::object("Cycler", "<jinja2.utils.Cycler object>", std::move(attributes));
     });
   }

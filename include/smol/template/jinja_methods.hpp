@@ -171,7 +171,9 @@ class Formatter {
     } else {
       fail("Unknown conversion specifier ", conversion);
     }
-    return format_value(Value(converted), spec);
+    // The converted text is a str: formatted as format(str, spec) formats it.
+    if (spec.empty()) return converted;
+    return python::format_string(converted, python::parse_format_spec(spec));
   }
 
   Value lookup(const std::string& field) {
@@ -246,13 +248,14 @@ inline std::string zfill(const std::string& text, std::int64_t width) {
 }
 
 // str.expandtabs: each tab to the next multiple of `size` columns (a line break resets).
-inline std::string expandtabs(const std::string& text, std::int64_t size) {
+inline std::string expandtabs(const std::string& text, std::int64_t size, const Meter& meter) {
   std::string out;
   std::int64_t column = 0;
   for (const char32_t c : python::code_points(text)) {
     if (c == '\t') {
       if (size > 0) {
         const std::int64_t spaces = size - column % size;
+        meter.check_size(out.size() + static_cast<std::size_t>(spaces));
         out.append(static_cast<std::size_t>(spaces), ' ');
         column += spaces;
       }
@@ -276,9 +279,27 @@ inline Value string_method(const std::string& text, std::string_view name, const
   if (name == "strip") return strip_chars(python::StripSide::both);
   if (name == "lstrip") return strip_chars(python::StripSide::left);
   if (name == "rstrip") return strip_chars(python::StripSide::right);
+  // split, rsplit and splitlines charge the pieces they will make before making them: a
+  // megabyte of commas is a million strings.
+  const auto charge_breaks = [&](auto is_break) {
+    std::size_t breaks = 1;
+    for (const char32_t c : python::code_points(text)) breaks += is_break(c);
+    meter.charge(breaks);
+  };
   if (name == "split" || name == "rsplit") {
     const Value* separator = argument(args, 0, "sep");
     const std::int64_t max_split = int_argument(args, 1, "maxsplit", name, -1);
+    if (!separator || separator->is_none()) {
+      charge_breaks([](char32_t c) { return python::is_space(c); });
+    } else if (separator->is_string() && !separator->as_string().empty()) {
+      std::size_t found = 1;
+      const std::string& sep = separator->as_string();
+      for (std::size_t at = text.find(sep); at != std::string::npos;
+           at = text.find(sep, at + sep.size())) {
+        ++found;
+      }
+      meter.charge(found);
+    }
     std::vector<std::string> parts;
     if (!separator || separator->is_none()) {
       parts = name == "split" ? python::split_whitespace(text, max_split)
@@ -289,11 +310,11 @@ inline Value string_method(const std::string& text, std::string_view name, const
       parts = name == "split" ? python::split(text, separator->as_string(), max_split)
                               : python::rsplit(text, separator->as_string(), max_split);
     }
-    meter.charge(parts.size());
     List out(parts.begin(), parts.end());
     return out;
   }
   if (name == "splitlines") {
+    charge_breaks([](char32_t c) { return python::is_line_break(c); });
     if (bool_argument(args, 0, "keepends", false)) {
       List lines;
       std::string line;
@@ -417,7 +438,7 @@ inline Value string_method(const std::string& text, std::string_view name, const
   if (name == "expandtabs") {
     const std::int64_t size = int_argument(args, 0, "tabsize", name, 8);
     if (size > 100000) fail(name, ": tabsize ", size, " is more than 100000");
-    std::string out = expandtabs(text, size);
+    std::string out = expandtabs(text, size, meter);
     meter.check_size(out.size());
     return out;
   }
@@ -516,8 +537,9 @@ inline bool is_string_method(std::string_view name) {
 inline Value bound(const Value& target, std::string name, Meter& meter,
                    Value (*method)(const Value&, std::string_view, const Arguments&, Meter&)) {
   Meter* m = &meter;
-  return Value::function(
-      name, [target, name, method, m](Arguments& args) { return method(target, name, args, *m); });
+  return Value::function(name, [target, name, method,
+                                m](Arguments& args) { return method(target, name, args, *m); })
+      .holding(target.depth());
 }
 
 }  // namespace builtins

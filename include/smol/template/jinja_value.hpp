@@ -118,20 +118,24 @@ class Value {
   };
 
   Value() : data_(Undefined{}) {}
-  Value(None) : data_(None{}) {}                        // NOLINT: implicit
-  Value(bool b) : data_(b) {}                           // NOLINT: implicit
-  Value(std::int64_t i) : data_(i) {}                   // NOLINT: implicit
-  Value(int i) : data_(std::int64_t{i}) {}              // NOLINT: implicit
-  Value(double f) : data_(f) {}                         // NOLINT: implicit
-  Value(std::string s) : data_(std::move(s)) {}         // NOLINT: implicit
-  Value(std::string_view s) : data_(std::string(s)) {}  // NOLINT: implicit
-  Value(const char* s) : data_(std::string(s)) {}       // NOLINT: implicit
+  Value(None) : data_(None{}) {}            // NOLINT: implicit
+  Value(bool b) : data_(b) {}               // NOLINT: implicit
+  Value(std::int64_t i) : data_(i) {}       // NOLINT: implicit
+  Value(int i) : data_(std::int64_t{i}) {}  // NOLINT: implicit
+  Value(double f) : data_(f) {}             // NOLINT: implicit
+  // Strings are shared, not copied: a value is copied on every name lookup, argument and
+  // item, and a template's strings can be megabytes long.
+  Value(std::string s) : data_(std::make_shared<const std::string>(std::move(s))) {}  // NOLINT
+  Value(std::string_view s) : Value(std::string(s)) {}  // NOLINT: implicit
+  Value(const char* s) : Value(std::string(s)) {}       // NOLINT: implicit
   Value(List list)
       : depth_(depth_of(list)), data_(std::make_shared<const List>(std::move(list))) {}  // NOLINT
   Value(Dict dict);                              // NOLINT: implicit
   Value(Namespace ns) : data_(std::move(ns)) {}  // NOLINT: implicit
-  Value(Callable fn) : data_(std::move(fn)) {}   // NOLINT: implicit
-  Value(Generator g) : data_(std::move(g)) {}    // NOLINT: implicit
+  // Callables are boxed: they are rare and large, and every value pays the variant's
+  // largest member (a Value is 48 bytes with them boxed, 128 without).
+  Value(Callable fn) : data_(std::make_shared<const Callable>(std::move(fn))) {}  // NOLINT
+  Value(Generator g) : data_(std::move(g)) {}  // NOLINT: implicit
   static Value generator(List items) {
     const std::uint16_t depth = depth_of(items);
     auto state = std::make_shared<GeneratorState>();
@@ -188,9 +192,13 @@ class Value {
 
   // An object with attributes, callable when `fn` is given.
   static Value object(std::string name, std::string repr, std::shared_ptr<Dict> attributes,
-                      Function fn = nullptr, const void* owner = nullptr) {
-    return Callable{fn ? std::make_shared<const Function>(std::move(fn)) : nullptr, std::move(name),
-                    std::move(attributes), std::move(repr), owner};
+                      Function fn = nullptr, const void* owner = nullptr);
+  // This callable, counted as holding values `depth` deep (what its function captured):
+  // a chain of callables, each holding the one before, is bounded like nested lists.
+  Value holding(std::uint16_t depth) const {
+    Value v = *this;
+    v.depth_ = deeper(depth);
+    return v;
   }
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
@@ -215,11 +223,13 @@ class Value {
   double as_double() const {
     return is_float() ? std::get<double>(data_) : static_cast<double>(as_int());
   }
-  const std::string& as_string() const { return std::get<std::string>(data_); }
+  const std::string& as_string() const {
+    return *std::get<std::shared_ptr<const std::string>>(data_);
+  }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(data_); }
   const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(data_); }
   Dict& namespace_attributes() const { return *std::get<Namespace>(data_).attributes; }
-  const Callable& as_callable() const { return std::get<Callable>(data_); }
+  const Callable& as_callable() const { return *std::get<std::shared_ptr<const Callable>>(data_); }
   GeneratorState& generator_state() const { return *std::get<Generator>(data_).state; }
   const std::string& undefined_name() const { return std::get<Undefined>(data_).name; }
 
@@ -277,9 +287,9 @@ class Value {
 
   std::uint16_t depth_ = 0;
 
-  std::variant<Undefined, None, bool, std::int64_t, double, std::string,
-               std::shared_ptr<const List>, std::shared_ptr<const Dict>, Namespace, Callable,
-               Generator>
+  std::variant<Undefined, None, bool, std::int64_t, double, std::shared_ptr<const std::string>,
+               std::shared_ptr<const List>, std::shared_ptr<const Dict>, Namespace,
+               std::shared_ptr<const Callable>, Generator>
       data_;
   bool markup_ = false;
   ListType list_type_ = ListType::list;
@@ -294,6 +304,9 @@ class Dict {
   const Value* find(const char* key) const { return find(std::string_view(key)); }
   const Value* find(const Value& key) const;
   void set(Value key, Value value);
+  // For readers that know their keys are new (or where they stand): no search.
+  void append(Value key, Value value) { entries_.emplace_back(std::move(key), std::move(value)); }
+  void replace_at(std::size_t index, Value value) { entries_[index].second = std::move(value); }
   std::size_t size() const { return entries_.size(); }
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
 
@@ -334,6 +347,19 @@ inline Value::Value(Dict dict) {
   data_ = std::make_shared<const Dict>(std::move(dict));
 }
 
+inline Value Value::object(std::string name, std::string repr, std::shared_ptr<Dict> attributes,
+                           Function fn, const void* owner) {
+  std::uint16_t deepest = 0;
+  if (attributes) {
+    for (const auto& [key, value] : attributes->entries())
+      deepest = std::max(deepest, value.depth_);
+  }
+  Value v = Callable{fn ? std::make_shared<const Function>(std::move(fn)) : nullptr,
+                     std::move(name), std::move(attributes), std::move(repr), owner};
+  v.depth_ = deeper(deepest);
+  return v;
+}
+
 inline bool Value::dict_empty() const {
   return as_dict().size() == 0;
 }
@@ -347,10 +373,12 @@ inline const Value* Dict::find(std::string_view key) const {
 
 // The budgets of one render.
 struct RenderLimits {
-  std::size_t max_steps = 10'000'000;        // expressions, statements and elements built
-  std::size_t max_output_bytes = 64u << 20;  // the rendered text, and any one string
-  int max_call_depth = 100;                  // nested macro calls
-  int max_value_depth = 256;                 // nesting of a value tojson or repr writes
+  std::size_t max_steps = 10'000'000;  // expressions, statements and elements built
+  // The rendered text, and any one string built on the way (a prompt is a few hundred
+  // kilobytes at most: 8 MiB is some two million tokens).
+  std::size_t max_output_bytes = 8u << 20;
+  int max_call_depth = 100;   // nested macro calls
+  int max_value_depth = 256;  // nesting of a value tojson or repr writes
   // Statements, expressions and macro calls nested inside one another, across macro
   // calls: what bounds the interpreter's stack (each expression and block is also
   // bounded by the parser, but a macro may call itself from deep inside both).
@@ -388,6 +416,10 @@ inline thread_local Meter* render_meter = nullptr;
 
 inline void charge_render(std::size_t work) {
   if (render_meter) render_meter->charge(work);
+}
+
+inline void check_render_size(std::size_t bytes) {
+  if (render_meter) render_meter->check_size(bytes);
 }
 
 // Makes `meter` the thread's render meter for its lifetime (renders may nest: a macro
@@ -504,6 +536,7 @@ inline std::string to_str(const Value& value) {
 inline void append_repr(std::string& out, const Value& value, int depth) {
   if (depth > kMaxReprDepth) fail("a value nests deeper than ", kMaxReprDepth, " levels");
   charge_render(1);
+  check_render_size(out.size());
   switch (value.kind()) {
     case Value::Kind::undefined:
       out += "Undefined";  // in a container (str() of it alone is empty: append_str)
