@@ -28,6 +28,7 @@ if [ "$mode" = test ]; then
     doctest-dev libbenchmark-dev                       # tests and micro-benchmarks
     xz-utils python3 nodejs npm                        # test data, tokenizer conformance
     python3-jinja2                                     # chat templates against jinja2
+    python3-jsonschema                                 # JSON schema grammars against jsonschema
     g++-aarch64-linux-gnu                              # the aarch64 (NEON) compile check
     chromium nginx                                     # the chat page in a browser, replicas behind nginx
   )

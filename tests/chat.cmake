@@ -202,7 +202,7 @@ if(SMOL_PYTHON3)
 endif()
 smol_expect(chat_bad_grammar 1 "--grammar: grammar: line 2, column [0-9]+: " 1
   ${chat} -m ${fixture} -p Hello --grammar "root ::= \"a\"\nb ::= [")
-smol_expect(chat_bad_json_schema 1 "--json-schema: JSON schema: .*patternProperties" 1
-  ${chat} -m ${fixture} -p Hello -j "{\"type\":\"object\",\"patternProperties\":{}}")
+smol_expect(chat_bad_json_schema 1 "--json-schema: JSON schema: .*unevaluatedProperties" 1
+  ${chat} -m ${fixture} -p Hello -j "{\"type\":\"object\",\"unevaluatedProperties\":false}")
 smol_expect(chat_two_constraints 2 "excludes" 0
   ${chat} -m ${fixture} -p Hello -j "{}" --grammar "root ::= \"a\"")

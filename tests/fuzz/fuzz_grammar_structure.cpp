@@ -5,7 +5,9 @@
 //   byte 0 % 3 == 0  a request body nested deep (arrays and objects, in the messages or in
 //                    a schema), through the OpenAI parser: a request or a 400;
 //   byte 0 % 3 == 1  a JSON schema (objects with many properties, anyOf, arrays, patterns
-//                    with nested counted repetition, $ref), converted and compiled;
+//                    with nested counted repetition, $ref, allOf over choices, members
+//                    counted by maxProperties, integers with bounds and multipleOf),
+//                    converted and compiled;
 //   byte 0 % 3 == 2  GBNF with nested groups and counted repetitions, compiled.
 // Compiling means TokenMaskTable::compile over the fixture's vocabulary, under budgets
 // (a smaller step budget than the server's, so that each input stays fast under the
@@ -103,7 +105,7 @@ std::string schema(Recipe& r) {
   std::string open, close;
   const std::size_t levels = r.count(200);
   for (std::size_t i = 0; i < levels && r.more(); ++i) {
-    switch (r.byte() % 4) {
+    switch (r.byte() % 6) {
       case 0:
         open += R"({"anyOf": [{"type": "null"}, )";
         close = "]}" + close;
@@ -125,16 +127,43 @@ std::string schema(Recipe& r) {
         close = "}}" + close;
         break;
       }
-      default:
+      case 3:
         open += R"({"$defs": {"d": {"type": "string"}}, "anyOf": [{"$ref": "#/$defs/d"}, )";
         close = "]}" + close;
         break;
+      case 4:
+        // allOf distributes over a choice: each level copies what is below it per option.
+        open += R"({"allOf": [{"anyOf": [{"type": "null"}, {"minItems": 1}, {"maxLength": 3}]}, )";
+        close = "]}" + close;
+        break;
+      default: {
+        // Members counted by maxProperties: a rule per property and count.
+        std::string properties;
+        const std::size_t n = r.count(300);
+        for (std::size_t k = 0; k < n; ++k) properties += "\"p" + std::to_string(k) + R"(": {}, )";
+        open += R"({"type": "object", "additionalProperties": true, "maxProperties": )" +
+                std::to_string(r.count(2000)) + R"(, "properties": {)" + properties + R"("last": )";
+        close = "}}" + close;
+        break;
+      }
     }
   }
-  const std::string leaf =
-      r.byte() % 2 ? R"({"type": "string", "pattern": )" + nlohmann::json(pattern(r)).dump() + "}"
-                   : std::string(R"({"type": "string", "maxLength": )") +
-                         std::to_string(r.count(2000)) + "}";
+  std::string leaf;
+  switch (r.byte() % 3) {
+    case 0:
+      leaf = R"({"type": "string", "pattern": )" + nlohmann::json(pattern(r)).dump() + "}";
+      break;
+    case 1:
+      leaf = R"({"type": "string", "maxLength": )" + std::to_string(r.count(2000)) + "}";
+      break;
+    default:
+      // Digit rules: bounds of any length, a modulus.
+      leaf = R"({"type": "integer", "minimum": -)" + std::to_string(r.count(2000) * 1000003) +
+             R"(, "exclusiveMaximum": )" + std::to_string(r.count(2000)) +
+             std::string(r.count(17), '7') + R"(, "multipleOf": )" +
+             std::to_string(r.count(2000) + 1) + "}";
+      break;
+  }
   return open + leaf + close;
 }
 

@@ -202,8 +202,8 @@ test('a broken grammar or schema is a 400 naming the field and the place', async
     assert.match(error.message, says);
   };
   await refused({ grammar: 'root ::= "a"\nb ::= [' }, 'grammar', /line 2, column/);
-  await refused({ response_format: jsonSchemaFormat('x', { type: 'object', patternProperties: {} }) },
-    'response_format.json_schema.schema', /patternProperties/);
+  await refused({ response_format: jsonSchemaFormat('x', { type: 'object', unevaluatedProperties: false }) },
+    'response_format.json_schema.schema', /unevaluatedProperties/);
   await refused({ json_schema: { type: 'strange' } }, 'json_schema', /strange/);
 });
 

@@ -10,24 +10,72 @@
 //
 // Supported (OpenAI's structured-output subset and a little more):
 //   type (one or an array), enum, const, anyOf, oneOf (as anyOf: exclusivity is not
-//   enforced), $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion allowed),
-//   object: properties (in order), required, additionalProperties false / true / schema;
-//   array: items, minItems, maxItems; string: minLength, maxLength, pattern (see
-//   json_pattern.hpp), format date, time, date-time, uuid, email; number, integer,
+//   enforced), allOf (merged into one schema, below), $ref to "#", "#/$defs/..." or
+//   "#/definitions/..." (recursion allowed),
+//   object: properties (in order; a property `false` is never written), required,
+//   additionalProperties false / true / schema, patternProperties (without properties),
+//   minProperties, maxProperties;
+//   array: items (a schema or false), prefixItems, minItems, maxItems;
+//   string: minLength, maxLength, pattern (see json_pattern.hpp), format date, time,
+//   date-time, uuid, email;
+//   integer and number: minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 2020-12
+//   numbers, or draft 4's boolean beside minimum/maximum), multipleOf a whole number;
 //   boolean, null. Annotations (title, description, default, examples, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly) change nothing.
 // Any other keyword is refused by name (smol::Error), never ignored: a constraint that
 // silently did not apply would let through output that the caller's validator rejects.
+// So is a supported keyword in a form the grammar cannot enforce exactly (each refusal
+// says which and where).
 //
 // Choices where JSON Schema leaves room (each output the grammar allows validates):
-//  - additionalProperties absent: with `properties`, only the listed properties are
-//    written (OpenAI's strict mode requires false anyway); without, any object.
+//  - additionalProperties absent: with `properties` or `patternProperties`, only the
+//    listed (or matching) properties are written (OpenAI's strict mode requires false
+//    anyway); without, any object.
 //  - Whitespace: between tokens, nothing, one space, or one newline and up to 20 spaces
 //    or tabs (llama.cpp's choice): pretty-printed output fits, and the model cannot run
 //    on in whitespace forever. None before the first or after the last character.
-//  - Numbers: at most 16 integer digits, 16 fraction digits and 2 exponent digits (a double holds
-//  them), so
-//    "0.33333..." cannot run forever either; integers are "-"? and 1 to 16 digits.
+//  - Numbers: at most 16 integer digits, 16 fraction digits and 2 exponent digits (a
+//    double holds them), so "0.33333..." cannot run forever either; integers are "-"?
+//    and 1 to 16 digits.
+//  - Bounded numbers (json_number_range.hpp): exactly the values within the bounds, written
+//    without an exponent, with as many integral digits as the larger of 16 and the bounds'
+//    own (at most 19: a bound past 10^19 is dropped where every such text is within it,
+//    else refused). Integers are compared exactly (JSON Schema's integers are
+//    mathematical); a number's bound is compared as a double, as validators read it
+//    (Python's jsonschema, ajv): an exclusive bound becomes the next double inward, and a
+//    text is written only if its own double is within (rounding never reverses an order,
+//    so comparing the decimal texts suffices). "-" is written only where the lower bound is
+//    negative (or absent), so "-0" (JSON allows it: it is 0) only where 0 is in range and
+//    so are negative values.
+//    llama.cpp (common/json-schema-to-grammar.cpp) bounds integers alike (it too writes
+//    "-0" only below a negative minimum, and also leaves it out when only a maximum is
+//    given, where this writes it: 0 is in range); it ignores a number's bounds and
+//    multipleOf, which this enforces or refuses.
+//  - multipleOf: a whole number m (up to kMaxModulus) makes the value an integer that m
+//    divides, enforced digit by digit by the remainder so far. A fraction (0.01) is
+//    refused: validators test it in floating point (0.07 / 0.01 is not whole there), so
+//    no grammar of decimals can agree with them.
+//  - allOf: its subschemas (and the schema around it, $refs followed, nested allOf
+//    opened) merged into one: types intersected (integer within number), enum/const
+//    intersected, bounds and counts the tightest, properties united (a property's
+//    schemas, and the additionalProperties of subschemas that do not list it, combined
+//    as an allOf of their own), required united, prefixItems and items position by
+//    position, equal pattern/format/multipleOf kept (whole multipleOf: their least
+//    common multiple). One subschema with anyOf/oneOf is distributed over (A and (B or
+//    C) is (A and B) or (A and C)). What cannot be merged exactly (two patterns, two
+//    subschemas with anyOf, patternProperties beside another's properties) is refused,
+//    naming allOf. llama.cpp merges only objects' properties and required (ignoring the
+//    rest of each subschema, additionalProperties included) and intersects enums.
+//  - prefixItems: the listed items first, then `items` (any value if absent, none if
+//    false), within minItems/maxItems. (llama.cpp writes exactly the listed items.)
+//  - minProperties/maxProperties: counted exactly: without them (or when they cannot
+//    bind) the object's rules are as linear as ever; with them, one rule per property
+//    and count so far (bounded by kMaxCountedObjectStates, past which refused).
+//  - patternProperties: keys matching any of the patterns (json_pattern.hpp), each
+//    value valid under every pattern's schema (their allOf: a key matching two patterns
+//    owes both), in any number, after no listed properties; beside `properties` or an
+//    additionalProperties other than false it is refused (keys matching no pattern would
+//    need the patterns' complement).
 //  - Strings are any JSON string (escapes included); minLength/maxLength count the
 //    written characters, an escape counting as one.
 //  - Extra keys (additionalProperties true or a schema) differ from every listed
@@ -42,10 +90,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -57,6 +109,7 @@
 #include "smol/grammar/gbnf.hpp"
 #include "smol/grammar/gbnf_text.hpp"
 #include "smol/grammar/grammar.hpp"
+#include "smol/grammar/json_number_range.hpp"
 #include "smol/grammar/json_pattern.hpp"
 
 namespace smol {
@@ -94,6 +147,16 @@ inline constexpr std::size_t kMaxSchemaJsonDepth = 2 * kMaxSchemaDepth + 8;
 inline constexpr std::size_t kMaxSchemaVisits = 250'000;
 inline constexpr std::size_t kMaxSchemaGrammarBytes = std::size_t{32} << 20;
 inline constexpr std::size_t kMaxOtherKeyBytes = std::size_t{1} << 20;
+// The largest whole multipleOf, and how many states one bounded number's digit rules may
+// look at (a modulus coprime to 10 needs about 19 per remainder: 4096 allow about 200).
+inline constexpr std::uint64_t kMaxModulus = 1'000'000;
+inline constexpr std::size_t kMaxDigitStates = 4096;
+// An object counted by minProperties/maxProperties has a rule per property and count so
+// far: at most this many.
+inline constexpr std::size_t kMaxCountedObjectStates = 20'000;
+// Schema nodes that merging allOf may copy, all merges of a conversion together (a merged
+// property is a copy of its subschemas; nested allOf copy again).
+inline constexpr std::size_t kMaxCopiedNodes = 1'000'000;
 
 class JsonSchemaToGbnf {
  public:
@@ -232,10 +295,17 @@ class JsonSchemaToGbnf {
     }
     if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
     static const std::set<std::string> kKnown = {
-        "type",      "properties", "required", "additionalProperties",
-        "items",     "minItems",   "maxItems", "enum",
-        "const",     "anyOf",      "oneOf",    "$ref",
-        "minLength", "maxLength",  "format",   "pattern"};
+        // Any type.
+        "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+        // Objects.
+        "properties", "required", "additionalProperties", "patternProperties", "minProperties",
+        "maxProperties",
+        // Arrays.
+        "items", "prefixItems", "minItems", "maxItems",
+        // Strings.
+        "minLength", "maxLength", "format", "pattern",
+        // Numbers.
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
     for (const auto& [key, value] : schema.items()) {
       if (!is_annotation(key) && !kKnown.contains(key)) {
         refuse(path, cat("the keyword \"", key, "\" is not supported"));
@@ -248,6 +318,19 @@ class JsonSchemaToGbnf {
         }
       }
     };
+    if (schema.contains("allOf")) {
+      if (const auto target = single_reference(schema)) return reference(*target, path);
+      // Merged, then converted as one schema; what the merge gives is named as the allOf's.
+      // A merged schema met again (the same subschema merged into each option of a
+      // choice) is converted once: else each level of allOf over a choice would multiply
+      // the work below it by the choice's options.
+      const Json merged = merge_all_of(schema, path);
+      std::string key = merged.dump();
+      if (const auto it = merged_rules_.find(key); it != merged_rules_.end()) return it->second;
+      const std::string rule = visit(merged, name, path + "/allOf");
+      merged_rules_.emplace(std::move(key), rule);
+      return rule;
+    }
     if (schema.contains("$ref")) {
       only("$ref");
       return reference(schema["$ref"], path);
@@ -302,16 +385,24 @@ class JsonSchemaToGbnf {
       }
       return add_rule(name, body);
     }
-    if (schema.contains("properties") || schema.contains("additionalProperties") ||
-        schema.contains("required")) {
+    // No type: the type its keywords apply to (JSON Schema lets values of the other types
+    // through; writing only this one is a narrower choice, and valid).
+    const auto has_any = [&](std::initializer_list<const char*> keys) {
+      return std::any_of(keys.begin(), keys.end(),
+                         [&](const char* k) { return schema.contains(k); });
+    };
+    if (has_any({"properties", "additionalProperties", "required", "patternProperties",
+                 "minProperties", "maxProperties"})) {
       return visit_type("object", schema, name, path);
     }
-    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+    if (has_any({"items", "prefixItems", "minItems", "maxItems"})) {
       return visit_type("array", schema, name, path);
     }
-    if (schema.contains("minLength") || schema.contains("maxLength") ||
-        schema.contains("pattern") || schema.contains("format")) {
+    if (has_any({"minLength", "maxLength", "pattern", "format"})) {
       return visit_type("string", schema, name, path);
+    }
+    if (has_any({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})) {
+      return visit_type("number", schema, name, path);
     }
     return "value-json";
   }
@@ -327,10 +418,11 @@ class JsonSchemaToGbnf {
     if (t == "string") return value.is_string();
     if (t == "number") return value.is_number();
     if (t == "integer") {
+      // A whole double of any size (a cast to int64 past its range is undefined: found by
+      // fuzz_grammar with 1.8e20 in an enum).
       return value.is_number_integer() ||
-             (value.is_number_float() &&
-              value.get<double>() ==
-                  static_cast<double>(static_cast<std::int64_t>(value.get<double>())));
+             (value.is_number_float() && std::isfinite(value.get<double>()) &&
+              value.get<double>() == std::floor(value.get<double>()));
     }
     if (t == "boolean") return value.is_boolean();
     if (t == "null") return value.is_null();
@@ -339,34 +431,676 @@ class JsonSchemaToGbnf {
     return false;
   }
 
-  std::string reference(const Json& ref, const std::string& path) {
+  // The schema a $ref points at.
+  const Json& resolve(const Json& ref, const std::string& path) const {
     if (!ref.is_string()) refuse(path, "\"$ref\" must be a string");
-    const auto target = ref.get<std::string>();
-    if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
+    const auto& target = ref.get_ref<const std::string&>();
     if (target != "#" && !target.starts_with("#/")) {
       refuse(path, cat("\"$ref\": \"", target, "\" is not a local reference (#/...)"));
     }
-    const Json* node = &root_;
-    if (target != "#") {
-      try {
-        node = &root_.at(Json::json_pointer(target.substr(1)));
-      } catch (const nlohmann::json::exception&) {
-        refuse(path, cat("\"$ref\": \"", target, "\" points at nothing"));
-      }
+    if (target == "#") return root_;
+    try {
+      return root_.at(Json::json_pointer(target.substr(1)));
+    } catch (const nlohmann::json::exception&) {
+      refuse(path, cat("\"$ref\": \"", target, "\" points at nothing"));
     }
+  }
+
+  std::string reference(const Json& ref, const std::string& path) {
+    const Json& node = resolve(ref, path);
+    const auto target = ref.get<std::string>();
+    if (const auto it = refs_.find(target); it != refs_.end()) return it->second;
     // Named before it is visited, so that a recursive reference finds it.
     const std::string hint = target == "#" ? "root-ref" : target.substr(target.rfind('/') + 1);
     const std::string name = fresh_name(hint);
     refs_[target] = name;
-    store(name, visit(*node, name + "-body", target), target);
+    store(name, visit(node, name + "-body", target), target);
     return name;
+  }
+
+  // ---- integer and number: bounds and multipleOf (json_number_range.hpp) ----
+
+  // A JSON number's value as a decimal: exact for integers and whole doubles below 2^64,
+  // else the shortest decimal that reads back as the double.
+  static Decimal decimal_of(const Json& v) {
+    if (v.is_number_unsigned()) return decimal_from_unsigned(v.get<std::uint64_t>(), false);
+    if (v.is_number_integer()) {
+      const auto i = v.get<std::int64_t>();
+      // The magnitude of INT64_MIN does not fit an int64: negate as unsigned.
+      const std::uint64_t magnitude =
+          i < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(i) : static_cast<std::uint64_t>(i);
+      return decimal_from_unsigned(magnitude, i < 0);
+    }
+    return decimal_from_double(v.get<double>());
+  }
+
+  // A schema's lower (or upper) bound: its value and whether it is exclusive, the
+  // tighter of minimum and exclusiveMinimum when both are given (draft 4's boolean
+  // exclusiveMinimum makes minimum exclusive instead).
+  struct Bound {
+    Json value;
+    bool exclusive = false;
+  };
+  static std::optional<Bound> bound_of(const Json& schema, bool lower, const std::string& path) {
+    const char* inclusive_key = lower ? "minimum" : "maximum";
+    const char* exclusive_key = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    std::optional<Bound> bound;
+    bool draft4_exclusive = false;
+    if (schema.contains(exclusive_key)) {
+      const Json& v = schema[exclusive_key];
+      if (v.is_boolean()) {
+        draft4_exclusive = v.get<bool>();
+      } else if (finite_number(v)) {
+        bound = Bound{v, true};
+      } else {
+        refuse(path, cat("\"", exclusive_key, "\" must be a number"));
+      }
+    }
+    if (schema.contains(inclusive_key)) {
+      const Json& v = schema[inclusive_key];
+      if (!finite_number(v)) refuse(path, cat("\"", inclusive_key, "\" must be a number"));
+      bound = tighter(bound, Bound{v, draft4_exclusive}, lower);
+    }
+    return bound;
+  }
+
+  // JSON text has no NaN or infinity, but a schema built in code may.
+  static bool finite_number(const Json& v) {
+    return v.is_number() && (!v.is_number_float() || std::isfinite(v.get<double>()));
+  }
+
+  // The tighter of two bounds (at one value, the exclusive one).
+  static std::optional<Bound> tighter(const std::optional<Bound>& a, const Bound& b, bool lower) {
+    if (!a) return b;
+    const int c = compare(decimal_of(a->value), decimal_of(b.value));
+    if (c == 0) return a->exclusive ? a : b;
+    return (c < 0) == lower ? b : a;
+  }
+
+  // A whole multipleOf (an integer, or a double with a whole value), nullopt for another
+  // number.
+  static std::optional<std::uint64_t> whole_number(const Json& v) {
+    if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+    if (v.is_number_integer()) {
+      const auto i = v.get<std::int64_t>();
+      return i > 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(i)) : std::nullopt;
+    }
+    const double d = v.get<double>();
+    if (d >= 1 && d <= 9007199254740992.0 && d == std::floor(d)) {
+      return static_cast<std::uint64_t>(d);
+    }
+    return std::nullopt;
+  }
+
+  // A bound on the grid the grammar writes (whole for integers, 16 fraction digits for
+  // numbers), inclusive, moved inward where the grid or a double's rounding asks.
+  static Decimal grid_bound(const Bound& bound, bool lower, bool integer) {
+    const Json& v = bound.value;
+    if (integer) {
+      // Integers are compared with the bound's exact value.
+      const Decimal d = decimal_of(v);
+      if (!d.fraction.empty()) return round_to_grid(d, 0, lower);
+      return bound.exclusive ? step(d, 0, lower) : d;
+    }
+    // A number is compared as a double: the nearest double on the bound's inside (past it
+    // when exclusive), then that double's decimal, rounded inward to the grid.
+    double a = v.get<double>();
+    if (!v.is_number_float()) {
+      const int c = compare(decimal_from_double(a), decimal_of(v));
+      const bool outside =
+          lower ? (bound.exclusive ? c <= 0 : c < 0) : (bound.exclusive ? c >= 0 : c > 0);
+      if (outside) a = std::nextafter(a, lower ? HUGE_VAL : -HUGE_VAL);
+    } else if (bound.exclusive) {
+      a = std::nextafter(a, lower ? HUGE_VAL : -HUGE_VAL);
+    }
+    if (!std::isfinite(a)) {
+      // Past the largest double: beyond any text the grammar writes, in its direction.
+      Decimal huge;
+      huge.negative = a < 0;
+      huge.integral = "1" + std::string(400, '0');
+      return huge;
+    }
+    return round_to_grid(decimal_from_double(a), DigitRanges::kFractionDigits, lower);
+  }
+
+  std::string number_rule(bool integer, const Json& schema, const std::string& name,
+                          const std::string& path) {
+    const std::optional<Bound> lower = bound_of(schema, true, path);
+    const std::optional<Bound> upper = bound_of(schema, false, path);
+    std::uint64_t modulus = 1;
+    if (schema.contains("multipleOf")) {
+      const Json& m = schema["multipleOf"];
+      if (!finite_number(m) || decimal_of(m).negative || decimal_of(m).is_zero()) {
+        refuse(path, "\"multipleOf\" must be a number above 0");
+      }
+      const auto whole = whole_number(m);
+      if (!whole || *whole > kMaxModulus) {
+        refuse(path, cat("\"multipleOf\": ", m.dump(), " is not supported (a whole number up to ",
+                         kMaxModulus, " is; validators test a fraction in floating point)"));
+      }
+      modulus = *whole;
+      integer = true;  // only integers are multiples of a whole number
+    }
+    if (!lower && !upper && modulus == 1) return integer ? "integer-json" : "number-json";
+
+    const std::size_t grid = integer ? 0 : DigitRanges::kFractionDigits;
+    // The most integral digits written: 19 keeps every whole bound exact in 64 bits.
+    constexpr std::size_t kMaxDigits = 19;
+    std::optional<Decimal> low, high;
+    if (lower) {
+      low = grid_bound(*lower, true, integer);
+      if (low->integral.size() > kMaxDigits) {
+        if (!low->negative) {
+          refuse(path, cat("the lower bound ", lower->value.dump(), " is above every ",
+                           integer ? "integer" : "number", " of at most ", kMaxDigits,
+                           " digits (the most written)"));
+        }
+        low.reset();  // below every text written: no constraint
+      }
+    }
+    if (upper) {
+      high = grid_bound(*upper, false, integer);
+      if (high->integral.size() > kMaxDigits) {
+        if (high->negative) {
+          refuse(path, cat("the upper bound ", upper->value.dump(), " is below every ",
+                           integer ? "integer" : "number", " of at most ", kMaxDigits,
+                           " digits (the most written)"));
+        }
+        high.reset();
+      }
+    }
+    std::size_t digits = 16;
+    for (const auto& b : {low, high}) {
+      if (b) digits = std::max(digits, b->integral.size());
+    }
+    Decimal limit;
+    limit.integral = std::string(digits, '9');
+    if (!integer) limit.fraction = std::string(grid, '9');
+    if (!low) {
+      low = limit;
+      low->negative = true;
+    }
+    if (!high) high = limit;
+    if (compare(*low, *high) > 0) {
+      refuse(path, cat("no ", integer ? "integer" : "number",
+                       " lies within its bounds (minimum, maximum, exclusiveMinimum, "
+                       "exclusiveMaximum)"));
+    }
+    std::vector<std::string> alternatives;
+    {
+      DigitRanges digit_rules([&](const std::string& body) { return add_rule(name + "-d", body); },
+                              !integer, modulus, kMaxDigitStates, shown_path(path));
+      const auto magnitude = [](Decimal d) {
+        d.negative = false;
+        return d;
+      };
+      if (low->negative) {  // "-" and the magnitudes of the negative values (and of 0)
+        const Decimal from = high->negative ? magnitude(*high) : Decimal{};
+        if (const auto e = digit_rules.magnitudes(from, magnitude(*low))) {
+          alternatives.push_back("\"-\" ( " + *e + " )");
+        }
+      }
+      if (!high->negative) {
+        const Decimal from = low->negative ? Decimal{} : *low;
+        if (const auto e = digit_rules.magnitudes(from, *high)) alternatives.push_back(*e);
+      }
+    }
+    if (alternatives.empty()) {
+      refuse(path, cat("no multiple of ", modulus, " lies within its bounds"));
+    }
+    std::string body;
+    for (const std::string& a : alternatives) body += (body.empty() ? "" : " | ") + a;
+    return add_rule(name, body);
+  }
+
+  // ---- allOf: merged into one schema ----
+
+  // `allOf` of nothing but one $ref (beside annotations, in the schema and its
+  // subschemas): that reference, kept a rule reference so that recursion through it
+  // stays a reference, not a copy.
+  std::optional<Json> single_reference(const Json& schema) const {
+    for (const auto& [key, value] : schema.items()) {
+      if (key != "allOf" && !is_annotation(key)) return std::nullopt;
+    }
+    const Json& list = schema["allOf"];
+    if (!list.is_array()) return std::nullopt;
+    std::optional<Json> target;
+    for (const Json& sub : list) {
+      if (sub.is_boolean() && sub.get<bool>()) continue;
+      if (!sub.is_object()) return std::nullopt;
+      for (const auto& [key, value] : sub.items()) {
+        if (key == "$ref") {
+          if (target && *target != value) return std::nullopt;
+          target = value;
+        } else if (!is_annotation(key)) {
+          return std::nullopt;
+        }
+      }
+    }
+    return target;
+  }
+
+  // A copy of `value` for a merged schema, counted against kMaxCopiedNodes first.
+  Json copied(const Json& value, const std::string& path) {
+    std::vector<const Json*> todo{&value};
+    std::size_t nodes = 0;
+    while (!todo.empty()) {
+      const Json* v = todo.back();
+      todo.pop_back();
+      if (copied_nodes_ + ++nodes > kMaxCopiedNodes) {
+        refuse(path, cat("allOf: merging its subschemas would copy more than ", kMaxCopiedNodes,
+                         " schema values"));
+      }
+      if (v->is_structured()) {
+        for (const Json& child : *v) todo.push_back(&child);
+      }
+    }
+    copied_nodes_ += nodes;
+    return value;
+  }
+
+  // One subschema of a merge and where it is.
+  struct Part {
+    const Json* schema;
+    std::string path;
+  };
+
+  // The schemas whose conjunction `schema` is: what its $ref points at and its allOf's
+  // subschemas (depth first), then itself, each once (x and x is x: a schema met again,
+  // by a recursive $ref too, adds nothing). Their own $ref and allOf are thereby done.
+  // The order is that of the merged properties: what a schema builds on comes first.
+  void flatten(const Json& schema, const std::string& path, std::vector<Part>& parts,
+               std::set<const Json*>& seen) {
+    const Nesting level(depth_, path);
+    if (++visits_ > kMaxSchemaVisits) {
+      refuse(path, cat("the schema has more than ", kMaxSchemaVisits, " subschemas"));
+    }
+    if (schema.is_boolean()) {
+      if (schema.get<bool>()) return;
+      refuse(path, "allOf: a subschema is false, which accepts nothing");
+    }
+    if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
+    if (!seen.insert(&schema).second) return;
+    if (schema.contains("$ref")) {
+      const Json& target = resolve(schema["$ref"], path);
+      flatten(target, schema["$ref"].get<std::string>(), parts, seen);
+    }
+    if (schema.contains("allOf")) {
+      const Json& list = schema["allOf"];
+      if (!list.is_array() || list.empty()) refuse(path, "\"allOf\" must be a non-empty array");
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        flatten(list[i], cat(path, "/allOf/", i), parts, seen);
+      }
+    }
+    parts.push_back({&schema, path});
+  }
+
+  // A part's keywords as a schema of their own (its $ref and allOf are other parts).
+  Json own_keywords(const Part& part, const std::string& path) {
+    Json out = Json::object();
+    for (const auto& [key, value] : part.schema->items()) {
+      if (key != "$ref" && key != "allOf" && !is_annotation(key)) out[key] = copied(value, path);
+    }
+    return out;
+  }
+
+  // The conjunction of subschemas, as one: true ones dropped, false wins, equal ones once.
+  Json conjunction(const std::vector<const Json*>& schemas, const std::string& path) {
+    std::vector<const Json*> kept;
+    for (const Json* s : schemas) {
+      if (s->is_boolean()) {
+        if (!s->get<bool>()) return Json(false);
+        continue;
+      }
+      if (s->is_object() && std::all_of(s->items().begin(), s->items().end(),
+                                        [](const auto& kv) { return is_annotation(kv.key()); })) {
+        continue;
+      }
+      if (std::none_of(kept.begin(), kept.end(), [&](const Json* k) { return *k == *s; })) {
+        kept.push_back(s);
+      }
+    }
+    if (kept.empty()) return Json::object();
+    if (kept.size() == 1) return copied(*kept[0], path);
+    Json list = Json::array();
+    for (const Json* s : kept) list.push_back(copied(*s, path));
+    return Json{{"allOf", std::move(list)}};
+  }
+
+  // The schema `schema` (with allOf) means, without allOf.
+  Json merge_all_of(const Json& schema, const std::string& path) {
+    std::vector<Part> parts;
+    std::set<const Json*> seen;
+    flatten(schema, path, parts, seen);
+
+    // A choice in one part is distributed over; two would multiply.
+    const Part* choice = nullptr;
+    const char* choice_key = nullptr;
+    for (const Part& part : parts) {
+      for (const char* key : {"anyOf", "oneOf"}) {
+        if (!part.schema->contains(key)) continue;
+        if (choice != nullptr) {
+          refuse(path, cat("allOf: \"", choice_key, "\" in ", shown_path(choice->path), " and \"",
+                           key, "\" in ", shown_path(part.path),
+                           " cannot be merged (only one choice is distributed over)"));
+        }
+        choice = &part;
+        choice_key = key;
+      }
+    }
+    if (choice != nullptr) {
+      const Json& options = (*choice->schema)[choice_key];
+      if (!options.is_array() || options.empty()) {
+        refuse(choice->path, cat("\"", choice_key, "\" must be a non-empty array"));
+      }
+      Json alternatives = Json::array();
+      for (const Json& option : options) {
+        Json all = Json::array();
+        for (const Part& part : parts) {
+          Json own = own_keywords(part, path);
+          if (&part == choice) own.erase(choice_key);
+          if (!own.empty()) all.push_back(std::move(own));
+        }
+        all.push_back(copied(option, path));
+        alternatives.push_back(Json{{"allOf", std::move(all)}});
+      }
+      return Json{{"anyOf", std::move(alternatives)}};
+    }
+
+    Json merged = Json::object();
+    const auto each = [&](const char* key, const auto& f) {
+      for (const Part& part : parts) {
+        if (part.schema->contains(key)) f(part, (*part.schema)[key]);
+      }
+    };
+
+    // type: the types every part allows (an integer is a number).
+    std::optional<std::vector<std::string>> types;
+    each("type", [&](const Part& part, const Json& t) {
+      std::vector<std::string> list;
+      for (const Json& one : t.is_array() ? t : Json::array({t})) {
+        if (!one.is_string()) refuse(part.path, "\"type\" must be a string or an array of strings");
+        list.push_back(one.get<std::string>());
+      }
+      if (!types) {
+        types = list;
+        return;
+      }
+      std::vector<std::string> both;
+      const auto has = [](const std::vector<std::string>& l, const std::string& x) {
+        return std::find(l.begin(), l.end(), x) != l.end();
+      };
+      for (const std::string& x : *types) {
+        std::string kept;
+        if (has(list, x)) {
+          kept = x;
+        } else if ((x == "integer" && has(list, "number")) ||
+                   (x == "number" && has(list, "integer"))) {
+          kept = "integer";
+        }
+        if (!kept.empty() && !has(both, kept)) both.push_back(kept);
+      }
+      types = both;
+    });
+    if (types) {
+      if (types->empty()) refuse(path, "allOf: its subschemas have no type in common");
+      merged["type"] = types->size() == 1 ? Json((*types)[0]) : Json(*types);
+    }
+
+    // enum and const: the values every part allows.
+    std::optional<std::vector<const Json*>> values;
+    const auto keep_values = [&](const Part& part, const Json& list) {
+      if (!list.is_array() || list.empty()) refuse(part.path, "\"enum\" must be a non-empty array");
+      const auto in = [](const auto& l, const Json& v) {
+        return std::any_of(l.begin(), l.end(), [&](const auto& w) { return deref(w) == v; });
+      };
+      std::vector<const Json*> next;
+      if (!values) {  // the first list, in its order and spelling
+        for (const Json& v : list) {
+          if (!in(next, v)) next.push_back(&v);
+        }
+      } else {
+        for (const Json* v : *values) {
+          if (in(list, *v)) next.push_back(v);
+        }
+      }
+      values = std::move(next);
+    };
+    each("enum", keep_values);
+    std::deque<Json> consts;  // each const as a list, alive while `values` points into it
+    for (const Part& part : parts) {
+      if (part.schema->contains("const")) {
+        keep_values(part, consts.emplace_back(Json::array({(*part.schema)["const"]})));
+      }
+    }
+    if (values) {
+      if (values->empty()) refuse(path, "allOf: no value is allowed by every enum and const");
+      Json list = Json::array();
+      for (const Json* v : *values) list.push_back(copied(*v, path));
+      merged["enum"] = std::move(list);
+    }
+
+    // Bounds: the tightest.
+    for (const bool lower : {true, false}) {
+      std::optional<Bound> bound;
+      for (const Part& part : parts) {
+        if (const auto b = bound_of(*part.schema, lower, part.path))
+          bound = tighter(bound, *b, lower);
+      }
+      if (bound) {
+        merged[bound->exclusive ? (lower ? "exclusiveMinimum" : "exclusiveMaximum")
+                                : (lower ? "minimum" : "maximum")] = bound->value;
+      }
+    }
+    each("multipleOf", [&](const Part& part, const Json& m) {
+      if (!merged.contains("multipleOf") || merged["multipleOf"] == m) {
+        merged["multipleOf"] = m;
+        return;
+      }
+      const auto a = whole_number(merged["multipleOf"]), b = whole_number(m);
+      if (!a || !b) {
+        refuse(path, cat("allOf: the multipleOf ", merged["multipleOf"].dump(), " and ", m.dump(),
+                         " (in ", shown_path(part.path), ") cannot be merged"));
+      }
+      // The least common multiple, which both divide; past kMaxModulus it is refused below.
+      const std::uint64_t g = std::gcd(*a, *b);
+      const std::uint64_t lcm =
+          *a / g > kMaxModulus / std::max<std::uint64_t>(*b, 1) ? kMaxModulus + 1 : *a / g * *b;
+      merged["multipleOf"] = lcm;
+    });
+
+    // Counts: the tightest.
+    for (const char* key : {"minLength", "minItems", "minProperties"}) {
+      each(key, [&](const Part&, const Json& n) {
+        if (!merged.contains(key) || !n.is_number() || !merged[key].is_number() ||
+            compare(decimal_of(n), decimal_of(merged[key])) > 0) {
+          merged[key] = n;
+        }
+      });
+    }
+    for (const char* key : {"maxLength", "maxItems", "maxProperties"}) {
+      each(key, [&](const Part&, const Json& n) {
+        if (!merged.contains(key) || !n.is_number() || !merged[key].is_number() ||
+            compare(decimal_of(n), decimal_of(merged[key])) < 0) {
+          merged[key] = n;
+        }
+      });
+    }
+    // Patterns and formats: one.
+    for (const char* key : {"pattern", "format"}) {
+      each(key, [&](const Part& part, const Json& v) {
+        if (merged.contains(key) && merged[key] != v) {
+          refuse(path, cat("allOf: two different \"", key, "\" (one in ", shown_path(part.path),
+                           ") cannot be merged"));
+        }
+        merged[key] = v;
+      });
+    }
+
+    merge_objects(parts, merged, path);
+    merge_arrays(parts, merged, path);
+
+    // Anything else is a keyword the conversion refuses by name.
+    for (const Part& part : parts) {
+      for (const auto& [key, value] : part.schema->items()) {
+        if (key != "$ref" && key != "allOf" && key != "const" && !is_annotation(key) &&
+            !merged.contains(key) && !kMergedKeys.contains(key)) {
+          merged[key] = copied(value, path);
+        }
+      }
+    }
+    return merged;
+  }
+
+  static const Json& deref(const Json* v) { return *v; }
+  static const Json& deref(const Json& v) { return v; }
+
+  // The keywords merge_all_of writes itself (or leaves out when they merge to nothing).
+  static inline const std::set<std::string> kMergedKeys = {"type",
+                                                           "enum",
+                                                           "minimum",
+                                                           "maximum",
+                                                           "multipleOf",
+                                                           "minLength",
+                                                           "minItems",
+                                                           "minProperties",
+                                                           "maxLength",
+                                                           "maxItems",
+                                                           "maxProperties",
+                                                           "pattern",
+                                                           "format",
+                                                           "properties",
+                                                           "required",
+                                                           "additionalProperties",
+                                                           "items",
+                                                           "prefixItems",
+                                                           "exclusiveMinimum",
+                                                           "exclusiveMaximum",
+                                                           "patternProperties"};
+
+  // Objects: a property's schema is the conjunction of what each part says of it (its
+  // `properties` entry, or else its additionalProperties); required united.
+  void merge_objects(const std::vector<Part>& parts, Json& merged, const std::string& path) {
+    std::vector<std::string> order;
+    std::set<std::string> listed;
+    const Part* patterns = nullptr;
+    bool others = false;  // properties or additionalProperties beside patternProperties
+    for (const Part& part : parts) {
+      const Json& s = *part.schema;
+      if (s.contains("patternProperties")) {
+        if (patterns != nullptr) {
+          refuse(path, "allOf: patternProperties in two subschemas cannot be merged");
+        }
+        patterns = &part;
+      }
+      if (s.contains("properties")) {
+        if (!s["properties"].is_object()) refuse(part.path, "\"properties\" must be an object");
+        for (const auto& [key, value] : s["properties"].items()) {
+          if (listed.insert(key).second) order.push_back(key);
+        }
+      }
+    }
+    for (const Part& part : parts) {
+      if (&part == patterns) continue;
+      if (part.schema->contains("properties") || part.schema->contains("additionalProperties")) {
+        others = true;
+      }
+    }
+    if (patterns != nullptr && others) {
+      refuse(path, cat("allOf: patternProperties (in ", shown_path(patterns->path),
+                       ") beside another subschema's properties or additionalProperties cannot be "
+                       "merged"));
+    }
+    if (patterns != nullptr) {
+      merged["patternProperties"] = copied((*patterns->schema)["patternProperties"], path);
+    }
+    if (!order.empty()) {
+      Json properties = Json::object();
+      for (const std::string& key : order) {
+        std::vector<const Json*> says;
+        for (const Part& part : parts) {
+          const Json& s = *part.schema;
+          if (s.contains("properties") && s["properties"].contains(key)) {
+            says.push_back(&s["properties"][key]);
+          } else if (s.contains("additionalProperties")) {
+            says.push_back(&s["additionalProperties"]);
+          }
+        }
+        properties[key] = conjunction(says, path);
+      }
+      merged["properties"] = std::move(properties);
+    }
+    std::vector<const Json*> extra;
+    for (const Part& part : parts) {
+      if (part.schema->contains("additionalProperties")) {
+        extra.push_back(&(*part.schema)["additionalProperties"]);
+      }
+    }
+    if (!extra.empty()) merged["additionalProperties"] = conjunction(extra, path);
+    Json required = Json::array();
+    std::set<std::string> seen;
+    for (const Part& part : parts) {
+      if (!part.schema->contains("required")) continue;
+      const Json& list = (*part.schema)["required"];
+      if (!list.is_array()) refuse(part.path, "\"required\" must be an array");
+      for (const Json& r : list) {
+        if (!r.is_string()) refuse(part.path, "\"required\" must hold strings");
+        if (seen.insert(r.get<std::string>()).second) required.push_back(r);
+      }
+    }
+    if (!required.empty()) merged["required"] = std::move(required);
+  }
+
+  // Arrays: position by position, each part's prefixItems entry there or else its items;
+  // items the conjunction of the parts' items. A position no part allows ends the array.
+  void merge_arrays(const std::vector<Part>& parts, Json& merged, const std::string& path) {
+    std::size_t longest = 0;
+    bool any = false;
+    for (const Part& part : parts) {
+      const Json& s = *part.schema;
+      if (s.contains("prefixItems")) {
+        if (!s["prefixItems"].is_array()) refuse(part.path, "\"prefixItems\" must be an array");
+        longest = std::max(longest, s["prefixItems"].size());
+        any = true;
+      }
+    }
+    if (any) {
+      Json prefix = Json::array();
+      for (std::size_t i = 0; i < longest; ++i) {
+        std::vector<const Json*> says;
+        for (const Part& part : parts) {
+          const Json& s = *part.schema;
+          if (s.contains("prefixItems") && i < s["prefixItems"].size()) {
+            says.push_back(&s["prefixItems"][i]);
+          } else if (s.contains("items")) {
+            says.push_back(&s["items"]);
+          }
+        }
+        Json at = conjunction(says, path);
+        if (at.is_boolean() && !at.get<bool>()) {
+          // Nothing may stand here: the array ends before.
+          if (!merged.contains("maxItems") || !merged["maxItems"].is_number() ||
+              compare(decimal_of(merged["maxItems"]), decimal_from_unsigned(i, false)) > 0) {
+            merged["maxItems"] = i;
+          }
+          break;
+        }
+        prefix.push_back(std::move(at));
+      }
+      merged["prefixItems"] = std::move(prefix);
+    }
+    std::vector<const Json*> items;
+    for (const Part& part : parts) {
+      if (part.schema->contains("items")) items.push_back(&(*part.schema)["items"]);
+    }
+    if (!items.empty()) merged["items"] = conjunction(items, path);
   }
 
   std::string visit_type(const std::string& type, const Json& schema, const std::string& name,
                          const std::string& path) {
     if (type == "string") return string_rule(schema, name, path);
-    if (type == "number") return "number-json";
-    if (type == "integer") return "integer-json";
+    if (type == "number" || type == "integer")
+      return number_rule(type == "integer", schema, name, path);
     if (type == "boolean") return "boolean-json";
     if (type == "null") return "null-json";
     if (type == "object") return object_rule(schema, name, path);
@@ -412,20 +1146,76 @@ class JsonSchemaToGbnf {
   }
 
   std::string array_rule(const Json& schema, const std::string& name, const std::string& path) {
-    const std::string item = schema.contains("items")
-                                 ? visit(schema["items"], name + "-item", path + "/items")
-                                 : std::string("value-json");
+    // prefixItems first; a `false` among them ends the array before it.
+    std::vector<std::string> prefix;
+    std::optional<std::uint64_t> prefix_end;
+    if (schema.contains("prefixItems")) {
+      const Json& list = schema["prefixItems"];
+      if (!list.is_array()) refuse(path, "\"prefixItems\" must be an array");
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        if (list[i].is_boolean() && !list[i].get<bool>()) {
+          prefix_end = i;
+          break;
+        }
+        prefix.push_back(visit(list[i], cat(name, "-", i), cat(path, "/prefixItems/", i)) +
+                         " ws-json");
+      }
+    }
+    // The items after them: `items`, any value if absent, none if false.
+    std::optional<std::string> item = std::string("value-json");
+    if (schema.contains("items")) {
+      const Json& items = schema["items"];
+      if (items.is_boolean() && !items.get<bool>()) {
+        item.reset();
+      } else {
+        item = visit(items, name + "-item", path + "/items");
+      }
+    }
     const std::uint64_t min = count(schema, "minItems", path, 0);
     std::optional<std::uint64_t> max;
     if (schema.contains("maxItems")) max = count(schema, "maxItems", path, 0);
     if (max && *max < min) refuse(path, "maxItems is below minItems");
+    if (prefix_end || !item) {
+      const std::uint64_t end = prefix_end ? *prefix_end : prefix.size();
+      if (min > end) {
+        refuse(path, cat("minItems is above the ", end,
+                         " items that prefixItems and items (false) allow"));
+      }
+      max = max ? std::min(*max, end) : end;
+    }
     if (max && *max == 0) return add_rule(name, "\"[\" ws-json \"]\"");
-    const std::string element = item + " ws-json";
-    const std::string more = repetition("( \",\" ws-json " + element + " )", min == 0 ? 0 : min - 1,
-                                        max ? std::optional(*max - 1) : std::nullopt);
-    std::string items = element + (more.empty() ? "" : " " + more);
-    if (min == 0) items = "( " + items + " )?";
-    return add_rule(name, "\"[\" ws-json " + items + " \"]\"");
+    if (prefix.empty()) {
+      const std::string element = *item + " ws-json";
+      const std::string more =
+          repetition("( \",\" ws-json " + element + " )", min == 0 ? 0 : min - 1,
+                     max ? std::optional(*max - 1) : std::nullopt);
+      std::string items = element + (more.empty() ? "" : " " + more);
+      if (min == 0) items = "( " + items + " )?";
+      return add_rule(name, "\"[\" ws-json " + items + " \"]\"");
+    }
+    // rest[i]: the items after the first i (1 <= i <= k), each after a comma: one rule per
+    // prefix item, then the counted repetition of `items`.
+    const std::size_t k = prefix.size();
+    std::string rest;  // rest[i + 1] while building rest[i]
+    for (std::size_t i = k + 1; i-- > 1;) {
+      std::string body;
+      if (max && i >= *max) {
+        body = "\"\"";
+      } else if (i == k) {
+        const std::uint64_t at_least = min > k ? min - k : 0;
+        const std::string more =
+            item ? repetition("( \",\" ws-json " + *item + " ws-json )", at_least,
+                              max ? std::optional(*max - k) : std::nullopt)
+                 : std::string();
+        body = more.empty() ? "\"\"" : more;
+      } else {
+        const std::string write = "\",\" ws-json " + prefix[i] + " " + rest;
+        body = i >= min ? write + " | \"\"" : write;
+      }
+      rest = add_rule(cat(name, "-rest-", i), body);
+    }
+    const std::string first = prefix[0] + " " + rest;
+    return add_rule(name, "\"[\" ws-json " + (min == 0 ? "( " + first + " )?" : first) + " \"]\"");
   }
 
   // A JSON string that is none of `names` as written: a trie of the names, leaving it at
@@ -500,13 +1290,20 @@ class JsonSchemaToGbnf {
   }
 
   std::string object_rule(const Json& schema, const std::string& name, const std::string& path) {
-    std::vector<std::string> keys;
+    std::vector<std::string> names;    // every listed property: extra keys differ from them
+    std::vector<std::string> keys;     // the ones that may be written, in order
     std::vector<std::string> members;  // "key" ws : ws value ws
     std::vector<bool> required;
+    std::set<std::string> forbidden;  // listed with the schema false: never written
     if (schema.contains("properties")) {
       const Json& properties = schema["properties"];
       if (!properties.is_object()) refuse(path, "\"properties\" must be an object");
       for (const auto& [key, sub] : properties.items()) {
+        names.push_back(key);
+        if (sub.is_boolean() && !sub.get<bool>()) {
+          forbidden.insert(key);
+          continue;
+        }
         keys.push_back(key);
         const std::string value =
             visit(sub, cat(name, "-", segment(key)), cat(path, "/properties/", segment(key)));
@@ -515,6 +1312,7 @@ class JsonSchemaToGbnf {
       }
     }
     required.assign(keys.size(), false);
+    std::size_t required_count = 0;
     if (schema.contains("required")) {
       const Json& list = schema["required"];
       if (!list.is_array()) refuse(path, "\"required\" must be an array");
@@ -524,31 +1322,85 @@ class JsonSchemaToGbnf {
         if (!r.is_string()) refuse(path, "\"required\" must hold strings");
         const auto it = index.find(r.get_ref<const std::string&>());
         if (it == index.end()) {
-          refuse(path, cat("the required property \"", r.get<std::string>(),
-                           "\" is not in \"properties\""));
+          refuse(path,
+                 cat("the required property \"", r.get<std::string>(),
+                     forbidden.contains(r.get<std::string>()) ? "\" has the schema false"
+                                                              : "\" is not in \"properties\""));
         }
+        if (!required[it->second]) ++required_count;
         required[it->second] = true;
       }
     }
     // Extra members: absent means none when properties are listed, any otherwise.
     std::optional<std::string> extra_value;
-    if (schema.contains("additionalProperties")) {
+    std::string extra_key;
+    const bool patterns =
+        schema.contains("patternProperties") &&
+        !(schema["patternProperties"].is_object() && schema["patternProperties"].empty());
+    if (patterns) {
+      // Keys matching a pattern, valid under every pattern's schema (a key matching two
+      // owes both); keys matching none would need the patterns' complement, so nothing
+      // else may be written beside them.
+      const Json& list = schema["patternProperties"];
+      if (!list.is_object()) refuse(path, "\"patternProperties\" must be an object");
+      if (!names.empty())
+        refuse(path, "patternProperties together with properties is not supported");
+      if (schema.contains("additionalProperties") &&
+          !(schema["additionalProperties"].is_boolean() &&
+            !schema["additionalProperties"].get<bool>())) {
+        refuse(path,
+               "patternProperties with additionalProperties other than false is not supported");
+      }
+      std::string key_body;
+      std::vector<const Json*> values;
+      for (const auto& [pattern, sub] : list.items()) {
+        std::string body;
+        try {
+          body = pattern_to_gbnf(pattern, "char-json");
+        } catch (const Error& error) {
+          fail(error.what(), " (at ", shown_path(path + "/patternProperties"), ")");
+        }
+        key_body += (key_body.empty() ? "" : " | ") + ("( " + body + " )");
+        values.push_back(&sub);
+      }
+      const Json value = conjunction(values, path + "/patternProperties");
+      extra_value = visit(value, name + "-pattern", path + "/patternProperties");
+      extra_key = add_rule(name + "-pattern-key", "\"\\\"\" ( " + key_body + " ) \"\\\"\"");
+    } else if (schema.contains("additionalProperties")) {
       const Json& extra = schema["additionalProperties"];
       if (!(extra.is_boolean() && !extra.get<bool>())) {
         extra_value = visit(extra, name + "-extra", path + "/additionalProperties");
       }
-    } else if (keys.empty()) {
+    } else if (names.empty()) {
       extra_value = "value-json";
     }
-    std::string extras_after;  // more extra members after at least one member
     std::string extra_member;
     if (extra_value) {
-      const std::string key =
-          keys.empty() ? std::string("string-json") : other_key(keys, name, path);
-      extra_member =
-          add_rule(name + "-extra-kv", key + " ws-json \":\" ws-json " + *extra_value + " ws-json");
-      extras_after = "( \",\" ws-json " + extra_member + " )*";
+      if (extra_key.empty()) {
+        extra_key = names.empty() ? std::string("string-json") : other_key(names, name, path);
+      }
+      extra_member = add_rule(name + "-extra-kv",
+                              extra_key + " ws-json \":\" ws-json " + *extra_value + " ws-json");
     }
+    // minProperties/maxProperties: counted only where they can bind.
+    const std::uint64_t min_count = count(schema, "minProperties", path, 0);
+    std::optional<std::uint64_t> max_count;
+    if (schema.contains("maxProperties")) max_count = count(schema, "maxProperties", path, 0);
+    if (max_count && *max_count < min_count) refuse(path, "maxProperties is below minProperties");
+    if (max_count && *max_count < required_count) {
+      refuse(path, "maxProperties is below the number of required properties");
+    }
+    if (!extra_value && min_count > keys.size()) {
+      refuse(path, cat("minProperties is above the ", keys.size(),
+                       " properties that may be written (additionalProperties is false, or "
+                       "absent beside properties, which writes only those listed)"));
+    }
+    const bool counted =
+        min_count > required_count || (max_count && (extra_value || *max_count < keys.size()));
+    if (counted) {
+      return counted_object(members, required, extra_member, min_count, max_count, name, path);
+    }
+    const std::string extras_after = extra_value ? "( \",\" ws-json " + extra_member + " )*" : "";
     // Two rules per property, so that the grammar grows linearly with the properties
     // however many are optional (one nested choice per optional property would grow
     // with their square, and nest as deep as they are many):
@@ -573,6 +1425,68 @@ class JsonSchemaToGbnf {
     return add_rule(name, "\"{\" ws-json " + first[0] + " \"}\"");
   }
 
+  // An object whose members are counted (minProperties, maxProperties): one rule per
+  // property and count written so far, the count kept up to maxProperties (or, without
+  // one, up to minProperties: more is as good). Listed members first, in order, then the
+  // extra ones, as many as the count still allows.
+  std::string counted_object(const std::vector<std::string>& members,
+                             const std::vector<bool>& required, const std::string& extra_member,
+                             std::uint64_t min_count, std::optional<std::uint64_t> max_count,
+                             const std::string& name, const std::string& path) {
+    const std::size_t n = members.size();
+    const std::uint64_t cap = max_count ? *max_count : min_count;
+    std::size_t states = 0;
+    for (std::size_t i = 0; i <= n; ++i) states += std::min<std::uint64_t>(i, cap) + 1;
+    if (states > kMaxCountedObjectStates) {
+      refuse(path, cat("minProperties/maxProperties over ", n, " properties would need more than ",
+                       kMaxCountedObjectStates, " rules (one per property and count)"));
+    }
+    // state[c]: the rule for members i.. after c were written (nullopt: no way to finish).
+    std::vector<std::optional<std::string>> state, next;
+    const auto saturated = [&](std::uint64_t c) { return max_count ? c : std::min(c, min_count); };
+    for (std::size_t i = n + 1; i-- > 0;) {
+      state.assign(std::min<std::uint64_t>(i, cap) + 1, std::nullopt);
+      for (std::uint64_t c = 0; c < state.size(); ++c) {
+        std::string body;
+        if (i == n) {
+          const std::uint64_t at_least = min_count > c ? min_count - c : 0;
+          const std::optional<std::uint64_t> at_most =
+              max_count ? std::optional(*max_count - c) : std::nullopt;
+          if (extra_member.empty()) {
+            if (at_least > 0) continue;
+            body = "\"\"";
+          } else if (at_most && *at_most == 0) {
+            body = "\"\"";
+          } else if (c == 0) {
+            const std::string more = repetition(
+                "( \",\" ws-json " + extra_member + " )", at_least == 0 ? 0 : at_least - 1,
+                at_most ? std::optional(*at_most - 1) : std::nullopt);
+            const std::string some = extra_member + (more.empty() ? "" : " " + more);
+            body = at_least == 0 ? "( " + some + " )?" : some;
+          } else {
+            const std::string more =
+                repetition("( \",\" ws-json " + extra_member + " )", at_least, at_most);
+            body = more.empty() ? "\"\"" : more;
+          }
+        } else {
+          if (!max_count || c + 1 <= *max_count) {
+            if (const auto& then = next[saturated(c + 1)]) {
+              body = (c == 0 ? "" : "\",\" ws-json ") + members[i] + " " + *then;
+            }
+          }
+          if (!required[i] && next[c]) body += (body.empty() ? "" : " | ") + *next[c];
+          if (body.empty()) continue;
+        }
+        state[c] = add_rule(cat(name, "-count-", i, "-", c), body);
+      }
+      std::swap(state, next);
+    }
+    if (!next[0]) {
+      refuse(path, "no object within minProperties/maxProperties fits the other keywords");
+    }
+    return add_rule(name, "\"{\" ws-json " + *next[0] + " \"}\"");
+  }
+
   const Json& root_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> by_body_;
@@ -582,6 +1496,8 @@ class JsonSchemaToGbnf {
   std::size_t depth_ = 0;
   std::size_t visits_ = 0;
   std::size_t grammar_bytes_ = 0;
+  std::size_t copied_nodes_ = 0;
+  std::map<std::string, std::string> merged_rules_;  // merged schema's text -> its rule
 };
 
 }  // namespace detail
