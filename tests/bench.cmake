@@ -144,7 +144,7 @@ set_tests_properties(bench_smol_bench_grammar PROPERTIES RUN_SERIAL TRUE)
 # A schema keyword the converter refuses, a GBNF syntax error, a missing file: exit 1
 # before the model loads; both flags at once: exit 2.
 file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/data/bad-schema.json"
-     "{\"type\": \"object\", \"minProperties\": 2}\n")
+     "{\"type\": \"object\", \"unevaluatedProperties\": false}\n")
 file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/data/bad-grammar.gbnf" "root ::= \"a\" (\n")
 add_test(NAME bench_smol_bench_bad_schema
          COMMAND ${Python3_EXECUTABLE} -c "${smol_bench_exit_check}" $<TARGET_FILE:smol-bench> 1
