@@ -266,6 +266,11 @@ TEST_CASE("bad requests get a 400 that names the field") {
       {body(R"("chat_template_kwargs": [])"), "chat_template_kwargs", "object"},
       {body(R"("chat_template_kwargs": {"enable_thinking": "no"})"), "enable_thinking",
        "true or false"},
+      // What the server gives the template itself is not the client's to replace.
+      {body(R"("chat_template_kwargs": {"messages": []})"), "chat_template_kwargs.messages",
+       "set by the server"},
+      {body(R"("chat_template_kwargs": {"bos_token": "<s>"})"), "chat_template_kwargs.bos_token",
+       "set by the server"},
       {body(R"("speculative.n_max": -1)"), "speculative.n_max", "between 0 and 1024"},
       {body(R"("speculative.n_min": "4")"), "speculative.n_min", "integer"},
       {body(R"("repeat_penalty": 0)"), "repeat_penalty", "above 0"},
