@@ -16,7 +16,8 @@ endif()
 
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
-             load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs)
+             load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs
+             tool_families.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -43,6 +44,14 @@ set_tests_properties(server_openai_client server_browser server_structured_outpu
                      PROPERTIES LABELS "server" TIMEOUT 300)
 # The browser test clicks while a reply streams: it runs alone, not beside the load test.
 set_tests_properties(server_browser PROPERTIES RUN_SERIAL TRUE)
+# Tool calls in each model family's own syntax (tool_call_formats.hpp): one server per
+# real template of the corpus that tests/chat_template.cmake fetches, the calls forced,
+# streamed, validated by ajv and sent back.
+add_test(NAME server_tool_families
+         COMMAND ${SMOL_NODE} "${e2e_dir}/tool_families.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
+                 "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus")
+set_tests_properties(server_tool_families PROPERTIES LABELS "server;chat_template" TIMEOUT 300
+                                                     FIXTURES_REQUIRED chat_template_corpus)
 
 # A bounded load test (16 clients, 200 streams, a queue small enough for some 503s),
 # and two replicas behind nginx (round robin, unbuffered streaming, a replica that

@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "smol/generate/chat_session.hpp"
 #include "smol/generate/scheduler.hpp"
+#include "smol/generate/token_constraints.hpp"
 #include "smol/grammar/gbnf.hpp"
 #include "smol/grammar/recognizer.hpp"
 #include "smol/grammar/token_mask_table.hpp"
@@ -240,6 +242,85 @@ TEST_CASE("a grammar that leaves nothing to write ends the reply with its own re
     CAPTURE(reply.text);
     CHECK(reply.stop == c.stop);
     CHECK((c.text == "x..." ? x_run(reply.text) : reply.text == c.text));
+  }
+}
+
+}  // namespace test_generate_grammar
+
+namespace test_generate_grammar {
+
+namespace {
+
+// Feeds `text`'s tokens through `constraints`; the stop reason of the first token
+// refused, and in `free_tokens` how many were sampled from an unconstrained row.
+std::optional<smol::StopReason> feed(smol::TokenConstraints& constraints, const std::string& text,
+                                     std::size_t& free_tokens) {
+  Fixture& f = fixture();
+  const std::vector<float> logits(f.tokenizer.size(), 0.0f);
+  for (const smol::TokenId token : f.tokenizer.encode(text, {.add_bos = false})) {
+    const smol::ConstrainedRow row = constraints.mask(logits, f.tokenizer);
+    if (row.stop) return row.stop;
+    free_tokens += row.logits.data() == logits.data();
+    if (auto stop = constraints.accept(token)) return stop;
+  }
+  return std::nullopt;
+}
+
+// Whether the row after `constraints`' tokens lets `piece` (one token) be written.
+bool allows(smol::TokenConstraints& constraints, const std::string& piece) {
+  Fixture& f = fixture();
+  const std::vector<smol::TokenId> ids = f.tokenizer.encode(piece, {.add_bos = false});
+  REQUIRE(ids.size() == 1);
+  const std::vector<float> logits(f.tokenizer.size(), 0.0f);
+  const smol::ConstrainedRow row = constraints.mask(logits, f.tokenizer);
+  REQUIRE_FALSE(row.stop);
+  return row.logits[static_cast<std::size_t>(ids[0])] > -1.0f;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a lazy grammar: free text until its trigger, the grammar from the trigger's first byte") {
+  Fixture& f = fixture();
+  const auto table = table_for(R"(root ::= "<call>" [a-z]+ "</call>")");
+  const std::string prose = "Hello there, some free text: 123 <ca ll> ";
+  const std::size_t prose_tokens = f.tokenizer.encode(prose, {.add_bos = false}).size();
+  {
+    smol::TokenConstraints lazy(false, table, smol::GrammarTrigger{"<call>"});
+    std::size_t free_tokens = 0;
+    CHECK_FALSE(feed(lazy, prose + "<call>abc", free_tokens).has_value());
+    CHECK(free_tokens >= prose_tokens);  // the prose and the trigger's first token: free
+    CHECK(allows(lazy, "d"));            // now the grammar's: letters or the close
+    CHECK_FALSE(allows(lazy, "9"));
+  }
+  {
+    // The grammar refuses the trigger's token itself (bytes after the trigger it cannot
+    // take): the reply ends with its own reason.
+    const std::vector<smol::TokenId> the = f.tokenizer.encode("the", {.add_bos = false});
+    REQUIRE(the.size() == 1);
+    smol::TokenConstraints lazy(false, table_for(R"(root ::= "t" [0-9]+)"),
+                                smol::GrammarTrigger{"t"});
+    CHECK(lazy.accept(the[0]) == smol::StopReason::grammar_dead_end);
+  }
+  {
+    // at_start: only a reply that begins with the trigger; otherwise it stays free.
+    smol::TokenConstraints at_start(false, table, smol::GrammarTrigger{"<call>", true});
+    std::size_t free_tokens = 0;
+    CHECK_FALSE(feed(at_start, "Sure <call>12 and more", free_tokens).has_value());
+    CHECK(allows(at_start, "9"));
+    smol::TokenConstraints first(false, table, smol::GrammarTrigger{"<call>", true});
+    CHECK_FALSE(feed(first, "  <call>", free_tokens).has_value());
+    CHECK_FALSE(allows(first, "9"));
+  }
+  const smol::ThinkMarkers think = smol::ThinkMarkers::of(f.tokenizer);
+  if (think.open && think.close) {
+    // A trigger inside the reasoning is no call.
+    smol::TokenConstraints lazy(false, table, smol::GrammarTrigger{"<call>"}, think, true);
+    std::size_t free_tokens = 0;
+    CHECK_FALSE(feed(lazy, "I could write <call>12 here", free_tokens).has_value());
+    CHECK_FALSE(lazy.accept(*think.close).has_value());
+    CHECK_FALSE(feed(lazy, "Then <call>ab", free_tokens).has_value());
+    CHECK_FALSE(allows(lazy, "9"));
   }
 }
 

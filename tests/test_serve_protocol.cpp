@@ -874,7 +874,8 @@ TEST_CASE(
 
 TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies read back") {
   smol::serve::RequestDefaults hermes;
-  hermes.hermes_tools = true;
+  hermes.tool_syntax = smol::serve::tool_call_syntax_named("Hermes");
+  REQUIRE(hermes.tool_syntax != nullptr);
   // The history: calls as data for the template (arguments as its tojson writes them),
   // results as they came; the tools as the client's objects, in the client's order.
   const std::string history = R"("messages": [
@@ -895,8 +896,11 @@ TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies r
   REQUIRE(r.template_tools.size() == 2);
   CHECK(r.template_tools[1] == R"({"type": "function", "function": {"name": "get_time"}})");
   REQUIRE(r.tools != nullptr);
-  CHECK(r.tools->hermes);
-  CHECK_FALSE(r.params.output.has_value());  // auto: free text, read back
+  CHECK(r.tools->syntax == hermes.tool_syntax);
+  // auto: free text until a <tool_call> begins, then the grammar (a lazy one).
+  REQUIRE(r.params.output.has_value());
+  REQUIRE(r.params.output_trigger.has_value());
+  CHECK(r.params.output_trigger->text == "<tool_call>");
 
   // Rendered as Qwen2.5's template does (tests/chat_template/ checks it against jinja2).
   smol::ChatTemplate qwen(smol::ChatFormat::chatml_tools);
@@ -912,9 +916,10 @@ TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies r
   // required: one or more blocks, each a call whose arguments match its parameters.
   const auto required = parse_chat_request(tools_body(R"("tool_choice": "required")"), hermes);
   REQUIRE(required.params.output.has_value());
+  CHECK_FALSE(required.params.output_trigger.has_value());
   const std::string weather =
       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
-  const std::string time = "<tool_call>\n{\"name\":\"get_time\",\"arguments\":{}}\n</tool_call>";
+  const std::string time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
   CHECK(grammar_accepts(*required.params.output, weather));
   CHECK(grammar_accepts(*required.params.output, weather + "\n" + time));
   CHECK_FALSE(grammar_accepts(*required.params.output, "Hello"));
@@ -940,30 +945,36 @@ TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies r
 
   // Replies read back: calls with the text before them, anything else as content whole.
   const smol::serve::ToolRequest& tools = *r.tools;
-  auto reply =
-      smol::serve::parse_hermes_reply("Let me see.\n" + weather + "\n" + time + "\n", tools, "id_");
+  const auto read = [&](const std::string& text) {
+    return smol::serve::read_tool_reply(text, tools, "id_");
+  };
+  auto reply = read("Let me see.\n" + weather + "\n" + time + "\n");
   REQUIRE(reply.calls.size() == 2);
   CHECK(reply.calls[0].id == "id_0");
   CHECK(reply.calls[0].name == "get_weather");
   CHECK(reply.calls[0].arguments == R"({"city":"Oslo"})");
   CHECK(reply.calls[1].arguments == "{}");
   CHECK(reply.content == "Let me see.");
-  CHECK(smol::serve::parse_hermes_reply(weather, tools, "id_").content == std::nullopt);
+  CHECK(read(weather).content == std::nullopt);
   for (const std::string& text : std::vector<std::string>{
-           std::string("Just text"), weather + " and more text", "<tool_call>\n{\"name\": \"x\"}",
+           std::string("Just text"), "<tool_call>\n{\"name\": \"x\"}",
            "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
            "<tool_call>\nnot json\n</tool_call>"}) {
     CAPTURE(text);
-    const auto plain = smol::serve::parse_hermes_reply(text, tools, "id_");
+    const auto plain = read(text);
     CHECK(plain.calls.empty());
     CHECK(plain.content == text);
   }
+  // Text after the calls is content; the calls stay.
+  const auto after = read(weather + " and more text");
+  CHECK(after.calls.size() == 1);
+  CHECK(after.content == " and more text");
 
   // Streamed in any pieces, the same calls and content.
   const std::string full = "Let me see.\n" + weather + "\n" + time;
   for (const std::size_t step : {std::size_t(1), std::size_t(3), std::size_t(7), full.size()}) {
     CAPTURE(step);
-    smol::serve::HermesReplyScanner scanner(tools);
+    smol::serve::ToolCallReader scanner(*tools.syntax, tools);
     std::vector<smol::serve::ToolReplyScanner::Event> events;
     for (std::size_t at = 0; at < full.size(); at += step) {
       for (auto& e : scanner.push(std::string_view(full).substr(at, step))) events.push_back(e);
@@ -982,7 +993,7 @@ TEST_CASE("Hermes tools: the template's data, a forced call's grammar, replies r
     CHECK(calls[1].name == "get_time");
     CHECK(calls[0].arguments == reply.calls[0].arguments);
   }
-  smol::serve::HermesReplyScanner plain(tools);
+  smol::serve::ToolCallReader plain(*tools.syntax, tools);
   std::string text;
   for (const auto& e : plain.push("A <tool")) text += e.text;
   for (const auto& e : plain.push("box> b\n")) text += e.text;

@@ -72,6 +72,7 @@ inline smol::GenerationRequest generation_request(Service& service,
   request.post_sampling_probs = params.post_sampling_probs;
   request.draft = params.draft;
   request.grammar = std::move(grammar);
+  request.grammar_trigger = params.output_trigger;
   return request;
 }
 

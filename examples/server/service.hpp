@@ -79,7 +79,12 @@ struct Service {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
-    defaults.hermes_tools = smol::renders_hermes_tools(chat_template.format);
+    defaults.tool_syntax = smol::serve::tool_call_syntax_of(chat_template);
+    log(defaults.tool_syntax != nullptr
+            ? "tool calls: the template's own syntax (" +
+                  std::string(defaults.tool_syntax->family) + ")"
+            : std::string("tool calls: the generic JSON format (the template has no tool-call "
+                          "syntax smol knows)"));
     if (o.speculation.enabled()) defaults.draft = o.speculation.length();
   }
 

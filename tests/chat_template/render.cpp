@@ -22,7 +22,7 @@
 
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
-#include "smol/serve/hermes_tool_calls.hpp"
+#include "smol/serve/tool_calls.hpp"
 #include "smol/template/chat_template.hpp"
 #include "smol/template/known_chat_templates.hpp"
 #include "smol/text/gguf_vocabulary.hpp"

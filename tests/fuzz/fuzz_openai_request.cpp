@@ -54,8 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The same request for a template with Hermes-style tools (Qwen2.5's).
   try {
-    const smol::serve::ChatCompletionRequest chat =
-        smol::serve::parse_chat_request(body, {.hermes_tools = true});
+    smol::serve::RequestDefaults hermes;
+    hermes.tool_syntax = smol::serve::tool_call_syntax_named("Hermes");
+    const smol::serve::ChatCompletionRequest chat = smol::serve::parse_chat_request(body, hermes);
     smol::ChatTemplate qwen(smol::ChatFormat::chatml_tools);
     qwen.default_system = "S";
     const auto tokens = text().encoder.encode(
@@ -65,12 +66,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }
-  smol::serve::HermesReplyScanner hermes(*text().tools);
-  hermes.push(body);
-  hermes.finish();
-  const smol::serve::ToolReply hermes_reply =
-      smol::serve::parse_hermes_reply(body, *text().tools, "c");
-  if (hermes_reply.calls.empty() && !hermes_reply.content) __builtin_trap();
+  // The body as a reply in each family's syntax: calls or text, streamed as whole.
+  for (const smol::serve::ToolCallSyntax& syntax : smol::serve::kToolCallSyntaxes) {
+    const smol::serve::ToolReply whole =
+        smol::serve::read_family_reply(body, syntax, *text().tools, "c");
+    if (whole.calls.empty() && !whole.content && !body.empty()) __builtin_trap();
+    smol::serve::ToolCallReader reader(syntax, *text().tools);
+    std::size_t calls = 0;
+    for (std::size_t at = 0; at < body.size(); at += 7) {
+      for (const auto& event : reader.push(body.substr(at, 7))) {
+        calls += event.kind == smol::serve::ToolReplyScanner::Kind::call;
+      }
+    }
+    for (const auto& event : reader.finish()) {
+      calls += event.kind == smol::serve::ToolReplyScanner::Kind::call;
+    }
+    if (calls != whole.calls.size()) __builtin_trap();  // a stream reads what the whole does
+  }
   smol::serve::ToolReplyScanner().push(body);
   const smol::serve::ToolReply reply = smol::serve::parse_tool_reply(body, *text().tools, "c");
   if (reply.calls.empty() && !reply.content) __builtin_trap();  // calls or text, always

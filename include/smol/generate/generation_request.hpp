@@ -15,6 +15,7 @@
 #include "smol/generate/sampler.hpp"
 #include "smol/generate/stats.hpp"
 #include "smol/generate/stop.hpp"
+#include "smol/generate/token_constraints.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/grammar/token_mask_table.hpp"
 
@@ -42,6 +43,8 @@ struct GenerationRequest {
   // ends (end_of_generation) only where the grammar may end. The table is per grammar
   // and vocabulary and may be shared by many requests; null: unconstrained.
   std::shared_ptr<TokenMaskTable> grammar = {};
+  // Set: the grammar is lazy, and applies from where the reply writes this trigger on.
+  std::optional<GrammarTrigger> grammar_trigger = std::nullopt;
   // Log-probabilities (token_logprobs.hpp): nullopt, none; n, each generated token's and
   // the n most likely at its position (n <= kMaxTopLogprobs), in GenerationResult::logprobs
   // and through on_logprob as they come.

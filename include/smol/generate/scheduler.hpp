@@ -121,7 +121,7 @@ class Scheduler {
     }
     std::lock_guard lock(mutex_);
     const RequestId id = next_id_++;
-    incoming_.push_back(std::make_unique<Active>(id, std::move(request)));
+    incoming_.push_back(std::make_unique<Active>(id, std::move(request), think_));
     return id;
   }
 
@@ -183,12 +183,13 @@ class Scheduler {
   // A request and, once admitted, its sequence. `tokens` is the prompt and then every
   // generated token; the pool holds the K/V of the first `evaluated` of them.
   struct Active {
-    Active(RequestId id_, GenerationRequest r)
+    Active(RequestId id_, GenerationRequest r, ThinkMarkers think)
         : id(id_),
           request(std::move(r)),
           tokens(request.prompt),
           sampler(request.sampling),
-          constraints(request.ignore_eos, request.grammar) {
+          constraints(request.ignore_eos, request.grammar, request.grammar_trigger, think,
+                      think.open_at_end(request.prompt)) {
       if (request.draft) draft_length.emplace(*request.draft);
     }
     RequestId id;

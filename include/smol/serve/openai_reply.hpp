@@ -17,8 +17,8 @@
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
-#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/openai_request.hpp"
+#include "smol/serve/tool_call_reader.hpp"
 #include "smol/serve/tool_calls.hpp"
 
 namespace smol::serve {
@@ -326,8 +326,10 @@ inline Json chat_delta_choice(Json delta, Json finish = nullptr, Json logprobs =
 // held back (a possible stop string, part of a character) is reported with the chunk
 // that shows it, and whatever is left with the last chunk.
 //
-// With tools, the reply is JSON in the tool format (tool_calls.hpp), sent as it is read
-// (ToolReplyScanner), the way OpenAI streams calls: per call, a chunk with its index, id,
+// With tools, the reply is read as it comes, in the template family's syntax
+// (ToolCallReader: each call sent once complete) or the generic JSON format
+// (ToolReplyScanner: arguments sent as they are written), the way OpenAI streams calls:
+// per call, a chunk with its index, id,
 // type and name (arguments ""), then chunks with pieces of its arguments; an answer as
 // content.
 //
@@ -343,7 +345,7 @@ class ChatStream {
         logprobs_(logprobs),
         tools_(std::move(tools)),
         index_(index) {
-    if (tools_ && tools_->hermes) hermes_.emplace(*tools_);
+    if (tools_ && tools_->syntax) reader_.emplace(*tools_->syntax, *tools_);
   }
 
   std::string first() const {
@@ -356,13 +358,14 @@ class ChatStream {
   // Empty when the piece adds nothing the client sees.
   std::string piece(const TextPiece& piece) {
     const ReplyText::Delta delta = text_.add(piece);
-    if (tools_) {
-      return tool_chunks(hermes_ ? hermes_->push(delta.content) : scanner_.push(delta.content));
-    }
     std::string out;
     if (!delta.reasoning.empty()) {
       out += sse_event(chat_chunk_json(
           header_, choice({{"reasoning_content", delta.reasoning}}, nullptr, take_logprobs())));
+    }
+    if (tools_) {  // the answer read as calls and content
+      return out +
+             tool_chunks(reader_ ? reader_->push(delta.content) : scanner_.push(delta.content));
     }
     if (!delta.content.empty()) {
       out += sse_event(
@@ -377,7 +380,7 @@ class ChatStream {
     std::string out;
     if (tools_) {
       reply = read_tool_reply(text_.content(), *tools_, tool_call_id_prefix(header_, index_));
-      if (hermes_) out += tool_chunks(hermes_->finish());
+      if (reader_) out += tool_chunks(reader_->finish());
     }
     Json last = chat_chunk_json(
         header_, choice(Json::object(), chat_finish_reason(result.stop, reply ? &*reply : nullptr),
@@ -415,11 +418,12 @@ class ChatStream {
           delta = {{"content", event.text}};
           break;
         case ToolReplyScanner::Kind::call:
-          delta = {{"tool_calls",
-                    {{{"index", event.index},
-                      {"id", tool_call_id_prefix(header_, index_) + std::to_string(event.index)},
-                      {"type", "function"},
-                      {"function", {{"name", event.text}, {"arguments", ""}}}}}}};
+          delta = {
+              {"tool_calls",
+               {{{"index", event.index},
+                 {"id", tool_call_id(tool_call_id_prefix(header_, index_), event.index, *tools_)},
+                 {"type", "function"},
+                 {"function", {{"name", event.text}, {"arguments", ""}}}}}}};
           break;
         case ToolReplyScanner::Kind::arguments:
           delta = {{"tool_calls",
@@ -450,7 +454,7 @@ class ChatStream {
   std::shared_ptr<const ToolRequest> tools_;
   std::size_t index_;
   ToolReplyScanner scanner_;
-  std::optional<HermesReplyScanner> hermes_;  // with a Hermes template's tools
+  std::optional<ToolCallReader> reader_;  // with a template family's tool syntax
   std::vector<TokenLogprob> pending_;
 };
 

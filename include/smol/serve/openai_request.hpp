@@ -17,10 +17,12 @@
 
 #include "smol/generate/draft_length.hpp"
 #include "smol/generate/sampler.hpp"
+#include "smol/generate/token_constraints.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/serve/api_error.hpp"
-#include "smol/serve/hermes_tool_calls.hpp"
 #include "smol/serve/structured_output.hpp"
+#include "smol/serve/tool_call_formats.hpp"
+#include "smol/serve/tool_call_grammar.hpp"
 #include "smol/serve/tool_calls.hpp"
 #include "smol/template/chat_template.hpp"
 
@@ -44,9 +46,10 @@ struct RequestDefaults {
   SamplerSettings sampling;
   ReasoningFormat reasoning = ReasoningFormat::separate;
   bool enable_thinking = true;
-  // The chat template has a Hermes-style tool section (renders_hermes_tools): tools,
-  // calls and results go to the template as data, in hermes_tool_calls.hpp's format.
-  bool hermes_tools = false;
+  // The family whose tool-call syntax the chat template writes (recognize_tool_call_syntax):
+  // tools, calls and results go to the template as data, replies are read in that
+  // syntax. Null: the generic format (tool_calls.hpp).
+  const ToolCallSyntax* tool_syntax = nullptr;
   // --spec-type (ngram-simple, or draft with -md): drafting and its lengths; nullopt:
   // none. Which drafter guesses is the scheduler's.
   std::optional<DraftLengthSettings> draft;
@@ -61,9 +64,12 @@ struct CompletionParams {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // llama-server's extension: generate past the end of turn
   ReasoningFormat reasoning = ReasoningFormat::separate;
-  // Structured output (response_format, json_schema, grammar): the grammar every reply
-  // token must continue; nullopt: free text.
+  // Structured output (response_format, json_schema, grammar, tools): the grammar every
+  // reply token must continue; nullopt: free text.
   std::optional<OutputGrammar> output;
+  // Set: `output` is lazy (tools with tool_choice "auto"): the reply is free until it
+  // writes this text, and from its first byte on follows the grammar.
+  std::optional<GrammarTrigger> output_trigger;
   // logprobs: nullopt, none; n, each reply token's log-probability and the n most likely
   // at its position (chat: `logprobs: true` and `top_logprobs: n`; legacy: `logprobs: n`).
   std::optional<std::size_t> logprobs;
@@ -85,8 +91,8 @@ struct ChatCompletionRequest {
   // The tools the model is told about and replies with (tool_calls.hpp); null when the
   // request has none, or tool_choice "none".
   std::shared_ptr<const ToolRequest> tools;
-  // With a Hermes template: the tools for its tool section (ChatOptions::tools), each
-  // the client's tool object as the template's tojson writes it.
+  // With a template that writes tools itself (ChatOptions::tools): each the client's
+  // tool object as the template's tojson writes it.
   std::vector<std::string> template_tools;
   // chat_template_kwargs: every member, as JSON text, for the template (ChatOptions).
   std::vector<std::pair<std::string, std::string>> template_kwargs;
@@ -424,13 +430,15 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
     }
     std::string text = content ? detail::message_content(*content, at + ".content") : "";
     std::vector<ChatToolCall> template_calls;
+    std::string tool_call_id;
     if (name == "tool") {
       const Json* id = detail::field(message, "tool_call_id");
       if (id == nullptr || !id->is_string()) {
         throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
                               at + ".tool_call_id");
       }
-      if (!defaults.hermes_tools) text = render_tool_result(id->get<std::string>(), text);
+      tool_call_id = id->get<std::string>();
+      if (defaults.tool_syntax == nullptr) text = render_tool_result(tool_call_id, text);
     }
     if (const Json* calls = detail::field(message, "tool_calls")) {
       if (name != "assistant") {
@@ -438,9 +446,10 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
                               at + ".tool_calls");
       }
       const std::vector<ToolCall> parsed = detail::tool_calls_of(*calls, at + ".tool_calls");
-      if (defaults.hermes_tools) {
+      if (defaults.tool_syntax != nullptr) {
         for (const ToolCall& call : parsed) {
-          template_calls.push_back({call.name, python_json(OrderedJson::parse(call.arguments))});
+          template_calls.push_back(
+              {call.name, python_json(OrderedJson::parse(call.arguments)), call.id});
         }
       } else {
         text = render_tool_calls(parsed, text);
@@ -466,8 +475,8 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       }
       reasoning = field->get<std::string>();
     }
-    request.messages.push_back(
-        {std::move(name), std::move(text), std::move(template_calls), std::move(reasoning)});
+    request.messages.push_back({std::move(name), std::move(text), std::move(template_calls),
+                                std::move(reasoning), std::move(tool_call_id)});
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");
@@ -478,11 +487,13 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
           "tools and " + request.params.output->param + " both constrain the reply: give one",
           "tools");
     }
-    if (defaults.hermes_tools) {
-      tools->hermes = true;
-      // "auto": free text, read back afterwards; otherwise the calls are forced.
-      if (tools->choice != ToolChoice::automatic) {
-        request.params.output = hermes_tool_grammar(*tools);
+    if (defaults.tool_syntax != nullptr) {
+      tools->syntax = defaults.tool_syntax;
+      // Calls in the family's syntax: forced, or with "auto" from the syntax's trigger on.
+      request.params.output = tool_call_grammar(*tools->syntax, *tools);
+      if (tools->choice == ToolChoice::automatic) {
+        request.params.output_trigger =
+            GrammarTrigger{std::string(tools->syntax->trigger), tools->syntax->at_start};
       }
       const OrderedJson ordered = detail::ordered_schema(text, "tools");
       for (const OrderedJson& tool : ordered) request.template_tools.push_back(python_json(tool));
@@ -514,7 +525,8 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
   }
   // A constrained reply cannot think: the grammar admits no <think> block, and the
   // reasoning would otherwise swallow the whole reply. The answer is the grammar's text.
-  if (request.params.output) request.enable_thinking = false;
+  // A lazy grammar leaves the reasoning free (its trigger counts outside it).
+  if (request.params.output && !request.params.output_trigger) request.enable_thinking = false;
   return request;
 }
 

@@ -2,13 +2,14 @@
 // functions read and checked, described to the model, its reply constrained to a call
 // and parsed back into `tool_calls`.
 //
-// A template with a Hermes-style tool section of its own (Qwen2.5's) gets the tools,
-// calls and results as data (hermes_tool_calls.hpp). The others have none: SmolLM2's and
-// plain ChatML have no tool section, and the SmolLM3 template GGUF files carry (Unsloth's
-// edition, smollm3_template.hpp) dropped the original's `xml_tools` block; each ignores a
-// `tools` variable (tests/chat_template/ checks that against jinja2). For such a template
-// llama-server uses its "generic" format (common/chat.cpp), and so does smol, in its own
-// words:
+// A template of a family with a tool syntax of its own (tool_call_formats.hpp: Hermes,
+// Llama 3.x, Mistral, DeepSeek, ...) gets the tools, calls and results as data and
+// writes them itself; replies are read by tool_call_reader.hpp. The others have none:
+// SmolLM2's and plain ChatML have no tool section, and the SmolLM3 template GGUF files
+// carry (Unsloth's edition, smollm3_template.hpp) dropped the original's `xml_tools`
+// block; each ignores a `tools` variable (tests/chat_template/ checks that against
+// jinja2). For such a template llama-server uses its "generic" format (common/chat.cpp),
+// and so does smol, in its own words:
 //  - the tools are described in the system prompt, as a JSON list of {name, description,
 //    parameters}, with the reply format: a JSON object, {"tool_call": {"name",
 //    "arguments"}} (or {"tool_calls": [...]} when parallel calls are allowed), or, unless
@@ -30,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +41,7 @@
 
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/structured_output.hpp"
+#include "smol/serve/tool_call_formats.hpp"
 #include "smol/template/chat_template.hpp"
 #include "smol/text/unicode.hpp"
 
@@ -61,9 +64,10 @@ struct ToolRequest {
   ToolChoice choice = ToolChoice::automatic;
   std::string named;     // ToolChoice::named: the function to call
   bool parallel = true;  // parallel_tool_calls (OpenAI's default: true)
-  // The chat template writes the tools and calls itself, in the Hermes format
-  // (hermes_tool_calls.hpp); otherwise the generic format of this file.
-  bool hermes = false;
+  // The family whose syntax the chat template writes calls in (tool_call_formats.hpp):
+  // the template describes the tools and writes earlier calls itself, the reply is read
+  // by tool_call_reader.hpp. Null: the generic format of this file.
+  const ToolCallSyntax* syntax = nullptr;
 
   bool active() const { return !functions.empty() && choice != ToolChoice::none; }
   const ToolFunction* find(std::string_view name) const {
@@ -78,6 +82,22 @@ struct ToolRequest {
 struct ToolCall {
   std::string id, name, arguments;
 };
+
+// The id of a reply's call `index`: `prefix` and the index, or for a family whose
+// template checks the ids it is given back (Mistral's: nine letters or digits) nine
+// characters derived from them (FNV-1a), unique per reply as the prefix is.
+inline std::string tool_call_id(const std::string& prefix, std::size_t index,
+                                const ToolRequest& tools) {
+  std::string id = prefix + std::to_string(index);
+  if (tools.syntax == nullptr || tools.syntax->id != CallId::mistral) return id;
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const char c : id) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  static constexpr std::string_view kDigits =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string short_id;
+  for (int i = 0; i < 9; ++i, hash /= kDigits.size()) short_id += kDigits[hash % kDigits.size()];
+  return short_id;
+}
 
 namespace detail {
 
@@ -231,6 +251,42 @@ inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view
   return request;
 }
 
+namespace detail {
+
+inline void python_json_to(const OrderedJson& value, std::string& out) {
+  if (value.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, member] : value.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += OrderedJson(key).dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+      out += ": ";
+      python_json_to(member, out);
+    }
+    out += '}';
+  } else if (value.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (i > 0) out += ", ";
+      python_json_to(value[i], out);
+    }
+    out += ']';
+  } else {
+    out += value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+  }
+}
+
+}  // namespace detail
+
+// `value` as Python's json.dumps writes it, which is what Hugging Face's `tojson` filter
+// calls: ", " and ": " between items, members in their order, non-ASCII text as is.
+inline std::string python_json(const OrderedJson& value) {
+  std::string out;
+  detail::python_json_to(value, out);
+  return out;
+}
+
 // The schema of the reply the model must write (see the top of this file).
 namespace detail {
 
@@ -259,8 +315,7 @@ inline void move_references(OrderedJson& node, const std::string& prefix) {
 // for the functions tool_choice allows (one, or anyOf them), and the `$defs` its
 // references need. Each function's parameters go under those $defs, their references
 // moved with them (a schema's "#/$defs/..." means its own root: Pydantic writes such
-// schemas), and each call's arguments refer to them there. Both reply formats (the
-// generic JSON one below, Hermes's <tool_call> blocks) build on it.
+// schemas), and each call's arguments refer to them there.
 struct ToolCallSchema {
   OrderedJson call;
   OrderedJson defs;
@@ -599,9 +654,19 @@ struct ToolReply {
 inline ToolReply parse_tool_reply(std::string_view text, const ToolRequest& tools,
                                   const std::string& id_prefix) {
   ToolReply reply;
+  // Not a reply of the format: what a stream of it has sent (ToolReplyScanner), so that
+  // both agree: the answer's text read so far when the reply was cut short inside its
+  // "response", else the text as written.
   const auto as_text = [&] {
     ToolReply plain;
-    plain.content = std::string(text);
+    std::string answer;
+    bool answered = false, called = false;
+    for (const ToolReplyScanner::Event& event : ToolReplyScanner().push(text)) {
+      answered = answered || event.kind == ToolReplyScanner::Kind::content;
+      called = called || event.kind != ToolReplyScanner::Kind::content;
+      if (event.kind == ToolReplyScanner::Kind::content) answer += event.text;
+    }
+    plain.content = answered && !called ? answer : std::string(text);
     return plain;
   };
   OrderedJson json;

@@ -88,15 +88,18 @@ struct ChatTemplate {
 struct ChatToolCall {
   std::string name;
   std::string arguments;  // the arguments object as the template's `tojson` writes it
+  std::string id = {};    // the client's id for it (Mistral's templates write it)
 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
-  std::vector<ChatToolCall> tool_calls = {};  // assistant only; chatml_tools renders them
+  std::vector<ChatToolCall> tool_calls = {};  // assistant only; for templates that write calls
   // An assistant turn's reasoning, apart from its content, as clients send it back (Qwen3's
   // and DeepSeek's templates write it in <think> for the last turn); Jinja templates only.
   std::optional<std::string> reasoning_content = std::nullopt;
+  // A tool message: the id of the call it answers (empty: none given).
+  std::string tool_call_id = {};
 };
 
 struct ChatOptions {
@@ -402,6 +405,7 @@ inline jinja::Dict chat_context(const ChatTemplate& chat_template,
     entry.set("role", message.role);
     entry.set("content", message.content);
     if (message.reasoning_content) entry.set("reasoning_content", *message.reasoning_content);
+    if (!message.tool_call_id.empty()) entry.set("tool_call_id", message.tool_call_id);
     if (!message.tool_calls.empty()) {
       jinja::List calls;
       for (const ChatToolCall& call : message.tool_calls) {
@@ -409,6 +413,7 @@ inline jinja::Dict chat_context(const ChatTemplate& chat_template,
         function.set("name", call.name);
         function.set("arguments", object(call.arguments));
         jinja::Dict wrapped;
+        if (!call.id.empty()) wrapped.set("id", call.id);
         wrapped.set("type", "function");
         wrapped.set("function", std::move(function));
         calls.emplace_back(std::move(wrapped));

@@ -1,0 +1,129 @@
+// The grammar of a reply's calls in a family's syntax (tool_call_formats.hpp): the
+// syntax's literals as its template writes them, each call one of the functions
+// tool_choice allows with arguments valid against its `parameters`.
+//
+//   root   ::= open call (separator call)* close      (one call: no repetition)
+//   call   ::= call-0 | call-1 | ...
+//   call-i ::= call_open <the name and the members around the arguments> f<i>-root call_close
+//
+// Each function's schema is converted on its own (json_schema.hpp) and its rules renamed
+// with a prefix, so that several schemas live in one grammar. With tool_choice
+// "required" or a named function the grammar constrains the whole reply; with "auto" it
+// is lazy: it starts where the reply writes the syntax's trigger (GenerationRequest's
+// grammar_trigger), so the text before it stays free.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "smol/grammar/gbnf_text.hpp"
+#include "smol/serve/structured_output.hpp"
+#include "smol/serve/tool_call_formats.hpp"
+#include "smol/serve/tool_calls.hpp"
+
+namespace smol::serve {
+
+namespace detail {
+
+inline bool gbnf_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+// GBNF text with every rule name (not the words inside string literals, character classes
+// or comments) prefixed by `prefix`.
+inline std::string prefix_gbnf_rules(std::string_view gbnf, std::string_view prefix) {
+  std::string out;
+  for (std::size_t i = 0; i < gbnf.size();) {
+    const char c = gbnf[i];
+    if (c == '"' || c == '[') {  // a literal or a class, escapes and all
+      const char end = c == '"' ? '"' : ']';
+      std::size_t j = i + 1;
+      while (j < gbnf.size() && gbnf[j] != end) j += gbnf[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, gbnf.size());
+      out += gbnf.substr(i, j - i);
+      i = j;
+    } else if (c == '#') {  // a comment, to the line's end
+      const std::size_t j = std::min(gbnf.find('\n', i), gbnf.size());
+      out += gbnf.substr(i, j - i);
+      i = j;
+    } else if (gbnf_name_char(c) && !(c >= '0' && c <= '9')) {
+      std::size_t j = i;
+      while (j < gbnf.size() && gbnf_name_char(gbnf[j])) ++j;
+      out += prefix;
+      out += gbnf.substr(i, j - i);
+      i = j;
+    } else if (c >= '0' && c <= '9') {  // a repetition count: {2,5}
+      std::size_t j = i;
+      while (j < gbnf.size() && gbnf[j] >= '0' && gbnf[j] <= '9') ++j;
+      out += gbnf.substr(i, j - i);
+      i = j;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+// A literal, or nothing for an empty one. The syntax's literals are forced as the
+// template writes them, whitespace included: the spelling the model was trained on
+// (the reader is lenient, for replies written without the grammar).
+inline std::string gbnf_literal(std::string_view text) {
+  return text.empty() ? std::string() : " " + gbnf_text::literal(text);
+}
+
+// The grammar of one call of function `f`, its arguments the rule `arguments`.
+inline std::string call_rule(const ToolCallSyntax& syntax, const ToolFunction& f,
+                             const std::string& arguments) {
+  std::string body;
+  if (syntax.body == CallBody::named) {
+    body = gbnf_literal(f.name);
+    if (syntax.indexed_name) body += " \":\" [0-9]{1,4}";
+    body += gbnf_literal(syntax.name_close);
+    if (syntax.id == CallId::mistral) body += " [a-zA-Z0-9]{9}" + gbnf_literal(syntax.id_close);
+    body += " " + arguments;
+  } else {
+    // The members as the template's tojson writes them: ", " and ": " between.
+    const auto member = [](std::string_view key) { return "\"" + std::string(key) + "\": "; };
+    std::string head = "{";
+    if (syntax.id == CallId::index) {
+      body = gbnf_literal(head + member("tool_call_id") + "\"") + " [0-9]{1,4}";
+      head = "\", ";
+    }
+    head += member(syntax.name_key) + "\"" + f.name + "\", " + member(syntax.arguments_key);
+    body += gbnf_literal(head) + " " + arguments;
+    if (syntax.id == CallId::mistral) {
+      body += gbnf_literal(", " + member("id") + "\"") + " [a-zA-Z0-9]{9}" + gbnf_literal("\"}");
+    } else {
+      body += gbnf_literal("}");
+    }
+  }
+  return gbnf_literal(syntax.call_open) + body + gbnf_literal(syntax.call_close);
+}
+
+}  // namespace detail
+
+// The grammar of a reply that calls (see the top of this file).
+inline OutputGrammar tool_call_grammar(const ToolCallSyntax& syntax, const ToolRequest& tools) {
+  std::string rules, alternatives;
+  for (std::size_t i = 0; i < tools.functions.size(); ++i) {
+    const ToolFunction& f = tools.functions[i];
+    if (tools.choice == ToolChoice::named && f.name != tools.named) continue;
+    const std::string prefix = "f" + std::to_string(i) + "-";
+    const OutputGrammar arguments = detail::grammar_from_schema(f.parameters, "tools");
+    rules += detail::prefix_gbnf_rules(arguments.gbnf, prefix) + "\n";
+    const std::string name = "call-" + std::to_string(i);
+    rules += name + " ::=" + detail::call_rule(syntax, f, prefix + "root") + "\n";
+    alternatives += (alternatives.empty() ? "" : " | ") + name;
+  }
+  const bool several = syntax.parallel && tools.parallel;
+  std::string root = "root ::=" + detail::gbnf_literal(syntax.open) + " call";
+  if (several) root += " (" + detail::gbnf_literal(syntax.separator) + " call)*";
+  root += detail::gbnf_literal(syntax.close) + "\n";
+  return detail::grammar_from_gbnf(root + "call ::= " + alternatives + "\n" + rules, "tools",
+                                   /*generated=*/true);
+}
+
+}  // namespace smol::serve
