@@ -325,3 +325,39 @@ TEST_CASE(
 }
 
 }  // namespace test_generate_grammar
+
+namespace test_generate_grammar {
+
+TEST_CASE("spelled control tokens: a tool syntax's markers are text to grammars and replies") {
+  Fixture& f = fixture();
+  const std::optional<smol::TokenId> marker = f.tokenizer.find_token("<|im_start|>");
+  REQUIRE(marker.has_value());
+  REQUIRE(f.tokenizer.is_control(*marker));
+  const std::vector<smol::TokenId> spelled = {*marker};
+
+  // The trie: a control token matches nothing, unless spelled.
+  CHECK(f.trie->piece(*marker).empty());
+  const auto trie = std::make_shared<smol::TokenTrie>(f.tokenizer, spelled);
+  CHECK(trie->piece(*marker) == "<|im_start|>");
+  smol::GrammarMatcher matcher(std::make_shared<smol::TokenMaskTable>(
+      smol::parse_gbnf(R"(root ::= "<|im_start|>" [a-z]+)"), trie));
+  CHECK(matcher.allowed_tokens()->contains(*marker));
+  CHECK(matcher.accept(*marker));
+  smol::GrammarMatcher plain(table_for(R"(root ::= "<|im_start|>" [a-z]+)"));
+  CHECK_FALSE(plain.allowed_tokens()->contains(*marker));
+
+  // The reply: shown as text when spelled, kept out of sight otherwise.
+  const std::vector<smol::TokenId> ab = f.tokenizer.encode("ab", {.add_bos = false});
+  for (const bool shown : {false, true}) {
+    CAPTURE(shown);
+    smol::ReplyStream stream(f.tokenizer, {}, {}, nullptr, smol::PieceKind::answer,
+                             shown ? spelled : std::vector<smol::TokenId>{});
+    stream.take(*marker);
+    for (const smol::TokenId t : ab) stream.take(t);
+    stream.finish();
+    CHECK(stream.answer() == (shown ? "<|im_start|>ab" : "ab"));
+    CHECK(stream.text() == "<|im_start|>ab");
+  }
+}
+
+}  // namespace test_generate_grammar

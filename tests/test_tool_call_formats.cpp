@@ -9,11 +9,15 @@
 // system prompt asks for.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "smol/gguf/gguf_file.hpp"
 #include "smol/grammar/recognizer.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/text/gguf_vocabulary.hpp"
+#include "smol/text/tokenizer.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
 namespace test_tool_call_formats {
@@ -239,6 +243,31 @@ TEST_CASE("recognition: the generic format for templates without a known syntax"
   // Functionary v3.1 writes <function=...> inside a Llama 3 template.
   CHECK(smol::serve::recognize_tool_call_syntax(
             "<|start_header_id|>ipython<|end_header_id|> <function=") == nullptr);
+}
+
+TEST_CASE("a syntax's marker tokens: the vocabulary's control tokens that spell its literals") {
+  const smol::gguf::GgufFile file =
+      smol::gguf::GgufFile::open(std::string(SMOL_FIXTURES_DIR) + "/tiny-smollm3-a.q4_k_m.gguf");
+  const smol::Tokenizer tokenizer(smol::load_vocabulary(file));
+  const std::optional<smol::TokenId> start = tokenizer.find_token("<|im_start|>");
+  const std::optional<smol::TokenId> end = tokenizer.find_token("<|im_end|>");
+  REQUIRE(start.has_value());
+  REQUIRE(end.has_value());
+  REQUIRE(tokenizer.is_end_of_generation(*end));
+  // A syntax spelled with the fixture's control tokens (the real families' markers are
+  // control tokens of their own vocabularies, which this one lacks).
+  const ToolCallSyntax syntax{.family = "test",
+                              .trigger = "<|im_start|>",
+                              .call_open = "<|im_start|>call ",
+                              .call_close = "<|im_end|>"};
+  CHECK(smol::serve::syntax_marker_tokens(tokenizer, &syntax) ==
+        std::vector<smol::TokenId>{*start});  // not the end-of-generation token
+  CHECK(smol::serve::syntax_marker_tokens(tokenizer, nullptr).empty());
+  // The real families' markers are plain text in this vocabulary: none.
+  for (const ToolCallSyntax& family : smol::serve::kToolCallSyntaxes) {
+    CAPTURE(family.family);
+    CHECK(smol::serve::syntax_marker_tokens(tokenizer, &family).empty());
+  }
 }
 
 }  // namespace test_tool_call_formats

@@ -268,8 +268,13 @@ inline void chat_completions(State& state, const httplib::Request& req, httplib:
   if (chat.params.stream) stream.emplace(header, chat);
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
   std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
-  answer(state, service, client, res, std::move(ticket),
-         choice_requests(service, chat.params, std::move(prompt), std::move(grammar)), "messages",
+  std::vector<smol::GenerationRequest> requests =
+      choice_requests(service, chat.params, std::move(prompt), std::move(grammar));
+  // The reply is read in the template's tool syntax: its marker tokens are text.
+  if (tools && tools->syntax != nullptr) {
+    for (smol::GenerationRequest& request : requests) request.spelled_tokens = service.tool_markers;
+  }
+  answer(state, service, client, res, std::move(ticket), std::move(requests), "messages",
          std::move(stream),
          [header, format, logprobs, tools](
              const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,

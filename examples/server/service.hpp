@@ -48,7 +48,13 @@ struct Service {
       : options(o),
         model(std::move(opened)),
         tokenizer(smol::load_vocabulary(model.file())),
-        masks(tokenizer, {.limits = o.grammar}),
+        chat_template(smol::file_chat_template(
+            model.file(), tokenizer.vocabulary(),
+            [](std::string_view warning) { log(std::string(warning)); },
+            smol::cli::chat_template_choice(o.chat_template))),
+        tool_markers(smol::serve::syntax_marker_tokens(
+            tokenizer, smol::serve::tool_call_syntax_of(chat_template))),
+        masks(tokenizer, {.limits = o.grammar, .spelled_tokens = tool_markers}),
         context(o.threads),
         engine(model, context,
                {.total_positions = o.slots * sequence_length(o, model),
@@ -71,10 +77,6 @@ struct Service {
                    .context = sequence_length(o, model)},
                   batch_drafter(o)),
         encoder(tokenizer),
-        chat_template(smol::file_chat_template(
-            model.file(), tokenizer.vocabulary(),
-            [](std::string_view warning) { log(std::string(warning)); },
-            smol::cli::chat_template_choice(o.chat_template))),
         engine_thread(scheduler) {
     defaults.sampling = o.sampling;
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
@@ -124,6 +126,10 @@ struct Service {
   server::Options options;
   smol::Model model;
   smol::Tokenizer tokenizer;
+  smol::ChatTemplate chat_template;
+  // The control tokens that spell the template's tool-call markers: shown in replies
+  // with tools, and matched by grammars (syntax_marker_tokens).
+  std::vector<smol::TokenId> tool_markers;
   smol::serve::TokenMaskCache masks;  // structured output's grammars over this vocabulary
   smol::Context context;
   smol::BatchTransformer engine;
@@ -133,7 +139,6 @@ struct Service {
   std::unique_ptr<smol::BatchTransformer> draft_engine;
   smol::Scheduler scheduler;
   smol::ChatPromptEncoder encoder;
-  smol::ChatTemplate chat_template;
   smol::serve::RequestDefaults defaults;
   smol::serve::EngineThread engine_thread;  // last: stops first
 };

@@ -45,6 +45,9 @@ struct GenerationRequest {
   std::shared_ptr<TokenMaskTable> grammar = {};
   // Set: the grammar is lazy, and applies from where the reply writes this trigger on.
   std::optional<GrammarTrigger> grammar_trigger = std::nullopt;
+  // Control tokens whose text the reply shows (ReplyStream's `spelled`): the markers of
+  // the template's tool-call syntax, which the reply is read back by.
+  std::vector<TokenId> spelled_tokens = {};
   // Log-probabilities (token_logprobs.hpp): nullopt, none; n, each generated token's and
   // the n most likely at its position (n <= kMaxTopLogprobs), in GenerationResult::logprobs
   // and through on_logprob as they come.

@@ -9,6 +9,7 @@
 // for one conversation and by the batch scheduler for each of its requests.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -52,19 +53,29 @@ struct ThinkMarkers {
 
 class ReplyStream {
  public:
+  // `spelled`: control tokens shown as text all the same (a tool-call syntax's markers,
+  // which the reply is read back by).
   ReplyStream(const Tokenizer& tokenizer, ThinkMarkers markers,
               const std::vector<std::string>& stop_strings, PieceCallback on_piece,
-              PieceKind first_kind = PieceKind::answer)
+              PieceKind first_kind = PieceKind::answer, std::vector<TokenId> spelled = {})
       : tokenizer_(&tokenizer),
         markers_(markers),
         matcher_(stop_strings),
         on_piece_(std::move(on_piece)),
-        kind_(first_kind) {}
+        kind_(first_kind),
+        spelled_(std::move(spelled)) {}
 
   // Takes the next sampled token; true when a stop string was reached (the text up to
   // it has been released, the stop string itself never is).
   bool take(TokenId token) {
     const bool opens = token == markers_.open, closes = token == markers_.close;
+    if (tokenizer_->is_control(token) &&
+        std::find(spelled_.begin(), spelled_.end(), token) != spelled_.end()) {
+      const auto result =
+          matcher_.push(tokenizer_->token_to_piece(token, {.render_special = true}));
+      release(result.released);
+      return result.matched;
+    }
     if (opens || closes || tokenizer_->is_control(token)) {
       // Markers are part of the message but never shown; whatever text was held back
       // before them can no longer become a stop string across them.
@@ -111,6 +122,7 @@ class ReplyStream {
   Utf8StreamDecoder decoder_;
   PieceCallback on_piece_;
   PieceKind kind_;
+  std::vector<TokenId> spelled_;
   std::string text_, thinking_, answer_;
 };
 

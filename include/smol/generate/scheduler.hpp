@@ -523,7 +523,8 @@ class Scheduler {
       a.prompt_accepted = true;
       a.stream.emplace(
           *tokenizer_, think_, a.request.stop_strings, a.request.on_piece,
-          think_.open_at_end(a.request.prompt) ? PieceKind::thinking : PieceKind::answer);
+          think_.open_at_end(a.request.prompt) ? PieceKind::thinking : PieceKind::answer,
+          a.request.spelled_tokens);
     }
     const ConstrainedRow constrained =
         a.constraints.mask(logits.first(std::min(logits.size(), tokenizer_->size())), *tokenizer_);

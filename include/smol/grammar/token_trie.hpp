@@ -4,15 +4,18 @@
 //
 // Made once per vocabulary and shared by every grammar over it. Which tokens can match
 // grammar text: normal, byte and user-defined tokens with at least one byte. Control
-// tokens (<|im_start|>, ...) never do, nor unknown or unused ones, nor a token with no
-// bytes (it would let the model emit forever without advancing). End-of-generation
-// tokens are listed apart: the grammar allows them only where it may end.
+// tokens (<|im_start|>, ...) never do, unless named as `spelled` (a tool-call syntax's
+// markers, as [TOOL_CALLS] is a control token in Mistral's vocabulary: they match their
+// spelling), nor unknown or unused ones, nor a token with no bytes (it would let the
+// model emit forever without advancing). End-of-generation tokens are listed apart: the
+// grammar allows them only where it may end.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,7 +37,8 @@ class TokenTrie {
     std::uint8_t byte;
   };
 
-  explicit TokenTrie(const Tokenizer& tokenizer) : size_(tokenizer.size()) {
+  explicit TokenTrie(const Tokenizer& tokenizer, std::span<const TokenId> spelled = {})
+      : size_(tokenizer.size()) {
     pieces_.resize(size_);
     for (std::size_t i = 0; i < size_; ++i) {
       const auto id = static_cast<TokenId>(i);
@@ -42,6 +46,12 @@ class TokenTrie {
       const bool text =
           type == TokenType::normal || type == TokenType::byte || type == TokenType::user_defined;
       if (text) pieces_[i] = tokenizer.token_to_piece(id);
+    }
+    for (const TokenId id : spelled) {
+      if (id >= 0 && static_cast<std::size_t>(id) < size_) {
+        pieces_[static_cast<std::size_t>(id)] =
+            tokenizer.token_to_piece(id, {.render_special = true});
+      }
     }
     end_of_generation_ = tokenizer.end_of_generation_ids();
     std::sort(end_of_generation_.begin(), end_of_generation_.end());

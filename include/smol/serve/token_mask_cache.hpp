@@ -33,6 +33,7 @@
 #include <semaphore>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "smol/core/cancel.hpp"
 #include "smol/grammar/grammar_limits.hpp"
@@ -51,12 +52,14 @@ struct TokenMaskCacheOptions {
   // hostile grammars cannot take that many times over; the others wait their turn.
   std::ptrdiff_t compilations = 2;
   GrammarLimits limits{};
+  // Control tokens that match their spelling in grammars (TokenTrie's `spelled`).
+  std::vector<TokenId> spelled_tokens = {};
 };
 
 class TokenMaskCache {
  public:
   explicit TokenMaskCache(const Tokenizer& tokenizer, TokenMaskCacheOptions options = {})
-      : trie_(std::make_shared<const TokenTrie>(tokenizer)),
+      : trie_(std::make_shared<const TokenTrie>(tokenizer, options.spelled_tokens)),
         options_(options),
         compiling_(options.compilations) {}
 

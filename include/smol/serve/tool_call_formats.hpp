@@ -26,9 +26,13 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "smol/template/chat_template.hpp"
+#include "smol/text/tokenizer.hpp"
 
 namespace smol::serve {
 
@@ -180,6 +184,33 @@ inline const ToolCallSyntax* recognize_tool_call_syntax(std::string_view templat
     if (all) return &syntax;
   }
   return nullptr;
+}
+
+// The control tokens of `tokenizer` that spell one of `syntax`'s markers ([TOOL_CALLS] and
+// [ARGS] in Mistral's vocabulary, <|tool_call_begin|> in Kimi's, ...), as llama.cpp's
+// preserved tokens: a reply shows them (ReplyStream) and grammars match them (TokenTrie),
+// or the calls could be neither read back nor forced as the model writes them. None
+// without a syntax; end-of-generation tokens stay what they are.
+inline std::vector<TokenId> syntax_marker_tokens(const Tokenizer& tokenizer,
+                                                 const ToolCallSyntax* syntax) {
+  std::vector<TokenId> markers;
+  if (syntax == nullptr) return markers;
+  const std::array literals = {syntax->trigger,    syntax->open,       syntax->close,
+                               syntax->call_open,  syntax->call_close, syntax->separator,
+                               syntax->name_close, syntax->id_close};
+  for (std::size_t i = 0; i < tokenizer.size(); ++i) {
+    const auto id = static_cast<TokenId>(i);
+    if (!tokenizer.is_control(id) || tokenizer.is_end_of_generation(id)) continue;
+    const std::string& spelling = tokenizer.vocabulary().tokens[i];
+    if (spelling.size() < 3) continue;  // no stray one- or two-character piece
+    for (const std::string_view literal : literals) {
+      if (literal.find(spelling) != std::string_view::npos) {
+        markers.push_back(id);
+        break;
+      }
+    }
+  }
+  return markers;
 }
 
 inline const ToolCallSyntax* tool_call_syntax_named(std::string_view family) {
