@@ -5,12 +5,15 @@
 
 Starts smol-server on the model with another model's template (--chat-template-file, a
 template of the corpus fetch_template_corpus.py writes) and --chat-template-kwargs, asks
-/apply-template for the prompt of each conversation of JSON (those without tool calls:
-the server writes calls into the template itself only for Hermes-style templates), and
-compares it byte for byte with jinja2's rendering of the same template under
-transformers' conventions, with the variables the server passes (tools None,
-enable_thinking true unless the request's chat_template_kwargs says otherwise, the
-model's bos and eos). Also checks that a request's chat_template_kwargs reach the
+/apply-template for the prompt of each conversation of JSON, and compares it byte for
+byte with jinja2's rendering of the same template under transformers' conventions, with
+the variables the server passes (enable_thinking true unless the request's
+chat_template_kwargs says otherwise, the model's bos and eos). For a template whose
+tool-call syntax the server knows (serve/tool_call_formats.hpp: Llama 3.1's, Qwen3's,
+Mistral Nemo's, DeepSeek R1's, Kimi K2's) the conversations with tools, calls and tool
+results are compared too: the template itself writes them, a call's arguments an
+object as llama-server passes them; the others get tools None (the generic format
+describes tools in the system prompt instead). Also checks that a request's chat_template_kwargs reach the
 template, that a template the engine cannot parse stops the server with its line and
 column, and that --no-jinja with --chat-template-file is refused.
 
@@ -61,13 +64,21 @@ def main():
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--cases", required=True)
     args = parser.parse_args()
-    conversations = [c for c in json.load(open(args.cases, encoding="utf-8"))["conversations"]
-                     if not any("tool_calls" in m or m["role"] == "tool" for m in c["messages"])
-                     and "tools" not in c]
+    every = json.load(open(args.cases, encoding="utf-8"))["conversations"]
+    plain = [c for c in every
+             if not any("tool_calls" in m or m["role"] == "tool" for m in c["messages"])
+             and "tools" not in c]
+    # With tools: the conversations a client could send (OpenAI's shapes, no variables of
+    # one template's own), each call answered.
+    with_tools = [c for c in every if "tools" in c and set(c.get("kwargs", {})) <= {"enable_thinking"}]
     failures = 0
     env = compare_corpus.jinja_environment()
-    for name in ("meta-llama-Llama-3.1-8B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja",
-                 "google-gemma-2-2b-it.jinja"):
+    for name, tool_syntax in (("meta-llama-Llama-3.1-8B-Instruct.jinja", True),
+                              ("Qwen-Qwen3-0.6B.jinja", True),
+                              ("google-gemma-2-2b-it.jinja", False),
+                              ("mistralai-Mistral-Nemo-Instruct-2407.jinja", True),
+                              ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", True),
+                              ("moonshotai-Kimi-K2.jinja", True)):
         path = os.path.join(args.corpus, name)
         source = open(path, encoding="utf-8").read()
         compiled = env.from_string(source)
@@ -75,21 +86,25 @@ def main():
                              "--chat-template-kwargs", json.dumps({"date_string": DATE}))
         if url is None:
             sys.exit("%s: smol-server did not start" % name)
+        conversations = plain + (with_tools if tool_syntax else [])
         try:
             for conversation in conversations:
                 for kwargs in ({}, {"enable_thinking": False}):
-                    context = {"messages": conversation["messages"], "tools": None,
+                    context = {"messages": compare_corpus.parsed_tool_calls(
+                                   conversation["messages"]),
+                               "tools": conversation.get("tools"),
                                "documents": None, "add_generation_prompt": True,
                                "enable_thinking": True, "bos_token": BOS, "eos_token": EOS,
                                "date_string": DATE}
                     context.update(kwargs)
                     try:
                         want = (200, compiled.render(**context))
-                    except compare_corpus.RaisedByTemplate:
-                        want = (400, None)
-                    status, body = post(url + "/apply-template",
-                                        {"messages": conversation["messages"],
-                                         "chat_template_kwargs": kwargs})
+                    except Exception:  # noqa: BLE001  raised by the template, or failed in it
+                        want = (400, None)  # (a call's null content: `'x' in None`)
+                    request = {"messages": conversation["messages"], "chat_template_kwargs": kwargs}
+                    if "tools" in conversation:
+                        request["tools"] = conversation["tools"]
+                    status, body = post(url + "/apply-template", request)
                     got = (status, body.get("prompt") if status == 200 else None)
                     if got != want:
                         failures += 1

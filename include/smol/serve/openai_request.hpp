@@ -475,8 +475,11 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
       }
       reasoning = field->get<std::string>();
     }
+    // Null content stays None for the template, as transformers gives it (the generic
+    // format has written any calls into the text).
+    const bool content_null = content == nullptr && text.empty();
     request.messages.push_back({std::move(name), std::move(text), std::move(template_calls),
-                                std::move(reasoning), std::move(tool_call_id)});
+                                std::move(reasoning), std::move(tool_call_id), content_null});
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");

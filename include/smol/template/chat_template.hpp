@@ -100,6 +100,9 @@ struct ChatMessage {
   std::optional<std::string> reasoning_content = std::nullopt;
   // A tool message: the id of the call it answers (empty: none given).
   std::string tool_call_id = {};
+  // The client sent no content (an assistant turn of calls: OpenAI's null): the
+  // template sees None, as transformers gives it, not an empty text.
+  bool content_null = false;
 };
 
 struct ChatOptions {
@@ -403,7 +406,7 @@ inline jinja::Dict chat_context(const ChatTemplate& chat_template,
   for (const ChatMessage& message : messages) {
     jinja::Dict entry;
     entry.set("role", message.role);
-    entry.set("content", message.content);
+    entry.set("content", message.content_null ? jinja::Value(jinja::None{}) : message.content);
     if (message.reasoning_content) entry.set("reasoning_content", *message.reasoning_content);
     if (!message.tool_call_id.empty()) entry.set("tool_call_id", message.tool_call_id);
     if (!message.tool_calls.empty()) {
