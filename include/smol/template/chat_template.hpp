@@ -3,9 +3,10 @@
 // GGUF files carry their template as Jinja (tokenizer.chat_template), and smol renders
 // it with its own Jinja engine (jinja.hpp), as transformers' apply_chat_template would:
 // the file's template is the prompt's layout, whatever the family. A ChatTemplate
-// holds that compiled template, and a ChatFormat naming the family's conventions (which
-// tool-call syntax its replies use, whether it trims message text), recognized from
-// the template's text by known_chat_templates.hpp.
+// holds that compiled template, and a ChatFormat naming the family's layout for smol's
+// own renderers (whether it trims message text), recognized from the template's text by
+// known_chat_templates.hpp. (Which syntax its model calls tools in is the server's
+// concern: serve/tool_call_formats.hpp.)
 //
 // The six C++ renderers below predate the engine: each reproduces one family's Jinja
 // character for character (tests/chat_template/ proves both against jinja2). They
@@ -110,9 +111,9 @@ struct ChatOptions {
   bool enable_thinking = true;        // the templates' enable_thinking (SmolLM3, Qwen3, ...);
                                       // SmolLM3's /think or /no_think in the system
                                       // message overrides it
-  // The tools, each as the template's `tojson` writes the client's tool object; only a
-  // template with a tool section (chatml_tools) renders them, the others ignore them
-  // as their Jinja does.
+  // The tools, each as the template's `tojson` writes the client's tool object; a
+  // template with a tool section renders them (of the C++ renderers, chatml_tools), the
+  // others ignore them as their Jinja does.
   std::vector<std::string> tools = {};
   // More variables for a Jinja template, as llama-server's chat_template_kwargs: each a
   // name and its value as JSON text ({"reasoning_effort": "\"low\""}); they override

@@ -4,7 +4,7 @@
 // smol's Jinja engine (file_chat_template). The table below says which family a
 // template is, by its exact text (save for the holes an entry marks, kDefaultSystemHole:
 // a default system prompt, read from the file), else by its markers (guess_layout): the
-// family's conventions (tool-call syntax, trimming) and, with --no-jinja, the C++
+// family's conventions (trimming) and, with --no-jinja, the C++
 // renderer that reproduces it (a guessed layout says so in a warning).
 //
 // tests/chat_template/ proves each entry's renderer against jinja2.
