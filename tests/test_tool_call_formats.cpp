@@ -46,6 +46,12 @@ const std::vector<FamilyCase>& cases() {
        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
        "\"Paris\"}}\n</tool_call>"
        "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>"},
+      {"Qwen3-Coder (XML parameters)", "<tool_call> <function= <parameter=",
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+       "</tool_call>",
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+       "</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=tz>\nCET\n</parameter>\n"
+       "</function>\n</tool_call>"},
       {"Llama 3.x", "<|start_header_id|>ipython<|end_header_id|>",
        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", ""},
       {"Mistral Nemo", "[TOOL_CALLS]",
@@ -161,8 +167,13 @@ TEST_CASE("each family: recognized, forced, read back, streamed as read whole") 
     if (!c.two.empty()) CHECK(grammar_accepts(*required.params.output, c.two));
     CHECK_FALSE(grammar_accepts(*required.params.output, "Hello"));
     CHECK_FALSE(grammar_accepts(*required.params.output, ""));
-    std::string wrong_city = c.one;
-    wrong_city.replace(wrong_city.find("\"Paris\""), 7, "7");  // city must be a string
+    std::string wrong_city = c.one;  // city must be a string, and is required
+    if (const std::size_t quoted = wrong_city.find("\"Paris\""); quoted != std::string::npos) {
+      wrong_city.replace(quoted, 7, "7");
+    } else {
+      const std::string element = "<parameter=city>\nParis\n</parameter>\n";
+      wrong_city.erase(wrong_city.find(element), element.size());
+    }
     CHECK_FALSE(grammar_accepts(*required.params.output, wrong_city));
     std::string unknown = c.one;
     unknown.replace(unknown.find("get_weather"), 11, "get_whether");
@@ -237,7 +248,8 @@ TEST_CASE("each family: recognized, forced, read back, streamed as read whole") 
 
 TEST_CASE("recognition: the generic format for templates without a known syntax") {
   CHECK(smol::serve::recognize_tool_call_syntax("{{ messages }}") == nullptr);
-  // Qwen3-Coder's XML-like parameters and GLM's are not Hermes's JSON.
+  // A <function=...> block without <parameter=...> elements is no Hermes JSON, nor are
+  // GLM's <arg_key> pairs.
   CHECK(smol::serve::recognize_tool_call_syntax("<tool_call>\n<function=x>") == nullptr);
   CHECK(smol::serve::recognize_tool_call_syntax("<tool_call><arg_key>") == nullptr);
   // Functionary v3.1 writes <function=...> inside a Llama 3 template.

@@ -32,6 +32,7 @@ if (!serverBinary || !modelPath || !corpusDir) {
 // JSON format).
 const FAMILIES = [
   ['Qwen-Qwen3-0.6B.jinja', 'Hermes'],
+  ['Qwen3.5-4B.jinja', 'Qwen3-Coder (XML parameters)'],
   ['meta-llama-Llama-3.1-8B-Instruct.jinja', 'Llama 3.x'],
   ['mistralai-Mistral-Nemo-Instruct-2407.jinja', 'Mistral Nemo'],
   ['Mistral-Small-3.2-24B-Instruct-2506.jinja', 'Mistral Small 3.2'],

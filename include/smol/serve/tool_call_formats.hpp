@@ -19,10 +19,9 @@
 //
 // A template whose family is none of these gets the generic format (tool_calls.hpp):
 // tools described in the system prompt, the reply one JSON object. Not here yet:
-// GPT-OSS's harmony (its calls and reasoning are channels of control tokens, which needs
-// the reply's control tokens kept and the model runnable: issue 72), Functionary v3.2
-// (">>>NAME\n{...}" continuing its generation prompt), and the XML-like parameter
-// formats of Qwen3-Coder/Qwen3.5 (<function=NAME><parameter=KEY>) and GLM (<arg_key>).
+// GPT-OSS's harmony (its calls and reasoning are channels, which belongs with the model
+// itself: issue 72), Functionary v3.2 (">>>NAME\n{...}" continuing its generation
+// prompt), and GLM's <arg_key>/<arg_value> pairs.
 #pragma once
 
 #include <array>
@@ -39,7 +38,10 @@ namespace smol::serve {
 // Where the call's name is written.
 enum class CallBody {
   json_object,  // {"<name_key>": "NAME", "<arguments_key>": {...}} (with an id member)
-  named,        // NAME <name_close> {...}
+  // NAME <name_close> then each argument as <parameter=KEY>\nVALUE\n</parameter>\n, a
+  // string's value as it is, any other as JSON (Qwen3-Coder, Qwen3.5, Nemotron 3)
+  xml_parameters,
+  named,  // NAME <name_close> {...}
 };
 
 // A call id the family writes in its calls (and its template checks in earlier ones).
@@ -149,9 +151,19 @@ inline constexpr std::array kToolCallSyntaxes = {
                    .open = "<|tool_call|>[",
                    .close = "]",
                    .separator = ", "},
+    // Qwen3-Coder, Qwen3.5, Nemotron 3 Nano: <tool_call> blocks whose arguments are
+    // <parameter=...> elements.
+    ToolCallSyntax{.family = "Qwen3-Coder (XML parameters)",
+                   .markers = {"<tool_call>", "<parameter="},
+                   .excluded = {"<arg_key>", "<arg_key>"},
+                   .trigger = "<tool_call>",
+                   .call_open = "<tool_call>\n<function=",
+                   .call_close = "</function>\n</tool_call>",
+                   .separator = "\n",
+                   .body = CallBody::xml_parameters,
+                   .name_close = ">\n"},
     // Hermes 2 Pro, Qwen 2.5, Qwen 3, Granite 4 and many fine-tunes: one <tool_call>
-    // block of JSON per call. Not the templates whose blocks hold XML-like parameters
-    // (Qwen3-Coder's <function=...>, GLM's <arg_key>): those get the generic format.
+    // block of JSON per call. Not GLM's blocks (<arg_key>), which get the generic format.
     ToolCallSyntax{.family = "Hermes",
                    .markers = {"<tool_call>", "<tool_call>"},
                    .excluded = {"<function=", "<arg_key>"},

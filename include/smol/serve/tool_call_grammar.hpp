@@ -13,14 +13,19 @@
 // grammar_trigger), so the text before it stays free.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "smol/grammar/gbnf_text.hpp"
 #include "smol/serve/structured_output.hpp"
 #include "smol/serve/tool_call_formats.hpp"
+#include "smol/serve/tool_call_reader.hpp"
 #include "smol/serve/tool_calls.hpp"
 
 namespace smol::serve {
@@ -78,12 +83,14 @@ inline std::string gbnf_literal(std::string_view text) {
 inline std::string call_rule(const ToolCallSyntax& syntax, const ToolFunction& f,
                              const std::string& arguments) {
   std::string body;
-  if (syntax.body == CallBody::named) {
+  if (syntax.body == CallBody::xml_parameters) {
+    body = gbnf_literal(f.name) + gbnf_literal(syntax.name_close) + arguments;
+  } else if (syntax.body == CallBody::named) {
     body = gbnf_literal(f.name);
     if (syntax.indexed_name) body += " \":\" [0-9]{1,4}";
     body += gbnf_literal(syntax.name_close);
     if (syntax.id == CallId::mistral) body += " [a-zA-Z0-9]{9}" + gbnf_literal(syntax.id_close);
-    body += " " + arguments;
+    body += arguments;
   } else {
     // The members as the template's tojson writes them: ", " and ": " between.
     const auto member = [](std::string_view key) { return "\"" + std::string(key) + "\": "; };
@@ -93,7 +100,7 @@ inline std::string call_rule(const ToolCallSyntax& syntax, const ToolFunction& f
       head = "\", ";
     }
     head += member(syntax.name_key) + "\"" + f.name + "\", " + member(syntax.arguments_key);
-    body += gbnf_literal(head) + " " + arguments;
+    body += gbnf_literal(head) + arguments;
     if (syntax.id == CallId::mistral) {
       body += gbnf_literal(", " + member("id") + "\"") + " [a-zA-Z0-9]{9}" + gbnf_literal("\"}");
     } else {
@@ -101,6 +108,82 @@ inline std::string call_rule(const ToolCallSyntax& syntax, const ToolFunction& f
     }
   }
   return gbnf_literal(syntax.call_open) + body + gbnf_literal(syntax.call_close);
+}
+
+// A string parameter's value in the XML-like syntax, written as it is: its enum or const,
+// a bounded run of characters without '<' when it has minLength or maxLength (such
+// strings are names and codes), else any text short of "</p" (code may hold '<'; the
+// parameter's closing tag may not). A pattern or format cannot be enforced on raw text.
+inline std::string xml_string_rule(const OrderedJson& schema, const std::string& at) {
+  if (const auto values = schema.find("enum"); values != schema.end() && values->is_array()) {
+    std::string out;
+    for (const OrderedJson& value : *values) {
+      if (!value.is_string()) throw invalid_request(at + ": enum values must be strings", "tools");
+      out += (out.empty() ? "( " : " | ") + gbnf_text::literal(value.get<std::string>());
+    }
+    return out.empty() ? "\"\"" : out + " )";
+  }
+  if (const auto value = schema.find("const"); value != schema.end() && value->is_string()) {
+    return gbnf_text::literal(value->get<std::string>());
+  }
+  for (const char* keyword : {"pattern", "format"}) {
+    if (schema.contains(keyword)) {
+      throw invalid_request(at +
+                                ": the template's tool-call syntax writes strings as plain text, "
+                                "where \"" +
+                                std::string(keyword) + "\" cannot be enforced",
+                            "tools");
+    }
+  }
+  const auto length = [&](const char* keyword) -> std::optional<std::uint64_t> {
+    const auto it = schema.find(keyword);
+    if (it == schema.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<std::uint64_t>();
+  };
+  const std::optional<std::uint64_t> low = length("minLength"), high = length("maxLength");
+  if (!low && !high) return "xml-text";
+  if (high && *high > 4096) throw invalid_request(at + ": maxLength over 4096", "tools");
+  return "[^<]{" + std::to_string(low.value_or(0)) + "," + (high ? std::to_string(*high) : "") +
+         "}";
+}
+
+// The <parameter=...> elements of function `f`'s arguments, in its properties' order,
+// the required ones mandatory; their rules added to `rules` under `prefix`.
+inline std::string xml_arguments(const ToolFunction& f, const std::string& prefix,
+                                 std::string& rules) {
+  const OrderedJson& parameters = f.parameters;
+  const auto properties = parameters.find("properties");
+  if (properties == parameters.end() || !properties->is_object()) return {};
+  std::vector<std::string> required;
+  if (const auto list = parameters.find("required"); list != parameters.end() && list->is_array()) {
+    for (const OrderedJson& name : *list) {
+      if (name.is_string()) required.push_back(name.get<std::string>());
+    }
+  }
+  std::string sequence;
+  std::size_t index = 0;
+  for (const auto& [key, schema] : properties->items()) {
+    const std::string at = "the parameter " + key + " of " + f.name;
+    if (key.find_first_of("<>\n") != std::string::npos) {
+      throw invalid_request(at + ": the template's tool-call syntax cannot write this name",
+                            "tools");
+    }
+    const std::string name = prefix + "p" + std::to_string(index++);
+    std::string value;
+    if (xml_string_valued(schema)) {
+      value = xml_string_rule(schema, at);
+    } else {
+      OrderedJson alone = schema;  // its references resolved against the parameters' $defs
+      if (alone.is_object() && parameters.contains("$defs")) alone["$defs"] = parameters["$defs"];
+      rules += prefix_gbnf_rules(grammar_from_schema(alone, "tools").gbnf, name + "-") + "\n";
+      value = name + "-root";
+    }
+    rules += name + " ::=" + gbnf_literal("<parameter=" + key + ">\n") + " " + value +
+             gbnf_literal("\n</parameter>\n") + "\n";
+    const bool needed = std::find(required.begin(), required.end(), key) != required.end();
+    sequence += " " + name + (needed ? "" : "?");
+  }
+  return sequence;
 }
 
 }  // namespace detail
@@ -112,16 +195,25 @@ inline OutputGrammar tool_call_grammar(const ToolCallSyntax& syntax, const ToolR
     const ToolFunction& f = tools.functions[i];
     if (tools.choice == ToolChoice::named && f.name != tools.named) continue;
     const std::string prefix = "f" + std::to_string(i) + "-";
-    const OutputGrammar arguments = detail::grammar_from_schema(f.parameters, "tools");
-    rules += detail::prefix_gbnf_rules(arguments.gbnf, prefix) + "\n";
+    std::string arguments;
+    if (syntax.body == CallBody::xml_parameters) {
+      arguments = detail::xml_arguments(f, prefix, rules);
+    } else {
+      const OutputGrammar schema = detail::grammar_from_schema(f.parameters, "tools");
+      rules += detail::prefix_gbnf_rules(schema.gbnf, prefix) + "\n";
+      arguments = " " + prefix + "root";
+    }
     const std::string name = "call-" + std::to_string(i);
-    rules += name + " ::=" + detail::call_rule(syntax, f, prefix + "root") + "\n";
+    rules += name + " ::=" + detail::call_rule(syntax, f, arguments) + "\n";
     alternatives += (alternatives.empty() ? "" : " | ") + name;
   }
   const bool several = syntax.parallel && tools.parallel;
   std::string root = "root ::=" + detail::gbnf_literal(syntax.open) + " call";
   if (several) root += " (" + detail::gbnf_literal(syntax.separator) + " call)*";
   root += detail::gbnf_literal(syntax.close) + "\n";
+  if (syntax.body == CallBody::xml_parameters) {
+    rules += "xml-text ::= ( [^<] | \"<\" [^/] | \"</\" [^p] )*\n";
+  }
   return detail::grammar_from_gbnf(root + "call ::= " + alternatives + "\n" + rules, "tools",
                                    /*generated=*/true);
 }

@@ -64,6 +64,20 @@ inline std::size_t json_container_end(std::string_view text, std::size_t at) {
   return std::string_view::npos;
 }
 
+// Whether a parameter's schema takes only strings, which the XML-like syntax writes as
+// they are: "type": "string", or no type and an enum or const of strings.
+inline bool xml_string_valued(const OrderedJson& schema) {
+  if (!schema.is_object()) return false;
+  if (const auto type = schema.find("type"); type != schema.end()) return *type == "string";
+  if (const auto values = schema.find("enum"); values != schema.end() && values->is_array()) {
+    bool strings = !values->empty();
+    for (const OrderedJson& value : *values) strings = strings && value.is_string();
+    return strings;
+  }
+  const auto value = schema.find("const");
+  return value != schema.end() && value->is_string();
+}
+
 inline bool function_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-';
@@ -204,8 +218,17 @@ class ToolCallReader {
   Match read_call(std::size_t& at, bool end, std::optional<ToolCall>& call) {
     Match match = expect(syntax_->call_open, at, end);
     if (match != Match::yes) return match;
-    match = syntax_->body == CallBody::json_object ? read_json_call(at, end, call)
-                                                   : read_named_call(at, end, call);
+    switch (syntax_->body) {
+      case CallBody::json_object:
+        match = read_json_call(at, end, call);
+        break;
+      case CallBody::named:
+        match = read_named_call(at, end, call);
+        break;
+      case CallBody::xml_parameters:
+        match = read_xml_call(at, end, call);
+        break;
+    }
     if (match != Match::yes) return match;
     std::size_t closing = at;
     match = expect(syntax_->call_close, closing, end);
@@ -268,6 +291,56 @@ class ToolCallReader {
     at = close;
     if (!arguments) return Match::no;
     return make_call(name, *arguments, call);
+  }
+
+  // NAME <name_close> (<parameter=KEY>\nVALUE\n</parameter>\n)*, up to the call's close.
+  Match read_xml_call(std::size_t& at, bool end, std::optional<ToolCall>& call) {
+    static constexpr std::string_view kOpen = "<parameter=", kClose = "</parameter>";
+    at = skip_space(at);
+    const std::size_t name_start = at;
+    while (at < buffer_.size() && detail::function_name_char(buffer_[at])) ++at;
+    if (at == buffer_.size()) return end || at - name_start > 64 ? Match::no : Match::more;
+    const std::string name = buffer_.substr(name_start, at - name_start);
+    const ToolFunction* function = tools_->find(name);
+    if (function == nullptr) return Match::no;
+    Match match = expect(syntax_->name_close, at, end);
+    if (match != Match::yes) return match;
+    OrderedJson arguments = OrderedJson::object();
+    for (;;) {
+      std::size_t next = at;
+      match = expect(kOpen, next, end);
+      if (match == Match::more) return match;
+      if (match == Match::no) break;  // the call's close, checked by the caller
+      const std::size_t key_end = buffer_.find('>', next);
+      if (key_end == std::string::npos) return end ? Match::no : Match::more;
+      const std::string key = buffer_.substr(next, key_end - next);
+      const std::size_t value_end = buffer_.find(kClose, key_end + 1);
+      if (value_end == std::string::npos) return end ? Match::no : Match::more;
+      std::string_view value =
+          std::string_view(buffer_).substr(key_end + 1, value_end - key_end - 1);
+      if (value.starts_with('\n')) value.remove_prefix(1);  // the template's own newlines
+      if (value.ends_with('\n')) value.remove_suffix(1);
+      arguments[key] = xml_value(function->parameters, key, value);
+      at = value_end + kClose.size();
+    }
+    return make_call(name, arguments, call);
+  }
+
+  // A parameter's text as its schema reads it: a string as written, any other type as
+  // JSON (Python's True, False and None too, which templates' `| string` writes).
+  static OrderedJson xml_value(const OrderedJson& parameters, const std::string& key,
+                               std::string_view text) {
+    const OrderedJson* schema = nullptr;
+    if (const auto properties = parameters.find("properties");
+        properties != parameters.end() && properties->is_object()) {
+      if (const auto it = properties->find(key); it != properties->end()) schema = &*it;
+    }
+    if (schema != nullptr && detail::xml_string_valued(*schema)) return std::string(text);
+    if (text == "True") return true;
+    if (text == "False") return false;
+    if (text == "None") return nullptr;
+    if (std::optional<OrderedJson> json = parse(text)) return *std::move(json);
+    return std::string(text);
   }
 
   // A call of one of the request's functions with an object of arguments (or a string

@@ -17,6 +17,7 @@
 // the vocabulary asks (add_bos), as llama.cpp does. Tokenize it with parse_special.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <ctime>
 #include <memory>
@@ -102,7 +103,8 @@ struct ChatMessage {
   // A tool message: the id of the call it answers (empty: none given).
   std::string tool_call_id = {};
   // The client sent no content (an assistant turn of calls: OpenAI's null): the
-  // template sees None, as transformers gives it, not an empty text.
+  // template sees None, as transformers gives it, unless it fails on None
+  // (render_jinja_chat then gives it the empty text).
   bool content_null = false;
 };
 
@@ -457,11 +459,23 @@ inline std::string render_jinja_chat(const ChatTemplate& chat_template,
                                      std::span<const ChatMessage> messages,
                                      const ChatOptions& options) {
   std::string text;
+  const jinja::Template& chosen = !options.tools.empty() && chat_template.jinja_tool_use
+                                      ? *chat_template.jinja_tool_use
+                                      : *chat_template.jinja;
   try {
-    const jinja::Template& chosen = !options.tools.empty() && chat_template.jinja_tool_use
-                                        ? *chat_template.jinja_tool_use
-                                        : *chat_template.jinja;
-    text = chosen.render(chat_context(chat_template, messages, options));
+    try {
+      text = chosen.render(chat_context(chat_template, messages, options));
+    } catch (const jinja::TemplateRaised&) {
+      throw;
+    } catch (const jinja::TemplateError&) {
+      // A template that fails on a null content (Qwen3's tests `'</think>' in content`)
+      // gets empty texts instead, as llama.cpp does for templates that need them.
+      const auto null = [](const ChatMessage& m) { return m.content_null; };
+      if (std::none_of(messages.begin(), messages.end(), null)) throw;
+      std::vector<ChatMessage> filled(messages.begin(), messages.end());
+      for (ChatMessage& message : filled) message.content_null = false;
+      text = chosen.render(chat_context(chat_template, filled, options));
+    }
   } catch (const jinja::TemplateRaised& raised) {
     throw ChatTemplateError(cat("the chat template refused the conversation: ", raised.what()));
   } catch (const jinja::TemplateError& error) {
