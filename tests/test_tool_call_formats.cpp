@@ -52,6 +52,10 @@ const std::vector<FamilyCase>& cases() {
        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
        "</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=tz>\nCET\n</parameter>\n"
        "</function>\n</tool_call>"},
+      // Functionary: the generation prompt ends with ">>>", which the reply continues.
+      {"Functionary v3.2", "{{ '>>>all\\n' + message['content'] }}",
+       "get_weather\n{\"city\": \"Paris\"}",
+       "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{\"tz\": \"CET\"}"},
       {"Llama 3.x", "<|start_header_id|>ipython<|end_header_id|>",
        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", ""},
       {"Mistral Nemo", "[TOOL_CALLS]",
@@ -189,11 +193,16 @@ TEST_CASE("each family: recognized, forced, read back, streamed as read whole") 
 
     // auto: a lazy grammar from the trigger, which the calls begin with.
     const auto automatic = request(syntax, "");
-    REQUIRE(automatic.params.output_trigger.has_value());
-    CHECK(automatic.params.output_trigger->text == syntax->trigger);
-    CHECK(c.one.starts_with(syntax->trigger));
+    if (syntax->prompt_opens_call) {
+      // A reply that begins inside a call has no trigger to wait for: free, read back.
+      CHECK_FALSE(automatic.params.output.has_value());
+    } else {
+      REQUIRE(automatic.params.output_trigger.has_value());
+      CHECK(automatic.params.output_trigger->text == syntax->trigger);
+      CHECK(c.one.starts_with(syntax->trigger));
+      CHECK(grammar_accepts(*automatic.params.output, c.one));
+    }
     CHECK(automatic.enable_thinking);  // the reasoning stays free
-    CHECK(grammar_accepts(*automatic.params.output, c.one));
 
     // Read back, whole and in pieces alike.
     const ToolRequest& tools = *automatic.tools;
@@ -223,7 +232,17 @@ TEST_CASE("each family: recognized, forced, read back, streamed as read whole") 
       // The end-of-generation marker some families write after their calls is no text.
       check_calls(smol::serve::read_tool_reply(text + "\n", tools, "id_"), count);
     }
-    if (!syntax->at_start) {
+    if (syntax->prompt_opens_call) {
+      // Text is the "all" recipient's message, before or between calls.
+      const smol::serve::ToolReply with_text =
+          smol::serve::read_tool_reply("all\nLet me look.\n>>>" + c.one, tools, "id_");
+      check_calls(with_text, 1);
+      CHECK(with_text.content == "Let me look.");
+      const smol::serve::ToolReply answer =
+          smol::serve::read_tool_reply("all\nJust an answer.", tools, "id_");
+      CHECK(answer.calls.empty());
+      CHECK(answer.content == "Just an answer.");
+    } else if (!syntax->at_start) {
       // Text before the calls is the content.
       const smol::serve::ToolReply with_text =
           smol::serve::read_tool_reply("Let me look.\n\n" + c.one, tools, "id_");

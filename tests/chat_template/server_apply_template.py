@@ -10,7 +10,7 @@ byte with jinja2's rendering of the same template under transformers' convention
 the variables the server passes (enable_thinking true unless the request's
 chat_template_kwargs says otherwise, the model's bos and eos). For a template whose
 tool-call syntax the server knows (serve/tool_call_formats.hpp: Llama 3.1's, Qwen3's,
-Mistral Nemo's, DeepSeek R1's, Kimi K2's, Qwen3.5's) the conversations with tools, calls and tool
+Mistral Nemo's, DeepSeek R1's, Kimi K2's, Qwen3.5's, Functionary v3.2's) the conversations with tools, calls and tool
 results are compared too: the template itself writes them, a call's arguments an
 object as llama-server passes them; the others get tools None (the generic format
 describes tools in the system prompt instead). Also checks that a request's chat_template_kwargs reach the
@@ -79,7 +79,8 @@ def main():
                               ("mistralai-Mistral-Nemo-Instruct-2407.jinja", True),
                               ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", True),
                               ("moonshotai-Kimi-K2.jinja", True),
-                              ("Qwen3.5-4B.jinja", True)):
+                              ("Qwen3.5-4B.jinja", True),
+                              ("meetkai-functionary-medium-v3.2.jinja", True)):
         path = os.path.join(args.corpus, name)
         source = open(path, encoding="utf-8").read()
         compiled = env.from_string(source)
@@ -105,13 +106,23 @@ def main():
                     except Exception:  # noqa: BLE001  failed in the template: a null content
                         # (Qwen3's `'</think>' in content`) is given as "" then, as llama.cpp
                         # gives it to templates that need a text.
+                        # Then a call's arguments as their JSON text (Functionary v3.2
+                        # concatenates them), as llama.cpp gives them to such templates.
                         for message in context["messages"]:
                             if "content" in message and message["content"] is None:
                                 message["content"] = ""
-                        try:
-                            want = (200, compiled.render(**context))
-                        except Exception:  # noqa: BLE001
-                            want = (400, None)
+                        want = (400, None)
+                        for as_text in (False, True):
+                            if as_text:
+                                for message in context["messages"]:
+                                    for call in message.get("tool_calls") or []:
+                                        call["function"]["arguments"] = json.dumps(
+                                            call["function"]["arguments"], ensure_ascii=False)
+                            try:
+                                want = (200, compiled.render(**context))
+                                break
+                            except Exception:  # noqa: BLE001
+                                pass
                     request = {"messages": conversation["messages"], "chat_template_kwargs": kwargs}
                     if "tools" in conversation:
                         request["tools"] = conversation["tools"]

@@ -42,6 +42,7 @@ const FAMILIES = [
   ['CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja', 'Command R7B'],
   ['ibm-granite-granite-3.3-2B-Instruct.jinja', 'Granite 3'],
   ['moonshotai-Kimi-K2.jinja', 'Kimi K2'],
+  ['meetkai-functionary-medium-v3.2.jinja', 'Functionary v3.2'],
   ['microsoft-Phi-3.5-mini-instruct.jinja', null],
 ];
 

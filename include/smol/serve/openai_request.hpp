@@ -492,9 +492,14 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
     }
     if (defaults.tool_syntax != nullptr) {
       tools->syntax = defaults.tool_syntax;
-      // Calls in the family's syntax: forced, or with "auto" from the syntax's trigger on.
-      request.params.output = tool_call_grammar(*tools->syntax, *tools);
-      if (tools->choice == ToolChoice::automatic) {
+      // Calls in the family's syntax: forced, or with "auto" from the syntax's trigger on
+      // (a reply that begins inside a call, Functionary's, has no trigger to wait for: its
+      // "auto" stays free and is read back).
+      const bool lazy = tools->choice == ToolChoice::automatic;
+      if (!lazy || !tools->syntax->prompt_opens_call) {
+        request.params.output = tool_call_grammar(*tools->syntax, *tools);
+      }
+      if (lazy && request.params.output) {
         request.params.output_trigger =
             GrammarTrigger{std::string(tools->syntax->trigger), tools->syntax->at_start};
       }

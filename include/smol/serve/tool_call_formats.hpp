@@ -20,8 +20,7 @@
 // A template whose family is none of these gets the generic format (tool_calls.hpp):
 // tools described in the system prompt, the reply one JSON object. Not here yet:
 // GPT-OSS's harmony (its calls and reasoning are channels, which belongs with the model
-// itself: issue 72), Functionary v3.2 (">>>NAME\n{...}" continuing its generation
-// prompt), and GLM's <arg_key>/<arg_value> pairs.
+// itself: issue 72) and GLM's <arg_key>/<arg_value> pairs.
 #pragma once
 
 #include <array>
@@ -71,6 +70,10 @@ struct ToolCallSyntax {
   // Whether the family writes several calls in one turn (Llama 3.1's template refuses
   // more than one).
   bool parallel = true;
+  // The generation prompt ends with call_open, so the reply begins inside a call (or
+  // inside the `content_recipient`'s message: Functionary's ">>>all\n" is text).
+  bool prompt_opens_call = false;
+  std::string_view content_recipient = {};
 };
 
 // The table. Order matters: the first entry whose markers all occur (and none of whose
@@ -171,6 +174,16 @@ inline constexpr std::array kToolCallSyntaxes = {
                    .call_open = "<tool_call>\n",
                    .call_close = "\n</tool_call>",
                    .separator = "\n"},
+    // Functionary v3.2: messages ">>>RECIPIENT\n...", "all" the user's (text), any other
+    // a call of that function with JSON arguments; the generation prompt ends with ">>>".
+    ToolCallSyntax{.family = "Functionary v3.2",
+                   .markers = {">>>all", ">>>all"},
+                   .trigger = ">>>",
+                   .call_open = ">>>",
+                   .body = CallBody::named,
+                   .name_close = "\n",
+                   .prompt_opens_call = true,
+                   .content_recipient = "all"},
     // Llama 3.1, 3.2, 3.3: one bare JSON object, its arguments named "parameters", at the
     // start of the reply (the template refuses more than one call).
     ToolCallSyntax{.family = "Llama 3.x",

@@ -79,9 +79,10 @@ inline std::string gbnf_literal(std::string_view text) {
   return text.empty() ? std::string() : " " + gbnf_text::literal(text);
 }
 
-// The grammar of one call of function `f`, its arguments the rule `arguments`.
+// The grammar of one call of function `f`, its arguments the rule `arguments`; without
+// its call_open when the prompt has written it (`opened`).
 inline std::string call_rule(const ToolCallSyntax& syntax, const ToolFunction& f,
-                             const std::string& arguments) {
+                             const std::string& arguments, bool opened = false) {
   std::string body;
   if (syntax.body == CallBody::xml_parameters) {
     body = gbnf_literal(f.name) + gbnf_literal(syntax.name_close) + arguments;
@@ -107,7 +108,8 @@ inline std::string call_rule(const ToolCallSyntax& syntax, const ToolFunction& f
       body += gbnf_literal("}");
     }
   }
-  return gbnf_literal(syntax.call_open) + body + gbnf_literal(syntax.call_close);
+  return (opened ? std::string() : gbnf_literal(syntax.call_open)) + body +
+         gbnf_literal(syntax.call_close);
 }
 
 // A string parameter's value in the XML-like syntax, written as it is: its enum or const,
@@ -190,7 +192,7 @@ inline std::string xml_arguments(const ToolFunction& f, const std::string& prefi
 
 // The grammar of a reply that calls (see the top of this file).
 inline OutputGrammar tool_call_grammar(const ToolCallSyntax& syntax, const ToolRequest& tools) {
-  std::string rules, alternatives;
+  std::string rules, alternatives, first_alternatives;
   for (std::size_t i = 0; i < tools.functions.size(); ++i) {
     const ToolFunction& f = tools.functions[i];
     if (tools.choice == ToolChoice::named && f.name != tools.named) continue;
@@ -206,11 +208,18 @@ inline OutputGrammar tool_call_grammar(const ToolCallSyntax& syntax, const ToolR
     const std::string name = "call-" + std::to_string(i);
     rules += name + " ::=" + detail::call_rule(syntax, f, arguments) + "\n";
     alternatives += (alternatives.empty() ? "" : " | ") + name;
+    if (syntax.prompt_opens_call) {
+      rules += name + "-opened ::=" + detail::call_rule(syntax, f, arguments, true) + "\n";
+      first_alternatives += (first_alternatives.empty() ? "" : " | ") + name + "-opened";
+    }
   }
   const bool several = syntax.parallel && tools.parallel;
-  std::string root = "root ::=" + detail::gbnf_literal(syntax.open) + " call";
+  // The first call: its call_open already in the prompt (Functionary's ">>>").
+  std::string root = "root ::=" + detail::gbnf_literal(syntax.open) +
+                     (syntax.prompt_opens_call ? " first-call" : " call");
   if (several) root += " (" + detail::gbnf_literal(syntax.separator) + " call)*";
   root += detail::gbnf_literal(syntax.close) + "\n";
+  if (syntax.prompt_opens_call) rules += "first-call ::= " + first_alternatives + "\n";
   if (syntax.body == CallBody::xml_parameters) {
     rules += "xml-text ::= ( [^<] | \"<\" [^/] | \"</\" [^p] )*\n";
   }

@@ -11,6 +11,7 @@
 // the model wrote them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -91,7 +92,13 @@ class ToolCallReader {
   using Kind = ToolReplyScanner::Kind;
 
   ToolCallReader(const ToolCallSyntax& syntax, const ToolRequest& tools)
-      : syntax_(&syntax), tools_(&tools) {}
+      : syntax_(&syntax), tools_(&tools) {
+    // The reply continues the prompt's call_open: read as if it were written, never shown.
+    if (syntax.prompt_opens_call) {
+      buffer_ = syntax.call_open;
+      hidden_ = buffer_.size();
+    }
+  }
 
   std::vector<Event> push(std::string_view text) {
     buffer_ += text;
@@ -170,6 +177,22 @@ class ToolCallReader {
   // In calls: the section's opening with its first call, then separators and calls,
   // then its closing. False when undecided.
   bool read_calls(std::vector<Event>& events, bool end) {
+    if (!syntax_->content_recipient.empty()) {
+      // Functionary's ">>>all\n": a message of text, up to the next call.
+      std::size_t at = 0;
+      const std::string text_message =
+          std::string(syntax_->content_recipient) + std::string(syntax_->name_close);
+      if (expect(syntax_->call_open, at, end) == Match::yes) {
+        const std::string_view rest = std::string_view(buffer_).substr(at);
+        if (rest.starts_with(text_message)) {
+          buffer_.erase(0, at + text_message.size());
+          hidden_ = 0;
+          leave_calls();
+          return true;
+        }
+        if (!end && std::string_view(text_message).starts_with(rest)) return false;
+      }
+    }
     std::size_t at = 0;
     Match match = Match::yes;
     if (section_calls_ == 0) {
@@ -206,6 +229,7 @@ class ToolCallReader {
     ++calls_;
     ++section_calls_;
     buffer_.erase(0, at);
+    hidden_ = 0;
     return true;
   }
 
@@ -390,6 +414,9 @@ class ToolCallReader {
   // Content, its trailing whitespace held back until more text follows (dropped when a
   // call comes next).
   void content(std::string_view text, std::vector<Event>& events) {
+    const std::size_t unseen = std::min(hidden_, text.size());  // the prompt's, not the reply's
+    text.remove_prefix(unseen);
+    hidden_ -= unseen;
     std::size_t end = text.size();
     while (end > 0 && detail::json_space(text[end - 1])) --end;
     if (end > 0) {
@@ -412,6 +439,7 @@ class ToolCallReader {
   State state_ = State::text;
   std::string buffer_, held_;
   std::size_t calls_ = 0, section_calls_ = 0;
+  std::size_t hidden_ = 0;  // bytes at the buffer's front the model did not write
 };
 
 // A reply read whole in `syntax`: the reader's events gathered. `id_prefix`: call ids

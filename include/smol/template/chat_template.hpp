@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <ctime>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -395,8 +396,11 @@ inline bool trims_message_text(ChatFormat format) {
 // and llama-server give it: the messages (a tool call's arguments as an object),
 // tools (None when there are none), documents (None), add_generation_prompt,
 // enable_thinking, bos_token, eos_token, raise_exception, strftime_now, then the kwargs.
+// `arguments_as_text`: each call's arguments as their JSON text, for a template that
+// concatenates them (Functionary v3.2's).
 inline jinja::Dict chat_context(const ChatTemplate& chat_template,
-                                std::span<const ChatMessage> messages, const ChatOptions& options) {
+                                std::span<const ChatMessage> messages, const ChatOptions& options,
+                                bool arguments_as_text = false) {
   // JSON the client sent that does not parse stays a string, as it was given.
   const auto object = [](const std::string& json) -> jinja::Value {
     try {
@@ -417,7 +421,8 @@ inline jinja::Dict chat_context(const ChatTemplate& chat_template,
       for (const ChatToolCall& call : message.tool_calls) {
         jinja::Dict function;
         function.set("name", call.name);
-        function.set("arguments", object(call.arguments));
+        function.set("arguments",
+                     arguments_as_text ? jinja::Value(call.arguments) : object(call.arguments));
         jinja::Dict wrapped;
         if (!call.id.empty()) wrapped.set("id", call.id);
         wrapped.set("type", "function");
@@ -462,19 +467,43 @@ inline std::string render_jinja_chat(const ChatTemplate& chat_template,
   const jinja::Template& chosen = !options.tools.empty() && chat_template.jinja_tool_use
                                       ? *chat_template.jinja_tool_use
                                       : *chat_template.jinja;
+  // A template that fails on what transformers gives it may take what llama.cpp gives
+  // templates that need it (its probed capabilities): a null content as an empty text
+  // (Qwen3's tests `'</think>' in content`), then also a call's arguments as JSON text
+  // (Functionary v3.2 concatenates them). Each is tried only where it changes something;
+  // the first failure is the one reported.
+  const auto null = [](const ChatMessage& m) { return m.content_null; };
+  const auto calls = [](const ChatMessage& m) { return !m.tool_calls.empty(); };
+  const bool has_null = std::any_of(messages.begin(), messages.end(), null);
+  const bool has_calls = std::any_of(messages.begin(), messages.end(), calls);
+  std::vector<ChatMessage> filled;
+  if (has_null) {
+    filled.assign(messages.begin(), messages.end());
+    for (ChatMessage& message : filled) message.content_null = false;
+  }
+  const std::span<const ChatMessage> texts =
+      has_null ? std::span<const ChatMessage>(filled) : messages;
   try {
     try {
       text = chosen.render(chat_context(chat_template, messages, options));
     } catch (const jinja::TemplateRaised&) {
       throw;
     } catch (const jinja::TemplateError&) {
-      // A template that fails on a null content (Qwen3's tests `'</think>' in content`)
-      // gets empty texts instead, as llama.cpp does for templates that need them.
-      const auto null = [](const ChatMessage& m) { return m.content_null; };
-      if (std::none_of(messages.begin(), messages.end(), null)) throw;
-      std::vector<ChatMessage> filled(messages.begin(), messages.end());
-      for (ChatMessage& message : filled) message.content_null = false;
-      text = chosen.render(chat_context(chat_template, filled, options));
+      if (!has_null && !has_calls) throw;
+      std::exception_ptr first = std::current_exception();
+      bool done = false;
+      for (const bool arguments_as_text : {false, true}) {
+        if ((!arguments_as_text && !has_null) || (arguments_as_text && !has_calls)) continue;
+        try {
+          text = chosen.render(chat_context(chat_template, texts, options, arguments_as_text));
+          done = true;
+          break;
+        } catch (const jinja::TemplateRaised&) {
+          throw;
+        } catch (const jinja::TemplateError&) {
+        }
+      }
+      if (!done) std::rethrow_exception(first);
     }
   } catch (const jinja::TemplateRaised& raised) {
     throw ChatTemplateError(cat("the chat template refused the conversation: ", raised.what()));
