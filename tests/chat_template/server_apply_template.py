@@ -136,7 +136,8 @@ def main():
             status, body = post(url + "/v1/chat/completions",
                                 {"messages": [{"role": "user", "content": "Hi"}],
                                  "max_tokens": 2})
-            if status != 200 or body["choices"][0]["finish_reason"] != "length":
+            # (The random model may end its turn within the two tokens.)
+            if status != 200 or body["choices"][0]["finish_reason"] not in ("length", "stop"):
                 failures += 1
                 print("%s: chat completion failed: %s %s" % (name, status, body))
         finally:

@@ -103,6 +103,12 @@ class ToolCallReader {
   std::vector<Event> push(std::string_view text) {
     buffer_ += text;
     std::vector<Event> events;
+    // A call waiting for its end is read again only when a character that can end one of
+    // its parts arrives (every literal and JSON value ends in one of these): a long call
+    // is then read a number of times bounded by those characters, not by its pieces.
+    if (state_ == State::calls && text.find_first_of("}]>\n") == std::string_view::npos) {
+      return events;
+    }
     advance(events, /*end=*/false);
     return events;
   }
