@@ -265,6 +265,42 @@ TEST_CASE("each family: recognized, forced, read back, streamed as read whole") 
   }
 }
 
+TEST_CASE("XML parameters: a parameter's references mean what they meant in its function") {
+  const ToolCallSyntax* xml = smol::serve::tool_call_syntax_named("Qwen3-Coder (XML parameters)");
+  REQUIRE(xml != nullptr);
+  smol::serve::RequestDefaults defaults;
+  defaults.tool_syntax = xml;
+  // Pydantic v1's "definitions", a pointer into the properties, and "#" itself.
+  const auto r = smol::serve::parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": "required",
+          "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "required": ["loc"],
+            "properties": {"loc": {"$ref": "#/definitions/Loc"},
+                           "near": {"type": "array", "items": {"$ref": "#/properties/loc"}},
+                           "again": {"$ref": "#"}},
+            "definitions": {"Loc": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                    "required": ["x"], "additionalProperties": false}}}}}]})",
+      defaults);
+  REQUIRE(r.params.output.has_value());
+  const auto call = [](const std::string& parameters) {
+    return "<tool_call>\n<function=f>\n" + parameters + "</function>\n</tool_call>";
+  };
+  const std::string loc = "<parameter=loc>\n{\"x\": 1}\n</parameter>\n";
+  CHECK(grammar_accepts(*r.params.output, call(loc)));
+  CHECK_FALSE(
+      grammar_accepts(*r.params.output, call("<parameter=loc>\n{\"y\": 1}\n</parameter>\n")));
+  CHECK(grammar_accepts(*r.params.output,
+                        call(loc + "<parameter=near>\n[{\"x\": 2}]\n</parameter>\n")));
+  CHECK(grammar_accepts(*r.params.output,
+                        call(loc + "<parameter=again>\n{\"loc\": {\"x\": 3}}\n</parameter>\n")));
+  CHECK_FALSE(grammar_accepts(*r.params.output,
+                              call(loc + "<parameter=again>\n{\"near\": []}\n</parameter>\n")));
+  const smol::serve::ToolReply reply = smol::serve::read_tool_reply(
+      call(loc + "<parameter=near>\n[{\"x\": 2}]\n</parameter>\n"), *r.tools, "id_");
+  REQUIRE(reply.calls.size() == 1);
+  CHECK(reply.calls[0].arguments == R"({"loc":{"x":1},"near":[{"x":2}]})");
+}
+
 TEST_CASE("recognition: the generic format for templates without a known syntax") {
   CHECK(smol::serve::recognize_tool_call_syntax("{{ messages }}") == nullptr);
   // A <function=...> block without <parameter=...> elements is no Hermes JSON, nor are

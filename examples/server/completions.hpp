@@ -71,6 +71,9 @@ inline smol::GenerationRequest generation_request(Service& service,
   request.logprobs = params.logprobs;
   request.post_sampling_probs = params.post_sampling_probs;
   request.draft = params.draft;
+  // A grammar may take the template's tool markers (the mask table's trie spells them):
+  // the reply shows them too, so that its text is the grammar's.
+  if (grammar) request.spelled_tokens = service.tool_markers;
   request.grammar = std::move(grammar);
   request.grammar_trigger = params.output_trigger;
   return request;

@@ -23,6 +23,7 @@
 // itself: issue 72) and GLM's <arg_key>/<arg_value> pairs.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <string>
@@ -195,6 +196,10 @@ inline constexpr std::array kToolCallSyntaxes = {
                    .arguments_key = "parameters",
                    .parallel = false},
 };
+
+// Every row has a trigger: the reader and lazy grammars search for it.
+static_assert(std::all_of(kToolCallSyntaxes.begin(), kToolCallSyntaxes.end(),
+                          [](const ToolCallSyntax& syntax) { return !syntax.trigger.empty(); }));
 
 // The family of a template's source; nullptr: none (the generic format).
 inline const ToolCallSyntax* recognize_tool_call_syntax(std::string_view template_source) {

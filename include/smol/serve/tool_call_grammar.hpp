@@ -175,8 +175,15 @@ inline std::string xml_arguments(const ToolFunction& f, const std::string& prefi
     if (xml_string_valued(schema)) {
       value = xml_string_rule(schema, at);
     } else {
-      OrderedJson alone = schema;  // its references resolved against the parameters' $defs
-      if (alone.is_object() && parameters.contains("$defs")) alone["$defs"] = parameters["$defs"];
+      // The property as a reference into the whole parameters schema, moved under $defs,
+      // so that its references ("#", "#/$defs/...", "#/definitions/...") mean what they
+      // meant there.
+      OrderedJson moved = parameters;
+      move_references(moved, "#/$defs/parameters");
+      std::string pointer;  // the key as a JSON pointer token
+      for (const char c : key) pointer += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+      const OrderedJson alone = {{"$defs", {{"parameters", std::move(moved)}}},
+                                 {"$ref", "#/$defs/parameters/properties/" + pointer}};
       rules += prefix_gbnf_rules(grammar_from_schema(alone, "tools").gbnf, name + "-") + "\n";
       value = name + "-root";
     }
