@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "scratch_dir.hpp"
+#include "smol/generate/chat.hpp"
 #include "smol/generate/chat_session.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/session_file.hpp"
@@ -499,6 +500,51 @@ TEST_CASE("a template's default system prompt leads the chat until one is set") 
   session.ask("Hi", options);
   CHECK(prompt == tokens("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
                          "<|im_end|>\n<|im_start|>assistant\n"));
+}
+
+// smol::Chat (generate/chat.hpp) is the same session built by hand from the file: its
+// model, vocabulary and own chat template (the Jinja engine's), with Chat's settings.
+TEST_CASE("smol::Chat streams the reply a session wired by hand from the file gives") {
+  smol::Chat::Options options;
+  options.threads = 2;
+  options.context = 1024;
+  options.sampling = smol::SamplerSettings::greedy();
+  options.max_tokens = 8;
+  options.system_prompt = "Be brief.";
+  smol::Chat chat(kFixture, options);
+  std::string answer, thinking;
+  const smol::Reply reply = chat.ask(
+      "Hello there", [&](std::string_view piece) { answer += piece; },
+      [&](std::string_view piece) { thinking += piece; });
+  CHECK(reply.stats.generated_tokens > 0);
+  CHECK(reply.stats.generated_tokens <= 8);
+  CHECK(answer == reply.answer);
+  CHECK(thinking == reply.thinking);
+
+  const smol::Model model = smol::Model::open(kFixture, {.repack = smol::Repack::when_faster});
+  const smol::Tokenizer tokenizer{smol::load_vocabulary(model.file())};
+  smol::Context context(2);
+  smol::Transformer transformer(model, context, {.context = 1024});
+  smol::TransformerSource source(transformer);
+  smol::ChatSession session(source, tokenizer,
+                            smol::file_chat_template(model.file(), tokenizer.vocabulary()),
+                            {.sampling = smol::SamplerSettings::greedy(),
+                             .when_full = smol::WhenContextFull::drop_oldest_turns});
+  session.set_system_prompt("Be brief.");
+  const smol::Reply by_hand = session.ask("Hello there", {.max_tokens = 8});
+  CHECK(by_hand.text == reply.text);
+  CHECK(session.cached_tokens() == chat.session().cached_tokens());
+  REQUIRE(chat.session().messages().size() == 3);  // system, user, assistant
+  CHECK(chat.session().messages().front().content == "Be brief.");
+
+  // A reset forgets the exchange but keeps the system prompt.
+  chat.reset();
+  CHECK(chat.session().messages().size() == 1);
+}
+
+TEST_CASE("smol::Chat on a file that is not there names it") {
+  CHECK_THROWS_WITH_AS(smol::Chat("/nonexistent/model.gguf"),
+                       doctest::Contains("/nonexistent/model.gguf"), smol::Error);
 }
 
 }  // namespace test_chat_session

@@ -31,7 +31,7 @@ struct Options {
   bool raw = false;
   bool yes = false;
   long max_tokens = -1;
-  smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
+  smol::SamplerSettings sampling = smol::SamplerSettings::smollm3();
   std::vector<std::string> stop_strings;
   bool thinking = true;
   bool hide_thinking = false;

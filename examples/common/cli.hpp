@@ -462,14 +462,6 @@ inline void add_rope_flags(Program& program, RopeOverrides& rope) {
       ->transform(number(0.0, 1e6, true));
 }
 
-// The programs' sampling defaults: SmolLM3's recommended temperature (0.6, top-p
-// 0.95); the rest are llama.cpp's.
-inline SamplerSettings smollm3_sampling() {
-  SamplerSettings settings;
-  settings.temperature = 0.6f;
-  return settings;
-}
-
 // --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --seed, with llama.cpp's
 // meanings; the defaults shown are those `settings` holds now. --repeat-last-n -1 (the
 // whole context) is stored as -1: the program resolves it once the context is known.

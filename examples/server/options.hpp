@@ -48,7 +48,7 @@ struct Options {
   std::string reasoning_format = "deepseek";
   bool thinking = true;
   smol::cli::ChatTemplateFlags chat_template;
-  smol::SamplerSettings sampling = smol::cli::smollm3_sampling();
+  smol::SamplerSettings sampling = smol::SamplerSettings::smollm3();
   smol::cli::SpeculationFlags speculation;  // --spec-type, -md: every request drafts
   smol::GrammarLimits grammar;              // each request's grammar or schema
   std::size_t grammar_memory_mib = smol::GrammarLimits{}.max_table_bytes >> 20;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "smol/core/error.hpp"                     // IWYU pragma: export
+#include "smol/generate/chat.hpp"                  // IWYU pragma: export
 #include "smol/generate/chat_session.hpp"          // IWYU pragma: export
 #include "smol/generate/sampler.hpp"               // IWYU pragma: export
 #include "smol/gguf/gguf.hpp"                      // IWYU pragma: export

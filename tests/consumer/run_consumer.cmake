@@ -21,3 +21,15 @@ foreach(program IN ITEMS consumer consumer_testing)
     message(FATAL_ERROR "${program} failed")
   endif()
 endforeach()
+
+# README.md's program, where this consumer built it: it must answer (a random model's
+# words, but a reply streamed through the file's own template) and exit 0.
+if(EXISTS "${WORK}/build/hello_chat/hello_chat")
+  execute_process(COMMAND "${WORK}/build/hello_chat/hello_chat" "${MODEL}" "Hi!"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE reply)
+  string(STRIP "${reply}" reply)
+  if(rc OR reply STREQUAL "")
+    message(FATAL_ERROR "hello_chat failed (exit ${rc}) or answered nothing")
+  endif()
+  message("hello_chat answered: ${reply}")
+endif()

@@ -48,6 +48,14 @@ struct SamplerSettings {
     settings.temperature = 0.0f;
     return settings;
   }
+
+  // The programs' and smol::Chat's defaults: SmolLM3's recommended temperature (0.6,
+  // with top-p 0.95); the rest are llama.cpp's.
+  static SamplerSettings smollm3() {
+    SamplerSettings settings;
+    settings.temperature = 0.6f;
+    return settings;
+  }
 };
 
 // The highest logit; the lowest id wins a tie (as in llama.cpp's greedy goldens).
