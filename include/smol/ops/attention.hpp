@@ -25,6 +25,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "smol/ops/context.hpp"
@@ -96,6 +97,209 @@ struct ContiguousKv {
 // then streams each K/V block from memory once per 16 tokens.
 inline constexpr std::size_t kQueryTile = 16;
 
+inline std::size_t blocks_of(std::size_t visible) noexcept {
+  return (visible + kAttentionBlock - 1) / kAttentionBlock;
+}
+
+// What every (tile, KV head) task of one attention_rows call reads.
+template <class Rows>
+struct AttentionCall {
+  const AttentionShape& shape;
+  const float* q;
+  const Rows& rows;
+  float* out;
+  std::size_t window;
+  std::size_t dim, group, row_stride;
+  std::size_t partial_size;  // one token's record for one block: group * (dim + 2)
+  float scale;
+  void (*attend)(const AttendBlock&);
+  std::size_t value_rotation_block;  // of a quantized value cache's rows; 0: none
+
+  // The first position token t sees.
+  std::size_t window_start(std::size_t t) const {
+    const std::size_t visible = rows.visible(t);
+    return window != 0 && visible > window ? visible - window : 0;
+  }
+};
+
+// One block's partial softmax for one query head: its max score, the sum of its
+// exponentials, and the values they weight, summed.
+struct BlockPartial {
+  float max, sum;
+  const float* weighted;
+};
+
+// Tokens [t0, t0 + n) of one tile against KV head g. Blocks [0, shared) are whole for
+// every token of the tile: one kernel call each, with the tile's n * group query rows.
+// The rest are each token's own: from the block its window starts in (first_block) or
+// from `shared`. A tile shares blocks only while no window has moved off position 0 (its
+// last token's is the latest). attend_blocks() writes every block's partial softmax,
+// merge() turns each token's partials into its output rows.
+template <class Rows>
+class TileAttention {
+ public:
+  TileAttention(const AttentionCall<Rows>& call, std::size_t t0, std::size_t n, std::size_t g)
+      : c_(call),
+        t0_(t0),
+        n_(n),
+        g_(g),
+        kv_(&call.rows.kv(t0)),
+        shared_(n > 1 && call.window_start(t0 + n - 1) == 0
+                    ? call.rows.visible(t0) / kAttentionBlock
+                    : 0),
+        quantized_keys_(kv_is_quantized(kv_->types().key)),
+        row_blocks_(call.dim / 32) {
+    const std::size_t dim = c_.dim, group = c_.group;
+    tile_queries_.resize(n > 1 ? n * group * dim : 0);
+    for (std::size_t i = 0; i < n && n > 1; ++i) {
+      const float* from = query(i);
+      std::copy(from, from + group * dim, tile_queries_.begin() + i * group * dim);
+    }
+    // A quantized key cache is dotted with the queries in Q8_0: made once here for
+    // every block, token i's rows at i * group.
+    query_blocks_.resize(quantized_keys_ ? n * group * row_blocks_ : 0);
+    for (std::size_t i = 0; i < n && quantized_keys_; ++i) {
+      simd::quantize_queries_for(kv_->types().key, query(i), group, dim,
+                                 query_blocks_.data() + i * group * row_blocks_);
+    }
+    shared_partials_.resize(shared_ * n * c_.partial_size);
+    own_start_.assign(n + 1, 0);  // token i's own blocks, in order
+    for (std::size_t i = 0; i < n; ++i) {
+      own_start_[i + 1] = own_start_[i] + blocks_of(visible(i)) - first_block(i);
+    }
+    own_partials_.resize(own_start_[n] * c_.partial_size);
+  }
+
+  // Job j < shared: shared block j; then each token's own blocks.
+  void attend_blocks() {
+    const std::size_t n_jobs = shared_ + own_start_[n_];
+    if (n_jobs == 1) {
+      attend_job(0);
+    } else {
+      tbb::parallel_for(std::size_t{0}, n_jobs, [this](std::size_t j) { attend_job(j); });
+    }
+  }
+
+  void merge() {
+    for (std::size_t i = 0; i < n_; ++i) merge_token(i);
+  }
+
+ private:
+  const float* query(std::size_t i) const {
+    return c_.q + (t0_ + i) * c_.row_stride + g_ * c_.group * c_.dim;
+  }
+  std::size_t visible(std::size_t i) const { return c_.rows.visible(t0_ + i); }
+  std::size_t first_block(std::size_t i) const {
+    return std::max(shared_, c_.window_start(t0_ + i) / kAttentionBlock);
+  }
+
+  void attend_job(std::size_t j) {
+    if (j < shared_) {
+      attend(tile_queries_.data(), 0, n_ * c_.group, j, 0, kAttentionBlock,
+             shared_partials_.data() + j * n_ * c_.partial_size);
+      return;
+    }
+    const std::size_t own = j - shared_;
+    const std::size_t i = static_cast<std::size_t>(
+        std::upper_bound(own_start_.begin(), own_start_.end(), own) - own_start_.begin() - 1);
+    const std::size_t b = first_block(i) + own - own_start_[i];
+    const std::size_t count = std::min(visible(i), (b + 1) * kAttentionBlock) - b * kAttentionBlock;
+    const std::size_t start = c_.window_start(t0_ + i);
+    const std::size_t first = start > b * kAttentionBlock ? start - b * kAttentionBlock : 0;
+    attend(query(i), i * c_.group, c_.group, b, first, count,
+           own_partials_.data() + own * c_.partial_size);
+  }
+
+  // The block kernel on block b for n_rows query rows (the first of them row first_row
+  // of the tile's quantized queries), its partial softmax to `partial`.
+  void attend(const float* queries, std::size_t first_row, std::size_t n_rows, std::size_t b,
+              std::size_t first, std::size_t count, float* partial) const {
+    alignas(64) float scores[kAttentionBlock * kMaxGroupOnStack];
+    std::vector<float> heap(n_rows > kMaxGroupOnStack ? n_rows * kAttentionBlock : 0);
+    c_.attend({.queries = queries,
+               .group = n_rows,
+               .head_dim = c_.dim,
+               .types = kv_->types(),
+               .keys = kv_->keys(g_, b),
+               .values = kv_->values(g_, b),
+               .count = count,
+               .first = first,
+               .scale = c_.scale,
+               .scores = heap.empty() ? scores : heap.data(),
+               .out = partial,
+               .query_blocks =
+                   quantized_keys_ ? query_blocks_.data() + first_row * row_blocks_ : nullptr});
+  }
+
+  // Query head j's partial of token i in block b. A shared record holds n * group rows
+  // (maxima, sums, weighted values); an own record group rows.
+  BlockPartial partial_of(std::size_t i, std::size_t b, std::size_t j) const {
+    const std::size_t group = c_.group, dim = c_.dim;
+    if (b < shared_) {
+      const float* record = shared_partials_.data() + b * n_ * c_.partial_size;
+      const std::size_t r = i * group + j, rows_in = n_ * group;
+      return {record[r], record[rows_in + r], record + 2 * rows_in + r * dim};
+    }
+    const float* record =
+        own_partials_.data() + (own_start_[i] + b - first_block(i)) * c_.partial_size;
+    return {record[j], record[group + j], record + 2 * group + j * dim};
+  }
+
+  // Merges token i's blocks in block order: the shared ones, else from where its window
+  // starts, then its own.
+  void merge_token(std::size_t i) const {
+    const std::size_t dim = c_.dim;
+    const std::size_t n_blocks = blocks_of(visible(i));
+    const std::size_t from = shared_ > 0 ? 0 : first_block(i);
+    for (std::size_t j = 0; j < c_.group; ++j) {
+      float global_max = -std::numeric_limits<float>::infinity();
+      for (std::size_t b = from; b < n_blocks; ++b) {
+        global_max = std::max(global_max, partial_of(i, b, j).max);
+      }
+      float* result = c_.out + (t0_ + i) * c_.row_stride + (g_ * c_.group + j) * dim;
+      std::fill(result, result + dim, 0.0f);
+      double total = 0.0;
+      for (std::size_t b = from; b < n_blocks; ++b) {
+        const BlockPartial part = partial_of(i, b, j);
+        const float rescale = std::exp(part.max - global_max);
+        total += static_cast<double>(part.sum) * rescale;
+        for (std::size_t d = 0; d < dim; ++d) result[d] += rescale * part.weighted[d];
+      }
+      const float inverse = static_cast<float>(1.0 / total);
+      for (std::size_t d = 0; d < dim; ++d) result[d] *= inverse;
+      // A quantized value cache holds rotated rows (quant/kv_layout.hpp): their
+      // weighted sum is turned back, H being its own inverse.
+      if (c_.value_rotation_block != 0) hadamard_rotate(result, dim, c_.value_rotation_block);
+    }
+  }
+
+  const AttentionCall<Rows>& c_;
+  std::size_t t0_, n_, g_;
+  const std::remove_reference_t<decltype(std::declval<const Rows&>().kv(0))>* kv_;
+  std::size_t shared_;
+  bool quantized_keys_;
+  std::size_t row_blocks_;
+  std::vector<float> tile_queries_;
+  std::vector<BlockQ8_0> query_blocks_;
+  std::vector<float> shared_partials_, own_partials_;
+  std::vector<std::size_t> own_start_;
+};
+
+// Tiles: runs of up to kQueryTile tokens with the same view and consecutive positions;
+// the starts of each, then n_tokens.
+template <class Rows>
+std::vector<std::size_t> query_tiles(const Rows& rows, std::size_t n_tokens) {
+  std::vector<std::size_t> tile_start;
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    const bool continues = !tile_start.empty() && t - tile_start.back() < kQueryTile &&
+                           &rows.kv(t) == &rows.kv(t - 1) &&
+                           rows.visible(t) == rows.visible(t - 1) + 1;
+    if (!continues) tile_start.push_back(t);
+  }
+  tile_start.push_back(n_tokens);
+  return tile_start;
+}
+
 // Attention for n_tokens query rows, each with its own K/V: token t attends to
 // positions [0, rows.visible(t)) of rows.kv(t), a view with types(), keys(g, block) and
 // values(g, block) pointing at one block of kAttentionBlock positions of KV head g.
@@ -113,152 +317,28 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
   if (n_tokens == 0) return;
   const std::size_t dim = shape.head_dim;
   const std::size_t group = shape.n_head / shape.n_head_kv;
-  const std::size_t row_stride = shape.n_head * dim;
-  const std::size_t partial_size = group * (dim + 2);  // one token's record for one block
-  const float scale = shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(dim));
-  const auto attend = ctx.kernels().attend_block;
-  const std::size_t value_rotation_block = value_rotation(rows.kv(0).types().value, dim);
-  const auto blocks_of = [](std::size_t visible) {
-    return (visible + kAttentionBlock - 1) / kAttentionBlock;
-  };
-  // The first position token t sees, and the block it lies in.
-  const auto window_start = [&](std::size_t t) {
-    const std::size_t visible = rows.visible(t);
-    return window != 0 && visible > window ? visible - window : 0;
-  };
-
-  // Tiles: runs of up to kQueryTile tokens with the same view and consecutive positions.
-  std::vector<std::size_t> tile_start;
-  for (std::size_t t = 0; t < n_tokens; ++t) {
-    const bool continues = !tile_start.empty() && t - tile_start.back() < kQueryTile &&
-                           &rows.kv(t) == &rows.kv(t - 1) &&
-                           rows.visible(t) == rows.visible(t - 1) + 1;
-    if (!continues) tile_start.push_back(t);
-  }
-  tile_start.push_back(n_tokens);
+  const AttentionCall<Rows> call{
+      .shape = shape,
+      .q = q,
+      .rows = rows,
+      .out = out,
+      .window = window,
+      .dim = dim,
+      .group = group,
+      .row_stride = shape.n_head * dim,
+      .partial_size = group * (dim + 2),
+      .scale = shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(dim)),
+      .attend = ctx.kernels().attend_block,
+      .value_rotation_block = value_rotation(rows.kv(0).types().value, dim)};
+  const std::vector<std::size_t> tile_start = query_tiles(rows, n_tokens);
   const std::size_t n_tiles = tile_start.size() - 1;
-
   ctx.arena().execute([&] {
     tbb::parallel_for(std::size_t{0}, n_tiles * shape.n_head_kv, [&](std::size_t task) {
-      const std::size_t t0 = tile_start[task / shape.n_head_kv];
-      const std::size_t n = tile_start[task / shape.n_head_kv + 1] - t0;
-      const std::size_t g = task % shape.n_head_kv;
-      const auto& kv = rows.kv(t0);
-      // Blocks [0, shared) are whole for every token of the tile: one call each, with
-      // the tile's n * group query rows. The rest are each token's own: from the block
-      // its window starts in (first_block) or from `shared`. A tile shares blocks only
-      // while no window has moved off position 0 (its last token's is the latest).
-      const bool windowed = window_start(t0 + n - 1) != 0;
-      const std::size_t shared = n > 1 && !windowed ? rows.visible(t0) / kAttentionBlock : 0;
-      const auto first_block = [&](std::size_t i) {
-        return std::max(shared, window_start(t0 + i) / kAttentionBlock);
-      };
-      std::vector<float> tile_queries(n > 1 ? n * group * dim : 0);
-      for (std::size_t i = 0; i < n && n > 1; ++i) {
-        const float* from = q + (t0 + i) * row_stride + g * group * dim;
-        std::copy(from, from + group * dim, tile_queries.begin() + i * group * dim);
-      }
-      // A quantized key cache is dotted with the queries in Q8_0: made once here for
-      // every block, token i's rows at i * group.
-      const bool quantized_keys = kv_is_quantized(kv.types().key);
-      const std::size_t row_blocks = dim / 32;
-      std::vector<BlockQ8_0> query_blocks(quantized_keys ? n * group * row_blocks : 0);
-      for (std::size_t i = 0; i < n && quantized_keys; ++i) {
-        simd::quantize_queries_for(kv.types().key, q + (t0 + i) * row_stride + g * group * dim,
-                                   group, dim, query_blocks.data() + i * group * row_blocks);
-      }
-      std::vector<float> shared_partials(shared * n * partial_size);
-      std::vector<std::size_t> own_start(n + 1, 0);  // token i's own blocks, in order
-      for (std::size_t i = 0; i < n; ++i) {
-        own_start[i + 1] = own_start[i] + blocks_of(rows.visible(t0 + i)) - first_block(i);
-      }
-      std::vector<float> own_partials(own_start[n] * partial_size);
-
-      const auto run = [&](const float* queries, std::size_t first_row, std::size_t n_rows,
-                           std::size_t b, std::size_t first, std::size_t count, float* partial) {
-        alignas(64) float scores[kAttentionBlock * kMaxGroupOnStack];
-        std::vector<float> heap(n_rows > kMaxGroupOnStack ? n_rows * kAttentionBlock : 0);
-        attend({.queries = queries,
-                .group = n_rows,
-                .head_dim = dim,
-                .types = kv.types(),
-                .keys = kv.keys(g, b),
-                .values = kv.values(g, b),
-                .count = count,
-                .first = first,
-                .scale = scale,
-                .scores = heap.empty() ? scores : heap.data(),
-                .out = partial,
-                .query_blocks =
-                    quantized_keys ? query_blocks.data() + first_row * row_blocks : nullptr});
-      };
-      // Job j < shared: shared block j; then each token's own blocks.
-      const auto job = [&](std::size_t j) {
-        if (j < shared) {
-          return run(tile_queries.data(), 0, n * group, j, 0, kAttentionBlock,
-                     shared_partials.data() + j * n * partial_size);
-        }
-        const std::size_t own = j - shared;
-        const std::size_t i = static_cast<std::size_t>(
-            std::upper_bound(own_start.begin(), own_start.end(), own) - own_start.begin() - 1);
-        const std::size_t b = first_block(i) + own - own_start[i];
-        const std::size_t visible = rows.visible(t0 + i);
-        const std::size_t count =
-            std::min(visible, (b + 1) * kAttentionBlock) - b * kAttentionBlock;
-        const std::size_t start = window_start(t0 + i);
-        const std::size_t first = start > b * kAttentionBlock ? start - b * kAttentionBlock : 0;
-        run(q + (t0 + i) * row_stride + g * group * dim, i * group, group, b, first, count,
-            own_partials.data() + own * partial_size);
-      };
-      const std::size_t n_jobs = shared + own_start[n];
-      if (n_jobs == 1) {
-        job(0);
-      } else {
-        tbb::parallel_for(std::size_t{0}, n_jobs, job);
-      }
-
-      // Merges token i's blocks in block order. A shared record holds n * group rows
-      // (maxima, sums, weighted values); an own record group rows.
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t n_blocks = blocks_of(rows.visible(t0 + i));
-        // Its blocks: the shared ones, else from where its window starts, then its own.
-        const std::size_t from = shared > 0 ? 0 : first_block(i);
-        // (max, sum, weighted values) of query head j in block b.
-        const auto partial_of = [&](std::size_t b, std::size_t j) {
-          struct Part {
-            float max, sum;
-            const float* weighted;
-          };
-          if (b < shared) {
-            const float* record = shared_partials.data() + b * n * partial_size;
-            const std::size_t r = i * group + j, rows_in = n * group;
-            return Part{record[r], record[rows_in + r], record + 2 * rows_in + r * dim};
-          }
-          const float* record =
-              own_partials.data() + (own_start[i] + b - first_block(i)) * partial_size;
-          return Part{record[j], record[group + j], record + 2 * group + j * dim};
-        };
-        for (std::size_t j = 0; j < group; ++j) {
-          float global_max = -std::numeric_limits<float>::infinity();
-          for (std::size_t b = from; b < n_blocks; ++b) {
-            global_max = std::max(global_max, partial_of(b, j).max);
-          }
-          float* result = out + (t0 + i) * row_stride + (g * group + j) * dim;
-          std::fill(result, result + dim, 0.0f);
-          double total = 0.0;
-          for (std::size_t b = from; b < n_blocks; ++b) {
-            const auto part = partial_of(b, j);
-            const float rescale = std::exp(part.max - global_max);
-            total += static_cast<double>(part.sum) * rescale;
-            for (std::size_t d = 0; d < dim; ++d) result[d] += rescale * part.weighted[d];
-          }
-          const float inverse = static_cast<float>(1.0 / total);
-          for (std::size_t d = 0; d < dim; ++d) result[d] *= inverse;
-          // A quantized value cache holds rotated rows (quant/kv_layout.hpp): their
-          // weighted sum is turned back, H being its own inverse.
-          if (value_rotation_block != 0) hadamard_rotate(result, dim, value_rotation_block);
-        }
-      }
+      const std::size_t tile = task / shape.n_head_kv;
+      TileAttention<Rows> attention(call, tile_start[tile], tile_start[tile + 1] - tile_start[tile],
+                                    task % shape.n_head_kv);
+      attention.attend_blocks();
+      attention.merge();
     });
   });
 }
