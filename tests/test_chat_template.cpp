@@ -15,6 +15,9 @@
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_chat_template {
+
 namespace {
 
 using Messages = std::vector<smol::ChatMessage>;
@@ -297,3 +300,5 @@ TEST_CASE("Gemma 3: the system prompt in the first user turn, model turns, alter
       smol::ChatTemplateError);
   CHECK_THROWS_AS(smol::render_chat(gemma, Messages{}), smol::ChatTemplateError);
 }
+
+}  // namespace test_chat_template

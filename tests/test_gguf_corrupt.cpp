@@ -15,6 +15,9 @@
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/gguf/writer.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_gguf_corrupt {
+
 using smol::gguf::GgufFile;
 using smol::gguf::GgufWriter;
 using smol::gguf::Value;
@@ -339,3 +342,5 @@ TEST_CASE("the Q4_K_M fixture truncated inside its header is rejected cleanly") 
     CHECK(parse_error(prefix).has_value());
   }
 }
+
+}  // namespace test_gguf_corrupt

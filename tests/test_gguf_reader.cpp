@@ -19,6 +19,9 @@
 #include "scratch_dir.hpp"
 #include "smol/gguf/gguf_file.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_gguf_reader {
+
 using smol::GgmlType;
 using smol::gguf::ArrayView;
 using smol::gguf::GgufFile;
@@ -345,3 +348,5 @@ TEST_CASE("a path that is not a regular file is refused before it is read") {
   CHECK(error_of([] { (void)GgufFile::open("/dev/null"); }) ==
         "/dev/null: not a regular file (it is a character device)");
 }
+
+}  // namespace test_gguf_reader

@@ -19,6 +19,9 @@
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/gguf/writer.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_gguf_writer {
+
 using smol::GgmlType;
 using smol::gguf::GgufFile;
 using smol::gguf::GgufWriter;
@@ -273,3 +276,5 @@ TEST_CASE("the writer refuses what the reader would reject") {
   CHECK(writer.alignment() == 32);
   CHECK_THROWS_AS(writer.write("/nonexistent/dir/x.gguf"), smol::Error);
 }
+
+}  // namespace test_gguf_writer

@@ -8,6 +8,9 @@
 #include "smol/simd/x86_avx512_token_lanes.hpp"
 #include "test_simd_data.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_matmul {
+
 using namespace smol;
 using namespace smol::testing;
 
@@ -490,3 +493,5 @@ TEST_CASE("matmul: lane packing keeps every quant (scalar check of the layouts)"
   for (auto b : act[0].bsums) bsum += b;
   CHECK(total == -32 * bsum);
 }
+
+}  // namespace test_matmul

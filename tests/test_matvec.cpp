@@ -8,6 +8,9 @@
 #include "smol/ops/matvec.hpp"
 #include "test_simd_data.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_matvec {
+
 using namespace smol;
 using namespace smol::testing;
 
@@ -300,3 +303,5 @@ TEST_CASE("plain decode takes a set's dot_plain; a batch-invariant step keeps to
     }
   }
 }
+
+}  // namespace test_matvec

@@ -17,6 +17,9 @@
 #include "smol/simd/attention_kernels.hpp"
 #include "smol/simd/kernels.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_ops_attention {
+
 namespace {
 
 struct Case {
@@ -187,3 +190,5 @@ TEST_CASE("attention matches a naive double implementation on every ISA") {
     }
   }
 }
+
+}  // namespace test_ops_attention

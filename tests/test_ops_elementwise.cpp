@@ -12,6 +12,9 @@
 #include "smol/ops/rmsnorm.hpp"
 #include "smol/ops/softmax.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_ops_elementwise {
+
 TEST_CASE("rmsnorm divides by the root mean square and scales by the weight") {
   const std::vector<float> x{1, -2, 3, -4};
   const std::vector<float> w{1, 0.5f, 2, 1};
@@ -71,3 +74,5 @@ TEST_CASE("every ISA's swiglu matches the scalar reference, in place and at the 
     }
   }
 }
+
+}  // namespace test_ops_elementwise

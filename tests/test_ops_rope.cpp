@@ -7,6 +7,9 @@
 
 #include "smol/ops/rope.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_ops_rope {
+
 TEST_CASE("adjacent pairs rotate by pos * base^(-2i/d)") {
   const std::size_t head_dim = 8;
   smol::RopeTable table(head_dim, 10000.0f);
@@ -54,3 +57,5 @@ TEST_CASE("partial rotary dims leave the tail untouched; the table grows on dema
   CHECK(x[5] == 6.0f);
   CHECK(x[0] * x[0] + x[1] * x[1] == doctest::Approx(2.0f));
 }
+
+}  // namespace test_ops_rope

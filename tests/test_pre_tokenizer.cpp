@@ -20,6 +20,9 @@
 #include "smol/text/pre_tokenizer.hpp"
 #include "smol/text/tokenizer.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_pre_tokenizer {
+
 namespace {
 
 using Pieces = std::vector<std::string_view>;
@@ -365,3 +368,5 @@ TEST_CASE("CodepointRegex refuses what it does not understand") {
     CHECK_THROWS_AS(smol::CodepointRegex{pattern}, smol::Error);
   }
 }
+
+}  // namespace test_pre_tokenizer

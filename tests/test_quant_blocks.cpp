@@ -25,6 +25,9 @@
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/quantize.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_quant_blocks {
+
 namespace {
 
 constexpr smol::f16_bits kHalfOne = 0x3C00;      // 1.0
@@ -675,3 +678,5 @@ TEST_CASE("f16 scales: the written-out conversions are the hardware's, bit for b
   CHECK(smol::f32_to_f16(std::bit_cast<float>(0x7FC00000u)) == 0x7E00);
   CHECK(smol::f32_to_f16(std::bit_cast<float>(0xFFC00000u)) == 0xFE00);
 }
+
+}  // namespace test_quant_blocks

@@ -15,6 +15,9 @@
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/quantize.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_quant_fixture {
+
 namespace {
 
 const smol::gguf::GgufFile& quantized_fixture() {
@@ -146,3 +149,5 @@ TEST_CASE(
     CHECK(identical_blocks == blocks);
   }
 }
+
+}  // namespace test_quant_fixture

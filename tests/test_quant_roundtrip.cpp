@@ -13,6 +13,9 @@
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/quantize.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_quant_roundtrip {
+
 namespace {
 
 std::vector<float> gaussian(std::size_t n, unsigned seed, float sigma = 1.0f) {
@@ -179,3 +182,5 @@ TEST_CASE("Degenerate blocks: zeros, constants, a single outlier") {
     for (float v : restored) CHECK(v == doctest::Approx(-0.75).epsilon(1e-3));
   }
 }
+
+}  // namespace test_quant_roundtrip

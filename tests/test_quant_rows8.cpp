@@ -15,6 +15,9 @@
 #include "smol/simd/kernels_impl.hpp"
 #include "test_simd_data.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_quant_rows8 {
+
 using namespace smol;
 using namespace smol::testing;
 
@@ -839,3 +842,5 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
     check(Q5_1Copy{});
   }
 }
+
+}  // namespace test_quant_rows8

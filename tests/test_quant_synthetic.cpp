@@ -17,6 +17,9 @@
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_quant_synthetic {
+
 namespace {
 
 smol::gguf::GgufFile write_in_memory(const smol::SyntheticSpec& spec) {
@@ -398,3 +401,5 @@ TEST_CASE("Out-of-range special token ids and token types are warnings, not refu
   const smol::Tokenizer tokenizer(vocab);
   CHECK(tokenizer.decode(tokenizer.encode("Hello there")) == "Hello there");
 }
+
+}  // namespace test_quant_synthetic

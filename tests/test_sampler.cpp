@@ -8,6 +8,9 @@
 
 #include "smol/generate/sampler.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_sampler {
+
 namespace {
 
 using smol::Sampler;
@@ -174,3 +177,5 @@ TEST_CASE("presence and frequency penalties") {
   by_frequency.accept(0);
   CHECK(by_frequency.sample(std::vector<float>{1.0f, 0.6f}) == 1);  // 0.4 < 0.6
 }
+
+}  // namespace test_sampler

@@ -18,6 +18,9 @@
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_simd_attention {
+
 namespace {
 
 // Largest |simd - reference| relative to the largest reference magnitude of each part.
@@ -145,3 +148,5 @@ TEST_CASE("the tiled key layout places each tile row contiguously") {
   CHECK(smol::key_offset(smol::kKeyTile + 3, 5, 64) ==
         smol::kKeyTile * 64 + 5 * smol::kKeyTile + 3);
 }
+
+}  // namespace test_simd_attention

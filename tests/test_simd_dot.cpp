@@ -12,6 +12,9 @@
 #include "smol/ops/context.hpp"
 #include "test_simd_data.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_simd_dot {
+
 using namespace smol;
 using namespace smol::testing;
 
@@ -440,3 +443,5 @@ TEST_CASE(
     });
   }
 }
+
+}  // namespace test_simd_dot

@@ -12,6 +12,9 @@
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/utf8_stream_decoder.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_tokenizer {
+
 namespace {
 
 using smol::TokenId;
@@ -280,3 +283,5 @@ TEST_CASE("Utf8StreamDecoder replaces bytes that can never be valid") {
   CHECK(stream.flush() == replacement);  // cut off at the end of the stream
   CHECK(stream.flush().empty());
 }
+
+}  // namespace test_tokenizer

@@ -13,6 +13,9 @@
 #include "smol/text/tokenizer.hpp"
 #include "smol/text/utf8_stream_decoder.hpp"
 
+// One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
+namespace test_tokenizer_fixture {
+
 namespace {
 
 const std::string kFixtures = SMOL_FIXTURES_DIR;
@@ -141,3 +144,5 @@ TEST_CASE("encoding time grows linearly with the text") {
   MESSAGE("1,000 words: ", small, " s; 10,000 words: ", large, " s");
   CHECK(large < 30 * small + 0.01);
 }
+
+}  // namespace test_tokenizer_fixture
