@@ -12,17 +12,18 @@
 //     j; one that kept fewer never tested j), drawn towards the window's overall keep
 //     rate where a position has few passes (so lengths not tried yet are judged by it);
 //   - what a pass costs, in one-token steps: a + b k, fitted to the timed passes and to
-//     the one-token step itself (a pass of no guesses). A pass of 17 tokens cost 4.4-6.1
-//     steps where one of 4 cost 1.3 on SmolLM2 with AMX: doubling up to --draft-max after
-//     every draft kept whole, the rule before this one, drafted at the dear end.
+//     the one-token step itself (a pass of no guesses). A long pass costs several times
+//     the steps of a short one (bench/README.md, "The draft length from a cost model"):
+//     doubling up to --draft-max after every draft kept whole, the rule before this one,
+//     drafted at the dear end.
 // The lengths weighed are those whose passes fill whole tiles: k + 1 tokens a power of
 // two (1, 3, 7, 15 guesses), or --draft-max itself. The prefill kernels take a pass's
 // tokens in tiles of 16, 8, 4, 2 and 1 (simd/tile_loop.hpp), so a pass of 3 tokens costs
-// a 2-token pass and a step (on SmolLM2 with AVX2, 2.7 steps, as much as 4 tokens), and
-// the straight cost line, blind to that, chose 5 or 6 guesses where 7 cost less (54-60
-// ms a pass against 61-70 for 6; the grounded task of smol-bench --spec-type ran 1.07-1.14x
-// plain decoding before, 1.19-1.28x after). The length grows at most to 2 f + 1, f the
-// farthest position the window has tested, so a probe into the untested costs little.
+// a 2-token pass and a step (as much as 4 tokens), and the straight cost line, blind to
+// that, chose 5 or 6 guesses where 7 cost less, and the grounded task of smol-bench
+// --spec-type gained less from drafting for it (bench/README.md, "AVX2: IQ4_XS tiles of
+// four tokens, and drafts that fill whole tiles"). The length grows at most to 2 f + 1, f
+// the farthest position the window has tested, so a probe into the untested costs little.
 // Until passes have been timed, the length starts at 3, grows to 2 k + 1 after a draft of
 // k kept whole, and is one more than the kept guesses after a rejection.
 // When the caller times its work (record's seconds), the timed passes say whether
@@ -40,7 +41,8 @@
 // keeping none or fewer than min_acceptance of its guesses) pauses again, for twice as
 // long, up to `max_pause`; one that pays says the text has changed, and the window starts
 // afresh. (Starting afresh after every pause cost the eight passes a verdict needs, each
-// time: SmolLM2 on open text ran at 0.88x of plain decoding on an AMD Zen 1.)
+// time, and kept open text well below plain decoding's speed: bench/README.md, "AVX2:
+// two- and four-token tiles, and a pause that ends in one probe".)
 #pragma once
 
 #include <algorithm>
@@ -84,8 +86,9 @@ class DraftLength {
   }
 
   // A one-token step (no draft) took `seconds`: the yardstick a pass is held to. The
-  // first is not: right after the prompt it runs cold (5.4 ms against 3.4 ms for the
-  // next ones on SmolLM2-135M), and a yardstick too long makes every pass look cheap.
+  // first is not: right after the prompt it runs cold, markedly slower than the next ones
+  // (bench/README.md, "Figures moved from code comments"), and a yardstick too long makes
+  // every pass look cheap.
   void record_step(double seconds) {
     if (!first_step_timed_) {
       first_step_timed_ = true;
@@ -223,7 +226,8 @@ class DraftLength {
   // kept, where one guess pays, eight passes show that few kept (one or none) 4 times
   // in 100. From kMinEarlyPasses on, passes that keep so little that even one more kept
   // guess a position would not pay are a verdict too: where a pass of one guess costs
-  // 1.75 steps (SmolLM2 on an AMD Zen 1), three passes that keep nothing.
+  // nearly two steps (a decode bound by its multiplies, as on AMD Zen 1: bench/README.md,
+  // "Figures moved from code comments"), three passes that keep nothing.
   static constexpr std::size_t kMinTimedPasses = 8, kMinEarlyPasses = 3;
   static constexpr double kStopBelow = 0.95;
   // The length before any pass is weighed, and after a paying probe: a pass of 4 tokens,

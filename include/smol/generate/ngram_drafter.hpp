@@ -22,13 +22,13 @@ namespace smol {
 struct NgramSettings {
   // Shortest and longest suffix looked up. Three tokens at least: a match of one or two
   // ("of the", a comma and "and") recurs in any text and guesses wrongly, and each wrong
-  // guess costs a share of a pass, while a passage being copied repeats longer runs. On
-  // SmolLM2-135M-Instruct with an AMD Zen 1 (smol-bench --spec-type ngram-simple: three
-  // grounded and three open prompts, x plain decoding), 1..4 gave 0.94-1.26x grounded
-  // and 0.91-0.98x open, 3..4 1.06-1.34x and 0.95-1.04x: fewer drafts, more of them kept
-  // (the story prompt: 7 drafted, none kept, against 35 drafted, 21 kept). vLLM's prompt
-  // lookup examples use 3 too; llama.cpp's ngram-simple matches 12 tokens by default (its
-  // older lookup example 1..4). The longest, 4 or 8, made no difference there.
+  // guess costs a share of a pass, while a passage being copied repeats longer runs.
+  // Against 1..4, 3..4 made both grounded and open text faster (smol-bench --spec-type
+  // ngram-simple; bench/README.md, "Prompt lookup after a repeat of three tokens"): fewer
+  // drafts, more of them kept (the story prompt: 7 drafted, none kept, against 35
+  // drafted, 21 kept). vLLM's prompt lookup examples use 3 too; llama.cpp's ngram-simple
+  // matches 12 tokens by default (its older lookup example 1..4). The longest, 4 or 8,
+  // made no difference there.
   std::size_t min_ngram = 3;
   std::size_t max_ngram = 4;
 

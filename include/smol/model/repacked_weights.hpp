@@ -4,8 +4,9 @@
 // Q5_1, floats, and those whose interleaved copy is not made) copied in the file's order.
 //
 // Why the plain copy: a file's page cache comes in 4 KB pages, so a weight pass over the map
-// misses the TLB every 4 KB; in huge pages the same kernels decode the 3B Q2_K and Q3_K_M
-// files 12-16 % faster and prefill them 3-12 % faster (bench/README.md).
+// misses the TLB every 4 KB; in huge pages the same kernels decode and prefill the 3B Q2_K
+// and Q3_K_M files faster (bench/README.md, "Matrices without an interleaved copy copied
+// into huge pages").
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
 // (quant/rows8.hpp, quant/rows16.hpp, or the bytes as they are) and hung on the matrix view

@@ -137,18 +137,19 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::
 // (WeightKernels::rows8_rounds_like_packed): a server decoding a few sequences,
 // speculative decoding verifying a draft. The matrix unit first expands every block of
 // the copy into bytes, a cost that a long prefill shares among its tiles and a few tokens
-// pay alone: on 3B Q4_K_M a weight pass for 8 tokens took 330 ms there, 132 ms on the
-// decode kernel (76 ms for one token). A remainder past whole tiles stays on the matrix
-// unit, whose expansion the tiles already paid for.
+// pay alone: for 8 tokens the decode kernel's weight pass costs well under half the
+// matrix unit's, and not twice one token's (bench/README.md, "Figures moved from code
+// comments"). A remainder past whole tiles stays on the matrix unit, whose expansion the
+// tiles already paid for.
 inline constexpr std::size_t kRows8FewTokens = 16;
 
 // Up to this many tokens, the file's rows of a type whose dot rounds as its matrix unit
 // (WeightKernels::dot_rounds_like_matrix: Q2_K, Q3_K on AMX) take that dot per token, a
 // row's weights read once from memory for all of them, instead of the matrix unit, which
-// expands every block of the rows first whatever the count. A step of B sequences on the
-// 3B files (smol-bench -npl, 2026-11-29), dots against matrix unit: Q2_K 116 / 195 ms for
-// B = 2, 160 / 199 for 3, 212 / 205 for 4, 395 / 230 for 8; Q3_K_M 108 / 215, 148 / 224,
-// 178 / 222, 322 / 236.
+// expands every block of the rows first whatever the count. The dots' pass grows with the
+// tokens and the matrix unit's barely does: on the 3B Q2_K and Q3_K_M files (smol-bench
+// -npl) the dots win up to about 4 sequences and lose clearly at 8 (bench/README.md, "A
+// few tokens off the matrix unit").
 inline constexpr std::size_t kDotsFewTokens = 4;
 
 // Any type through its dot kernel, in blocks of rows x tokens that fit in cache. `xs`

@@ -256,8 +256,8 @@ inline int rows16_q8_0_quant(const BlockQ8_0Rows16& w, std::size_t r, std::size_
 // - the block's factors as floats: Q8_0's and Q8_1's f16 d and Q8_1's s, converted exactly
 //   (f16 to f32 rounds nothing, so no result moves). The kernels converted them again in
 //   every group, three instructions per token and block (a 16-bit insert, the conversion,
-//   a broadcast); taken once per call, a single-thread 512-token matmul on a Zen 4 ran
-//   -2 to +10 % faster over Q4_1 and 4-8 % over Q8_0 (bench/README.md);
+//   a broadcast); taken once per call, a 512-token matmul over Q4_1 or Q8_0 runs a little
+//   faster (bench/README.md, "Every file type on a Zen 4 VM (BASELINES.md's kind)");
 // - for the copies whose unsigned operands exceed their levels by Group::kOffset (Q8_0's
 //   and IQ4_NL's 128, Q4_0's 8, Q5_0's 16), that offset times the token's quant sum of
 //   each 32 values: what it adds to every row's integer sum of those values, for the

@@ -49,9 +49,10 @@ constexpr int rows8_lane_parity(int lane) noexcept {
 // Where a kernel call finds its weights. From memory (decode, and the first token block
 // of a prefill over a chunk of groups), the vector kernels ask for the bytes ahead, as
 // the hardware prefetcher alone falls behind: without it, AVX-512's eight decode tokens
-// per step took 2.4x the time of one. From cache (prefill's later token blocks),
-// AVX-512 skips the prefetch, which there only took load slots (2.5 % of prefill's
-// time); AVX2's tiles gain from it even then and always ask.
+// per step took well over twice the time of one. From cache (prefill's later token
+// blocks), AVX-512 skips the prefetch, which there only takes load slots; AVX2's tiles
+// gain from it even then and always ask (bench/README.md, "Figures moved from code
+// comments").
 enum class WeightsFrom { memory, cache };
 
 struct alignas(32) BlockQ4KRows8 {

@@ -285,9 +285,9 @@ void weighted_values(const float* w, std::size_t stride, const KvElement<T>* val
   for (auto& h : acc) {
     for (auto& b : h) b = batch(0.0f);
   }
-  // Rows ahead (8 KB for SmolLM3's f16 rows; see tile_scores): on a Zen 5, 8 rows
-  // (2 KB) read the cache at 0.45-0.51 of the memory read with one thread and 0.66 with
-  // two; 32 rows at 0.60 and 0.80 (bench_forward, depths 4096 and 16384).
+  // Rows ahead (8 KB for SmolLM3's f16 rows; see tile_scores): 32 rows read the cache
+  // much nearer the memory read's pace than 8 rows (2 KB), with one thread or two
+  // (bench_forward at depth; bench/README.md, "Figures moved from code comments").
   constexpr std::size_t kAhead = 32;
   for (std::size_t p = 0; p < count; ++p) {
     for (std::size_t b = 0; b < NB * W * sizeof(KvElement<T>); b += 64) {
@@ -329,7 +329,8 @@ void weighted_blocks(const float* w, std::size_t stride, const std::byte* values
   const std::size_t row_bytes = kv_row_bytes(T, dim);
   // Rows ahead: the columns of a row are read in separate passes, so each pass brings
   // its own lines in (the block's first and last byte). 48 rows (6.5 KB of SmolLM3's
-  // q8_0 rows) read a depth of 32768 6-8 % faster than 16 on a Zen 5; 96 no faster.
+  // q8_0 rows) read a deep cache a little faster than 16, and 96 no faster than 48
+  // (bench/README.md, "Figures moved from code comments").
   constexpr std::size_t kAhead = 48;
   for (std::size_t p = 0; p < count; ++p) {
     const KvElement<T>* blocks = region_row<T>(values, p, dim) + block;

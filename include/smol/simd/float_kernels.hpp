@@ -78,8 +78,9 @@ float dot_bf16_f32(const bf16_bits* x, const float* y, std::size_t n) noexcept {
                           [x](std::size_t i) { return bf16_one<Arch>(x[i]); }, y, n);
 }
 
-// SwiGLU with xsimd's vector exp: the scalar std::exp per element cost about 4 % of a
-// decode step (11008 values per layer, on one thread) and 2-3 % of prefill.
+// SwiGLU with xsimd's vector exp: the scalar std::exp per element (11008 values per layer,
+// on one thread) was a visible share of a decode step and of prefill (bench/README.md,
+// "Figures moved from code comments").
 template <class Arch>
 void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexcept {
   using batch = xsimd::batch<float, xsimd_arch_t<Arch>>;

@@ -63,9 +63,9 @@ struct WeightKernels {
   float (*dot)(const Block*, const Activation*, std::size_t count) = nullptr;
   // A faster dot for plain decode, where `dot` must round as the matrix unit's prefill
   // (dot_rounds_like_matrix) and pays for it: Q2_K and Q3_K on AMX take the VNNI sets' dot
-  // here, 8-13 % faster decode. Taken by a one-token step that asks for no batch
-  // invariance (ops/matvec.hpp's decode_dot); it streams as `dot` does (dot_streams).
-  // Null: `dot` serves both.
+  // here, for a faster decode (bench/README.md, "Plain decode of Q2_K and Q3_K"). Taken by
+  // a one-token step that asks for no batch invariance (ops/matvec.hpp's decode_dot); it
+  // streams as `dot` does (dot_streams). Null: `dot` serves both.
   float (*dot_plain)(const Block*, const Activation*, std::size_t count) = nullptr;
   // The same value on lane-packed activations (pack_q8k_lanes<lanes>); where set, matvec
   // packs x once per call and uses it instead of `dot`.
@@ -120,9 +120,10 @@ struct WeightKernels {
   MatrixFn packed_rows16 = nullptr;
   // Whether prefill on the sixteen-row copy takes `rows16` over all its tokens, where the
   // type has no packed_rows16 (every x86 set but AMX: four tokens per pass over each
-  // group, or half group on AVX2, which stays in L1; on the AVX-512 sets SmolLM2's Q4_1 and
-  // the 3B IQ4_XS file prefilled 1.5-2.0x faster so than on the tiles over the file's rows,
-  // on AVX2 1.04-1.34x, bench/README.md), so that the copy serves decode and prefill alike.
+  // group, or half group on AVX2, which stays in L1: faster than the tiles over the file's
+  // rows, by much on the AVX-512 sets and less on AVX2; bench/README.md, "The AVX-512 sets
+  // prefill on the sixteen-row copies", "AVX2 prefills on the sixteen-row copies"), so that
+  // the copy serves decode and prefill alike.
   bool rows16_prefills = false;
   // Whether `dot` gives a token the bits `tile_dots` gives it (the same float order: the
   // 32-value types but IQ4_NL on AVX2, simd/x86_avx2.hpp's scaled_block_sums; Q2_K and

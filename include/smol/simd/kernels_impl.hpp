@@ -55,11 +55,10 @@ Kernels make_isa_kernels() noexcept {
     k.swiglu = simd::swiglu<Arch>;
     k.attend_block = simd::attend_block<Arch>;
 #if defined(SMOL_X86)
-    // Where the interleaved copies pay: on a Zen 3 the AVX2 set decodes 10-20 % and
-    // prefills 25-40 % faster on them, on a Zen 5 the AVX-512 sets about 15 % and 70 %;
-    // on Sapphire Rapids the AMX set decodes about 20 % faster on them, and its
-    // matrix-unit prefill reads them too (packed_rows8) at the file rows' speed
-    // (bench/README.md).
+    // Where the interleaved copies pay: every x86 set decodes faster on them, the AVX2 and
+    // AVX-512 sets prefill faster on them too, and AMX's matrix-unit prefill reads them
+    // (packed_rows8) at the file rows' speed (bench/README.md, "Weight layout" and
+    // "Figures moved from code comments").
     k.prefers_rows8 = true;
     if constexpr (is_avx512_v<Arch>) {
       k.quantize_row_q8_0 = simd::x86::quantize_row_q8_512<Arch, BlockQ8_0>;

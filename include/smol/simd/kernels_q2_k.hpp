@@ -106,8 +106,8 @@ inline void q2k_accumulate(const Q2KUnpacked<Arch>& u, const BlockQ8K& y, __m256
 
 // 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
 // Decode asks for each block's lines ahead itself (stream_block_ahead; the unit sets
-// WeightKernels::dot_streams): on AVX2 too, where the 3B Q2_K file decoded 15-20 % faster
-// so than with matvec's requests a row ahead, Q3_K_M 7-9 %.
+// WeightKernels::dot_streams): on AVX2 too, where it decodes faster than with matvec's
+// requests a row ahead (bench/README.md, "decode asks for its weights in two steps").
 template <class Arch>
 float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
@@ -125,8 +125,9 @@ float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noe
 // one token decoded and the same token in a prefill are the same bits
 // (WeightKernels::dot_rounds_like_matrix): a batch-invariant one-token step (the server,
 // speculative decoding) then takes this dot, not the matrix unit for a single token.
-// Its two horizontal sums per block cost plain decode 8-13 %, so plain decode takes the
-// VNNI sets' dot instead (WeightKernels::dot_plain).
+// Its two horizontal sums per block slow plain decode, which asks for no batch invariance,
+// so plain decode takes the VNNI sets' dot instead (WeightKernels::dot_plain;
+// bench/README.md, "Plain decode of Q2_K and Q3_K").
 template <class Arch>
 float dot_q2k_q8k_like_matrix(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m128 acc = _mm_setzero_ps();

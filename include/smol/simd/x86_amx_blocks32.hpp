@@ -148,13 +148,13 @@ template <class Arch, bool kMin, class Tokens>
 //
 // The tile unit does one thing at a time, and per block it loads the tokens and the
 // weights, multiplies, and stores the 16 x 16 sums for the float steps (the store costs
-// about as much as the multiply, 4.8 against 5.3 ns on the Sapphire Rapids VM of
-// 2026-11-29, and a multiply of 32 values as much as one of 64): so every block is one
-// multiply only (the levels are stored signed rather than with an offset taken off by a
-// second multiply). The float steps of a pair of blocks are issued while the next pair is
-// in the tile unit, though on that VM the two did not overlap (a pair's tile work 19 ns,
-// its float steps 14 ns, both 39 ns): per block, about 10 ns of tile unit and 7 of
-// vector unit are the floor, whatever the order. Nothing in the loop calls out or
+// about as much as the multiply, and a multiply of 32 values as much as one of 64): so
+// every block is one multiply only (the levels are stored signed rather than with an
+// offset taken off by a second multiply). The float steps of a pair of blocks are issued
+// while the next pair is in the tile unit, though as measured the two did not overlap:
+// per block, the tile unit's time plus the vector unit's is the floor, whatever the
+// order (bench/README.md measures the parts: "The 32-value types' tokens packed once per
+// matmul", "Where a 32-value block's time goes on AMX"). Nothing in the loop calls out or
 // reaches memory the compiler cannot see through: a call (a thread-local's address)
 // would move the sixteen running sums to the stack on every block.
 template <class Arch, bool kMin>

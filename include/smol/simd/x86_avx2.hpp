@@ -101,7 +101,8 @@ inline std::int32_t hsum_epi32(__m256i v) noexcept {
 // The leading two f16 fields of four consecutive blocks as floats: d, and the block's m
 // or s where it has one (otherwise whatever two bytes follow d, left unused). Four 32-bit
 // loads and one conversion, then two shuffles part the halves: converting each scale on
-// its own (a 16-bit insert and a conversion) took a third of a Q4_1 decode on AMD Zen 1.
+// its own (a 16-bit insert and a conversion) took a large share of a Q4_1 decode where
+// 256-bit operations run as two halves (bench/README.md, "AVX2 only: AMD Zen 1 VM").
 struct LeadingHalves4 {
   __m128 first, second;
 };
@@ -117,13 +118,12 @@ inline LeadingHalves4 leading_halves4(const Block* blocks) noexcept {
 }
 
 // How far ahead of the bytes a decode kernel reads it asks for the next ones: the
-// hardware prefetcher alone falls behind a weight stream. On Zen 3, 8 to 16 KB read 10 %
-// faster than 4 KB with one or two threads (the interleaved Q4_K rows); on AMD Zen 1 the
-// 32-value types' dots without it waited on their loads for half their time. Into L2
-// there, then into L1 kPrefetchNearBytes ahead: on Sapphire Rapids (2 threads) the 3B
-// Q4_K_M file's AVX2 decode read at 55-56 % of the roofline with one step 8 KB ahead into
-// L1 (its requests hold the core's line-fill buffers long before their bytes are due) and
-// at 76-80 % with both (near 2 KB and far 16 KB measured alike).
+// hardware prefetcher alone falls behind a weight stream (without the requests the
+// 32-value types' dots wait on their loads), and 8 to 16 KB ahead reads faster than 4 KB.
+// Into L2 there, then into L1 kPrefetchNearBytes ahead: one step 8 KB ahead into L1 alone
+// holds the core's line-fill buffers long before their bytes are due, and the two steps
+// bring decode much nearer its roofline (the exact near and far distances matter little).
+// bench/README.md measures it ("decode asks for its weights in two steps").
 inline constexpr std::size_t kPrefetchAheadBytes = 8192;
 inline constexpr std::size_t kPrefetchNearBytes = 1024;
 
@@ -144,11 +144,11 @@ inline void prefetch_ahead(const void* p, std::size_t bytes) noexcept {
 // (WeightKernels::dot_streams): each block's lines, kStreamAheadBytes ahead and into L2,
 // as the dot reaches the block, and again kStreamNearBytes ahead into L1. matvec's
 // alternative, a whole row's lines asked for at once before the row's dot, takes every
-// line-fill buffer of the core together, and the dot's own loads then wait behind them: on
-// Sapphire Rapids (2 threads) the 3B Q4_K_M decode ran at 54-62 % of its roofline that way
-// and at 66-72 % this way. Distances of 2 to 16 KB measured alike; T0 instead of T1 was
-// slower. The L1 step from L2 added 2-4 % (3B Q2_K 67-70 → 70-72 % of the roofline,
-// Q3_K_M 75 → 78-80 %; 2 KB ahead measured alike, the L2 step 8 KB ahead no better).
+// line-fill buffer of the core together, and the dot's own loads then wait behind them;
+// block by block keeps the stream nearer its roofline. Distances of 2 to 16 KB read alike;
+// T0 instead of T1 was slower. The L1 step from L2 adds a little (2 KB ahead alike, the L2
+// step 8 KB ahead no better). bench/README.md measures both ("Decode kernels that stream
+// their own weights", "decode asks for its weights in two steps").
 // Through an integer address: past a matrix's end that block lies outside it, and a
 // prefetch there does not fault, but forming the pointer would be UB.
 inline constexpr std::size_t kStreamAheadBytes = 4096;
@@ -194,13 +194,14 @@ template <>
 inline constexpr int kBlocks32MaxLevel<BlockQ5_1> = 31;
 
 // Whether four blocks' products are summed in int16 before they are widened (Q4_0, Q4_1,
-// Q5_0, Q5_1; not Q8_0). vpmaddubsw and vpmaddwd both issue on one pipe of AMD Zen 1, and
-// widening each block's sums (vpmaddwd), converting them and scaling them took half of a
-// block's work; four blocks whose levels are at most 32 can share one of each, since four
+// Q5_0, Q5_1; not Q8_0). Where vpmaddubsw and vpmaddwd both issue on one pipe (AMD Zen 1),
+// widening each block's sums (vpmaddwd), converting them and scaling them is about half of
+// a block's work; four blocks whose levels are at most 32 can share one of each, since four
 // of vpmaddubsw's int16 pairs then stay below 2^15 (4 * 2 * 32 * 127 = 32512). Each
 // block keeps an int32 lane of its own per 128-bit half (block 4k + j in lanes j and
-// 4 + j), so every block is still scaled by its own d. SmolLM2-135M-Instruct Q4_1 pp512
-// on that CPU: 184 -> 222 t/s. With VNNI one vpdpbusd does the whole block.
+// 4 + j), so every block is still scaled by its own d; bench/README.md measures the
+// prefill gain ("Four blocks per widening (AVX2)"). With VNNI one vpdpbusd does the whole
+// block.
 template <class Arch, class Block>
 inline constexpr bool kBlocks32Fours = !has_vnni_v<Arch> && kBlocks32MaxLevel<Block> <= 32;
 
@@ -241,8 +242,9 @@ inline __m256i four_block_sums(const __m256i p[4]) noexcept {
 // terms of whole groups of eight blocks (block 8k + j in lane j); the horizontal sum of
 // the two, plus the min terms of the last few blocks one by one, is added to the total.
 // The scales are converted four blocks at a time (leading_halves4). One accumulator for
-// the sums costs nothing here: on AMD Zen 1 SmolLM2's decode ran at the same speed with
-// two (even and odd blocks), the FMA chain hidden under the blocks' loads and integer work.
+// the sums costs nothing measurable: the FMA chain hides under the blocks' loads and
+// integer work, and two (even and odd blocks) decoded no faster (bench/README.md, "AVX2:
+// decode dots in the tiles' order").
 template <class Arch, class X, class Y, class BlockProducts>
 inline float scaled_block_sums(const X* x, const Y* y, std::size_t nblocks,
                                BlockProducts products) noexcept {

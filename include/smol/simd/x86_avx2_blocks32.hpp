@@ -3,7 +3,8 @@
 // min, Q8_1 activations). The AVX-512 sets have tiles of their own for the types with a
 // min (kernels_legacy.hpp) and AMX has its tile unit (x86_amx_blocks32.hpp); without
 // these tiles, prefill on AVX2 dotted every row with every token, unpacking each weight
-// block once per token (Q8_0 at 0.78x llama.cpp's pp512 on a SmolLM2-135M shape).
+// block once per token, and Q8_0 prefilled slower than llama.cpp's on a SmolLM2-135M shape
+// (bench/README.md, "AVX2 only: AMD Zen 1 VM").
 //
 // Each weight block is unpacked once for a tile of up to eight tokens. The tile's
 // activations are first copied, per segment of at most kBlocks32Segment blocks, into a
@@ -117,7 +118,7 @@ inline void blocks32_row_tile(const Block* row, std::size_t nb, const Blocks32Ti
   // The scale products d_x d_y. Block by block, every tile size scales all eight tokens'
   // d (pack_blocks32_tile zeroes those it lacks): one multiply a block. Written out:
   // GCC's own vectorizing of a loop over T tokens transposes, which cost a two-token tile
-  // more than its dots (57 % of its time). Four blocks at a time, token by token.
+  // more than its dots. Four blocks at a time, token by token.
   alignas(32) float dd[kBlocks32Segment][kBlocks32Tile];
   for (std::size_t b = fours_end; b < nb; ++b) {
     _mm256_store_ps(dd[b], _mm256_mul_ps(_mm256_set1_ps(dx[b]), _mm256_load_ps(a.d[b])));

@@ -71,8 +71,9 @@ inline __m256i word_picker(int first, int second, bool into_high_byte) noexcept 
 // An empty asm that claims to rewrite `sum`: GCC otherwise reassociates a chain of
 // integer adds into a tree, computing every product first and spilling them to the
 // stack (with two tokens, 65 stack accesses per super-block). Pinning the running sum
-// keeps one register per accumulator: Q4_K prefill ran 20-40 % faster on Zen 3. Decode
-// (one token) is left to the compiler, whose early loads read 3 % faster there.
+// keeps one register per accumulator, and Q4_K prefill runs markedly faster. Decode (one
+// token) is left to the compiler, whose early loads read a little faster there
+// (bench/README.md, "Figures moved from code comments").
 // (The register type is a template parameter so that clang checks the 256-bit operand
 // only where it is instantiated, under AVX2 flags; checked at definition, it refused to
 // compile any translation unit without them.)
@@ -99,10 +100,9 @@ void rows8_with_mins_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Rows8& wb = w[b];
     // Ask for the bytes 8 KB ahead (they may lie in the next group, which is
-    // contiguous), as the hardware prefetcher alone falls behind. On Zen 3, 8 to 16 KB
-    // read 10 % faster than 4 KB with one or two threads. Unlike AVX-512, every pass
-    // asks, streamed or not: from L2 into L1 it still pays (prefill 1.6 % slower on a
-    // Zen 5 when only the first pass asked).
+    // contiguous), as the hardware prefetcher alone falls behind (8 to 16 KB ahead reads
+    // faster than 4 KB). Unlike AVX-512, every pass asks, streamed or not: from L2 into
+    // L1 it still pays, a little (bench/README.md, "Figures moved from code comments").
     prefetch_ahead<Arch>(&wb, sizeof wb);
     __m256i isum[T], msum[T];
     for (std::size_t t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();
@@ -203,7 +203,7 @@ void rows8_q6k_tile_256(const BlockQ6KRows8* w, std::size_t nblocks, const Block
     for (int h = 0; h < 2; ++h) {
       for (int quarter = 0; quarter < 2; ++quarter) {  // g in [4 quarter, 4 quarter + 4)
         // Unrolled so that s is a constant in each copy: otherwise GCC branches on s
-        // around every shift below (decode in L2 ran about 20 % slower that way).
+        // around every shift below, and decode from L2 runs markedly slower that way.
 #pragma GCC unroll 2
         for (int s = 0; s < 2; ++s) {
           const std::int8_t* group = wb.scales[8 * h + 2 * s + quarter];

@@ -69,17 +69,17 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
 // ahead (_MM_HINT_T1), then into L1 four groups ahead (288-544 bytes, five to nine lines,
 // for the 32-value types). Through integer addresses, since near the copy's end those
 // groups lie past it: a prefetch there does not fault, but forming the pointer would be UB.
-// The L1 step alone left a core's read short of memory's pace (SmolLM2 Q4_1 tg128 on AVX2
-// 275-292 t/s, the 3B Q4_0 file 13.2-13.6), and the L1 step farther ahead alone gained on
-// SmolLM2 but lost 17 % on the 3B file (its requests hold the line-fill buffers); both
-// steps: 383-434 and 14.8-15.5 (bench/README.md).
+// The L1 step alone left a core's read short of memory's pace, and the L1 step farther
+// ahead alone helped the small model but cost the large one (its requests hold the
+// line-fill buffers); both steps beat either (bench/README.md, "decode asks for its
+// weights in two steps").
 //
 // IQ4_XS's group (2208 bytes, 35 lines) is asked for one unit (an eighth) at a time, a
 // group ahead: 35 requests at once would take every line-fill buffer of the core, and the
-// kernel's own loads would wait behind them (as matvec's row-at-once prefetch did). 3B
-// IQ4_XS decode: 68-70 % of the roofline with the whole group four ahead, 84-89 % so;
-// two groups ahead 72-75 %, half a group 82-83 %; an L2 step four groups ahead added
-// nothing (AVX2 12.45-12.68 t/s either way, VNNI 14.8-15.2).
+// kernel's own loads would wait behind them (as matvec's row-at-once prefetch did). The
+// whole group four ahead kept decode well short of its roofline; a unit one group ahead
+// reads nearest it (two groups ahead or half a group less so), and an L2 step added
+// nothing (bench/README.md, "IQ4_NL and IQ4_XS on sixteen-row copies").
 inline constexpr std::size_t kRows16L2Ahead = 8192;
 
 template <class Group>
@@ -255,17 +255,16 @@ inline __m512i add_quad_512(__m512i sum, __m512i q, const std::int8_t* token_qs,
 // dot on the same sum four cycles later, and the unit takes one dot a cycle, so four sums
 // must be in flight at once. One token's eight dots on one sum wait on each other, and the
 // dots of four tokens written token after token leave the core's scheduler to find the
-// other sums 8 to 24 dots ahead. Quad after quad, as below: on Zen 4, SmolLM2's gate/up in
-// passes of 2 to 16 tokens took 4-24 % less time (bench_matmul's matmul_tokens, best of
-// four), the 3B gate/up prefill of Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and IQ4_XS 2-15 % less,
-// the files' pp512 6-14 % more t/s (bench/README.md).
+// other sums 8 to 24 dots ahead. Quad after quad, as below, the dots of four tokens
+// overlap, and passes of a few tokens and whole prefills both take less time
+// (bench/README.md, "Every file type on a Zen 4 VM (BASELINES.md's kind)", measures it).
 template <std::size_t T>
 inline constexpr std::size_t kPartialSums = T >= 4 ? 1 : (T == 1 ? 4 : 2);
 
 // One token's exact int32 sums of a block for the sixteen rows, from `start`: quad after
 // quad on one sum, which suits the sets without VNNI, whose quads' sums end in an add of
-// one cycle's latency (the quad-major order of the VNNI kernels measured 1-16 % slower
-// there, Zen 4 forced to AVX-512).
+// one cycle's latency (the quad-major order of the VNNI kernels ran slower there; the
+// same section of bench/README.md measures it).
 template <class Arch, class Group>
 inline __m512i block_sums_512(const __m512i q[8], const std::int8_t* token_qs,
                               __m512i start) noexcept {

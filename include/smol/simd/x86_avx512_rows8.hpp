@@ -41,7 +41,8 @@ namespace smol::simd::x86 {
 
 // Tokens per pass: the eight tokens' int32 sums, a chunk's eight unpacked weight vectors
 // and its scales fill most of the 32 zmm registers (the float accumulators, touched once
-// per block, may spill). Sixteen tokens per pass ran no faster on a Zen 5.
+// per block, may spill), and sixteen tokens per pass ran no faster (bench/README.md,
+// "Figures moved from code comments").
 inline constexpr std::size_t kRows8Tokens512 = 8;
 
 // The row of lane L = 4k + q in the packed sums (see the top of this file), and its parity:
@@ -190,12 +191,13 @@ inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
 // Decode streams the copy from memory: each chunk (Q4_K, Q5_K) or half (Q6_K) of a block
 // asks for its share of the next block's lines. A block's 19-27 lines asked for at once,
 // 4 KB ahead (stream_block_ahead, as the dots on the file's rows do), take most of the
-// core's line-fill buffers together and the kernel's own loads wait behind them: 3B
-// decode at 76-81 % of the roofline (Q4_K_M) and 77-80 % (Q5_K_M) that way, 83-87 % and
-// 84-89 % so; two blocks ahead measured 79-84 % on Q5_K_M. The same lines 8 KB further
-// into L2 as well: Q4_K_M 85-87 → 88-90 % (16 KB alike). Through an integer address: past
-// the copy's end those blocks lie outside it, and a prefetch there does not fault, but
-// forming the pointer would be UB.
+// core's line-fill buffers together and the kernel's own loads wait behind them; a chunk
+// at a time, one block ahead, keeps decode nearer its roofline (two blocks ahead less
+// so). The same lines 8 KB further into L2 as well add a little more (16 KB alike).
+// bench/README.md measures both ("the copies' next block a chunk at a time", "decode asks
+// for its weights in two steps"). Through an integer address: past the copy's end those
+// blocks lie outside it, and a prefetch there does not fault, but forming the pointer
+// would be UB.
 inline constexpr std::size_t kRows8L2Ahead = 8192;
 
 template <class Rows8>

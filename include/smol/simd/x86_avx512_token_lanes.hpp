@@ -5,13 +5,13 @@
 // Why: the eight-row kernels (x86_avx512_rows8.hpp) put the rows in the lanes and
 // broadcast each token's quads, so a lane's sums must fit a word before vpdpwssd scales
 // them: Q6_K's quants reach 63, and every two dots are packed to words and scaled (two
-// vector ops a dot, where Q4_K needs 1.25; Q6_K ran at 60 % of Q4_K's pace on Zen 4), and
-// Q5_K's reach 31, every four dots (1.5 ops a dot, 80 % of Q4_K's pace); Q3_K's sub-blocks
-// of 16 are scaled every two dots. With the tokens
-// in the lanes a sub-block's sums stay in int32, and its scale is one vpmulld per row and
-// sixteen tokens (bench/README.md has the counts and the figures). IQ4_XS's sixteen-row
-// kernel (x86_avx512_rows16.hpp) keeps int32 lanes already but broadcasts each token's
-// quads: four tokens per pass over a group, against sixteen here.
+// vector ops a dot, where Q4_K needs 1.25), and Q5_K's reach 31, every four dots (1.5 ops
+// a dot), so both ran well behind Q4_K's pace; Q3_K's sub-blocks of 16 are scaled every
+// two dots. With the tokens in the lanes a sub-block's sums stay in int32, and its scale
+// is one vpmulld per row and sixteen tokens (bench/README.md has the counts and the
+// figures). IQ4_XS's sixteen-row kernel (x86_avx512_rows16.hpp) keeps int32 lanes
+// already but broadcasts each token's quads: four tokens per pass over a group, against
+// sixteen here.
 //
 // The activations are the matrix unit's TokenTiles (token_tiles.hpp, made once per
 // matmul: 16 tokens' quads side by side, AMX's B-tile order, with each token's sums of
@@ -67,8 +67,9 @@ struct DependentVec512 {
 // acc + per lane, the dot of u's quad with the signed quad at `quad`, broadcast. With VNNI
 // one vpdpbusd with an embedded broadcast ({1to16}), in assembly: GCC 12 first loads the
 // quad into a register with a vpbroadcastd of its own, an instruction more per dot in
-// kernels that are nothing but dots (3B prefill matrices 2-5 % faster so on Zen 4; the
-// sixteen-row kernels' token quads measured 2-10 % slower the same way, and keep theirs).
+// kernels that are nothing but dots (the 3B prefill matrices run a little faster so; the
+// sixteen-row kernels' token quads ran slower the same way, and keep theirs: bench/README.md,
+// "Q3_K, Q4_K and Q5_K with the tokens in the lanes").
 template <class Arch>
 inline __m512i dot_u8s8_broadcast(__m512i acc, __m512i u, const std::int8_t* quad) noexcept {
   if constexpr (has_vnni_v<Arch>) {
