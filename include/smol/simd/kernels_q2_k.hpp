@@ -20,6 +20,7 @@
 #include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx2_rows8.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
+#include "smol/simd/x86_k_quant_sums.hpp"
 
 namespace smol {
 
@@ -48,20 +49,11 @@ inline float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nbloc
 #if defined(SMOL_X86)
 namespace simd::x86 {
 
-// A Q2_K block unpacked for the 256-bit kernels: the quants in value order (32 per
-// vector: vector v = 4h + j holds sub-blocks 2v and 2v + 1 in its 128-bit lanes), each
-// vector's two scales as int16 in the matching lanes, and the sixteen mins as int16.
+// A Q2_K block unpacked for the 256-bit kernels (x86_k_quant_sums.hpp): vector v = 4h + j
+// holds sub-blocks 2v and 2v + 1 in its 128-bit lanes, with their scales; the sixteen mins
+// match the activations' sixteen bsums. Each 32-byte load of qs serves four shifts.
 template <class Arch>
-struct Q2KUnpacked {
-  __m256i quants[8];
-  __m256i scales[8];
-  __m256i mins;
-  float d, dmin;
-};
-
-// Each 32-byte load of qs serves four shifts.
-template <class Arch>
-inline void unpack_q2k(const BlockQ2K& x, Q2KUnpacked<Arch>& u) noexcept {
+inline void unpack_q2k(const BlockQ2K& x, KQuantUnpacked<Arch>& u) noexcept {
   const __m256i three = _mm256_set1_epi8(3);
   const __m128i nibble = _mm_set1_epi8(0x0F);
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.scales));
@@ -81,45 +73,6 @@ inline void unpack_q2k(const BlockQ2K& x, Q2KUnpacked<Arch>& u) noexcept {
   u.dmin = _cvtsh_ss(x.dmin);
 }
 
-// sum_j sc_j * sum_l q_l y_l of an unpacked block and one activation block, in int32
-// lanes. Quants reach 3 and activations |127|, so a vpmaddubsw pair sum stays below 2^10.
-template <class Arch>
-inline __m256i q2k_sums(const Q2KUnpacked<Arch>& u, const BlockQ8K& y) noexcept {
-  __m256i sumi = _mm256_setzero_si256();
-  for (int v = 0; v < 8; ++v) {
-    const __m256i p = _mm256_maddubs_epi16(u.quants[v], load256<Arch>(y.qs + 32 * v));
-    sumi = madd16_acc<Arch>(sumi, p, u.scales[v]);
-  }
-  return sumi;
-}
-
-// One block's terms into the two accumulators: d y_d sum_j sc_j S_j, and the min term
-// dmin y_d sum_j m_j bsum_j, subtracted at the end.
-template <class Arch>
-inline void q2k_accumulate(const Q2KUnpacked<Arch>& u, const BlockQ8K& y, __m256& acc,
-                           __m256& acc_min) noexcept {
-  const __m256i min_products = _mm256_madd_epi16(u.mins, load256<Arch>(y.bsums));
-  acc_min =
-      _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products), _mm256_set1_ps(u.dmin * y.d), acc_min);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q2k_sums<Arch>(u, y)), _mm256_set1_ps(u.d * y.d), acc);
-}
-
-// 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
-// Decode asks for each block's lines ahead itself (stream_block_ahead; the unit sets
-// WeightKernels::dot_streams): on AVX2 too, where it decodes faster than with matvec's
-// requests a row ahead (bench/README.md, "decode asks for its weights in two steps").
-template <class Arch>
-float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    stream_block_ahead<Arch>(x + b);
-    Q2KUnpacked<Arch> u;
-    unpack_q2k<Arch>(x[b], u);
-    q2k_accumulate<Arch>(u, y[b], acc, acc_min);
-  }
-  return hsum<Arch>(acc) - hsum<Arch>(acc_min);
-}
-
 // AMX's decode dot: the same integers, summed whole per block, then the float steps of its
 // matrix-unit prefill (PlanesProductAndMin, then one fma by the token's scale), so that
 // one token decoded and the same token in a prefill are the same bits
@@ -133,9 +86,9 @@ float dot_q2k_q8k_like_matrix(const BlockQ2K* x, const BlockQ8K* y, std::size_t 
   __m128 acc = _mm_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     stream_block_ahead<Arch>(x + b);
-    Q2KUnpacked<Arch> u;
+    KQuantUnpacked<Arch> u;
     unpack_q2k<Arch>(x[b], u);
-    const std::int32_t products = hsum_epi32<Arch>(q2k_sums<Arch>(u, y[b]));
+    const std::int32_t products = hsum_epi32<Arch>(k_quant_sums<Arch>(u, y[b]));
     const std::int32_t mins =
         hsum_epi32<Arch>(_mm256_madd_epi16(u.mins, load256<Arch>(y[b].bsums)));
     const __m128 value =
@@ -146,25 +99,9 @@ float dot_q2k_q8k_like_matrix(const BlockQ2K* x, const BlockQ8K* y, std::size_t 
   return _mm_cvtss_f32(acc);
 }
 
-// Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
-// all T. Each token's accumulators see exactly the dot's operations in the dot's order, so
-// a tile gives every token the dot's bits, whatever the tile size.
+// Prefill (WeightKernels::tile_dots): each block unpacked once per tile, the dot's bits.
 template <class Arch, std::size_t T>
-struct Q2KRowTile {
-  static void run(const BlockQ2K* row, const BlockQ8K* act, std::size_t act_stride,
-                  std::size_t nblocks, float* out) noexcept {
-    __m256 acc[T], acc_min[T];
-    for (std::size_t t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      Q2KUnpacked<Arch> u;
-      unpack_q2k<Arch>(row[b], u);
-      for (std::size_t t = 0; t < T; ++t) {
-        q2k_accumulate<Arch>(u, act[t * act_stride + b], acc[t], acc_min[t]);
-      }
-    }
-    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]) - hsum<Arch>(acc_min[t]);
-  }
-};
+using Q2KRowTile = KQuantRowTile<Arch, T, BlockQ2K, unpack_q2k<Arch>>;
 
 template <class Arch>
 void tile_dots_q2k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows, const BlockQ8K* x,
@@ -255,7 +192,12 @@ struct KernelUnit<BlockWeight<BlockQ2K>> {
       k.rows8 = rows8_q2k_q8k_reference;  // the eight-row copy (quant/rows8.hpp)
 #if defined(SMOL_X86)
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_q2k_q8k<Arch>;
+      // 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
+      // Decode asks for each block's lines ahead itself: on AVX2 too, where it decodes
+      // faster than with matvec's requests a row ahead (bench/README.md, "decode asks for
+      // its weights in two steps").
+      k.dot = simd::x86::dot_k_quant_q8k<Arch, BlockQ2K, simd::x86::unpack_q2k<Arch>,
+                                         /*kStreams=*/true>;
       k.dot_streams = true;
       k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
       k.tile_dots = simd::x86::tile_dots_q2k<Arch>;

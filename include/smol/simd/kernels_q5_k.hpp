@@ -26,6 +26,7 @@
 #include "smol/simd/x86_avx512.hpp"
 #include "smol/simd/x86_avx512_rows8.hpp"
 #include "smol/simd/x86_avx512_token_lanes.hpp"
+#include "smol/simd/x86_k_quant_sums.hpp"
 
 namespace smol {
 
@@ -55,25 +56,17 @@ inline float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nbloc
 #if defined(SMOL_X86)
 namespace simd::x86 {
 
-// A Q5_K block unpacked for the 256-bit kernels: the 5-bit quants of sub-block v in
-// quants[v], its scale as int16 in scales[v] (one per 16-bit pair), the eight mins as
-// int16 pairs matching the activations' sixteen bsums, and the two block scales.
+// A Q5_K block unpacked for the 256-bit kernels (x86_k_quant_sums.hpp): the 5-bit quants of
+// sub-block v in quants[v] with its scale, the eight mins as int16 pairs matching the
+// activations' sixteen bsums.
 template <class Arch>
-struct Q5KUnpacked {
-  __m256i quants[8];
-  __m256i scales[8];
-  __m256i mins16;
-  float d, dmin;
-};
-
-template <class Arch>
-inline void unpack_q5k(const BlockQ5K& x, Q5KUnpacked<Arch>& u) noexcept {
+inline void unpack_q5k(const BlockQ5K& x, KQuantUnpacked<Arch>& u) noexcept {
   const __m256i nibble = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m128i mins_per_group =
       _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
   const __m128i packed = q4k_scales_and_mins<Arch>(x);
   const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-  u.mins16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group));
+  u.mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(packed, mins_per_group));
   // Bit 2c of each qh byte belongs to sub-block 2c: shifted down two bits per chunk.
   // (A 16-bit shift moves the high byte's bits into the low byte's top, which the
   // mask by 1 discards.)
@@ -90,41 +83,6 @@ inline void unpack_q5k(const BlockQ5K& x, Q5KUnpacked<Arch>& u) noexcept {
   for (int v = 0; v < 8; ++v) u.scales[v] = _mm256_shuffle_epi8(sc16, pick_words<Arch>(v, v));
   u.d = _cvtsh_ss(x.d);
   u.dmin = _cvtsh_ss(x.dmin);
-}
-
-// sum_j sc_j * sum_l q_l y_l of an unpacked block and one activation block, in int32
-// lanes. Quants reach 31 and activations |127|, so a vpmaddubsw pair sum stays below 2^13.
-template <class Arch>
-inline __m256i q5k_sums(const Q5KUnpacked<Arch>& u, const BlockQ8K& y) noexcept {
-  __m256i sumi = _mm256_setzero_si256();
-  for (int v = 0; v < 8; ++v) {
-    const __m256i p = _mm256_maddubs_epi16(u.quants[v], load256<Arch>(y.qs + 32 * v));
-    sumi = madd16_acc<Arch>(sumi, p, u.scales[v]);
-  }
-  return sumi;
-}
-
-// One block's two float steps for one token: the scaled sums into acc, the min term
-// (sum_j m_j * bsum_j) into acc_min, kept apart until the end as Q4_K's dot does.
-template <class Arch>
-inline void q5k_accumulate(const Q5KUnpacked<Arch>& u, const BlockQ8K& y, __m256& acc,
-                           __m256& acc_min) noexcept {
-  const __m256i min_products = _mm256_madd_epi16(u.mins16, load256<Arch>(y.bsums));
-  acc_min =
-      _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_products), _mm256_set1_ps(u.dmin * y.d), acc_min);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q5k_sums<Arch>(u, y)), _mm256_set1_ps(u.d * y.d), acc);
-}
-
-// 256-bit, AVX2's dot (the AVX-512 sets use Q5KChunks below).
-template <class Arch>
-float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    Q5KUnpacked<Arch> u;
-    unpack_q5k<Arch>(x[b], u);
-    q5k_accumulate<Arch>(u, y[b], acc, acc_min);
-  }
-  return hsum<Arch>(acc) - hsum<Arch>(acc_min);
 }
 
 // A Q5_K block's quants by chunk for the AVX-512 dots of Q4_K's shape (x86_avx512.hpp):
@@ -149,25 +107,10 @@ struct Q5KChunks {
   }
 };
 
-// Prefill (WeightKernels::tile_dots): one row times T tokens, each block unpacked once for
-// all T. Each token's accumulators see exactly the 256-bit dot's operations in its order,
-// so a tile gives every token AVX2's dot's bits, whatever the tile size (on the AVX-512
-// sets decode's 512-bit dot sums in another order).
+// Prefill (WeightKernels::tile_dots): each block unpacked once per tile, with AVX2's dot's
+// bits (on the AVX-512 sets decode's 512-bit dot sums in another order).
 template <class Arch, std::size_t T>
-struct Q5KRowTile {
-  static void run(const BlockQ5K* row, const BlockQ8K* act, std::size_t act_stride,
-                  std::size_t nblocks, float* out) noexcept {
-    __m256 acc[T], acc_min[T];
-    for (std::size_t t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
-    for (std::size_t b = 0; b < nblocks; ++b) {
-      Q5KUnpacked<Arch> u;
-      unpack_q5k<Arch>(row[b], u);
-      for (std::size_t t = 0; t < T; ++t)
-        q5k_accumulate<Arch>(u, act[t * act_stride + b], acc[t], acc_min[t]);
-    }
-    for (std::size_t t = 0; t < T; ++t) out[t] = hsum<Arch>(acc[t]) - hsum<Arch>(acc_min[t]);
-  }
-};
+using Q5KRowTile = KQuantRowTile<Arch, T, BlockQ5K, unpack_q5k<Arch>>;
 
 template <class Arch>
 void tile_dots_q5k(const std::byte* w, std::size_t row_bytes, std::size_t n_rows, const BlockQ8K* x,
@@ -249,7 +192,8 @@ struct KernelUnit<BlockWeight<BlockQ5K>> {
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       using simd::x86::Q5KChunks;
       if constexpr (std::is_same_v<Arch, avx2_arch>) {
-        k.dot = simd::x86::dot_q5k_q8k<Arch>;
+        k.dot = simd::x86::dot_k_quant_q8k<Arch, BlockQ5K, simd::x86::unpack_q5k<Arch>,
+                                           /*kStreams=*/false>;
         k.dot_rounds_like_tile_dots = true;  // Q5KRowTile does this dot's operations
         k.rows8 = simd::x86::rows8_q5k_q8k_256<Arch>;
       } else if constexpr (has_vnni_v<Arch>) {
