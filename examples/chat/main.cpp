@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "default_model.hpp"
+#include "gpu/gpu_engine.hpp"
 #include "options.hpp"
 #include "smol/generate/chat_session.hpp"
 #include "smol/grammar/json_schema.hpp"
@@ -40,10 +41,6 @@
 #include "speculation.hpp"
 #include "terminal.hpp"
 #include "text_file.hpp"
-
-#if SMOL_CUDA
-#include "smol/cuda/gpu_transformer.hpp"
-#endif
 
 namespace {
 
@@ -131,9 +128,6 @@ struct Chat {
   smol::Context context;
   // The model runs in one of these (--gpu: the GPU one); `source` shows it to the session.
   std::unique_ptr<smol::Transformer> cpu;
-#if SMOL_CUDA
-  std::unique_ptr<smol::cuda::GpuTransformer> gpu;
-#endif
   std::unique_ptr<smol::LogitsSource> source;
   smol::cli::DraftEngine draft;  // -md: the draft model's session
   smol::ChatSession session;
@@ -205,12 +199,7 @@ struct Chat {
     const smol::TransformerOptions run{.context = options.context,
                                        .kv_type = options.kv_type,
                                        .window_ring = !options.prompt_cache};
-#if SMOL_CUDA
-    if (options.gpu) {
-      gpu = std::make_unique<smol::cuda::GpuTransformer>(model, run);
-      return std::make_unique<smol::ForwardSource<smol::cuda::GpuTransformer>>(*gpu);
-    }
-#endif
+    if (options.gpu) return chat::start_gpu_engine(model, run);
     // Speculation verifies drafts in one pass, on kernels that give one-token steps' bits.
     cpu = std::make_unique<smol::Transformer>(model, context,
                                               smol::cli::target_options(run, options.speculation));
@@ -321,10 +310,8 @@ struct Chat {
     std::printf("context: %zu of %zu positions used\n", session.cached_tokens(),
                 session.context_length());
     if (options.gpu) {
-#if SMOL_CUDA
-      std::printf("device: %s, thinking: %s\n", smol::cuda::device_name().c_str(),
+      std::printf("device: %s, thinking: %s\n", chat::gpu_device_name().c_str(),
                   session.thinking() ? "on" : "off");
-#endif
     } else {
       std::printf("threads: %d, thinking: %s\n", context.threads(),
                   session.thinking() ? "on" : "off");
@@ -484,16 +471,10 @@ int main(int argc, char** argv) {
   chat::Options options;
   if (const std::optional<int> status = chat::parse_options(argc, argv, options)) return *status;
   if (options.gpu) {
-#if SMOL_CUDA
-    if (smol::cuda::device_count() == 0) {
-      std::fprintf(stderr, "smol-chat: --gpu: no CUDA device (%s)\n",
-                   smol::cuda::device_error().c_str());
-      return 1;
+    if (const std::optional<chat::GpuUnavailable> why = chat::gpu_unavailable()) {
+      std::fprintf(stderr, "%s\n", why->message.c_str());
+      return why->status;
     }
-#else
-    std::fputs("smol-chat: --gpu needs a build with -DSMOL_CUDA=ON\n", stderr);
-    return 2;
-#endif
     if (options.prompt_cache) {
       std::fputs("smol-chat: --prompt-cache works with the CPU engine only, not --gpu\n", stderr);
       return 2;
