@@ -587,6 +587,19 @@ TEST_CASE("SIGTERM: a reply still running after the grace period is ended; exit 
   CHECK(server.output().find("cancelling 1 replies") != std::string::npos);
 }
 
+// cpp-httplib's worker would wait out its keep-alive timeout on a client's idle connection
+// before the server could exit (examples/server/main.cpp, end_idle_connections).
+TEST_CASE("SIGTERM: an idle keep-alive connection is closed, not waited out; exit 0") {
+  ServerProcess server({"-c", "4096"});
+  httplib::Client client = server.client();
+  client.set_keep_alive(true);
+  const auto reply = client.Post("/v1/chat/completions", chat_body("Hi", 2), "application/json");
+  REQUIRE(reply);
+  CHECK(reply->status == 200);
+  CHECK(server.stop() == 0);
+  CHECK(server.wait_for_log("closing 1 idle connection", 10));
+}
+
 TEST_CASE("SIGTERM: a reply in flight may finish within the grace period; exit 0") {
   ServerProcess server({"-c", "4096", "--grace", "60"});
   std::atomic<bool> streaming{false};

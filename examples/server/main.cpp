@@ -15,8 +15,11 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -46,6 +49,26 @@ std::string choose_model(const server::Options& options) {
   return small.path.string();
 }
 
+// Once the listener is closed and every reply has finished or been cancelled, the
+// connections left are idle keep-alive ones. cpp-httplib 0.11 (Debian's) joins its workers
+// when it stops, and a worker waiting on an idle connection notices only when its
+// keep-alive timeout (5 s) runs out, with no way to reach its socket. So the process's
+// sockets (/proc/self/fd; none are anything but clients' by now) get their read sides shut:
+// each wait ends at once with end-of-file, while a response still being written finishes.
+// Returns how many; where /proc is missing, none, and the workers time out as before.
+int end_idle_connections() {
+  int ended = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    struct stat status {};
+    if (fstat(fd, &status) == 0 && S_ISSOCK(status.st_mode) && ::shutdown(fd, SHUT_RD) == 0) {
+      ++ended;
+    }
+  }
+  return ended;
+}
+
 // SIGTERM and SIGINT arrive here, on a thread of their own, not in a signal handler:
 // stop accepting, give the replies in flight `grace` to finish, cancel the rest.
 void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t signals) {
@@ -70,6 +93,9 @@ void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t s
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   server.stop();
+  if (const int ended = end_idle_connections(); ended > 0) {
+    log("closing " + std::to_string(ended) + " idle connection" + (ended == 1 ? "" : "s"));
+  }
 }
 
 }  // namespace server
