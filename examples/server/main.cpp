@@ -49,9 +49,9 @@ std::string choose_model(const server::Options& options) {
   return small.path.string();
 }
 
-// Once the listener is closed and every reply has finished or been cancelled, the
-// connections left are idle keep-alive ones. cpp-httplib 0.11 (Debian's) joins its workers
-// when it stops, and a worker waiting on an idle connection notices only when its
+// Once the listener is closed, every reply has finished or been cancelled and no handler
+// runs, the connections left are idle keep-alive ones. cpp-httplib 0.11 (Debian's) joins its
+// workers when it stops, and a worker waiting on an idle connection notices only when its
 // keep-alive timeout (5 s) runs out, with no way to reach its socket. So the process's
 // sockets (/proc/self/fd; none are anything but clients' by now) get their read sides shut:
 // each wait ends at once with end-of-file, while a response still being written finishes.
@@ -93,6 +93,14 @@ void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t s
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   server.stop();
+  // A handler still running owns its socket (a cancelled grammar's 503 on its way, whose
+  // client watch would read a shut socket as a client gone): none may be, or the idle
+  // connections are left to their timeout.
+  lock.lock();
+  const bool idle = state.flight_changed.wait_for(lock, std::chrono::seconds(5),
+                                                  [&] { return state.handling == 0; });
+  lock.unlock();
+  if (!idle) return;
   if (const int ended = end_idle_connections(); ended > 0) {
     log("closing " + std::to_string(ended) + " idle connection" + (ended == 1 ? "" : "s"));
   }

@@ -98,6 +98,7 @@ inline Json props_json(State& state) {
 template <class Handler>
 inline httplib::Server::Handler guarded(State& state, Handler handler) {
   return [&state, handler](const httplib::Request& req, httplib::Response& res) {
+    const HandlerCount running(state);
     try {
       handler(state, req, res);
     } catch (const ApiError& error) {

@@ -154,6 +154,30 @@ struct State {
   std::mutex flight_mutex;
   std::condition_variable flight_changed;
   std::size_t in_flight = 0;  // completion requests admitted and not yet answered
+  // Handlers running (routes.hpp's guarded()): their connections are not idle, even where
+  // no reply is in flight (a grammar compiling, an error being answered).
+  std::size_t handling = 0;
+};
+
+// Counts a handler among those running for as long as it lives.
+class HandlerCount {
+ public:
+  explicit HandlerCount(State& state) : state_(&state) {
+    std::lock_guard lock(state_->flight_mutex);
+    ++state_->handling;
+  }
+  HandlerCount(const HandlerCount&) = delete;
+  HandlerCount& operator=(const HandlerCount&) = delete;
+  ~HandlerCount() {
+    {
+      std::lock_guard lock(state_->flight_mutex);
+      --state_->handling;
+    }
+    state_->flight_changed.notify_all();
+  }
+
+ private:
+  State* state_;
 };
 
 // Holds a place among the requests in flight for as long as it lives.
