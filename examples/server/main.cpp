@@ -14,6 +14,7 @@
 // address that cannot be bound), 2 bad command line.
 
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -49,29 +50,43 @@ std::string choose_model(const server::Options& options) {
   return small.path.string();
 }
 
-// Once the listener is closed, every reply has finished or been cancelled and no handler
-// runs, the connections left are idle keep-alive ones. cpp-httplib 0.11 (Debian's) joins its
-// workers when it stops, and a worker waiting on an idle connection notices only when its
-// keep-alive timeout (5 s) runs out, with no way to reach its socket. So the process's
-// sockets (/proc/self/fd; none are anything but clients' by now) get their read sides shut:
-// each wait ends at once with end-of-file, while a response still being written finishes.
+// Once the listener is closed and every request has been answered, the connections left
+// are idle keep-alive ones. cpp-httplib 0.11 (Debian's) joins its workers
+// when it stops, and a worker waiting on an idle connection notices only when its
+// keep-alive timeout (5 s) runs out, with no way to reach its socket. So the sockets
+// accepted on `port` (found in /proc/self/fd, as client_watch.hpp finds a request's) get
+// their read sides shut: each wait ends at once with end-of-file, while a response still
+// being written finishes. Other sockets (stdio given as one by systemd or a parent
+// process) are left alone. A request arriving on one of those connections in the instant
+// between the check and the shutdown is dropped unanswered, as a stopping server may.
 // Returns how many; where /proc is missing, none, and the workers time out as before.
-int end_idle_connections() {
+int end_idle_connections(int port) {
   int ended = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", error)) {
     const int fd = std::atoi(entry.path().filename().c_str());
     struct stat status {};
-    if (fstat(fd, &status) == 0 && S_ISSOCK(status.st_mode) && ::shutdown(fd, SHUT_RD) == 0) {
-      ++ended;
+    if (fstat(fd, &status) != 0 || !S_ISSOCK(status.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+      continue;
     }
+    int local_port = -1;
+    if (local.ss_family == AF_INET) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in&>(local).sin_port);
+    } else if (local.ss_family == AF_INET6) {
+      local_port = ntohs(reinterpret_cast<const sockaddr_in6&>(local).sin6_port);
+    }
+    if (local_port == port && ::shutdown(fd, SHUT_RD) == 0) ++ended;
   }
   return ended;
 }
 
 // SIGTERM and SIGINT arrive here, on a thread of their own, not in a signal handler:
 // stop accepting, give the replies in flight `grace` to finish, cancel the rest.
-void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t signals) {
+void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t signals, int port) {
   int signal = 0;
   sigwait(&signals, &signal);
   log(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
@@ -93,15 +108,15 @@ void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t s
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   server.stop();
-  // A handler still running owns its socket (a cancelled grammar's 503 on its way, whose
-  // client watch would read a shut socket as a client gone): none may be, or the idle
-  // connections are left to their timeout.
+  // A request not yet answered owns its socket: httplib reads a shut socket as a peer gone
+  // and drops a response it has yet to write (a cancelled grammar's 503), and a client
+  // watch as a client gone. None may be, or the idle connections are left to their timeout.
   lock.lock();
-  const bool idle = state.flight_changed.wait_for(lock, std::chrono::seconds(5),
-                                                  [&] { return state.handling == 0; });
+  const bool idle = state.flight_changed.wait_for(
+      lock, std::chrono::seconds(5), [&] { return state.responding == 0 && state.in_flight == 0; });
   lock.unlock();
   if (!idle) return;
-  if (const int ended = end_idle_connections(); ended > 0) {
+  if (const int ended = end_idle_connections(port); ended > 0) {
     log("closing " + std::to_string(ended) + " idle connection" + (ended == 1 ? "" : "s"));
   }
 }
@@ -140,8 +155,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::thread listener([&server] { server.listen_after_bind(); });
-  std::thread stopper(server::wait_for_signal_then_stop, std::ref(state), std::ref(server),
-                      signals);
+  std::thread stopper(server::wait_for_signal_then_stop, std::ref(state), std::ref(server), signals,
+                      port);
 
   int status = 0;
   try {

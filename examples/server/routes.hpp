@@ -98,7 +98,6 @@ inline Json props_json(State& state) {
 template <class Handler>
 inline httplib::Server::Handler guarded(State& state, Handler handler) {
   return [&state, handler](const httplib::Request& req, httplib::Response& res) {
-    const HandlerCount running(state);
     try {
       handler(state, req, res);
     } catch (const ApiError& error) {
@@ -178,8 +177,12 @@ inline void add_routes(httplib::Server& server, State& state) {
   server.Post("/tokenize", posted(state, tokenize));
   server.Post("/detokenize", posted(state, detokenize));
 
+  // Every request is counted until its response is written (service.hpp's responding).
+  server.set_logger(
+      [&state](const httplib::Request&, const httplib::Response&) { response_written(state); });
   // The API key guards everything but the page and the health check.
   server.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
+    count_request(state);
     if (state.options.api_key.empty() || req.path == "/" || req.path == "/health") {
       return httplib::Server::HandlerResponse::Unhandled;
     }

@@ -154,31 +154,32 @@ struct State {
   std::mutex flight_mutex;
   std::condition_variable flight_changed;
   std::size_t in_flight = 0;  // completion requests admitted and not yet answered
-  // Handlers running (routes.hpp's guarded()): their connections are not idle, even where
-  // no reply is in flight (a grammar compiling, an error being answered).
-  std::size_t handling = 0;
+  // Requests from their headers to their response's last byte: routes.hpp counts each
+  // from the pre-routing handler to httplib's logger, which runs once the response is
+  // written. A connection with none is idle (main.cpp's end_idle_connections).
+  std::size_t responding = 0;
 };
 
-// Counts a handler among those running for as long as it lives.
-class HandlerCount {
- public:
-  explicit HandlerCount(State& state) : state_(&state) {
-    std::lock_guard lock(state_->flight_mutex);
-    ++state_->handling;
-  }
-  HandlerCount(const HandlerCount&) = delete;
-  HandlerCount& operator=(const HandlerCount&) = delete;
-  ~HandlerCount() {
-    {
-      std::lock_guard lock(state_->flight_mutex);
-      --state_->handling;
-    }
-    state_->flight_changed.notify_all();
-  }
+// The two ends of a request's count. A connection's requests run one after another on one
+// worker thread, so a thread-local flag pairs them: httplib answers a request it cannot
+// parse without the pre-routing handler, and its logger call then counts nothing.
+inline thread_local bool counted_request = false;
 
- private:
-  State* state_;
-};
+inline void count_request(State& state) {
+  std::lock_guard lock(state.flight_mutex);
+  ++state.responding;
+  counted_request = true;
+}
+
+inline void response_written(State& state) {
+  if (!counted_request) return;
+  counted_request = false;
+  {
+    std::lock_guard lock(state.flight_mutex);
+    --state.responding;
+  }
+  state.flight_changed.notify_all();
+}
 
 // Holds a place among the requests in flight for as long as it lives.
 class FlightTicket {

@@ -104,7 +104,6 @@ inline std::size_t blocks_of(std::size_t visible) noexcept {
 // What every (tile, KV head) task of one attention_rows call reads.
 template <class Rows>
 struct AttentionCall {
-  const AttentionShape& shape;
   const float* q;
   const Rows& rows;
   float* out;
@@ -318,7 +317,6 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
   const std::size_t dim = shape.head_dim;
   const std::size_t group = shape.n_head / shape.n_head_kv;
   const AttentionCall<Rows> call{
-      .shape = shape,
       .q = q,
       .rows = rows,
       .out = out,
