@@ -28,7 +28,7 @@
 
 using namespace smol;
 
-namespace {
+namespace bench_cancel {
 
 using Clock = std::chrono::steady_clock;
 
@@ -96,10 +96,11 @@ void BM_cancel_prefill(benchmark::State& state) {
   state.counters["layer_ms"] = 1e3 * prefill_s / static_cast<double>(model.config().n_layer);
 }
 
-}  // namespace
 
 BENCHMARK(BM_cancel_prefill)
     ->Arg(2)
     ->Iterations(10)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+
+}  // namespace bench_cancel

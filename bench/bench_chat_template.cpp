@@ -23,7 +23,7 @@
 #include "smol/template/jinja.hpp"
 #include "smol/template/known_chat_templates.hpp"
 
-namespace {
+namespace bench_chat_template {
 
 std::string read_corpus_template(const std::string& name) {
   const char* folder = std::getenv("SMOL_TEMPLATE_CORPUS");
@@ -115,9 +115,10 @@ void qwen25_cxx_render(benchmark::State& state) {
   render(state, *known);
 }
 
-}  // namespace
 
 BENCHMARK(qwen3_render)->Unit(benchmark::kMicrosecond);
 BENCHMARK(qwen3_parse)->Unit(benchmark::kMicrosecond);
 BENCHMARK(qwen25_render)->Unit(benchmark::kMicrosecond);
 BENCHMARK(qwen25_cxx_render)->Unit(benchmark::kMicrosecond);
+
+}  // namespace bench_chat_template

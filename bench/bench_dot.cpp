@@ -10,7 +10,7 @@
 
 using namespace smol;
 
-namespace {
+namespace bench_dot {
 
 constexpr std::size_t kCols = 2048, kBlocks = kCols / QK_K;
 
@@ -105,4 +105,4 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
+}  // namespace bench_dot

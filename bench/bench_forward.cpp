@@ -28,7 +28,7 @@
 
 using namespace smol;
 
-namespace {
+namespace bench_forward {
 
 constexpr AttentionShape kSmolLM3{16, 4, 128};
 
@@ -201,4 +201,4 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
+}  // namespace bench_forward

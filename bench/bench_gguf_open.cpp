@@ -27,7 +27,7 @@
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/gguf/writer.hpp"
 
-namespace {
+namespace bench_gguf_open {
 
 using smol::GgmlType;
 using smol::gguf::GgufFile;
@@ -184,4 +184,4 @@ void open_touch_data(benchmark::State& state) {
 }
 BENCHMARK(open_touch_data)->Unit(benchmark::kMillisecond)->Iterations(3);
 
-}  // namespace
+}  // namespace bench_gguf_open

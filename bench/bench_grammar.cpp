@@ -47,7 +47,7 @@
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 
-namespace {
+namespace bench_grammar {
 
 constexpr std::string_view kSchema = R"({
   "$defs": {
@@ -328,4 +328,4 @@ BENCHMARK(mask_cold)
     ->Iterations(3);
 BENCHMARK(apply)->DenseRange(0, 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-}  // namespace
+}  // namespace bench_grammar

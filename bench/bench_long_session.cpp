@@ -39,7 +39,7 @@
 
 using namespace smol;
 
-namespace {
+namespace bench_long_session {
 
 constexpr std::size_t kContext = 131072;
 constexpr std::size_t kPrefill = 512;
@@ -163,4 +163,4 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
+}  // namespace bench_long_session

@@ -18,7 +18,7 @@
 
 using namespace smol;
 
-namespace {
+namespace bench_matmul {
 
 constexpr std::size_t kTokens = 512;
 
@@ -211,4 +211,4 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
+}  // namespace bench_matmul

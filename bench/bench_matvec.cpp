@@ -9,7 +9,7 @@
 
 using namespace smol;
 
-namespace {
+namespace bench_matvec {
 
 struct Shape {
   const char* name;
@@ -101,4 +101,4 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
+}  // namespace bench_matvec

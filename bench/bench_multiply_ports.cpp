@@ -29,7 +29,7 @@
 
 #if defined(SMOL_X86)
 
-namespace {
+namespace bench_multiply_ports {
 
 #define SMOL_DOT(r) "vpdpbusd %%zmm30, %%zmm31, %%zmm" #r "\n\t"
 #define SMOL_DOTS8 SMOL_DOT(0) SMOL_DOT(1) SMOL_DOT(2) SMOL_DOT(3) \
@@ -116,6 +116,6 @@ BENCHMARK(BM_mix<Mix::vmulps>)->Name("dots8+2vmulps");
 BENCHMARK(BM_mix<Mix::vpaddd>)->Name("dots8+2vpaddd");
 BENCHMARK(BM_mix<Mix::vcvtdq2ps>)->Name("dots8+2vcvtdq2ps");
 
-}  // namespace
+}  // namespace bench_multiply_ports
 
 #endif  // SMOL_X86

@@ -25,7 +25,7 @@ stages=${STAGES:-release sanitize tsan fuzz aarch64 cuda}
 
 # The cuda stage later adds the CUDA unit to this same tree (see there); -DSMOL_CUDA=OFF
 # here keeps a rerun of this stage testing the build users get, without it.
-# The micro-benchmarks (bench/bench_*.cpp) only compile-checked (bench/CMakeLists.txt):
+# The micro-benchmarks (bench/bench_*.cpp, one unit) only compile-checked (bench/CMakeLists.txt):
 # no test runs them, and their build was a seventh of the stage's compile.
 release_flags=(-DCMAKE_BUILD_TYPE=Release -DSMOL_WERROR=ON -DSMOL_BUILD_TESTS=ON
                -DSMOL_BUILD_BENCH=ON -DSMOL_BUILD_MICRO_BENCH=OFF)
