@@ -96,7 +96,6 @@ void BM_cancel_prefill(benchmark::State& state) {
   state.counters["layer_ms"] = 1e3 * prefill_s / static_cast<double>(model.config().n_layer);
 }
 
-
 BENCHMARK(BM_cancel_prefill)
     ->Arg(2)
     ->Iterations(10)

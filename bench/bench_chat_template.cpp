@@ -115,7 +115,6 @@ void qwen25_cxx_render(benchmark::State& state) {
   render(state, *known);
 }
 
-
 BENCHMARK(qwen3_render)->Unit(benchmark::kMicrosecond);
 BENCHMARK(qwen3_parse)->Unit(benchmark::kMicrosecond);
 BENCHMARK(qwen25_render)->Unit(benchmark::kMicrosecond);

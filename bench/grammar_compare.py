@@ -12,7 +12,7 @@ tokenized with the GGUF's own byte-level BPE (tokens and merges, rebuilt with th
 `tokenizers` package); each engine then walks its tokens: at every step the next-token
 bitmask is filled and the token accepted, timed together with perf_counter_ns. The same
 walk in smol: SMOL_REAL_MODEL=MODEL.gguf SMOL_GRAMMAR_SCHEMA=... SMOL_GRAMMAR_DOCUMENT=...
-build/release/bench/micro_benchmarks --benchmark_filter=/1/ (it times allowed_tokens() only).
+build/release/bench/micro_benchmarks --benchmark_filter='mask_.*/1' (it times allowed_tokens() only).
 
 xgrammar 0.2.8 imports torch and transformers, which need gigabytes (torch's PyPI wheel
 brings CUDA); the matcher itself takes a numpy (DLPack) bitmask. So when they are not
