@@ -435,81 +435,79 @@ inline std::vector<float> synthetic_values(const SyntheticTensor& tensor, std::u
   return values;
 }
 
-// Random blocks whose values have about the standard deviation `stddev`: random
-// quants under scales drawn from the upper part of their range, as a quantizer
-// would produce for Gaussian data. Only the statistics matter; speed is the point.
-inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
+// Each block of `out` in turn: copied out (the bytes need not be aligned for Block), given
+// its scales by `set_scales`, copied back.
+template <class Block, class SetScales>
+void set_each_block(std::span<std::byte> out, SetScales&& set_scales) {
+  for (std::size_t at = 0; at + sizeof(Block) <= out.size(); at += sizeof(Block)) {
+    Block block;
+    std::memcpy(&block, out.data() + at, sizeof(Block));
+    set_scales(block);
+    std::memcpy(out.data() + at, &block, sizeof(Block));
+  }
+}
+
+// value = d * sc * q - dmin * m with dmin = d * half and m = sc: d * sc * (q - half), q
+// uniform in 0..2 half (Q4_K: half 7.5, std 4.6; Q5_K: 15.5, 9.23), sc in 32..63 (rms 48.8).
+template <class Block>
+void set_q4k_q5k_scales(float stddev, SplitMix64& rng, std::span<std::byte> out) {
+  constexpr bool five_bits = std::is_same_v<Block, BlockQ5K>;
+  const float half = five_bits ? 15.5f : 7.5f, q_std = five_bits ? 9.23f : 4.6f;
+  set_each_block<Block>(out, [&](Block& block) {
+    std::uint8_t scales[8];
+    for (auto& s : scales) s = static_cast<std::uint8_t>(rng.uniform_int(32, 63));
+    pack_q4k_scales(scales, scales, block.scales);
+    const float d = stddev / (48.8f * q_std);
+    block.d = f32_to_f16(d);
+    block.dmin = f32_to_f16(half * d);
+  });
+}
+
+// The scales of the 256-value super-block types (K-quants, IQ4_XS) and of IQ4_NL; false
+// for any other type.
+inline bool set_k_quant_scales(GgmlType type, float stddev, SplitMix64& rng,
                                std::span<std::byte> out) {
-  SplitMix64 rng(seed);
-  rng.fill(out);  // every quant bit random; scales are overwritten below
-  const auto for_each_block = [&](auto block_tag, auto&& set_scales) {
-    using Block = decltype(block_tag);
-    for (std::size_t at = 0; at + sizeof(Block) <= out.size(); at += sizeof(Block)) {
-      Block block;
-      std::memcpy(&block, out.data() + at, sizeof(Block));
-      set_scales(block);
-      std::memcpy(out.data() + at, &block, sizeof(Block));
-    }
-  };
-  // Q4_K's or Q5_K's blocks, as `type` says, through one setter.
-  const auto for_each_k_quant = [&](auto&& set_scales) {
-    if (type == GgmlType::Q4_K) {
-      for_each_block(BlockQ4K{}, set_scales);
-    } else {
-      for_each_block(BlockQ5K{}, set_scales);
-    }
-  };
   switch (type) {
     case GgmlType::Q4_K:
+      set_q4k_q5k_scales<BlockQ4K>(stddev, rng, out);
+      return true;
     case GgmlType::Q5_K:
-      // value = d * sc * q - dmin * m with dmin = d * half and m = sc: d * sc * (q - half),
-      // q uniform in 0..2 half (Q4_K: half 7.5, std 4.6; Q5_K: 15.5, 9.23), sc in 32..63
-      // (rms 48.8).
-      for_each_k_quant([&](auto& block) {
-        constexpr bool five_bits = std::is_same_v<std::remove_cvref_t<decltype(block)>, BlockQ5K>;
-        const float half = five_bits ? 15.5f : 7.5f, q_std = five_bits ? 9.23f : 4.6f;
-        std::uint8_t scales[8];
-        for (auto& s : scales) s = static_cast<std::uint8_t>(rng.uniform_int(32, 63));
-        pack_q4k_scales(scales, scales, block.scales);
-        const float d = stddev / (48.8f * q_std);
-        block.d = f32_to_f16(d);
-        block.dmin = f32_to_f16(half * d);
-      });
-      return;
+      set_q4k_q5k_scales<BlockQ5K>(stddev, rng, out);
+      return true;
     case GgmlType::Q6_K:
       // value = d * sc * (q - 32), q uniform in 0..63 (std 18.5), sc in 48..127 (rms 90).
-      for_each_block(BlockQ6K{}, [&](BlockQ6K& block) {
+      set_each_block<BlockQ6K>(out, [&](BlockQ6K& block) {
         for (auto& s : block.scales) s = static_cast<std::int8_t>(rng.uniform_int(48, 127));
         block.d = f32_to_f16(stddev / (90.0f * 18.5f));
       });
-      return;
+      return true;
     case GgmlType::IQ4_XS:
       // value = d * (s - 32) * level, levels kIq4nlValues (rms 67.4 over random indices,
       // mean -5.9: a scale of one sign would bias every block), s - 32 in 16..31 or
       // -32..-17 (the high two bits of s both set or both clear; rms 24.4).
-      for_each_block(BlockIQ4XS{}, [&](BlockIQ4XS& block) {
+      set_each_block<BlockIQ4XS>(out, [&](BlockIQ4XS& block) {
         std::uint16_t high = 0;
         for (unsigned j = 0; j < 8; ++j) high |= (rng.next() & 1) ? 3u << (2 * j) : 0u;
         block.scales_h = high;
         block.d = f32_to_f16(stddev / (24.4f * 67.4f));
       });
-      return;
+      return true;
     case GgmlType::IQ4_NL:
       // value = d * level: d of either sign, for IQ4_XS's reason.
-      for_each_block(BlockIQ4NL{}, [&](BlockIQ4NL& block) {
+      set_each_block<BlockIQ4NL>(out, [&](BlockIQ4NL& block) {
         block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 67.4f);
       });
-      return;
+      return true;
     case GgmlType::Q3_K:
       // value = d * (sc - 32) * (q - 4): every 6-bit scale and 3-bit quant as drawn, sc - 32
       // in -32..31 (rms 18.5), q - 4 in -4..3 (rms 2.35; the means' product is small).
-      for_each_block(BlockQ3K{},
-                     [&](BlockQ3K& block) { block.d = f32_to_f16(stddev / (18.5f * 2.35f)); });
-      return;
+      set_each_block<BlockQ3K>(
+          out, [&](BlockQ3K& block) { block.d = f32_to_f16(stddev / (18.5f * 2.35f)); });
+      return true;
     case GgmlType::Q2_K:
       // value = d * sc * q - dmin * m with m = sc and dmin = 1.5 d: d * sc * (q - 1.5), q
       // uniform in 0..3 (rms 1.12), sc in 8..15 (rms 11.7).
-      for_each_block(BlockQ2K{}, [&](BlockQ2K& block) {
+      set_each_block<BlockQ2K>(out, [&](BlockQ2K& block) {
         for (auto& s : block.scales) {
           const auto sc = static_cast<std::uint8_t>(rng.uniform_int(8, 15));
           s = static_cast<std::uint8_t>(sc | sc << 4);
@@ -518,41 +516,64 @@ inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
         block.d = f32_to_f16(d);
         block.dmin = f32_to_f16(1.5f * d);
       });
-      return;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The scales of the 32-value legacy types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1); false for any
+// other type.
+inline bool set_legacy_scales(GgmlType type, float stddev, SplitMix64& rng,
+                              std::span<std::byte> out) {
+  switch (type) {
     case GgmlType::Q8_0:
       // q uniform in -128..127 (std 73.9).
-      for_each_block(BlockQ8_0{}, [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
-      return;
+      set_each_block<BlockQ8_0>(out,
+                                [&](BlockQ8_0& block) { block.d = f32_to_f16(stddev / 73.9f); });
+      return true;
     case GgmlType::Q4_0:
       // value = d * (q - 8), q uniform in 0..15 (std 4.61, mean -0.5): d of either sign, so
       // that the blocks' means cancel (llama-quantize's d = -max / 8 takes either too).
-      for_each_block(BlockQ4_0{}, [&](BlockQ4_0& block) {
+      set_each_block<BlockQ4_0>(out, [&](BlockQ4_0& block) {
         block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 4.61f);
       });
-      return;
+      return true;
     case GgmlType::Q4_1:
       // value = d * q + m with m = -7.5 d: centred as Q4_0's.
-      for_each_block(BlockQ4_1{}, [&](BlockQ4_1& block) {
+      set_each_block<BlockQ4_1>(out, [&](BlockQ4_1& block) {
         block.d = f32_to_f16(stddev / 4.61f);
         block.m = f32_to_f16(-7.5f * stddev / 4.61f);
       });
-      return;
+      return true;
     case GgmlType::Q5_0:
       // value = d * (q - 16), q uniform in 0..31 (std 9.23, mean -0.5): d of either sign,
       // as Q4_0's.
-      for_each_block(BlockQ5_0{}, [&](BlockQ5_0& block) {
+      set_each_block<BlockQ5_0>(out, [&](BlockQ5_0& block) {
         block.d = f32_to_f16((rng.next() & 1 ? stddev : -stddev) / 9.23f);
       });
-      return;
+      return true;
     case GgmlType::Q5_1:
       // value = d * q + m with m = -15.5 d: centred as Q5_0's.
-      for_each_block(BlockQ5_1{}, [&](BlockQ5_1& block) {
+      set_each_block<BlockQ5_1>(out, [&](BlockQ5_1& block) {
         block.d = f32_to_f16(stddev / 9.23f);
         block.m = f32_to_f16(-15.5f * stddev / 9.23f);
       });
-      return;
+      return true;
     default:
-      fail("fill_random_blocks: no random blocks for ", ggml_type_name(type));
+      return false;
+  }
+}
+
+// Random blocks whose values have about the standard deviation `stddev`: random
+// quants under scales drawn from the upper part of their range, as a quantizer
+// would produce for Gaussian data. Only the statistics matter; speed is the point.
+inline void fill_random_blocks(GgmlType type, float stddev, std::uint64_t seed,
+                               std::span<std::byte> out) {
+  SplitMix64 rng(seed);
+  rng.fill(out);  // every quant bit random; scales are overwritten block by block
+  if (!set_k_quant_scales(type, stddev, rng, out) && !set_legacy_scales(type, stddev, rng, out)) {
+    fail("fill_random_blocks: no random blocks for ", ggml_type_name(type));
   }
 }
 
