@@ -777,7 +777,7 @@ TEST_CASE(
 }
 
 TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA") {
-  // The few-token passes on AMX (matvec_rows16 over a few tokens) and the prefill on the
+  // The few-token passes on AMX (stream_rows16 over a few tokens) and the prefill on the
   // copy elsewhere rely on it: 1 to 9 tokens, so the four-token steps and every remainder
   // run, tokens and outputs strided; 29 rows, so the last group's second half (AVX2's
   // kernels take a group half by half) is partial; every pattern, so AVX2's 16-bit sums of

@@ -15,6 +15,7 @@
 #include "smol/ops/context.hpp"
 #include "smol/ops/matvec.hpp"
 #include "smol/ops/weight_matrix.hpp"
+#include "smol/ops/weight_rows.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/rows8.hpp"
@@ -366,7 +367,7 @@ void matmul_block32(Context& ctx, const WeightMatrix& w, PrefillPath path,
     const std::size_t tiled = tiles.n_tokens, rest = n_tokens - tiled;
     if (tiled > 0) matmul_rows16<W>(ctx, w, tiles, y, k.tile_dots_rows16);
     if (rest > 0) {
-      matvec_rows16<typename WeightKernels<W>::Rows16>(ctx, w, xs + tiled * tiles.nblocks, k.rows16,
+      stream_rows16<typename WeightKernels<W>::Rows16>(ctx, w, xs + tiled * tiles.nblocks, k.rows16,
                                                        y + tiled * w.rows, rest);
     }
   }
@@ -391,7 +392,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
   switch (path) {  // every other path, and the packed-tokens paths with a few tokens
     case PrefillPath::rows8_packed:
       if constexpr (!std::is_void_v<Rows8>) {
-        return matvec_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
+        return stream_rows8<Rows8>(ctx, w, activations(), k.rows8, y, n_tokens);
       }
       break;
     case PrefillPath::rows8:
@@ -402,7 +403,7 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
     case PrefillPath::rows16_packed:  // a few tokens, off the packed tiles
     case PrefillPath::rows16:
       if constexpr (!std::is_void_v<Rows16>) {
-        return matvec_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
+        return stream_rows16<Rows16>(ctx, w, activations(), k.rows16, y, n_tokens);
       }
       break;
     case PrefillPath::block32_copy:
@@ -414,8 +415,8 @@ void matmul_of(Context& ctx, const WeightMatrix& w, const float* x, std::size_t 
       }
       break;
     case PrefillPath::matrix:
-      return matvec_blocks<typename W::Block>(ctx, w, activations(), k.dot, k.dot_streams, y,
-                                              n_tokens);
+      return stream_file_rows<typename W::Block>(ctx, w, activations(), k.dot, k.dot_streams, y,
+                                                 n_tokens);
     case PrefillPath::tile:
       return matmul_tiled(ctx, w, x, n_tokens, y, k.tile, k.lanes);
     case PrefillPath::tile_dots:
