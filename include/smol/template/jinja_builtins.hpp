@@ -465,24 +465,258 @@ inline std::string format_value(const Value& value, std::string_view spec) {
   }
 }
 
+// A %-conversion's arguments: a tuple's items, else the one value, taken in order.
+struct PercentArguments {
+  List items;
+  std::size_t next = 0;
+
+  const Value& take() {
+    if (next >= items.size()) fail("not enough arguments for format string");
+    return items[next++];
+  }
+};
+
+// One %-conversion's flags, width, precision (-1: none given) and conversion character.
+struct PercentSpec {
+  bool left = false, plus = false, space = false, alternate = false, zero = false;
+  std::int64_t width = 0, precision = -1;
+  char conversion = 0;
+};
+
+// %(name)s: the key between the parentheses (which may nest), looked up in the dict;
+// `i` moves past the closing ')'.
+inline const Value* percent_key(const std::string& format, std::size_t& i, const Value& values) {
+  int depth = 1;
+  const std::size_t begin = ++i;
+  for (; i < format.size() && depth > 0; ++i) {
+    depth += format[i] == '(' ? 1 : format[i] == ')' ? -1 : 0;
+  }
+  if (depth > 0) fail("incomplete format key");
+  if (!values.is_dict()) fail("format requires a mapping");
+  const std::string key = format.substr(begin, i - 1 - begin);
+  const Value* keyed = values.as_dict().find(key);
+  if (!keyed) fail("KeyError: '", key, "'");
+  return keyed;
+}
+
+inline void percent_flags(const std::string& format, std::size_t& i, PercentSpec& spec) {
+  for (; i < format.size(); ++i) {
+    const char f = format[i];
+    if (f == '-')
+      spec.left = true;
+    else if (f == '+')
+      spec.plus = true;
+    else if (f == ' ')
+      spec.space = true;
+    else if (f == '#')
+      spec.alternate = true;
+    else if (f == '0')
+      spec.zero = true;
+    else
+      break;
+  }
+}
+
+// A width or precision: digits, or '*' for the next argument. Both are capped so a
+// template cannot ask for gigabytes of padding.
+inline std::int64_t percent_number(const std::string& format, std::size_t& i,
+                                   PercentArguments& arguments) {
+  if (i < format.size() && format[i] == '*') {
+    ++i;
+    const Value& n = arguments.take();
+    if (!n.is_int() && !n.is_bool()) fail("* wants int");
+    if (n.as_int() > 100000 || n.as_int() < -100000) fail("width too big");
+    return n.as_int();
+  }
+  std::int64_t n = 0;
+  while (i < format.size() && format[i] >= '0' && format[i] <= '9') {
+    n = n * 10 + (format[i++] - '0');
+    if (n > 100000) fail("width too big");
+  }
+  return n;
+}
+
+// What follows '%' (and any (key)): flags, width, .precision, a length modifier Python
+// ignores, and the conversion character; `i` is left on the conversion character.
+inline PercentSpec parse_percent_spec(const std::string& format, std::size_t& i,
+                                      PercentArguments& arguments) {
+  PercentSpec spec;
+  percent_flags(format, i, spec);
+  spec.width = percent_number(format, i, arguments);
+  if (spec.width < 0) {  // a negative '*' width left-aligns
+    spec.left = true;
+    spec.width = -spec.width;
+  }
+  if (i < format.size() && format[i] == '.') {
+    ++i;
+    spec.precision = std::max<std::int64_t>(0, percent_number(format, i, arguments));
+  }
+  if (i < format.size() && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L')) ++i;
+  if (i >= format.size()) fail("incomplete format");
+  spec.conversion = format[i];
+  return spec;
+}
+
+// A converted argument before padding: the sign (and 0x-style prefix) goes before the
+// zeros of the width, the body after them; only numeric fields pad with zeros.
+struct PercentField {
+  std::string sign, body;
+  bool numeric = true;
+};
+
+// %s, %r and %a: str(), repr() or ascii(), cut to the precision, escaped under Markup.
+inline PercentField percent_text(const PercentSpec& spec, const Value& arg, bool markup) {
+  PercentField field;
+  field.numeric = false;
+  if (spec.conversion == 's') {
+    field.body = to_str(arg);
+  } else if (spec.conversion == 'r') {
+    append_repr(field.body, arg);
+  } else {
+    field.body = ascii_repr(arg);
+  }
+  if (spec.precision >= 0) {
+    const auto points = python::code_points(field.body);
+    if (static_cast<std::size_t>(spec.precision) < points.size()) {
+      field.body = python::from_code_points(points, 0, static_cast<std::size_t>(spec.precision));
+    }
+  }
+  if (markup && !arg.is_markup()) field.body = html_escape(field.body);
+  return field;
+}
+
+// The integer an integer conversion prints: %d, %i and %u also take a float, truncated.
+inline std::int64_t percent_integer_value(char conversion, const Value& arg) {
+  const bool decimal = conversion == 'd' || conversion == 'i' || conversion == 'u';
+  if (arg.is_int() || arg.is_bool()) return arg.as_int();
+  if (arg.is_float() && decimal) {
+    const double d = arg.as_double();
+    if (std::isnan(d)) fail("cannot convert float NaN to integer");
+    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) fail("cannot convert float to integer");
+    return static_cast<std::int64_t>(d);
+  }
+  if (decimal) fail("%", conversion, " format: a real number is required, not ", arg.type_name());
+  fail("%", conversion, " format: an integer is required, not ", arg.type_name());
+}
+
+// %d, %i, %u, %o, %x and %X: the precision is a minimum count of digits.
+inline PercentField percent_integer(const PercentSpec& spec, const Value& arg) {
+  const std::int64_t n = percent_integer_value(spec.conversion, arg);
+  python::FormatSpec format;
+  format.type = spec.conversion == 'o'   ? 'o'
+                : spec.conversion == 'x' ? 'x'
+                : spec.conversion == 'X' ? 'X'
+                                         : 'd';
+  format.alternate = spec.alternate;
+  std::string digits = python::format_int(n, format);
+  if (n < 0) digits.erase(0, 1);  // the sign goes before the zeros of the width
+  std::string prefix;
+  if (spec.alternate && format.type != 'd') {
+    prefix = digits.substr(0, 2);
+    digits = digits.substr(2);
+  }
+  if (spec.precision > static_cast<std::int64_t>(digits.size())) {
+    digits.insert(0, static_cast<std::size_t>(spec.precision) - digits.size(), '0');
+  }
+  PercentField field;
+  field.sign = (n < 0 ? "-" : spec.plus ? "+" : spec.space ? " " : "") + prefix;
+  field.body = digits;
+  return field;
+}
+
+// %e, %f and %g: C's printf does these exactly as Python does, padding included.
+inline std::string percent_float(const PercentSpec& spec, const Value& arg) {
+  if (!arg.is_number()) fail("must be real number, not ", arg.type_name());
+  std::string format = "%";
+  if (spec.left) format += '-';
+  if (spec.plus) format += '+';
+  if (spec.space) format += ' ';
+  if (spec.alternate) format += '#';
+  if (spec.zero) format += '0';
+  format +=
+      std::to_string(spec.width) + "." + std::to_string(spec.precision < 0 ? 6 : spec.precision);
+  format += spec.conversion;
+  return python::c_format(format.c_str(), arg.as_double());
+}
+
+// %c: a code point given as an int, or a one-character string.
+inline PercentField percent_char(const Value& arg) {
+  PercentField field;
+  field.numeric = false;
+  if (arg.is_int() || arg.is_bool()) {
+    if (arg.as_int() < 0 || arg.as_int() > 0x10FFFF) fail("%c arg not in range(0x110000)");
+    unicode::append_utf8(field.body, static_cast<char32_t>(arg.as_int()));
+  } else if (arg.is_string() && python::length(arg.as_string()) == 1) {
+    field.body = arg.as_string();
+  } else {
+    fail("%c requires int or char");
+  }
+  return field;
+}
+
+// Pads the field to the width: on the right when left-aligned, with zeros between the
+// sign and the digits for a 0-flagged number, else with spaces on the left.
+inline void append_padded(std::string& out, const PercentField& field, const PercentSpec& spec,
+                          Meter& meter) {
+  meter.check_size(out.size() + field.sign.size() + field.body.size());
+  const auto len =
+      static_cast<std::int64_t>(python::length(field.sign) + python::length(field.body));
+  const std::size_t padding = spec.width > len ? static_cast<std::size_t>(spec.width - len) : 0;
+  if (spec.left) {
+    out += field.sign + field.body + std::string(padding, ' ');
+  } else if (spec.zero && field.numeric) {
+    out += field.sign + std::string(padding, '0') + field.body;
+  } else {
+    out += std::string(padding, ' ') + field.sign + field.body;
+  }
+}
+
+inline void append_percent_conversion(std::string& out, const PercentSpec& spec, const Value& arg,
+                                      bool markup, Meter& meter) {
+  switch (spec.conversion) {
+    case 's':
+    case 'r':
+    case 'a':
+      append_padded(out, percent_text(spec, arg, markup), spec, meter);
+      return;
+    case 'd':
+    case 'i':
+    case 'u':
+    case 'o':
+    case 'x':
+    case 'X':
+      append_padded(out, percent_integer(spec, arg), spec, meter);
+      return;
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+      out += percent_float(spec, arg);
+      meter.check_size(out.size());
+      return;
+    case 'c':
+      append_padded(out, percent_char(arg), spec, meter);
+      return;
+    default:
+      fail("unsupported format character '", spec.conversion, "'");
+  }
+}
+
 // printf-style formatting, Python's str % values: a tuple's items are the arguments, a
 // dict (or any non-tuple with items) feeds %(name)s, anything else is the one argument.
 // With Markup on the left, the arguments are HTML-escaped, as Markup.__mod__ does.
 inline Value percent_format(const Value& format_value, const Value& values, Meter& meter) {
   const std::string& format = format_value.as_string();
   const bool markup = format_value.is_markup();
-  List args;
+  PercentArguments arguments;
   if (values.is_tuple()) {
-    args = values.as_list();
+    arguments.items = values.as_list();
   } else {
-    args.push_back(values);
+    arguments.items.push_back(values);
   }
   const bool mapping = values.is_dict() || (values.is_list() && !values.is_tuple());
-  std::size_t next = 0;
-  const auto next_argument = [&]() -> const Value& {
-    if (next >= args.size()) fail("not enough arguments for format string");
-    return args[next++];
-  };
   std::string out;
   for (std::size_t i = 0; i < format.size(); ++i) {
     if (format[i] != '%') {
@@ -490,191 +724,25 @@ inline Value percent_format(const Value& format_value, const Value& values, Mete
       continue;
     }
     if (++i >= format.size()) fail("incomplete format");
-    const Value* keyed = nullptr;
-    if (format[i] == '(') {
-      int depth = 1;
-      const std::size_t begin = ++i;
-      for (; i < format.size() && depth > 0; ++i) {
-        depth += format[i] == '(' ? 1 : format[i] == ')' ? -1 : 0;
-      }
-      if (depth > 0) fail("incomplete format key");
-      if (!values.is_dict()) fail("format requires a mapping");
-      const std::string key = format.substr(begin, i - 1 - begin);
-      keyed = values.as_dict().find(key);
-      if (!keyed) fail("KeyError: '", key, "'");
-    }
-    bool left = false, plus = false, space = false, alternate = false, zero = false;
-    for (; i < format.size(); ++i) {
-      const char f = format[i];
-      if (f == '-')
-        left = true;
-      else if (f == '+')
-        plus = true;
-      else if (f == ' ')
-        space = true;
-      else if (f == '#')
-        alternate = true;
-      else if (f == '0')
-        zero = true;
-      else
-        break;
-    }
-    const auto number = [&]() -> std::int64_t {
-      if (i < format.size() && format[i] == '*') {
-        ++i;
-        const Value& n = next_argument();
-        if (!n.is_int() && !n.is_bool()) fail("* wants int");
-        if (n.as_int() > 100000 || n.as_int() < -100000) fail("width too big");
-        return n.as_int();
-      }
-      std::int64_t n = 0;
-      while (i < format.size() && format[i] >= '0' && format[i] <= '9') {
-        n = n * 10 + (format[i++] - '0');
-        if (n > 100000) fail("width too big");
-      }
-      return n;
-    };
-    std::int64_t width = number();
-    if (width < 0) {
-      left = true;
-      width = -width;
-    }
-    std::int64_t precision = -1;
-    if (i < format.size() && format[i] == '.') {
-      ++i;
-      precision = std::max<std::int64_t>(0, number());
-    }
-    if (i < format.size() && (format[i] == 'h' || format[i] == 'l' || format[i] == 'L')) ++i;
-    if (i >= format.size()) fail("incomplete format");
-    const char conversion = format[i];
-    if (conversion == '%') {
+    const Value* keyed = format[i] == '(' ? percent_key(format, i, values) : nullptr;
+    const PercentSpec spec = parse_percent_spec(format, i, arguments);
+    if (spec.conversion == '%') {
       out += '%';
       continue;
     }
-    const Value& arg = keyed ? *keyed : next_argument();
-    std::string sign, body;
-    bool numeric = true;
-    switch (conversion) {
-      case 's':
-      case 'r':
-      case 'a': {
-        numeric = false;
-        if (conversion == 's') {
-          body = to_str(arg);
-        } else if (conversion == 'r') {
-          append_repr(body, arg);
-        } else {
-          body = ascii_repr(arg);
-        }
-        if (precision >= 0) {
-          const auto points = python::code_points(body);
-          if (static_cast<std::size_t>(precision) < points.size()) {
-            body = python::from_code_points(points, 0, static_cast<std::size_t>(precision));
-          }
-        }
-        if (markup && !arg.is_markup()) body = html_escape(body);
-        break;
-      }
-      case 'd':
-      case 'i':
-      case 'u':
-      case 'o':
-      case 'x':
-      case 'X': {
-        std::int64_t n = 0;
-        if (arg.is_int() || arg.is_bool()) {
-          n = arg.as_int();
-        } else if (arg.is_float() &&
-                   (conversion == 'd' || conversion == 'i' || conversion == 'u')) {
-          const double d = arg.as_double();
-          if (std::isnan(d)) fail("cannot convert float NaN to integer");
-          if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) fail("cannot convert float to integer");
-          n = static_cast<std::int64_t>(d);
-        } else if (conversion == 'd' || conversion == 'i' || conversion == 'u') {
-          fail("%", conversion, " format: a real number is required, not ", arg.type_name());
-        } else {
-          fail("%", conversion, " format: an integer is required, not ", arg.type_name());
-        }
-        python::FormatSpec spec;
-        spec.type = conversion == 'o'   ? 'o'
-                    : conversion == 'x' ? 'x'
-                    : conversion == 'X' ? 'X'
-                                        : 'd';
-        spec.alternate = alternate;
-        std::string digits = python::format_int(n, spec);
-        if (n < 0) digits.erase(0, 1);  // the sign goes before the zeros of the width
-        std::string prefix;
-        if (alternate && spec.type != 'd') {
-          prefix = digits.substr(0, 2);
-          digits = digits.substr(2);
-        }
-        if (precision > static_cast<std::int64_t>(digits.size())) {
-          digits.insert(0, static_cast<std::size_t>(precision) - digits.size(), '0');
-        }
-        sign = (n < 0 ? "-" : plus ? "+" : space ? " " : "") + prefix;
-        body = digits;
-        break;
-      }
-      case 'e':
-      case 'E':
-      case 'f':
-      case 'F':
-      case 'g':
-      case 'G': {
-        if (!arg.is_number()) fail("must be real number, not ", arg.type_name());
-        std::string spec = "%";
-        if (left) spec += '-';
-        if (plus) spec += '+';
-        if (space) spec += ' ';
-        if (alternate) spec += '#';
-        if (zero) spec += '0';
-        spec += std::to_string(width) + "." + std::to_string(precision < 0 ? 6 : precision);
-        spec += conversion;
-        out += python::c_format(spec.c_str(), arg.as_double());
-        meter.check_size(out.size());
-        continue;
-      }
-      case 'c': {
-        numeric = false;
-        if (arg.is_int() || arg.is_bool()) {
-          if (arg.as_int() < 0 || arg.as_int() > 0x10FFFF) fail("%c arg not in range(0x110000)");
-          unicode::append_utf8(body, static_cast<char32_t>(arg.as_int()));
-        } else if (arg.is_string() && python::length(arg.as_string()) == 1) {
-          body = arg.as_string();
-        } else {
-          fail("%c requires int or char");
-        }
-        break;
-      }
-      default:
-        fail("unsupported format character '", conversion, "'");
-    }
-    meter.check_size(out.size() + sign.size() + body.size());
-    const auto len = static_cast<std::int64_t>(python::length(sign) + python::length(body));
-    const std::size_t padding = width > len ? static_cast<std::size_t>(width - len) : 0;
-    if (left) {
-      out += sign + body + std::string(padding, ' ');
-    } else if (zero && numeric) {
-      out += sign + std::string(padding, '0') + body;
-    } else {
-      out += std::string(padding, ' ') + sign + body;
-    }
+    const Value& arg = keyed ? *keyed : arguments.take();
+    append_percent_conversion(out, spec, arg, markup, meter);
   }
-  if (next < args.size() && !mapping) fail("not all arguments converted during string formatting");
+  if (arguments.next < arguments.items.size() && !mapping) {
+    fail("not all arguments converted during string formatting");
+  }
   return markup ? Value::markup(std::move(out)) : Value(std::move(out));
 }
 
-inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Meter& meter) {
-  if (op == "~") {
-    std::string out = to_str(a);
-    out += to_str(b);
-    meter.check_size(out.size());
-    return out;
-  }
-  if (a.is_undefined() || b.is_undefined()) {
-    fail("'", a.is_undefined() ? a.undefined_name() : b.undefined_name(),
-         "' is undefined, so it cannot be used with '", op, "'");
-  }
+// +, * and % on strings and sequences: concatenation, repetition and printf-style
+// formatting; none when the operands are not such.
+inline std::optional<Value> sequence_arithmetic(std::string_view op, const Value& a, const Value& b,
+                                                Meter& meter) {
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       meter.check_size(a.as_string().size() + b.as_string().size());
@@ -711,6 +779,75 @@ inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Met
     meter.check_size(out.as_string().size());
     return out;
   }
+  return std::nullopt;
+}
+
+// +, -, *, **, // and % when either operand is a float (/ is the caller's).
+inline Value float_arithmetic(std::string_view op, double x, double y) {
+  if (op == "+") return x + y;
+  if (op == "-") return x - y;
+  if (op == "*") return x * y;
+  if (op == "**") {
+    if (x == 0 && y < 0) fail("0.0 cannot be raised to a negative power");
+    if (x < 0 && y != std::floor(y) && std::isfinite(y)) {
+      fail("a negative number to a fractional power is complex (not supported)");
+    }
+    const double r = std::pow(x, y);
+    if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+      fail("Numerical result out of range");
+    return r;
+  }
+  if (y == 0) fail(op == "%" ? "float modulo" : "float floor division", " by zero");
+  if (op == "//") return python::float_floordiv(x, y);
+  return python::float_mod(x, y);
+}
+
+// int ** int: a float for a negative exponent, as Python gives, else exact or an overflow.
+inline Value int_power(std::int64_t x, std::int64_t y) {
+  if (y < 0) {
+    if (x == 0) fail("0.0 cannot be raised to a negative power");
+    return std::pow(static_cast<double>(x), static_cast<double>(y));
+  }
+  std::int64_t r = 1;  // by squaring: y may be huge when x is -1, 0 or 1
+  std::int64_t base = x;
+  for (std::int64_t e = y; e > 0; e >>= 1) {
+    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) checked(true, 0);
+    if (e > 1 && __builtin_mul_overflow(base, base, &base)) checked(true, 0);
+  }
+  return r;
+}
+
+// +, -, *, **, // and % on two ints: 64-bit, an overflow is an error, // and % floor.
+inline Value int_arithmetic(std::string_view op, std::int64_t x, std::int64_t y) {
+  std::int64_t r = 0;
+  bool overflow = false;
+  if (op == "+") overflow = __builtin_add_overflow(x, y, &r);
+  if (op == "-") overflow = __builtin_sub_overflow(x, y, &r);
+  if (op == "*") overflow = __builtin_mul_overflow(x, y, &r);
+  if (op == "+" || op == "-" || op == "*") return checked(overflow, r);
+  if (op == "**") return int_power(x, y);
+  if (y == 0) fail(op == "%" ? "integer modulo" : "integer division", " by zero");
+  if (x == std::numeric_limits<std::int64_t>::min() && y == -1) checked(true, 0);
+  std::int64_t quotient = x / y, remainder = x % y;
+  if (remainder != 0 && ((remainder < 0) != (y < 0))) {  // Python floors
+    --quotient;
+    remainder += y;
+  }
+  return op == "//" ? quotient : remainder;
+}
+
+inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Meter& meter) {
+  if (op == "~") {
+    std::string out = to_str(a);
+    out += to_str(b);
+    meter.check_size(out.size());
+    return out;
+  }
+  if (a.is_undefined() || b.is_undefined()) {
+    fail("'", a.is_undefined() ? a.undefined_name() : b.undefined_name(),
+         "' is undefined, so it cannot be used with '", op, "'");
+  }
+  if (std::optional<Value> out = sequence_arithmetic(op, a, b, meter)) return *std::move(out);
   if (!a.is_number() || !b.is_number()) {
     fail("unsupported operand types for ", op, ": '", a.type_name(), "' and '", b.type_name(), "'");
   }
@@ -720,53 +857,8 @@ inline Value arithmetic(std::string_view op, const Value& a, const Value& b, Met
     if (!floats) return python::int_true_divide(a.as_int(), b.as_int());
     return a.as_double() / b.as_double();
   }
-  if (floats) {
-    const double x = a.as_double(), y = b.as_double();
-    if (op == "+") return x + y;
-    if (op == "-") return x - y;
-    if (op == "*") return x * y;
-    if (op == "**") {
-      if (x == 0 && y < 0) fail("0.0 cannot be raised to a negative power");
-      if (x < 0 && y != std::floor(y) && std::isfinite(y)) {
-        fail("a negative number to a fractional power is complex (not supported)");
-      }
-      const double r = std::pow(x, y);
-      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
-        fail("Numerical result out of range");
-      return r;
-    }
-    if (y == 0) fail(op == "%" ? "float modulo" : "float floor division", " by zero");
-    if (op == "//") return python::float_floordiv(x, y);
-    return python::float_mod(x, y);
-  }
-  const std::int64_t x = a.as_int(), y = b.as_int();
-  std::int64_t r = 0;
-  bool overflow = false;
-  if (op == "+") overflow = __builtin_add_overflow(x, y, &r);
-  if (op == "-") overflow = __builtin_sub_overflow(x, y, &r);
-  if (op == "*") overflow = __builtin_mul_overflow(x, y, &r);
-  if (op == "+" || op == "-" || op == "*") return checked(overflow, r);
-  if (op == "**") {
-    if (y < 0) {
-      if (x == 0) fail("0.0 cannot be raised to a negative power");
-      return std::pow(static_cast<double>(x), static_cast<double>(y));
-    }
-    r = 1;  // by squaring: y may be huge when x is -1, 0 or 1
-    std::int64_t base = x;
-    for (std::int64_t e = y; e > 0; e >>= 1) {
-      if ((e & 1) && __builtin_mul_overflow(r, base, &r)) checked(true, 0);
-      if (e > 1 && __builtin_mul_overflow(base, base, &base)) checked(true, 0);
-    }
-    return r;
-  }
-  if (y == 0) fail(op == "%" ? "integer modulo" : "integer division", " by zero");
-  if (x == std::numeric_limits<std::int64_t>::min() && y == -1) checked(true, 0);
-  std::int64_t quotient = x / y, remainder = x % y;
-  if (remainder != 0 && ((remainder < 0) != (y < 0))) {  // Python floors
-    --quotient;
-    remainder += y;
-  }
-  return op == "//" ? quotient : remainder;
+  if (floats) return float_arithmetic(op, a.as_double(), b.as_double());
+  return int_arithmetic(op, a.as_int(), b.as_int());
 }
 
 // ---- tojson: json.dumps(value, ensure_ascii=False, indent, separators, sort_keys) ----
@@ -798,6 +890,75 @@ inline std::string json_key(const Value& key) {
 }
 
 inline void append_json(std::string& out, const Value& value, const JsonStyle& style, int depth,
+                        Meter& meter);
+
+// A line break and `level` indents, before each item of an indented array or object.
+inline void json_newline(std::string& out, const JsonStyle& style, int level, Meter& meter) {
+  out += '\n';
+  for (int i = 0; i < level; ++i) {
+    if (!style.indent_text.empty()) {
+      out += style.indent_text;
+    } else {
+      out.append(static_cast<std::size_t>(style.indent), ' ');
+    }
+    meter.check_size(out.size());  // a long indent string, deep: checked as it grows
+  }
+}
+
+inline bool json_pretty(const JsonStyle& style) {
+  return style.indent >= 0 || !style.indent_text.empty();
+}
+
+inline void append_json_array(std::string& out, const Value& value, const JsonStyle& style,
+                              int depth, Meter& meter) {
+  if (!value.is_indexable_list()) {
+    fail("tojson: Object of type ", value.type_name(), " is not JSON serializable");
+  }
+  const List& list = value.as_list();
+  if (list.empty()) {
+    out += "[]";
+    return;
+  }
+  const bool pretty = json_pretty(style);
+  out += '[';
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (i) out += style.item_separator;
+    if (pretty) json_newline(out, style, depth + 1, meter);
+    append_json(out, list[i], style, depth + 1, meter);
+  }
+  if (pretty) json_newline(out, style, depth, meter);
+  out += ']';
+}
+
+inline void append_json_object(std::string& out, const Value& value, const JsonStyle& style,
+                               int depth, Meter& meter) {
+  if (value.is_namespace()) fail("tojson: Object of type Namespace is not JSON serializable");
+  std::vector<const std::pair<Value, Value>*> entries;
+  for (const auto& entry : value.as_dict().entries()) entries.push_back(&entry);
+  if (entries.empty()) {
+    out += "{}";
+    return;
+  }
+  if (style.sort_keys) {
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const std::pair<Value, Value>* a, const std::pair<Value, Value>* b) {
+                       return compare(a->first, b->first) < 0;
+                     });
+  }
+  const bool pretty = json_pretty(style);
+  out += '{';
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i) out += style.item_separator;
+    if (pretty) json_newline(out, style, depth + 1, meter);
+    python::append_json_string(out, json_key(entries[i]->first), style.ensure_ascii);
+    out += style.key_separator;
+    append_json(out, entries[i]->second, style, depth + 1, meter);
+  }
+  if (pretty) json_newline(out, style, depth, meter);
+  out += '}';
+}
+
+inline void append_json(std::string& out, const Value& value, const JsonStyle& style, int depth,
                         Meter& meter) {
   if (depth > meter.limits().max_value_depth) {
     fail("tojson: the value nests deeper than ", meter.limits().max_value_depth,
@@ -805,18 +966,6 @@ inline void append_json(std::string& out, const Value& value, const JsonStyle& s
   }
   meter.charge(1);
   meter.check_size(out.size());
-  const bool pretty = style.indent >= 0 || !style.indent_text.empty();
-  const auto newline = [&](int level) {
-    out += '\n';
-    for (int i = 0; i < level; ++i) {
-      if (!style.indent_text.empty()) {
-        out += style.indent_text;
-      } else {
-        out.append(static_cast<std::size_t>(style.indent), ' ');
-      }
-      meter.check_size(out.size());  // a long indent string, deep: checked as it grows
-    }
-  };
   switch (value.kind()) {
     case Value::Kind::none:
       out += "null";
@@ -833,52 +982,13 @@ inline void append_json(std::string& out, const Value& value, const JsonStyle& s
     case Value::Kind::string:
       python::append_json_string(out, value.as_string(), style.ensure_ascii);
       return;
-    case Value::Kind::list: {
-      if (!value.is_indexable_list()) {
-        fail("tojson: Object of type ", value.type_name(), " is not JSON serializable");
-      }
-      const List& list = value.as_list();
-      if (list.empty()) {
-        out += "[]";
-        return;
-      }
-      out += '[';
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        if (i) out += style.item_separator;
-        if (pretty) newline(depth + 1);
-        append_json(out, list[i], style, depth + 1, meter);
-      }
-      if (pretty) newline(depth);
-      out += ']';
+    case Value::Kind::list:
+      append_json_array(out, value, style, depth, meter);
       return;
-    }
     case Value::Kind::dict:
-    case Value::Kind::name_space: {
-      if (value.is_namespace()) fail("tojson: Object of type Namespace is not JSON serializable");
-      std::vector<const std::pair<Value, Value>*> entries;
-      for (const auto& entry : value.as_dict().entries()) entries.push_back(&entry);
-      if (entries.empty()) {
-        out += "{}";
-        return;
-      }
-      if (style.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(),
-                         [](const std::pair<Value, Value>* a, const std::pair<Value, Value>* b) {
-                           return compare(a->first, b->first) < 0;
-                         });
-      }
-      out += '{';
-      for (std::size_t i = 0; i < entries.size(); ++i) {
-        if (i) out += style.item_separator;
-        if (pretty) newline(depth + 1);
-        python::append_json_string(out, json_key(entries[i]->first), style.ensure_ascii);
-        out += style.key_separator;
-        append_json(out, entries[i]->second, style, depth + 1, meter);
-      }
-      if (pretty) newline(depth);
-      out += '}';
+    case Value::Kind::name_space:
+      append_json_object(out, value, style, depth, meter);
       return;
-    }
     case Value::Kind::undefined:
       fail("tojson: '", value.undefined_name(),
            "' is undefined (Undefined is not JSON serializable)");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -595,6 +596,144 @@ inline std::string xmlattr(const Value& value, const Arguments& args) {
   return autospace && !out.empty() ? " " + out : out;
 }
 
+// trim(chars=None): both ends, of whitespace or of the given characters.
+inline Value trim_filter(const Value& value, const Arguments& args) {
+  const Value* chars = argument(args, 0, "chars");
+  if (chars && !chars->is_none() && !chars->is_string()) {
+    fail("trim: strip arg must be None or str");
+  }
+  const std::string_view set =
+      chars && chars->is_string() ? std::string_view(chars->as_string()) : std::string_view();
+  return python::strip(to_str(value), python::StripSide::both,
+                       chars && chars->is_string() ? &set : nullptr);
+}
+
+// first: a generator gives up its next item, as next(iter(value)) does.
+inline Value first_filter(const Value& value, Meter& meter) {
+  if (value.is_generator()) {
+    GeneratorState& state = value.generator_state();
+    if (state.next == state.items.size()) return Value::undefined("No first item");
+    return state.items[state.next++];
+  }
+  if (value.is_list()) {
+    const List& items = value.as_list();
+    return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
+  }
+  const List items = iterate(value, meter);
+  return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
+}
+
+inline Value last_filter(const Value& value, Meter& meter) {
+  if (value.is_generator()) fail("last: 'generator' object is not reversible");
+  if (value.is_list()) {
+    const List& items = value.as_list();
+    return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
+  }
+  const List items = iterate(value, meter);
+  return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
+}
+
+// default(default_value='', boolean=False): the fallback for an undefined value, or
+// with boolean=True for a falsy one too.
+inline Value default_filter(const Value& value, const Arguments& args) {
+  const Value* fallback = argument(args, 0, "default_value");
+  const bool boolean = bool_argument(args, 1, "boolean", false);
+  if (value.is_undefined() || (boolean && !value.truthy())) {
+    return fallback ? *fallback : Value(std::string());
+  }
+  return value;
+}
+
+inline Value abs_filter(const Value& value) {
+  if (value.is_float()) return std::fabs(value.as_double());
+  if (value.is_int() || value.is_bool()) {
+    if (value.as_int() == std::numeric_limits<std::int64_t>::min()) checked(true, 0);
+    return value.as_int() < 0 ? -value.as_int() : value.as_int();
+  }
+  fail("abs: bad operand type '", value.type_name(), "'");
+}
+
+// replace(old, new, count=None): on the value's str().
+inline Value replace_filter(const Value& value, const Arguments& args, Meter& meter) {
+  const Value* old = argument(args, 0, "old");
+  const Value* with = argument(args, 1, "new");
+  if (!old || !with) fail("replace: needs the old and the new text");
+  const Value* count_value = argument(args, 2, "count");
+  const std::int64_t count =
+      count_value && !count_value->is_none() ? int_argument(args, 2, "count", "replace", -1) : -1;
+  return builtins::replace(to_str(value), to_str(*old), to_str(*with), count, meter);
+}
+
+// items: a mapping's (key, value) pairs, as an iterator (an undefined value has none).
+inline Value items_filter(const Value& value, Meter& meter) {
+  if (value.is_undefined()) return Value::generator({});
+  if (!value.is_dict()) fail("items: can only get item pairs from a mapping");
+  List pairs;
+  for (const auto& [key, item] : value.as_dict().entries()) {
+    pairs.push_back(Value::tuple({key, item}));
+  }
+  meter.charge(pairs.size());
+  return Value::generator(std::move(pairs));
+}
+
+inline Value reverse_filter(const Value& value, Meter& meter) {
+  if (value.is_string()) {
+    auto points = python::code_points(value.as_string());
+    std::reverse(points.begin(), points.end());
+    std::string out = python::from_code_points(points, 0, points.size());
+    return value.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
+  }
+  // reversed() where Python can (an iterator), else list(value) reversed (a list).
+  const bool reversible = !value.is_generator();
+  List items = iterate(value, meter);
+  std::reverse(items.begin(), items.end());
+  if (!reversible) return items;
+  return Value::generator(std::move(items));
+}
+
+// sum(attribute=None, start=0): Python's +, item by item, so the types mix as they would.
+inline Value sum_filter(const Value& value, const Arguments& args, Meter& meter) {
+  const Value* attribute = argument(args, 0, "attribute");
+  Value total = argument(args, 1, "start") ? *argument(args, 1, "start") : Value(0);
+  if (total.is_string()) fail("sum() can't sum strings [use ''.join(seq) instead]");
+  for (const Value& item : iterate(value, meter)) {
+    total = arithmetic(
+        "+", total,
+        attribute && !attribute->is_none() ? attribute_path(item, to_str(*attribute), meter) : item,
+        meter);
+  }
+  return total;
+}
+
+inline Value attr_filter(const Value& value, const Arguments& args, Meter& meter) {
+  const Value* attribute_name = argument(args, 0, "name");
+  if (!attribute_name || !attribute_name->is_string()) fail("attr: needs a name");
+  if (value.is_undefined()) {
+    fail("'", value.undefined_name(), "' is undefined, so it has no attribute '",
+         attribute_name->as_string(), "'");
+  }
+  // getattr only: a dict's key is no attribute.
+  if (value.is_dict() || value.is_list()) {
+    Value found = attribute(value, attribute_name->as_string(), meter);
+    return found.is_callable() ? found : Value::undefined(attribute_name->as_string());
+  }
+  return attribute(value, attribute_name->as_string(), meter);
+}
+
+// format(*args) or format(**kwargs): printf-style, value % args.
+inline Value format_filter(const Value& value, const Arguments& args, Meter& meter) {
+  if (!args.positional.empty() && !args.named.empty()) {
+    fail("format: can't handle positional and keyword arguments at the same time");
+  }
+  const Value format = value.is_markup() ? value : Value(to_str(value));
+  if (!args.named.empty()) {
+    Dict named;
+    for (const auto& [key, item] : args.named) named.set(key, item);
+    return percent_format(format, named, meter);
+  }
+  return percent_format(format, Value::tuple(args.positional), meter);
+}
+
 }  // namespace builtins
 
 inline Value apply_filter(std::string_view name, const Value& value, const Arguments& args,
@@ -602,16 +741,7 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
   using namespace builtins;
   meter.charge(1);
   if (name == "tojson") return tojson(value, args, meter);
-  if (name == "trim") {
-    const Value* chars = argument(args, 0, "chars");
-    if (chars && !chars->is_none() && !chars->is_string()) {
-      fail("trim: strip arg must be None or str");
-    }
-    const std::string_view set =
-        chars && chars->is_string() ? std::string_view(chars->as_string()) : std::string_view();
-    return python::strip(to_str(value), python::StripSide::both,
-                         chars && chars->is_string() ? &set : nullptr);
-  }
+  if (name == "trim") return trim_filter(value, args);
   if (name == "length" || name == "count") return length(value);
   if (name == "join") return join(value, args, meter);
   if (name == "map") return map(value, args, meter);
@@ -619,48 +749,14 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
   if (name == "reject") return select(value, args, false, false, meter);
   if (name == "selectattr") return select(value, args, true, true, meter);
   if (name == "rejectattr") return select(value, args, true, false, meter);
-  if (name == "first") {
-    if (value.is_generator()) {
-      GeneratorState& state = value.generator_state();
-      if (state.next == state.items.size()) return Value::undefined("No first item");
-      return state.items[state.next++];
-    }
-    if (value.is_list()) {
-      const List& items = value.as_list();
-      return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
-    }
-    const List items = iterate(value, meter);
-    return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
-  }
-  if (name == "last") {
-    if (value.is_generator()) fail("last: 'generator' object is not reversible");
-    if (value.is_list()) {
-      const List& items = value.as_list();
-      return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
-    }
-    const List items = iterate(value, meter);
-    return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
-  }
-  if (name == "default" || name == "d") {
-    const Value* fallback = argument(args, 0, "default_value");
-    const bool boolean = bool_argument(args, 1, "boolean", false);
-    if (value.is_undefined() || (boolean && !value.truthy())) {
-      return fallback ? *fallback : Value(std::string());
-    }
-    return value;
-  }
+  if (name == "first") return first_filter(value, meter);
+  if (name == "last") return last_filter(value, meter);
+  if (name == "default" || name == "d") return default_filter(value, args);
   if (name == "string") return value.is_markup() ? value : Value(to_str(value));
   if (name == "safe") return value.is_markup() ? value : Value::markup(to_str(value));
   if (name == "int") return to_int(value, args);
   if (name == "float") return to_float(value, args);
-  if (name == "abs") {
-    if (value.is_float()) return std::fabs(value.as_double());
-    if (value.is_int() || value.is_bool()) {
-      if (value.as_int() == std::numeric_limits<std::int64_t>::min()) checked(true, 0);
-      return value.as_int() < 0 ? -value.as_int() : value.as_int();
-    }
-    fail("abs: bad operand type '", value.type_name(), "'");
-  }
+  if (name == "abs") return abs_filter(value);
   if (name == "round") return round(value, args);
   if (name == "list") {
     List items = iterate(value, meter);
@@ -671,55 +767,13 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
   if (name == "lower") return python::lower(to_str(value));
   if (name == "capitalize") return python::capitalize(to_str(value));
   if (name == "title") return title(to_str(value));
-  if (name == "replace") {
-    const Value* old = argument(args, 0, "old");
-    const Value* with = argument(args, 1, "new");
-    if (!old || !with) fail("replace: needs the old and the new text");
-    const Value* count_value = argument(args, 2, "count");
-    const std::int64_t count =
-        count_value && !count_value->is_none() ? int_argument(args, 2, "count", "replace", -1) : -1;
-    return builtins::replace(to_str(value), to_str(*old), to_str(*with), count, meter);
-  }
-  if (name == "items") {
-    if (value.is_undefined()) return Value::generator({});
-    if (!value.is_dict()) fail("items: can only get item pairs from a mapping");
-    List pairs;
-    for (const auto& [key, item] : value.as_dict().entries()) {
-      pairs.push_back(Value::tuple({key, item}));
-    }
-    meter.charge(pairs.size());
-    return Value::generator(std::move(pairs));
-  }
+  if (name == "replace") return replace_filter(value, args, meter);
+  if (name == "items") return items_filter(value, meter);
   if (name == "dictsort") return dictsort(value, args, meter);
   if (name == "sort") return sort(value, args, meter);
-  if (name == "reverse") {
-    if (value.is_string()) {
-      auto points = python::code_points(value.as_string());
-      std::reverse(points.begin(), points.end());
-      std::string out = python::from_code_points(points, 0, points.size());
-      return value.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
-    }
-    // reversed() where Python can (an iterator), else list(value) reversed (a list).
-    const bool reversible = !value.is_generator();
-    List items = iterate(value, meter);
-    std::reverse(items.begin(), items.end());
-    if (!reversible) return items;
-    return Value::generator(std::move(items));
-  }
+  if (name == "reverse") return reverse_filter(value, meter);
   if (name == "min" || name == "max") return minmax(value, args, name == "max", meter);
-  if (name == "sum") {
-    const Value* attribute = argument(args, 0, "attribute");
-    Value total = argument(args, 1, "start") ? *argument(args, 1, "start") : Value(0);
-    if (total.is_string()) fail("sum() can't sum strings [use ''.join(seq) instead]");
-    for (const Value& item : iterate(value, meter)) {
-      total = arithmetic("+", total,
-                         attribute && !attribute->is_none()
-                             ? attribute_path(item, to_str(*attribute), meter)
-                             : item,
-                         meter);
-    }
-    return total;
-  }
+  if (name == "sum") return sum_filter(value, args, meter);
   if (name == "indent") {
     std::string out = indent(value, args, meter);
     meter.check_size(out.size());
@@ -737,20 +791,7 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
     meter.check_size(escaped.size());
     return Value::markup(std::move(escaped));
   }
-  if (name == "attr") {
-    const Value* attribute_name = argument(args, 0, "name");
-    if (!attribute_name || !attribute_name->is_string()) fail("attr: needs a name");
-    if (value.is_undefined()) {
-      fail("'", value.undefined_name(), "' is undefined, so it has no attribute '",
-           attribute_name->as_string(), "'");
-    }
-    // getattr only: a dict's key is no attribute.
-    if (value.is_dict() || value.is_list()) {
-      Value found = attribute(value, attribute_name->as_string(), meter);
-      return found.is_callable() ? found : Value::undefined(attribute_name->as_string());
-    }
-    return attribute(value, attribute_name->as_string(), meter);
-  }
+  if (name == "attr") return attr_filter(value, args, meter);
   if (name == "batch") return batch(value, args, meter);
   if (name == "slice") return slice_filter(value, args, meter);
   if (name == "groupby") return groupby(value, args, meter);
@@ -759,18 +800,7 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
     if (width > 100000) fail("center: width ", width, " is more than 100000");
     return python::pad(to_str(value), width, python::Align::center);
   }
-  if (name == "format") {
-    if (!args.positional.empty() && !args.named.empty()) {
-      fail("format: can't handle positional and keyword arguments at the same time");
-    }
-    const Value format = value.is_markup() ? value : Value(to_str(value));
-    if (!args.named.empty()) {
-      Dict named;
-      for (const auto& [key, item] : args.named) named.set(key, item);
-      return percent_format(format, named, meter);
-    }
-    return percent_format(format, Value::tuple(args.positional), meter);
-  }
+  if (name == "format") return format_filter(value, args, meter);
   if (name == "truncate") return truncate(value, args);
   if (name == "filesizeformat") return filesizeformat(value, args);
   if (name == "urlencode") return urlencode(value, meter);
@@ -778,12 +808,11 @@ inline Value apply_filter(std::string_view name, const Value& value, const Argum
   fail("unsupported filter '", name, "'");
 }
 
-inline bool apply_test(std::string_view name, const Value& value, const Arguments& args,
-                       Meter& meter) {
-  using namespace builtins;
-  meter.charge(1);
-  // The tests of one argument take it by position, or by its name where jinja2's own
-  // function has one (operator.eq and the like take no keywords); the others take none.
+namespace builtins {
+
+// The tests of one argument take it by position, or by its name where jinja2's own
+// function has one (operator.eq and the like take no keywords); the others take none.
+inline void check_test_arguments(std::string_view name, const Arguments& args) {
   const bool operator_test =
       is_one_of(name, {"==", "eq", "equalto", "!=", "ne", "<", "lt", "lessthan", "<=", "le", ">",
                        "gt", "greaterthan", ">=", "ge"});
@@ -800,11 +829,18 @@ inline bool apply_test(std::string_view name, const Value& value, const Argument
       fail("the test '", name, "' takes no keyword argument '", key, "'");
     }
   }
-  const auto other = [&]() -> const Value& {
-    if (!args.positional.empty()) return args.positional[0];
-    if (!args.named.empty()) return args.named[0].second;
-    fail("the test '", name, "' needs an argument");
-  };
+}
+
+// The one argument of a test that takes one, by position or by name.
+inline const Value& test_argument(std::string_view name, const Arguments& args) {
+  if (!args.positional.empty()) return args.positional[0];
+  if (!args.named.empty()) return args.named[0].second;
+  fail("the test '", name, "' needs an argument");
+}
+
+// The tests of the value's type and kind (defined, string, mapping, iterable, ...);
+// none when `name` is none of them.
+inline std::optional<bool> kind_test(std::string_view name, const Value& value) {
   if (name == "defined") return !value.is_undefined();
   if (name == "undefined") return value.is_undefined();
   if (name == "none") return value.is_none();
@@ -834,6 +870,34 @@ inline bool apply_test(std::string_view name, const Value& value, const Argument
     if (!value.is_string()) return false;
     return name == "filter" ? is_jinja_filter(value.as_string()) : is_jinja_test(value.as_string());
   }
+  return std::nullopt;
+}
+
+// Python's `is`: None, True and False are single objects, and CPython keeps one object
+// per small integer; other values are the same only as the same container.
+inline bool same_as(const Value& value, const Value& o) {
+  if (value.is_none() || value.is_bool() || o.is_none() || o.is_bool()) {
+    return value.kind() == o.kind() && equal(value, o);
+  }
+  if (value.is_int() && o.is_int()) {
+    return value.as_int() == o.as_int() && value.as_int() >= -5 && value.as_int() <= 256;
+  }
+  if (value.kind() != o.kind()) return false;
+  if (value.is_list()) return &value.as_list() == &o.as_list();
+  if (value.is_dict()) return &value.as_dict() == &o.as_dict();
+  if (value.is_namespace()) return &value.namespace_attributes() == &o.namespace_attributes();
+  return false;
+}
+
+}  // namespace builtins
+
+inline bool apply_test(std::string_view name, const Value& value, const Arguments& args,
+                       Meter& meter) {
+  using namespace builtins;
+  meter.charge(1);
+  check_test_arguments(name, args);
+  const auto other = [&]() -> const Value& { return test_argument(name, args); };
+  if (const std::optional<bool> result = kind_test(name, value)) return *result;
   // value % 2 == 1, value % n == 0: Python's %, so floats count and strings fail
   if (name == "odd") return equal(arithmetic("%", value, Value(2), meter), Value(1));
   if (name == "even") return equal(arithmetic("%", value, Value(2), meter), Value(0));
@@ -845,22 +909,7 @@ inline bool apply_test(std::string_view name, const Value& value, const Argument
   if (name == "gt" || name == "greaterthan" || name == ">") return ordered(">", value, other());
   if (name == "ge" || name == ">=") return ordered(">=", value, other());
   if (name == "in") return contains(other(), value);
-  if (name == "sameas") {
-    // Python's `is`: None, True and False are single objects, and CPython keeps one
-    // object per small integer; other values are the same only as the same container.
-    const Value& o = other();
-    if (value.is_none() || value.is_bool() || o.is_none() || o.is_bool()) {
-      return value.kind() == o.kind() && equal(value, o);
-    }
-    if (value.is_int() && o.is_int()) {
-      return value.as_int() == o.as_int() && value.as_int() >= -5 && value.as_int() <= 256;
-    }
-    if (value.kind() != o.kind()) return false;
-    if (value.is_list()) return &value.as_list() == &o.as_list();
-    if (value.is_dict()) return &value.as_dict() == &o.as_dict();
-    if (value.is_namespace()) return &value.namespace_attributes() == &o.namespace_attributes();
-    return false;
-  }
+  if (name == "sameas") return same_as(value, other());
   if (name == "lower") return python::is_lower(to_str(value));
   if (name == "upper") return python::is_upper(to_str(value));
   fail("unsupported test '", name, "'");

@@ -175,19 +175,59 @@ class Interpreter {
     }
   }
 
+  void exec_print(const Stmt& stmt, Frame& frame, std::string& out) {
+    const Value value = eval(*stmt.expr, frame);
+    const std::size_t before = out.size();
+    append_str(out, value);
+    if (out.size() != before) check_output(out, stmt.offset);
+  }
+
+  // {% set x = ... %}, {% set a, b = ... %}, or {% set ns.attr = ... %} (stmt.text names
+  // the attribute) on a namespace().
+  void exec_set(const Stmt& stmt, Frame& frame) {
+    Value value = eval(*stmt.expr, frame);
+    if (!stmt.text.empty()) {
+      Value* target = frame.find(stmt.targets[0]);
+      if (!target || !target->is_namespace()) {
+        fail_at(stmt.offset, cat("cannot set an attribute of '", stmt.targets[0],
+                                 "': only a namespace() has attributes to set"));
+      }
+      target->namespace_attributes().set(stmt.text, std::move(value));
+      return;
+    }
+    assign(stmt.targets, std::move(value), frame, stmt.offset);
+  }
+
+  // {% with a = x, b = y %}: the values are evaluated in the outer scope, then set in a
+  // scope of the body's own.
+  Flow exec_with_block(const Stmt& stmt, Frame& frame, std::string& out) {
+    std::vector<Value> values;
+    for (const auto& value : stmt.conditions) values.push_back(eval(*value, frame));
+    const FramePtr scope = child_of(frame);
+    for (std::size_t i = 0; i < values.size(); ++i) scope->set(stmt.targets[i], values[i]);
+    const Flow flow = exec(stmt.bodies[0], *scope, out);
+    release(scope);
+    return flow;
+  }
+
+  // {% call(params) m(args) %}body{% endcall %}: m(args, caller=<the body>)
+  void exec_call_block(const Stmt& stmt, Frame& frame, std::string& out) {
+    const Expr& call = *stmt.expr;
+    const Value callee = eval(*call.items[0], frame);
+    Arguments args = arguments(call, frame);
+    args.named.emplace_back("caller", macro(stmt, frame));
+    write(out, to_str(invoke(callee, args, call.offset)), stmt.offset);
+  }
+
   Flow exec_statement(const Stmt& stmt, Frame& frame, std::string& out) {
     meter_.charge(1);
     switch (stmt.kind) {
       case Stmt::Kind::text:
         write(out, stmt.text, stmt.offset);
         return Flow::normal;
-      case Stmt::Kind::print: {
-        const Value value = eval(*stmt.expr, frame);
-        const std::size_t before = out.size();
-        append_str(out, value);
-        if (out.size() != before) check_output(out, stmt.offset);
+      case Stmt::Kind::print:
+        exec_print(stmt, frame, out);
         return Flow::normal;
-      }
       case Stmt::Kind::if_chain:
         for (std::size_t i = 0; i < stmt.bodies.size(); ++i) {
           if (i >= stmt.conditions.size() || eval(*stmt.conditions[i], frame).truthy()) {
@@ -200,20 +240,9 @@ class Interpreter {
         for_loop(stmt, frame, iterable, 0, out);
         return Flow::normal;
       }
-      case Stmt::Kind::set: {
-        Value value = eval(*stmt.expr, frame);
-        if (!stmt.text.empty()) {
-          Value* target = frame.find(stmt.targets[0]);
-          if (!target || !target->is_namespace()) {
-            fail_at(stmt.offset, cat("cannot set an attribute of '", stmt.targets[0],
-                                     "': only a namespace() has attributes to set"));
-          }
-          target->namespace_attributes().set(stmt.text, std::move(value));
-          return Flow::normal;
-        }
-        assign(stmt.targets, std::move(value), frame, stmt.offset);
+      case Stmt::Kind::set:
+        exec_set(stmt, frame);
         return Flow::normal;
-      }
       case Stmt::Kind::set_block: {
         std::string captured;
         exec_captured(stmt.bodies[0], frame, captured, stmt.offset);
@@ -222,27 +251,14 @@ class Interpreter {
         frame.set(stmt.targets[0], std::move(value));
         return Flow::normal;
       }
-      case Stmt::Kind::with_block: {
-        std::vector<Value> values;
-        for (const auto& value : stmt.conditions) values.push_back(eval(*value, frame));
-        const FramePtr scope = child_of(frame);
-        for (std::size_t i = 0; i < values.size(); ++i) scope->set(stmt.targets[i], values[i]);
-        const Flow flow = exec(stmt.bodies[0], *scope, out);
-        release(scope);
-        return flow;
-      }
+      case Stmt::Kind::with_block:
+        return exec_with_block(stmt, frame, out);
       case Stmt::Kind::macro:
         frame.set(stmt.text, macro(stmt, frame));
         return Flow::normal;
-      case Stmt::Kind::call_block: {
-        // {% call(params) m(args) %}body{% endcall %}: m(args, caller=<the body>)
-        const Expr& call = *stmt.expr;
-        const Value callee = eval(*call.items[0], frame);
-        Arguments args = arguments(call, frame);
-        args.named.emplace_back("caller", macro(stmt, frame));
-        write(out, to_str(invoke(callee, args, call.offset)), stmt.offset);
+      case Stmt::Kind::call_block:
+        exec_call_block(stmt, frame, out);
         return Flow::normal;
-      }
       case Stmt::Kind::filter_block: {
         std::string captured;
         exec_captured(stmt.bodies[0], frame, captured, stmt.offset);
@@ -675,6 +691,56 @@ class Interpreter {
     return apply_filter(chain.name, value, args, meter_);
   }
 
+  // {k: v, ...}: the keys must be hashable (str, a number or None).
+  Value eval_dict(const Expr& expr, Frame& frame) {
+    Dict dict;
+    for (std::size_t i = 0; i < expr.items.size(); i += 2) {
+      Value key = eval(*expr.items[i], frame);
+      if (!key.is_string() && !key.is_number() && !key.is_none()) {
+        fail_at(expr.items[i]->offset, cat("unhashable type: '", key.type_name(), "'"));
+      }
+      dict.set(std::move(key), eval(*expr.items[i + 1], frame));
+    }
+    return dict;
+  }
+
+  Value eval_item(const Expr& expr, Frame& frame) {
+    const Value target = eval(*expr.items[0], frame);
+    const Value key = eval(*expr.items[1], frame);
+    Value found = builtins::item(target, key);
+    // jinja2 falls back to the attribute: d['items'] is the method when no such key.
+    if (found.is_undefined() && key.is_string() && (target.is_dict() || target.is_string())) {
+      Value method = attribute(target, key.as_string(), meter_);
+      if (method.is_callable()) return method;
+    }
+    return found;
+  }
+
+  // Unary - and +: numbers only; +True is 1.
+  Value eval_sign(const Expr& expr, Frame& frame) {
+    const Value value = eval(*expr.items[0], frame);
+    if (!value.is_number()) {
+      fail_at(expr.offset,
+              cat("bad operand type for unary ", expr.kind == Expr::Kind::negate ? "-" : "+", ": '",
+                  value.type_name(), "'"));
+    }
+    if (expr.kind == Expr::Kind::plus) return value.is_bool() ? Value(value.as_int()) : value;
+    if (value.is_float()) return -value.as_double();
+    return builtins::arithmetic("-", Value(0), value, meter_);
+  }
+
+  // a < b <= c: each comparison on its neighbours, each operand evaluated once, stopping
+  // at the first that fails.
+  bool eval_compare(const Expr& expr, Frame& frame) {
+    Value left = eval(*expr.items[0], frame);
+    for (std::size_t i = 0; i < expr.ops.size(); ++i) {
+      Value right = eval(*expr.items[i + 1], frame);
+      if (!compare_holds(expr.ops[i], left, right)) return false;
+      left = std::move(right);
+    }
+    return true;
+  }
+
   Value eval_node(const Expr& expr, Frame& frame) {
     switch (expr.kind) {
       case Expr::Kind::literal:
@@ -688,30 +754,12 @@ class Interpreter {
         if (expr.kind == Expr::Kind::tuple) return Value::tuple(std::move(items));
         return items;
       }
-      case Expr::Kind::dict: {
-        Dict dict;
-        for (std::size_t i = 0; i < expr.items.size(); i += 2) {
-          Value key = eval(*expr.items[i], frame);
-          if (!key.is_string() && !key.is_number() && !key.is_none()) {
-            fail_at(expr.items[i]->offset, cat("unhashable type: '", key.type_name(), "'"));
-          }
-          dict.set(std::move(key), eval(*expr.items[i + 1], frame));
-        }
-        return dict;
-      }
+      case Expr::Kind::dict:
+        return eval_dict(expr, frame);
       case Expr::Kind::attribute:
         return attribute(eval(*expr.items[0], frame), expr.name, meter_);
-      case Expr::Kind::item: {
-        const Value target = eval(*expr.items[0], frame);
-        const Value key = eval(*expr.items[1], frame);
-        Value found = builtins::item(target, key);
-        // jinja2 falls back to the attribute: d['items'] is the method when no such key.
-        if (found.is_undefined() && key.is_string() && (target.is_dict() || target.is_string())) {
-          Value method = attribute(target, key.as_string(), meter_);
-          if (method.is_callable()) return method;
-        }
-        return found;
-      }
+      case Expr::Kind::item:
+        return eval_item(expr, frame);
       case Expr::Kind::slice: {
         const Value target = eval(*expr.items[0], frame);
         const auto part = [&](std::size_t i) {
@@ -735,31 +783,15 @@ class Interpreter {
         return apply_test(expr.name, target, args, meter_) != expr.negated;
       }
       case Expr::Kind::negate:
-      case Expr::Kind::plus: {
-        const Value value = eval(*expr.items[0], frame);
-        if (!value.is_number()) {
-          fail_at(expr.offset,
-                  cat("bad operand type for unary ", expr.kind == Expr::Kind::negate ? "-" : "+",
-                      ": '", value.type_name(), "'"));
-        }
-        if (expr.kind == Expr::Kind::plus) return value.is_bool() ? Value(value.as_int()) : value;
-        if (value.is_float()) return -value.as_double();
-        return builtins::arithmetic("-", Value(0), value, meter_);
-      }
+      case Expr::Kind::plus:
+        return eval_sign(expr, frame);
       case Expr::Kind::logical_not:
         return !eval(*expr.items[0], frame).truthy();
       case Expr::Kind::binary:
         return builtins::arithmetic(expr.name, eval(*expr.items[0], frame),
                                     eval(*expr.items[1], frame), meter_);
-      case Expr::Kind::compare: {
-        Value left = eval(*expr.items[0], frame);
-        for (std::size_t i = 0; i < expr.ops.size(); ++i) {
-          Value right = eval(*expr.items[i + 1], frame);
-          if (!compare_holds(expr.ops[i], left, right)) return false;
-          left = std::move(right);
-        }
-        return true;
-      }
+      case Expr::Kind::compare:
+        return eval_compare(expr, frame);
       case Expr::Kind::logical_and: {
         Value left = eval(*expr.items[0], frame);
         return left.truthy() ? eval(*expr.items[1], frame) : left;

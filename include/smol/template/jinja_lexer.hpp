@@ -303,51 +303,92 @@ class Lexer {
     return end;
   }
 
+  // The end of a run of digits of `base` from `i` (each may have one _ before it, but
+  // the run may not start with one); `i` when there is no digit there.
+  std::size_t digits_end(std::size_t i, int base) const {
+    const auto is_digit = [&](std::size_t k) {
+      if (k >= source_.size()) return false;
+      const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(source_[k])));
+      if (base == 16) return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+      return c >= '0' && c < static_cast<char>('0' + base);
+    };
+    if (!is_digit(i)) return i;
+    ++i;
+    while (is_digit(i) || (i < source_.size() && source_[i] == '_' && is_digit(i + 1))) {
+      i += source_[i] == '_' ? 2 : 1;
+    }
+    return i;
+  }
+
+  bool digit_at(std::size_t i) const {
+    return i < source_.size() && std::isdigit(static_cast<unsigned char>(source_[i]));
+  }
+
+  std::string without_underscores(std::size_t begin, std::size_t end) const {
+    std::string text;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (source_[i] != '_') text += source_[i];
+    }
+    return text;
+  }
+
+  // The end of a float starting at `at`: digits, then a fraction, an exponent or both.
+  // `at` when the digits there have neither (they are an integer).
+  std::size_t float_end(std::size_t at) const {
+    std::size_t end = digits_end(at, 10);
+    bool fraction = false, exponent = false;
+    if (end + 1 < source_.size() && source_[end] == '.' && digit_at(end + 1)) {
+      end = digits_end(end + 1, 10);
+      fraction = true;
+    }
+    if (end < source_.size() && (source_[end] == 'e' || source_[end] == 'E')) {
+      std::size_t e = end + 1;
+      if (e < source_.size() && (source_[e] == '+' || source_[e] == '-')) ++e;
+      if (digit_at(e)) {
+        end = digits_end(e, 10);
+        exponent = true;
+      }
+    }
+    return fraction || exponent ? end : at;
+  }
+
+  // The end of 0(_?0)* from the 0 at end - 1: the one decimal integer that may start
+  // with 0.
+  std::size_t zeros_end(std::size_t end) const {
+    while (true) {
+      if (end < source_.size() && source_[end] == '0') {
+        ++end;
+      } else if (end + 1 < source_.size() && source_[end] == '_' && source_[end + 1] == '0') {
+        end += 2;
+      } else {
+        return end;
+      }
+    }
+  }
+
+  // An integer token's text: the value in decimal, or the digits as written when they
+  // do not fit 64 bits (the parser reports that).
+  static std::string integer_text(const std::string& digits, int base) {
+    std::int64_t value = 0;
+    bool fits = true;
+    for (const char c : digits) {
+      const int d = std::isdigit(static_cast<unsigned char>(c))
+                        ? c - '0'
+                        : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
+      fits = fits && !__builtin_mul_overflow(value, base, &value) &&
+             !__builtin_add_overflow(value, d, &value);
+    }
+    return fits ? std::to_string(value) : digits;
+  }
+
   // Numbers as jinja2's lexer reads them. A float (not right after a '.': foo.0.1 is two
   // items): digits, then a fraction, an exponent or both. Else an integer: 0b, 0o or 0x
   // and digits of that base, or decimal digits not starting with 0 (a 0 followed by
   // digits is two numbers, as in jinja2). Each may have _ between digits.
   std::size_t number(std::size_t at, std::vector<Token>& out) {
-    const auto digits = [&](std::size_t i, int base) {
-      const auto is_digit = [&](std::size_t k) {
-        if (k >= source_.size()) return false;
-        const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(source_[k])));
-        if (base == 16) return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-        return c >= '0' && c < static_cast<char>('0' + base);
-      };
-      if (!is_digit(i)) return i;
-      ++i;
-      while (is_digit(i) || (i < source_.size() && source_[i] == '_' && is_digit(i + 1))) {
-        i += source_[i] == '_' ? 2 : 1;
-      }
-      return i;
-    };
-    const auto digit_at = [&](std::size_t i) {
-      return i < source_.size() && std::isdigit(static_cast<unsigned char>(source_[i]));
-    };
-    const auto without_underscores = [&](std::size_t begin, std::size_t end) {
-      std::string text;
-      for (std::size_t i = begin; i < end; ++i) {
-        if (source_[i] != '_') text += source_[i];
-      }
-      return text;
-    };
     if (at == 0 || source_[at - 1] != '.') {
-      std::size_t end = digits(at, 10);
-      bool fraction = false, exponent = false;
-      if (end + 1 < source_.size() && source_[end] == '.' && digit_at(end + 1)) {
-        end = digits(end + 1, 10);
-        fraction = true;
-      }
-      if (end < source_.size() && (source_[end] == 'e' || source_[end] == 'E')) {
-        std::size_t e = end + 1;
-        if (e < source_.size() && (source_[e] == '+' || source_[e] == '-')) ++e;
-        if (digit_at(e)) {
-          end = digits(e, 10);
-          exponent = true;
-        }
-      }
-      if (fraction || exponent) {
+      const std::size_t end = float_end(at);
+      if (end != at) {
         out.push_back({Token::Type::floating, without_underscores(at, end), at});
         return end;
       }
@@ -362,7 +403,7 @@ class Lexer {
       base = prefix == 'b' ? 2 : prefix == 'o' ? 8 : 16;
       std::size_t i = at + 2;
       if (i < source_.size() && source_[i] == '_') ++i;
-      const std::size_t last = digits(i, base);
+      const std::size_t last = digits_end(i, base);
       if (last > i) {
         begin = at + 2;
         end = last;
@@ -370,35 +411,88 @@ class Lexer {
         base = 10;
       }
     }
-    if (base == 10) {
-      if (source_[at] == '0') {  // 0(_?0)*
-        while (true) {
-          if (end < source_.size() && source_[end] == '0') {
-            ++end;
-          } else if (end + 1 < source_.size() && source_[end] == '_' && source_[end + 1] == '0') {
-            end += 2;
-          } else {
-            break;
-          }
-        }
-      } else {
-        end = digits(at, 10);
-      }
-    }
-    // The token holds the value in decimal (or the digits as written, when they do not
-    // fit 64 bits: the parser reports that).
-    const std::string text = without_underscores(begin, end);
-    std::int64_t value = 0;
-    bool fits = true;
-    for (const char c : text) {
-      const int d = std::isdigit(static_cast<unsigned char>(c))
-                        ? c - '0'
-                        : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
-      fits = fits && !__builtin_mul_overflow(value, base, &value) &&
-             !__builtin_add_overflow(value, d, &value);
-    }
-    out.push_back({Token::Type::integer, fits ? std::to_string(value) : text, at});
+    if (base == 10) end = source_[at] == '0' ? zeros_end(end) : digits_end(at, 10);
+    out.push_back({Token::Type::integer, integer_text(without_underscores(begin, end), base), at});
     return end;
+  }
+
+  // \xhh, \uhhhh and \Uhhhhhhhh: a code point in that many hex digits, from `i`.
+  void append_hex_escape(std::string& value, std::size_t& i, char e) const {
+    const std::size_t count = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+    char32_t code = 0;
+    for (std::size_t k = 0; k < count; ++k, ++i) {
+      if (i >= source_.size() || !std::isxdigit(static_cast<unsigned char>(source_[i]))) {
+        fail_at(i, cat("a \\", e, " escape needs ", count, " hex digits"));
+      }
+      const char h = source_[i];
+      code = code * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(h))
+                                                   ? h - '0'
+                                                   : (h | 0x20) - 'a' + 10);
+    }
+    if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      fail_at(i, "a string escape names a code point that UTF-8 cannot hold");
+    }
+    unicode::append_utf8(value, code);
+  }
+
+  // \ooo: one to three octal digits, the first of them `e`, the rest from `i`.
+  void append_octal_escape(std::string& value, std::size_t& i, char e) const {
+    char32_t code = static_cast<char32_t>(e - '0');
+    for (int k = 0; k < 2 && i < source_.size() && source_[i] >= '0' && source_[i] <= '7';
+         ++k, ++i) {
+      code = code * 8 + static_cast<char32_t>(source_[i] - '0');
+    }
+    unicode::append_utf8(value, code);
+  }
+
+  // What the escape \e stands for; `i` is just past `e` and moves past any digits.
+  void append_escape(std::string& value, std::size_t& i, char e) const {
+    switch (e) {
+      case 'n':
+        value += '\n';
+        break;
+      case 't':
+        value += '\t';
+        break;
+      case 'r':
+        value += '\r';
+        break;
+      case '\\':
+        value += '\\';
+        break;
+      case '\'':
+        value += '\'';
+        break;
+      case '"':
+        value += '"';
+        break;
+      case 'a':
+        value += '\a';
+        break;
+      case 'b':
+        value += '\b';
+        break;
+      case 'f':
+        value += '\f';
+        break;
+      case 'v':
+        value += '\v';
+        break;
+      case '\n':
+        break;  // a line continuation
+      case 'x':
+      case 'u':
+      case 'U':
+        append_hex_escape(value, i, e);
+        break;
+      default:
+        if (e >= '0' && e <= '7') {
+          append_octal_escape(value, i, e);
+        } else {
+          value += '\\';  // Python keeps an unknown escape as it is
+          value += e;
+        }
+    }
   }
 
   // A string literal, its escapes decoded as Python's unicode-escape codec does.
@@ -418,72 +512,7 @@ class Lexer {
       if (i + 1 >= source_.size()) fail_at(at, "a string literal is never closed");
       const char e = source_[i + 1];
       i += 2;
-      switch (e) {
-        case 'n':
-          value += '\n';
-          break;
-        case 't':
-          value += '\t';
-          break;
-        case 'r':
-          value += '\r';
-          break;
-        case '\\':
-          value += '\\';
-          break;
-        case '\'':
-          value += '\'';
-          break;
-        case '"':
-          value += '"';
-          break;
-        case 'a':
-          value += '\a';
-          break;
-        case 'b':
-          value += '\b';
-          break;
-        case 'f':
-          value += '\f';
-          break;
-        case 'v':
-          value += '\v';
-          break;
-        case '\n':
-          break;  // a line continuation
-        case 'x':
-        case 'u':
-        case 'U': {
-          const std::size_t count = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-          char32_t code = 0;
-          for (std::size_t k = 0; k < count; ++k, ++i) {
-            if (i >= source_.size() || !std::isxdigit(static_cast<unsigned char>(source_[i]))) {
-              fail_at(i, cat("a \\", e, " escape needs ", count, " hex digits"));
-            }
-            const char h = source_[i];
-            code = code * 16 + static_cast<char32_t>(std::isdigit(static_cast<unsigned char>(h))
-                                                         ? h - '0'
-                                                         : (h | 0x20) - 'a' + 10);
-          }
-          if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-            fail_at(i, "a string escape names a code point that UTF-8 cannot hold");
-          }
-          unicode::append_utf8(value, code);
-          break;
-        }
-        default:
-          if (e >= '0' && e <= '7') {
-            char32_t code = static_cast<char32_t>(e - '0');
-            for (int k = 0; k < 2 && i < source_.size() && source_[i] >= '0' && source_[i] <= '7';
-                 ++k, ++i) {
-              code = code * 8 + static_cast<char32_t>(source_[i] - '0');
-            }
-            unicode::append_utf8(value, code);
-          } else {
-            value += '\\';  // Python keeps an unknown escape as it is
-            value += e;
-          }
-      }
+      append_escape(value, i, e);
     }
     out.push_back({Token::Type::string, std::move(value), at});
     return i + 1;

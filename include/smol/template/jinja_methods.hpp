@@ -267,190 +267,178 @@ inline std::string expandtabs(const std::string& text, std::int64_t size, const 
   return out;
 }
 
-inline Value string_method(const std::string& text, std::string_view name, const Arguments& args,
-                           Meter& meter) {
-  const auto strip_chars = [&](python::StripSide side) {
-    const Value* chars = argument(args, 0, "chars");
-    if (!chars || chars->is_none() || chars->is_undefined()) return python::strip(text, side);
-    if (!chars->is_string()) fail(name, ": arg must be None or str");
-    const std::string_view set = chars->as_string();
-    return python::strip(text, side, &set);
-  };
-  if (name == "strip") return strip_chars(python::StripSide::both);
-  if (name == "lstrip") return strip_chars(python::StripSide::left);
-  if (name == "rstrip") return strip_chars(python::StripSide::right);
-  // split, rsplit and splitlines charge the pieces they will make before making them: a
-  // megabyte of commas is a million strings.
-  const auto charge_breaks = [&](auto is_break) {
-    std::size_t breaks = 1;
-    for (const char32_t c : python::code_points(text)) breaks += is_break(c);
-    meter.charge(breaks);
-  };
-  if (name == "split" || name == "rsplit") {
-    const Value* separator = argument(args, 0, "sep");
-    const std::int64_t max_split = int_argument(args, 1, "maxsplit", name, -1);
-    if (!separator || separator->is_none()) {
-      charge_breaks([](char32_t c) { return python::is_space(c); });
-    } else if (separator->is_string() && !separator->as_string().empty()) {
-      std::size_t found = 1;
-      const std::string& sep = separator->as_string();
-      for (std::size_t at = text.find(sep); at != std::string::npos;
-           at = text.find(sep, at + sep.size())) {
-        ++found;
-      }
-      meter.charge(found);
+// str.strip, lstrip and rstrip: whitespace, or the characters of the optional str.
+inline Value strip_method(const std::string& text, std::string_view name, const Arguments& args,
+                          python::StripSide side) {
+  const Value* chars = argument(args, 0, "chars");
+  if (!chars || chars->is_none() || chars->is_undefined()) return python::strip(text, side);
+  if (!chars->is_string()) fail(name, ": arg must be None or str");
+  const std::string_view set = chars->as_string();
+  return python::strip(text, side, &set);
+}
+
+// split, rsplit and splitlines charge the pieces they will make before making them: a
+// megabyte of commas is a million strings.
+template <class IsBreak>
+void charge_breaks(const std::string& text, Meter& meter, IsBreak is_break) {
+  std::size_t breaks = 1;
+  for (const char32_t c : python::code_points(text)) breaks += is_break(c);
+  meter.charge(breaks);
+}
+
+// str.split and str.rsplit: on whitespace runs when sep is None, else on sep.
+inline Value split_method(const std::string& text, std::string_view name, const Arguments& args,
+                          Meter& meter) {
+  const Value* separator = argument(args, 0, "sep");
+  const std::int64_t max_split = int_argument(args, 1, "maxsplit", name, -1);
+  if (!separator || separator->is_none()) {
+    charge_breaks(text, meter, [](char32_t c) { return python::is_space(c); });
+  } else if (separator->is_string() && !separator->as_string().empty()) {
+    std::size_t found = 1;
+    const std::string& sep = separator->as_string();
+    for (std::size_t at = text.find(sep); at != std::string::npos;
+         at = text.find(sep, at + sep.size())) {
+      ++found;
     }
-    std::vector<std::string> parts;
-    if (!separator || separator->is_none()) {
-      parts = name == "split" ? python::split_whitespace(text, max_split)
-                              : python::rsplit_whitespace(text, max_split);
-    } else {
-      if (!separator->is_string()) fail(name, ": must be str or None");
-      if (separator->as_string().empty()) fail(name, ": empty separator");
-      parts = name == "split" ? python::split(text, separator->as_string(), max_split)
-                              : python::rsplit(text, separator->as_string(), max_split);
+    meter.charge(found);
+  }
+  std::vector<std::string> parts;
+  if (!separator || separator->is_none()) {
+    parts = name == "split" ? python::split_whitespace(text, max_split)
+                            : python::rsplit_whitespace(text, max_split);
+  } else {
+    if (!separator->is_string()) fail(name, ": must be str or None");
+    if (separator->as_string().empty()) fail(name, ": empty separator");
+    parts = name == "split" ? python::split(text, separator->as_string(), max_split)
+                            : python::rsplit(text, separator->as_string(), max_split);
+  }
+  List out(parts.begin(), parts.end());
+  return out;
+}
+
+// str.splitlines(keepends=True): each line with its break ("\r\n" kept whole).
+inline List lines_with_ends(const std::string& text) {
+  List lines;
+  std::string line;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto decoded = unicode::decode_utf8(text, at);
+    line.append(text, at, decoded.length);
+    at += decoded.length;
+    if (python::is_line_break(decoded.codepoint)) {
+      if (decoded.codepoint == '\r' && at < text.size() && text[at] == '\n') line += text[at++];
+      lines.emplace_back(std::move(line));
+      line.clear();
     }
-    List out(parts.begin(), parts.end());
-    return out;
   }
-  if (name == "splitlines") {
-    charge_breaks([](char32_t c) { return python::is_line_break(c); });
-    if (bool_argument(args, 0, "keepends", false)) {
-      List lines;
-      std::string line;
-      for (std::size_t at = 0; at < text.size();) {
-        const auto decoded = unicode::decode_utf8(text, at);
-        line.append(text, at, decoded.length);
-        at += decoded.length;
-        if (python::is_line_break(decoded.codepoint)) {
-          if (decoded.codepoint == '\r' && at < text.size() && text[at] == '\n') line += text[at++];
-          lines.emplace_back(std::move(line));
-          line.clear();
-        }
-      }
-      if (!line.empty()) lines.emplace_back(std::move(line));
-      return lines;
+  if (!line.empty()) lines.emplace_back(std::move(line));
+  return lines;
+}
+
+inline Value splitlines_method(const std::string& text, const Arguments& args, Meter& meter) {
+  charge_breaks(text, meter, [](char32_t c) { return python::is_line_break(c); });
+  if (bool_argument(args, 0, "keepends", false)) return lines_with_ends(text);
+  const auto lines = python::split_lines(text);
+  return List(lines.begin(), lines.end());
+}
+
+// str.find, rfind, index, rindex and count: a substring within the optional [start, end),
+// positions in code points.
+inline Value search_method(const std::string& text, std::string_view name, const Arguments& args) {
+  if (args.positional.empty() || !args.positional[0].is_string()) {
+    fail(name, ": must be str, not ",
+         args.positional.empty() ? "nothing" : args.positional[0].type_name());
+  }
+  const std::string& needle = args.positional[0].as_string();
+  const ByteRange range = method_range(text, args, 1, name);
+  const std::string_view part =
+      range.valid ? std::string_view(text).substr(range.begin, range.end - range.begin) : "";
+  if (name == "count") {
+    if (!range.valid) return std::int64_t{0};
+    if (needle.empty()) return static_cast<std::int64_t>(python::length(part) + 1);
+    std::int64_t count = 0;
+    for (std::size_t at = part.find(needle); at != std::string::npos;
+         at = part.find(needle, at + needle.size())) {
+      ++count;
     }
-    const auto lines = python::split_lines(text);
-    return List(lines.begin(), lines.end());
+    return count;
   }
-  if (name == "startswith" || name == "endswith") return affix(text, args, name == "startswith");
-  if (name == "replace") {
-    return replace(text, string_argument(args, 0, "old", "replace"),
-                   string_argument(args, 1, "new", "replace"),
-                   int_argument(args, 2, "count", "replace", -1), meter);
+  const bool reverse = name[0] == 'r';
+  const std::size_t at = !range.valid ? std::string::npos
+                         : reverse    ? part.rfind(needle)
+                                      : part.find(needle);
+  if (at == std::string::npos) {
+    if (name == "index" || name == "rindex") fail(name, ": substring not found");
+    return -1;
   }
-  if (name == "lower") return python::lower(text);
-  if (name == "upper") return python::upper(text);
-  if (name == "title") return python::title(text);
-  if (name == "capitalize") return python::capitalize(text);
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    if (args.positional.empty() || !args.positional[0].is_string()) {
-      fail(name, ": must be str, not ",
-           args.positional.empty() ? "nothing" : args.positional[0].type_name());
-    }
-    const std::string& needle = args.positional[0].as_string();
-    const ByteRange range = method_range(text, args, 1, name);
-    const std::string_view part =
-        range.valid ? std::string_view(text).substr(range.begin, range.end - range.begin) : "";
-    if (name == "count") {
-      if (!range.valid) return std::int64_t{0};
-      if (needle.empty()) return static_cast<std::int64_t>(python::length(part) + 1);
-      std::int64_t count = 0;
-      for (std::size_t at = part.find(needle); at != std::string::npos;
-           at = part.find(needle, at + needle.size())) {
-        ++count;
-      }
-      return count;
-    }
-    const bool reverse = name[0] == 'r';
-    const std::size_t at = !range.valid ? std::string::npos
-                           : reverse    ? part.rfind(needle)
-                                        : part.find(needle);
-    if (at == std::string::npos) {
-      if (name == "index" || name == "rindex") fail(name, ": substring not found");
-      return -1;
-    }
-    return static_cast<std::int64_t>(
-        python::length(std::string_view(text).substr(0, range.begin + at)));
-  }
-  if (name == "removeprefix") {
-    const std::string prefix = string_argument(args, 0, "prefix", name);
-    return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
-  }
-  if (name == "removesuffix") {
-    const std::string suffix = string_argument(args, 0, "suffix", name);
-    return !suffix.empty() && text.ends_with(suffix) ? text.substr(0, text.size() - suffix.size())
-                                                     : text;
-  }
-  if (name == "join") {
-    if (args.positional.empty()) fail("join takes exactly one argument");
-    std::string out;
-    bool first = true;
-    for (const Value& item : iterate(args.positional[0], meter)) {
-      if (!item.is_string()) fail("join: expected str instance, ", item.type_name(), " found");
-      if (!first) out += text;
-      first = false;
-      out += item.as_string();
-      meter.check_size(out.size());
-    }
-    return out;
-  }
-  if (name == "format") return Formatter(args, meter).run(text);
-  if (name == "format_map") {
-    if (args.positional.size() != 1 || !args.positional[0].is_dict()) {
-      fail("format_map takes one mapping");
-    }
-    Arguments named;
-    for (const auto& [key, value] : args.positional[0].as_dict().entries()) {
-      named.named.emplace_back(to_str(key), value);
-    }
-    return Formatter(named, meter).run(text);
-  }
-  if (name == "center" || name == "ljust" || name == "rjust") {
-    const std::int64_t width = int_argument(args, 0, "width", name, 0);
-    if (width > 100000) fail(name, ": width ", width, " is more than 100000");
-    const Value* fill = argument(args, 1, "fillchar");
-    if (fill && (!fill->is_string() || python::length(fill->as_string()) != 1)) {
-      fail("The fill character must be exactly one character long");
-    }
-    const python::Align align = name == "center"  ? python::Align::center
-                                : name == "ljust" ? python::Align::left
-                                                  : python::Align::right;
-    return python::pad(text, width, align, fill ? fill->as_string() : " ");
-  }
-  if (name == "zfill") {
-    const std::int64_t width = int_argument(args, 0, "width", name, 0);
-    if (width > 100000) fail(name, ": width ", width, " is more than 100000");
-    return zfill(text, width);
-  }
-  if (name == "partition" || name == "rpartition") {
-    const std::string separator = string_argument(args, 0, "sep", name);
-    if (separator.empty()) fail(name, ": empty separator");
-    const std::size_t at = name == "partition" ? text.find(separator) : text.rfind(separator);
-    if (at == std::string::npos) {
-      return name == "partition" ? Value::tuple({text, "", ""}) : Value::tuple({"", "", text});
-    }
-    return Value::tuple({text.substr(0, at), separator, text.substr(at + separator.size())});
-  }
-  if (name == "swapcase") return python::swapcase(text);
-  if (name == "casefold") return python::lower(text);
-  if (name == "expandtabs") {
-    const std::int64_t size = int_argument(args, 0, "tabsize", name, 8);
-    if (size > 100000) fail(name, ": tabsize ", size, " is more than 100000");
-    std::string out = expandtabs(text, size, meter);
+  return static_cast<std::int64_t>(
+      python::length(std::string_view(text).substr(0, range.begin + at)));
+}
+
+inline Value join_method(const std::string& text, const Arguments& args, Meter& meter) {
+  if (args.positional.empty()) fail("join takes exactly one argument");
+  std::string out;
+  bool first = true;
+  for (const Value& item : iterate(args.positional[0], meter)) {
+    if (!item.is_string()) fail("join: expected str instance, ", item.type_name(), " found");
+    if (!first) out += text;
+    first = false;
+    out += item.as_string();
     meter.check_size(out.size());
-    return out;
   }
+  return out;
+}
+
+// str.format_map: str.format with the mapping's items as the named arguments.
+inline Value format_map_method(const std::string& text, const Arguments& args, Meter& meter) {
+  if (args.positional.size() != 1 || !args.positional[0].is_dict()) {
+    fail("format_map takes one mapping");
+  }
+  Arguments named;
+  for (const auto& [key, value] : args.positional[0].as_dict().entries()) {
+    named.named.emplace_back(to_str(key), value);
+  }
+  return Formatter(named, meter).run(text);
+}
+
+// str.center, ljust and rjust, the width capped so a template cannot ask for gigabytes.
+inline Value pad_method(const std::string& text, std::string_view name, const Arguments& args) {
+  const std::int64_t width = int_argument(args, 0, "width", name, 0);
+  if (width > 100000) fail(name, ": width ", width, " is more than 100000");
+  const Value* fill = argument(args, 1, "fillchar");
+  if (fill && (!fill->is_string() || python::length(fill->as_string()) != 1)) {
+    fail("The fill character must be exactly one character long");
+  }
+  const python::Align align = name == "center"  ? python::Align::center
+                              : name == "ljust" ? python::Align::left
+                                                : python::Align::right;
+  return python::pad(text, width, align, fill ? fill->as_string() : " ");
+}
+
+inline Value partition_method(const std::string& text, std::string_view name,
+                              const Arguments& args) {
+  const std::string separator = string_argument(args, 0, "sep", name);
+  if (separator.empty()) fail(name, ": empty separator");
+  const std::size_t at = name == "partition" ? text.find(separator) : text.rfind(separator);
+  if (at == std::string::npos) {
+    return name == "partition" ? Value::tuple({text, "", ""}) : Value::tuple({"", "", text});
+  }
+  return Value::tuple({text.substr(0, at), separator, text.substr(at + separator.size())});
+}
+
+inline bool is_identifier(const std::string& text) {
+  const auto points = python::code_points(text);
+  if (points.empty() || !(points[0] == '_' || unicode::is_letter(points[0]))) return false;
+  return std::all_of(points.begin(), points.end(), [](char32_t c) {
+    return c == '_' || unicode::is_letter(c) || unicode::is_number(c);
+  });
+}
+
+// The str predicates: isidentifier, isdigit, isalpha, islower and the like; none when
+// `name` is none of them.
+inline std::optional<Value> string_predicate(const std::string& text, std::string_view name) {
   if (name == "istitle") return python::is_title(text);
   if (name == "isascii") return python::is_ascii(text);
-  if (name == "isidentifier") {
-    const auto points = python::code_points(text);
-    if (points.empty() || !(points[0] == '_' || unicode::is_letter(points[0]))) return false;
-    return std::all_of(points.begin(), points.end(), [](char32_t c) {
-      return c == '_' || unicode::is_letter(c) || unicode::is_number(c);
-    });
-  }
+  if (name == "isidentifier") return is_identifier(text);
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal") {
     return every_code_point(text, [](char32_t c) { return c >= '0' && c <= '9'; });
   }
@@ -463,6 +451,58 @@ inline Value string_method(const std::string& text, std::string_view name, const
     return every_code_point(text, [](char32_t c) { return python::is_space(c); });
   if (name == "islower") return python::is_lower(text);
   if (name == "isupper") return python::is_upper(text);
+  return std::nullopt;
+}
+
+inline Value string_method(const std::string& text, std::string_view name, const Arguments& args,
+                           Meter& meter) {
+  if (name == "strip") return strip_method(text, name, args, python::StripSide::both);
+  if (name == "lstrip") return strip_method(text, name, args, python::StripSide::left);
+  if (name == "rstrip") return strip_method(text, name, args, python::StripSide::right);
+  if (name == "split" || name == "rsplit") return split_method(text, name, args, meter);
+  if (name == "splitlines") return splitlines_method(text, args, meter);
+  if (name == "startswith" || name == "endswith") return affix(text, args, name == "startswith");
+  if (name == "replace") {
+    return replace(text, string_argument(args, 0, "old", "replace"),
+                   string_argument(args, 1, "new", "replace"),
+                   int_argument(args, 2, "count", "replace", -1), meter);
+  }
+  if (name == "lower") return python::lower(text);
+  if (name == "upper") return python::upper(text);
+  if (name == "title") return python::title(text);
+  if (name == "capitalize") return python::capitalize(text);
+  if (is_one_of(name, {"find", "rfind", "index", "rindex", "count"})) {
+    return search_method(text, name, args);
+  }
+  if (name == "removeprefix") {
+    const std::string prefix = string_argument(args, 0, "prefix", name);
+    return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+  }
+  if (name == "removesuffix") {
+    const std::string suffix = string_argument(args, 0, "suffix", name);
+    return !suffix.empty() && text.ends_with(suffix) ? text.substr(0, text.size() - suffix.size())
+                                                     : text;
+  }
+  if (name == "join") return join_method(text, args, meter);
+  if (name == "format") return Formatter(args, meter).run(text);
+  if (name == "format_map") return format_map_method(text, args, meter);
+  if (name == "center" || name == "ljust" || name == "rjust") return pad_method(text, name, args);
+  if (name == "zfill") {
+    const std::int64_t width = int_argument(args, 0, "width", name, 0);
+    if (width > 100000) fail(name, ": width ", width, " is more than 100000");
+    return zfill(text, width);
+  }
+  if (name == "partition" || name == "rpartition") return partition_method(text, name, args);
+  if (name == "swapcase") return python::swapcase(text);
+  if (name == "casefold") return python::lower(text);
+  if (name == "expandtabs") {
+    const std::int64_t size = int_argument(args, 0, "tabsize", name, 8);
+    if (size > 100000) fail(name, ": tabsize ", size, " is more than 100000");
+    std::string out = expandtabs(text, size, meter);
+    meter.check_size(out.size());
+    return out;
+  }
+  if (auto predicate = string_predicate(text, name)) return *std::move(predicate);
   fail("unsupported string method '", name, "'");
 }
 
