@@ -43,7 +43,7 @@ constexpr float f16_to_f32(f16_bits h) noexcept {
 // NaN of the same sign, made quiet, its payload's top bits kept): test_quant_blocks
 // holds the two to each other. Each case is computed and one selected, rather than
 // branched to: the KV cache converts every key and value through this, and the
-// selections run it more than twice as fast as nested branches (bench/README.md, "The KV
+// selections run it more than twice as fast as nested branches (bench/HISTORY.md, "The KV
 // rows' f16 conversion").
 constexpr f16_bits f32_to_f16(float value) noexcept {
   const std::uint32_t x = std::bit_cast<std::uint32_t>(value);

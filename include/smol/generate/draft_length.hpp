@@ -13,7 +13,7 @@
 //     rate where a position has few passes (so lengths not tried yet are judged by it);
 //   - what a pass costs, in one-token steps: a + b k, fitted to the timed passes and to
 //     the one-token step itself (a pass of no guesses). A long pass costs several times
-//     the steps of a short one (bench/README.md, "The draft length from a cost model"):
+//     the steps of a short one (bench/HISTORY.md, "The draft length from a cost model"):
 //     doubling up to --draft-max after every draft kept whole, the rule before this one,
 //     drafted at the dear end.
 // The lengths weighed are those whose passes fill whole tiles: k + 1 tokens a power of
@@ -21,7 +21,7 @@
 // tokens in tiles of 16, 8, 4, 2 and 1 (simd/tile_loop.hpp), so a pass of 3 tokens costs
 // a 2-token pass and a step (as much as 4 tokens), and the straight cost line, blind to
 // that, chose 5 or 6 guesses where 7 cost less, and the grounded task of smol-bench
-// --spec-type gained less from drafting for it (bench/README.md, "AVX2: IQ4_XS tiles of
+// --spec-type gained less from drafting for it (bench/HISTORY.md, "AVX2: IQ4_XS tiles of
 // four tokens, and drafts that fill whole tiles"). The length grows at most to 2 f + 1, f
 // the farthest position the window has tested, so a probe into the untested costs little.
 // Until passes have been timed, the length starts at 3, grows to 2 k + 1 after a draft of
@@ -41,7 +41,7 @@
 // keeping none or fewer than min_acceptance of its guesses) pauses again, for twice as
 // long, up to `max_pause`; one that pays says the text has changed, and the window starts
 // afresh. (Starting afresh after every pause cost the eight passes a verdict needs, each
-// time, and kept open text well below plain decoding's speed: bench/README.md, "AVX2:
+// time, and kept open text well below plain decoding's speed: bench/HISTORY.md, "AVX2:
 // two- and four-token tiles, and a pause that ends in one probe".)
 #pragma once
 
@@ -87,7 +87,7 @@ class DraftLength {
 
   // A one-token step (no draft) took `seconds`: the yardstick a pass is held to. The
   // first is not: right after the prompt it runs cold, markedly slower than the next ones
-  // (bench/README.md, "Figures moved from code comments"), and a yardstick too long makes
+  // (bench/HISTORY.md, "Figures moved from code comments"), and a yardstick too long makes
   // every pass look cheap.
   void record_step(double seconds) {
     if (!first_step_timed_) {
@@ -226,7 +226,7 @@ class DraftLength {
   // kept, where one guess pays, eight passes show that few kept (one or none) 4 times
   // in 100. From kMinEarlyPasses on, passes that keep so little that even one more kept
   // guess a position would not pay are a verdict too: where a pass of one guess costs
-  // nearly two steps (a decode bound by its multiplies, as on AMD Zen 1: bench/README.md,
+  // nearly two steps (a decode bound by its multiplies, as on AMD Zen 1: bench/HISTORY.md,
   // "Figures moved from code comments"), three passes that keep nothing.
   static constexpr std::size_t kMinTimedPasses = 8, kMinEarlyPasses = 3;
   static constexpr double kStopBelow = 0.95;

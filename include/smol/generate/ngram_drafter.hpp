@@ -24,7 +24,7 @@ struct NgramSettings {
   // ("of the", a comma and "and") recurs in any text and guesses wrongly, and each wrong
   // guess costs a share of a pass, while a passage being copied repeats longer runs.
   // Against 1..4, 3..4 made both grounded and open text faster (smol-bench --spec-type
-  // ngram-simple; bench/README.md, "Prompt lookup after a repeat of three tokens"): fewer
+  // ngram-simple; bench/HISTORY.md, "Prompt lookup after a repeat of three tokens"): fewer
   // drafts, more of them kept (the story prompt: 7 drafted, none kept, against 35
   // drafted, 21 kept). vLLM's prompt lookup examples use 3 too; llama.cpp's ngram-simple
   // matches 12 tokens by default (its older lookup example 1..4). The longest, 4 or 8,

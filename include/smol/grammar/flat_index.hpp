@@ -7,8 +7,8 @@
 // std::unordered_map each entry is a heap node of its own (about 50 bytes and an
 // allocation); here it is 16 bytes of arrays at most three quarters full, and a lookup
 // touches one or two cache lines: an ambiguous grammar's step runs about three times as
-// fast (bench/README.md). No library Debian packages offers such a map without a larger
-// dependency than this page.
+// fast (bench/HISTORY.md, "A grammar's budgets and the recognizer's flat tables"). No library
+// Debian packages offers such a map without a larger dependency than this page.
 //
 // clear() is a generation count: a slot belongs to the table only when its generation is
 // the table's, so emptying a table that held a million pairs costs nothing, which the

@@ -5,7 +5,7 @@
 //
 // Why the plain copy: a file's page cache comes in 4 KB pages, so a weight pass over the map
 // misses the TLB every 4 KB; in huge pages the same kernels decode and prefill the 3B Q2_K
-// and Q3_K_M files faster (bench/README.md, "Matrices without an interleaved copy copied
+// and Q3_K_M files faster (bench/HISTORY.md, "Matrices without an interleaved copy copied
 // into huge pages").
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks

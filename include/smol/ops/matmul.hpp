@@ -139,7 +139,7 @@ void matmul_rows8(Context& ctx, const WeightMatrix& w, const BlockQ8K* q8, std::
 // speculative decoding verifying a draft. The matrix unit first expands every block of
 // the copy into bytes, a cost that a long prefill shares among its tiles and a few tokens
 // pay alone: for 8 tokens the decode kernel's weight pass costs well under half the
-// matrix unit's, and not twice one token's (bench/README.md, "Figures moved from code
+// matrix unit's, and not twice one token's (bench/HISTORY.md, "Figures moved from code
 // comments"). A remainder past whole tiles stays on the matrix unit, whose expansion the
 // tiles already paid for.
 inline constexpr std::size_t kRows8FewTokens = 16;
@@ -149,7 +149,7 @@ inline constexpr std::size_t kRows8FewTokens = 16;
 // row's weights read once from memory for all of them, instead of the matrix unit, which
 // expands every block of the rows first whatever the count. The dots' pass grows with the
 // tokens and the matrix unit's barely does: on the 3B Q2_K and Q3_K_M files (smol-bench
-// -npl) the dots win up to about 4 sequences and lose clearly at 8 (bench/README.md, "A
+// -npl) the dots win up to about 4 sequences and lose clearly at 8 (bench/HISTORY.md, "A
 // few tokens off the matrix unit").
 inline constexpr std::size_t kDotsFewTokens = 4;
 

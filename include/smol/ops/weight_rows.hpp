@@ -92,7 +92,7 @@ void parallel_chunks(Context& ctx, std::size_t n, std::size_t grain, Body&& body
 
 // Asks for the row ~4 KB ahead of the one being dotted (into L2): without it the
 // hardware prefetcher alone falls behind while the core is busy with the dot, and
-// decode loses a large share of its bandwidth (bench/README.md, "Figures moved from code
+// decode loses a large share of its bandwidth (bench/HISTORY.md, "Figures moved from code
 // comments"). It looks past the end of the thread's chunk (up to the matrix end): the next
 // chunk is likely this thread's or a neighbour's, and a wasted prefetch costs less than a
 // cold start.
@@ -113,7 +113,7 @@ template <class Run>
 void for_each_streamed_chunk(Context& ctx, std::size_t items, std::size_t item_bytes, Run run) {
   // Chunks as large as a balanced split allows: each chunk restarts the prefetch
   // stream, and a decode matvec streams markedly faster in 1 MB chunks than in 64 KB ones
-  // (bench/README.md, "Figures moved from code comments"). At least two chunks per
+  // (bench/HISTORY.md, "Figures moved from code comments"). At least two chunks per
   // thread, so that a descheduled thread holds up the rest by half its share at worst;
   // never below 64 KB nor above 1 MB.
   const std::size_t threads = static_cast<std::size_t>(ctx.threads());

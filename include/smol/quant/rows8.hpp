@@ -51,7 +51,7 @@ constexpr int rows8_lane_parity(int lane) noexcept {
 // the hardware prefetcher alone falls behind: without it, AVX-512's eight decode tokens
 // per step took well over twice the time of one. From cache (prefill's later token
 // blocks), AVX-512 skips the prefetch, which there only takes load slots; AVX2's tiles
-// gain from it even then and always ask (bench/README.md, "Figures moved from code
+// gain from it even then and always ask (bench/HISTORY.md, "Figures moved from code
 // comments").
 enum class WeightsFrom { memory, cache };
 

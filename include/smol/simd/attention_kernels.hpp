@@ -287,7 +287,7 @@ void weighted_values(const float* w, std::size_t stride, const KvElement<T>* val
   }
   // Rows ahead (8 KB for SmolLM3's f16 rows; see tile_scores): 32 rows read the cache
   // much nearer the memory read's pace than 8 rows (2 KB), with one thread or two
-  // (bench_forward at depth; bench/README.md, "Figures moved from code comments").
+  // (bench_forward at depth; bench/HISTORY.md, "Figures moved from code comments").
   constexpr std::size_t kAhead = 32;
   for (std::size_t p = 0; p < count; ++p) {
     for (std::size_t b = 0; b < NB * W * sizeof(KvElement<T>); b += 64) {
@@ -330,7 +330,7 @@ void weighted_blocks(const float* w, std::size_t stride, const std::byte* values
   // Rows ahead: the columns of a row are read in separate passes, so each pass brings
   // its own lines in (the block's first and last byte). 48 rows (6.5 KB of SmolLM3's
   // q8_0 rows) read a deep cache a little faster than 16, and 96 no faster than 48
-  // (bench/README.md, "Figures moved from code comments").
+  // (bench/HISTORY.md, "Figures moved from code comments").
   constexpr std::size_t kAhead = 48;
   for (std::size_t p = 0; p < count; ++p) {
     const KvElement<T>* blocks = region_row<T>(values, p, dim) + block;

@@ -79,7 +79,7 @@ float dot_bf16_f32(const bf16_bits* x, const float* y, std::size_t n) noexcept {
 }
 
 // SwiGLU with xsimd's vector exp: the scalar std::exp per element (11008 values per layer,
-// on one thread) was a visible share of a decode step and of prefill (bench/README.md,
+// on one thread) was a visible share of a decode step and of prefill (bench/HISTORY.md,
 // "Figures moved from code comments").
 template <class Arch>
 void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexcept {

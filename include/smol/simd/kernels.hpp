@@ -63,7 +63,7 @@ struct WeightKernels {
   float (*dot)(const Block*, const Activation*, std::size_t count) = nullptr;
   // A faster dot for plain decode, where `dot` must round as the matrix unit's prefill
   // (dot_rounds_like_matrix) and pays for it: Q2_K and Q3_K on AMX take the VNNI sets' dot
-  // here, for a faster decode (bench/README.md, "Plain decode of Q2_K and Q3_K"). Taken by
+  // here, for a faster decode (bench/HISTORY.md, "Plain decode of Q2_K and Q3_K"). Taken by
   // a one-token step that asks for no batch invariance (ops/matvec.hpp's decode_dot); it
   // streams as `dot` does (dot_streams). Null: `dot` serves both.
   float (*dot_plain)(const Block*, const Activation*, std::size_t count) = nullptr;
@@ -121,7 +121,7 @@ struct WeightKernels {
   // Whether prefill on the sixteen-row copy takes `rows16` over all its tokens, where the
   // type has no packed_rows16 (every x86 set but AMX: four tokens per pass over each
   // group, or half group on AVX2, which stays in L1: faster than the tiles over the file's
-  // rows, by much on the AVX-512 sets and less on AVX2; bench/README.md, "The AVX-512 sets
+  // rows, by much on the AVX-512 sets and less on AVX2; bench/HISTORY.md, "The AVX-512 sets
   // prefill on the sixteen-row copies", "AVX2 prefills on the sixteen-row copies"), so that
   // the copy serves decode and prefill alike.
   bool rows16_prefills = false;

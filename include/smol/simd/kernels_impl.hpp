@@ -57,8 +57,8 @@ Kernels make_isa_kernels() noexcept {
 #if defined(SMOL_X86)
     // Where the interleaved copies pay: every x86 set decodes faster on them, the AVX2 and
     // AVX-512 sets prefill faster on them too, and AMX's matrix-unit prefill reads them
-    // (packed_rows8) at the file rows' speed (bench/README.md, "Weight layout" and
-    // "Figures moved from code comments").
+    // (packed_rows8) at the file rows' speed (bench/README.md, "Weight layout"; bench/
+    // HISTORY.md, "Figures moved from code comments").
     k.prefers_rows8 = true;
     if constexpr (is_avx512_v<Arch>) {
       k.quantize_row_q8_0 = simd::x86::quantize_row_q8_512<Arch, BlockQ8_0>;

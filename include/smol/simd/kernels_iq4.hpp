@@ -145,7 +145,7 @@ inline __m256i iq4xs_scales16(const BlockIQ4XS& b) noexcept {
 // kStreams: the AVX-512 sets ask for each block's lines 4 KB ahead into L2
 // (stream_block_ahead, with WeightKernels::dot_streams), AVX2 for 8 KB ahead into L1.
 // A 512-bit version of this dot (two sub-blocks per vector) decoded the 3B IQ4_XS file
-// no faster (bench/README.md, "Every AVX-512 decode dot streams").
+// no faster (bench/HISTORY.md, "Every AVX-512 decode dot streams").
 template <class Arch, bool kStreams = false>
 float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   const __m256i table = iq4_table<Arch>();
@@ -275,7 +275,7 @@ void tile_dots_iq4nl(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
 // super-block's levels, |levels|, signs and sub-block scales are made once for a tile of
 // tokens (AVX-512: two sub-blocks per zmm, 16 tokens; AVX2: one per ymm, 4 tokens: with
 // 8, GCC kept the eight sums on the stack and the SmolLM3-3B-shaped prefill ran slower,
-// and 4 also beat 8 with the sub-block loop kept rolled; bench/README.md, "Figures moved
+// and 4 also beat 8 with the sub-block loop kept rolled; bench/HISTORY.md, "Figures moved
 // from code comments").
 // Per token and super-block the integer sum is the dot kernel's (pairs of |level| and
 // the signed activation by vpmaddubsw, the scale by vpmaddwd / vpdpwssd), then one

@@ -80,7 +80,7 @@ inline void unpack_q2k(const BlockQ2K& x, KQuantUnpacked<Arch>& u) noexcept {
 // speculative decoding) then takes this dot, not the matrix unit for a single token.
 // Its two horizontal sums per block slow plain decode, which asks for no batch invariance,
 // so plain decode takes the VNNI sets' dot instead (WeightKernels::dot_plain;
-// bench/README.md, "Plain decode of Q2_K and Q3_K").
+// bench/HISTORY.md, "Plain decode of Q2_K and Q3_K").
 template <class Arch>
 float dot_q2k_q8k_like_matrix(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m128 acc = _mm_setzero_ps();
@@ -194,7 +194,7 @@ struct KernelUnit<BlockWeight<BlockQ2K>> {
     } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
       // 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
       // Decode asks for each block's lines ahead itself: on AVX2 too, where it decodes
-      // faster than with matvec's requests a row ahead (bench/README.md, "decode asks for
+      // faster than with matvec's requests a row ahead (bench/HISTORY.md, "decode asks for
       // its weights in two steps").
       k.dot = simd::x86::dot_k_quant_q8k<Arch, BlockQ2K, simd::x86::unpack_q2k<Arch>,
                                          /*kStreams=*/true>;

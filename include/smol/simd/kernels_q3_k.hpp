@@ -121,7 +121,7 @@ inline __m256i q3k_sums(const Q3KUnpacked<Arch>& u, const BlockQ8K& y) noexcept 
 // 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
 // Decode asks for each block's lines ahead itself (stream_block_ahead; the unit sets
 // WeightKernels::dot_streams): on AVX2 too, where it decodes faster than with matvec's
-// requests a row ahead (bench/README.md, "decode asks for its weights in two steps").
+// requests a row ahead (bench/HISTORY.md, "decode asks for its weights in two steps").
 template <class Arch>
 float dot_q3k_q8k(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
   __m256 acc = _mm256_setzero_ps();

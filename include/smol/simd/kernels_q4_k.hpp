@@ -53,7 +53,7 @@ struct KernelUnit<BlockWeight<BlockQ4K>> {
       } else if constexpr (has_vnni_v<Arch>) {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
         // Without VNNI a dot takes three instructions there, and the eight-row kernel's
-        // 4-bit dots keep pace (bench/README.md, "Q3_K, Q4_K and Q5_K with the tokens in
+        // 4-bit dots keep pace (bench/HISTORY.md, "Q3_K, Q4_K and Q5_K with the tokens in
         // the lanes").
         k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ4KRows8>;
         k.rows8_rounds_like_packed = true;

@@ -153,7 +153,7 @@ template <class Arch, bool kMin, class Tokens>
 // offset taken off by a second multiply). The float steps of a pair of blocks are issued
 // while the next pair is in the tile unit, though as measured the two did not overlap:
 // per block, the tile unit's time plus the vector unit's is the floor, whatever the
-// order (bench/README.md measures the parts: "The 32-value types' tokens packed once per
+// order (bench/HISTORY.md measures the parts: "The 32-value types' tokens packed once per
 // matmul", "Where a 32-value block's time goes on AMX"). Nothing in the loop calls out or
 // reaches memory the compiler cannot see through: a call (a thread-local's address)
 // would move the sixteen running sums to the stack on every block.

@@ -102,7 +102,7 @@ inline std::int32_t hsum_epi32(__m256i v) noexcept {
 // or s where it has one (otherwise whatever two bytes follow d, left unused). Four 32-bit
 // loads and one conversion, then two shuffles part the halves: converting each scale on
 // its own (a 16-bit insert and a conversion) took a large share of a Q4_1 decode where
-// 256-bit operations run as two halves (bench/README.md, "AVX2 only: AMD Zen 1 VM").
+// 256-bit operations run as two halves (bench/HISTORY.md, "AVX2 only: AMD Zen 1 VM").
 struct LeadingHalves4 {
   __m128 first, second;
 };
@@ -123,7 +123,7 @@ inline LeadingHalves4 leading_halves4(const Block* blocks) noexcept {
 // Into L2 there, then into L1 kPrefetchNearBytes ahead: one step 8 KB ahead into L1 alone
 // holds the core's line-fill buffers long before their bytes are due, and the two steps
 // bring decode much nearer its roofline (the exact near and far distances matter little).
-// bench/README.md measures it ("decode asks for its weights in two steps").
+// bench/HISTORY.md measures it ("decode asks for its weights in two steps").
 inline constexpr std::size_t kPrefetchAheadBytes = 8192;
 inline constexpr std::size_t kPrefetchNearBytes = 1024;
 
@@ -147,7 +147,7 @@ inline void prefetch_ahead(const void* p, std::size_t bytes) noexcept {
 // line-fill buffer of the core together, and the dot's own loads then wait behind them;
 // block by block keeps the stream nearer its roofline. Distances of 2 to 16 KB read alike;
 // T0 instead of T1 was slower. The L1 step from L2 adds a little (2 KB ahead alike, the L2
-// step 8 KB ahead no better). bench/README.md measures both ("Decode kernels that stream
+// step 8 KB ahead no better). bench/HISTORY.md measures both ("Decode kernels that stream
 // their own weights", "decode asks for its weights in two steps").
 // Through an integer address: past a matrix's end that block lies outside it, and a
 // prefetch there does not fault, but forming the pointer would be UB.
@@ -243,7 +243,7 @@ inline __m256i four_block_sums(const __m256i p[4]) noexcept {
 // the two, plus the min terms of the last few blocks one by one, is added to the total.
 // The scales are converted four blocks at a time (leading_halves4). One accumulator for
 // the sums costs nothing measurable: the FMA chain hides under the blocks' loads and
-// integer work, and two (even and odd blocks) decoded no faster (bench/README.md, "AVX2:
+// integer work, and two (even and odd blocks) decoded no faster (bench/HISTORY.md, "AVX2:
 // decode dots in the tiles' order").
 template <class Arch, class X, class Y, class BlockProducts>
 inline float scaled_block_sums(const X* x, const Y* y, std::size_t nblocks,

@@ -4,7 +4,7 @@
 // min (kernels_legacy.hpp) and AMX has its tile unit (x86_amx_blocks32.hpp); without
 // these tiles, prefill on AVX2 dotted every row with every token, unpacking each weight
 // block once per token, and Q8_0 prefilled slower than llama.cpp's on a SmolLM2-135M shape
-// (bench/README.md, "AVX2 only: AMD Zen 1 VM").
+// (bench/HISTORY.md, "AVX2 only: AMD Zen 1 VM").
 //
 // Each weight block is unpacked once for a tile of up to eight tokens. The tile's
 // activations are first copied, per segment of at most kBlocks32Segment blocks, into a

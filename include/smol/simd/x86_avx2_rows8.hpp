@@ -73,7 +73,7 @@ inline __m256i word_picker(int first, int second, bool into_high_byte) noexcept 
 // stack (with two tokens, 65 stack accesses per super-block). Pinning the running sum
 // keeps one register per accumulator, and Q4_K prefill runs markedly faster. Decode (one
 // token) is left to the compiler, whose early loads read a little faster there
-// (bench/README.md, "Figures moved from code comments").
+// (bench/HISTORY.md, "Figures moved from code comments").
 // (The register type is a template parameter so that clang checks the 256-bit operand
 // only where it is instantiated, under AVX2 flags; checked at definition, it refused to
 // compile any translation unit without them.)
@@ -102,7 +102,7 @@ void rows8_with_mins_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8
     // Ask for the bytes 8 KB ahead (they may lie in the next group, which is
     // contiguous), as the hardware prefetcher alone falls behind (8 to 16 KB ahead reads
     // faster than 4 KB). Unlike AVX-512, every pass asks, streamed or not: from L2 into
-    // L1 it still pays, a little (bench/README.md, "Figures moved from code comments").
+    // L1 it still pays, a little (bench/HISTORY.md, "Figures moved from code comments").
     prefetch_ahead<Arch>(&wb, sizeof wb);
     __m256i isum[T], msum[T];
     for (std::size_t t = 0; t < T; ++t) isum[t] = msum[t] = _mm256_setzero_si256();

@@ -5,7 +5,7 @@
 // Why sixteen at once: one block at a time, each block reduces its 32 values' max |x| to
 // one float, divides twice in scalar code (d = amax / 127, id = 1 / d) and, for Q8_1,
 // reduces its quants' sum; that was a visible share of a SmolLM2 prefill on AMX
-// (bench/README.md, "Figures moved from code comments"). Sixteen blocks' maxima
+// (bench/HISTORY.md, "Figures moved from code comments"). Sixteen blocks' maxima
 // (and sums) reduce together, one 16-wide tree for all of them, and the divisions and f16
 // conversions are one vector each. max and integer addition are exact in any order, so the
 // tree gives the scalar loop's values.

@@ -50,7 +50,8 @@ namespace smol::simd::x86 {
 // Whether a set's prefill on a sixteen-row copy runs the copy's own kernel over the tokens
 // (WeightKernels::rows16_prefills): every x86 set but AMX, whose tiles or matrix unit read
 // the copy. Four tokens per pass over a group (half a group on AVX2) that stays in L1 beat
-// the tiles over the file's rows there, and decode reads the same copy (bench/README.md).
+// the tiles over the file's rows there, and decode reads the same copy (bench/HISTORY.md,
+// "The AVX-512 sets prefill on the sixteen-row copies").
 template <class Arch>
 inline constexpr bool kRows16Prefills = !std::is_same_v<Arch, amx_arch>;
 
@@ -71,7 +72,7 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
 // groups lie past it: a prefetch there does not fault, but forming the pointer would be UB.
 // The L1 step alone left a core's read short of memory's pace, and the L1 step farther
 // ahead alone helped the small model but cost the large one (its requests hold the
-// line-fill buffers); both steps beat either (bench/README.md, "decode asks for its
+// line-fill buffers); both steps beat either (bench/HISTORY.md, "decode asks for its
 // weights in two steps").
 //
 // IQ4_XS's group (2208 bytes, 35 lines) is asked for one unit (an eighth) at a time, a
@@ -79,7 +80,7 @@ inline __m512i dot4_u8s8_512(__m512i acc, __m512i u, __m512i s) noexcept {
 // kernel's own loads would wait behind them (as matvec's row-at-once prefetch did). The
 // whole group four ahead kept decode well short of its roofline; a unit one group ahead
 // reads nearest it (two groups ahead or half a group less so), and an L2 step added
-// nothing (bench/README.md, "IQ4_NL and IQ4_XS on sixteen-row copies").
+// nothing (bench/HISTORY.md, "IQ4_NL and IQ4_XS on sixteen-row copies").
 inline constexpr std::size_t kRows16L2Ahead = 8192;
 
 template <class Group>
@@ -512,8 +513,8 @@ inline __m256i widen_sums_256(__m256i sums) noexcept {
 template <class Arch, std::size_t T, class Group>
 inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::size_t h,
                                    const typename Rows16Traits<Group>::Token* x,
-                                   std::size_t x_stride, const Rows16Terms<Group>* terms,
-                                   float* y, std::size_t y_stride, std::size_t n_out) noexcept {
+                                   std::size_t x_stride, const Rows16Terms<Group>* terms, float* y,
+                                   std::size_t y_stride, std::size_t n_out) noexcept {
   using Traits = Rows16Traits<Group>;
   constexpr std::size_t kUnits = Group::kSubBlocks;
   __m256 acc[T];

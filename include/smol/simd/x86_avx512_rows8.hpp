@@ -41,7 +41,7 @@ namespace smol::simd::x86 {
 
 // Tokens per pass: the eight tokens' int32 sums, a chunk's eight unpacked weight vectors
 // and its scales fill most of the 32 zmm registers (the float accumulators, touched once
-// per block, may spill), and sixteen tokens per pass ran no faster (bench/README.md,
+// per block, may spill), and sixteen tokens per pass ran no faster (bench/HISTORY.md,
 // "Figures moved from code comments").
 inline constexpr std::size_t kRows8Tokens512 = 8;
 
@@ -194,7 +194,7 @@ inline __m512i load_pair_rows(const void* p, __m512i pair_rows) noexcept {
 // core's line-fill buffers together and the kernel's own loads wait behind them; a chunk
 // at a time, one block ahead, keeps decode nearer its roofline (two blocks ahead less
 // so). The same lines 8 KB further into L2 as well add a little more (16 KB alike).
-// bench/README.md measures both ("the copies' next block a chunk at a time", "decode asks
+// bench/HISTORY.md measures both ("the copies' next block a chunk at a time", "decode asks
 // for its weights in two steps"). Through an integer address: past the copy's end those
 // blocks lie outside it, and a prefetch there does not fault, but forming the pointer
 // would be UB.

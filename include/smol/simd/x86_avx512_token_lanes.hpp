@@ -68,7 +68,7 @@ struct DependentVec512 {
 // one vpdpbusd with an embedded broadcast ({1to16}), in assembly: GCC 12 first loads the
 // quad into a register with a vpbroadcastd of its own, an instruction more per dot in
 // kernels that are nothing but dots (the 3B prefill matrices run a little faster so; the
-// sixteen-row kernels' token quads ran slower the same way, and keep theirs: bench/README.md,
+// sixteen-row kernels' token quads ran slower the same way, and keep theirs: bench/HISTORY.md,
 // "Q3_K, Q4_K and Q5_K with the tokens in the lanes").
 template <class Arch>
 inline __m512i dot_u8s8_broadcast(__m512i acc, __m512i u, const std::int8_t* quad) noexcept {

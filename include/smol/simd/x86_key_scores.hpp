@@ -223,7 +223,7 @@ void score_positions_q8_0_512(const Block* keys, std::size_t count, const BlockQ
     const Block* rows = keys + p0 * nb;
     // Four steps (8.7 KB of SmolLM3's q8_0 rows) ahead of the hardware prefetcher,
     // which restarts at every 4 KiB page: a little faster than two steps with one thread
-    // (bench/README.md, "Figures moved from code comments").
+    // (bench/HISTORY.md, "Figures moved from code comments").
     const char* ahead = reinterpret_cast<const char*>(rows) + 4 * P * row_bytes;
     for (std::size_t off = 0; off < P * row_bytes; off += 64) __builtin_prefetch(ahead + off);
     __m512 acc[NH];
