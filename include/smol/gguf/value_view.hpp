@@ -138,6 +138,62 @@ constexpr bool same_encoding(ValueType type) {
   }
 }
 
+// An integer value of `type` (at `data`) as the integer type T, when it fits; else false
+// and the reason in *why (if given).
+template <class T>
+bool integer_value_as(ValueType type, const std::byte* data, T& out, std::string* why) {
+  const auto fits = [&](auto value) {
+    if (!std::in_range<T>(value)) {
+      if (why != nullptr) {
+        *why = cat("value ", +value, " (", value_type_name(type), ") does not fit in ",
+                   target_name<T>());
+      }
+      return false;
+    }
+    out = static_cast<T>(value);
+    return true;
+  };
+  switch (type) {
+    case ValueType::U8:
+      return fits(load<std::uint8_t>(data));
+    case ValueType::I8:
+      return fits(load<std::int8_t>(data));
+    case ValueType::U16:
+      return fits(load<std::uint16_t>(data));
+    case ValueType::I16:
+      return fits(load<std::int16_t>(data));
+    case ValueType::U32:
+      return fits(load<std::uint32_t>(data));
+    case ValueType::I32:
+      return fits(load<std::int32_t>(data));
+    case ValueType::U64:
+      return fits(load<std::uint64_t>(data));
+    default:
+      return fits(load<std::int64_t>(data));
+  }
+}
+
+// An f32 or f64 value of `type` (at `data`) as the floating-point type T; else false and
+// the reason in *why (if given).
+template <class T>
+bool float_value_as(ValueType type, const std::byte* data, T& out, std::string* why) {
+  if (type == ValueType::F32) {
+    out = static_cast<T>(load<float>(data));
+    return true;
+  }
+  const double value = load<double>(data);
+  if constexpr (sizeof(T) < sizeof(double)) {
+    // Narrowing is allowed only when no information is lost.
+    const bool in_range = std::isinf(value) || std::fabs(value) <= std::numeric_limits<T>::max();
+    if (!std::isnan(value) && (!in_range || static_cast<double>(static_cast<T>(value)) != value)) {
+      if (why != nullptr) *why = cat("f64 value ", value, " is not exactly representable as f32");
+      return false;
+    }
+  }
+  out = static_cast<T>(value);
+  return true;
+}
+
 }  // namespace detail
 
 // The elements of an array value, iterated in order as ValueViews.
@@ -254,49 +310,10 @@ bool ValueView::try_as(T& out, std::string* why) const {
     return true;
   } else if constexpr (std::is_integral_v<T>) {
     if (!is_integer_value_type(type_)) return wrong_type();
-    const auto fits = [&](auto value) {
-      if (!std::in_range<T>(value)) {
-        return refuse("value ", +value, " (", value_type_name(type_), ") does not fit in ",
-                      detail::target_name<T>());
-      }
-      out = static_cast<T>(value);
-      return true;
-    };
-    switch (type_) {
-      case ValueType::U8:
-        return fits(detail::load<std::uint8_t>(data));
-      case ValueType::I8:
-        return fits(detail::load<std::int8_t>(data));
-      case ValueType::U16:
-        return fits(detail::load<std::uint16_t>(data));
-      case ValueType::I16:
-        return fits(detail::load<std::int16_t>(data));
-      case ValueType::U32:
-        return fits(detail::load<std::uint32_t>(data));
-      case ValueType::I32:
-        return fits(detail::load<std::int32_t>(data));
-      case ValueType::U64:
-        return fits(detail::load<std::uint64_t>(data));
-      default:
-        return fits(detail::load<std::int64_t>(data));
-    }
+    return detail::integer_value_as(type_, data, out, why);
   } else if constexpr (std::is_floating_point_v<T>) {
-    if (type_ == ValueType::F32) {
-      out = static_cast<T>(detail::load<float>(data));
-      return true;
-    }
-    if (type_ != ValueType::F64) return wrong_type();
-    const double value = detail::load<double>(data);
-    if constexpr (sizeof(T) < sizeof(double)) {
-      // Narrowing is allowed only when no information is lost.
-      const bool in_range = std::isinf(value) || std::fabs(value) <= std::numeric_limits<T>::max();
-      if (!std::isnan(value) &&
-          (!in_range || static_cast<double>(static_cast<T>(value)) != value)) {
-        return refuse("f64 value ", value, " is not exactly representable as f32");
-      }
-    }
-    out = static_cast<T>(value);
-    return true;
+    if (type_ != ValueType::F32 && type_ != ValueType::F64) return wrong_type();
+    return detail::float_value_as(type_, data, out, why);
   } else if constexpr (std::is_same_v<T, std::string_view> || std::is_same_v<T, std::string>) {
     if (type_ != ValueType::String) return wrong_type();
     const auto length = detail::load<std::uint64_t>(data);

@@ -309,105 +309,128 @@ class GbnfParser {
     return message;
   }
 
+  // A string literal "...", from its opening quote: one class per character.
+  void parse_literal(Sequence& sequence) {
+    ++pos_;
+    while (peek() != '"') {
+      if (at_end() || peek() == '\n') expected("'\"' to close the string");
+      sequence.push_back({false, add_class(CharClass::single(parse_char()))});
+      count_items(1);
+    }
+    ++pos_;
+  }
+
+  // A character class [...] or [^...], from its opening bracket (at `start`).
+  CharClass parse_char_class(std::size_t start) {
+    ++pos_;
+    bool negated = false;
+    if (peek() == '^') {
+      negated = true;
+      ++pos_;
+    }
+    std::vector<CharClass::Range> ranges;  // sorted once at the end, not per range
+    while (peek() != ']') {
+      if (at_end() || peek() == '\n') expected("']' to close the character class");
+      const std::uint32_t first = parse_char();
+      std::uint32_t last = first;
+      if (peek() == '-' && peek(1) != ']' && pos_ + 1 < text_.size()) {
+        ++pos_;
+        last = parse_char();
+        if (last < first) error_at(start, "a character range whose end is before its start");
+      }
+      ranges.push_back({first, last});
+    }
+    ++pos_;
+    const CharClass chars = CharClass::of(std::move(ranges));
+    return negated ? chars.complement() : chars;
+  }
+
+  // A group ( ... ), from its opening parenthesis (at `start`): a helper rule of `rule`
+  // holding its alternatives.
+  std::uint32_t parse_group(std::uint32_t rule, int depth, std::size_t start) {
+    if (depth >= kMaxNesting) error_at(start, "groups are nested too deeply");
+    ++pos_;
+    skip_space(true);
+    const std::uint32_t group = new_helper_rule(rule);
+    std::vector<Sequence> alternatives = parse_alternatives(group, true, depth + 1);
+    drafts_[group].alternatives = std::move(alternatives);
+    if (peek() != ')') expected("')' to close the group");
+    ++pos_;
+    return group;
+  }
+
+  // How often a postfix operator repeats its element.
+  struct Repetition {
+    std::uint32_t min = 0, max = 0;
+    bool unbounded = false;
+  };
+
+  // The postfix operator `op` (* + ? or {m}, {m,}, {m,n}), from its first character (at
+  // `start`).
+  Repetition parse_repetition(char op, bool nested, std::size_t start) {
+    ++pos_;
+    Repetition r;
+    if (op == '*') {
+      r.unbounded = true;
+    } else if (op == '+') {
+      r.min = 1, r.unbounded = true;
+    } else if (op == '?') {
+      r.max = 1;
+    } else {
+      skip_space(nested);
+      r.min = r.max = parse_count();
+      skip_space(nested);
+      if (peek() == ',') {
+        ++pos_;
+        skip_space(nested);
+        if (is_digit(peek())) {
+          r.max = parse_count();
+          if (r.max < r.min) error_at(start, "a repetition {m,n} with n smaller than m");
+          skip_space(nested);
+        } else {
+          r.unbounded = true;
+        }
+      }
+      if (peek() != '}') expected("'}' to close the repetition");
+      ++pos_;
+    }
+    return r;
+  }
+
   Sequence parse_sequence(std::uint32_t rule, bool nested, int depth) {
     Sequence sequence;
     std::size_t last_symbol = 0;  // where the element a postfix operator applies to starts
     bool have_symbol = false;
+    // One element (a class, a rule or a group): what a postfix operator would repeat.
+    const auto push_symbol = [&](Item item) {
+      last_symbol = sequence.size();
+      sequence.push_back(item);
+      count_items(1);
+      have_symbol = true;
+    };
     for (;;) {
       const char c = peek();
       const std::size_t start = pos_;
       if (at_end()) break;
       if (c == '"') {
-        ++pos_;
         last_symbol = sequence.size();
-        while (peek() != '"') {
-          if (at_end() || peek() == '\n') expected("'\"' to close the string");
-          sequence.push_back({false, add_class(CharClass::single(parse_char()))});
-          count_items(1);
-        }
-        ++pos_;
+        parse_literal(sequence);
         // An empty literal "" is no element: nothing for a postfix operator to repeat.
         have_symbol = sequence.size() > last_symbol;
       } else if (c == '[') {
-        ++pos_;
-        bool negated = false;
-        if (peek() == '^') {
-          negated = true;
-          ++pos_;
-        }
-        std::vector<CharClass::Range> ranges;  // sorted once at the end, not per range
-        while (peek() != ']') {
-          if (at_end() || peek() == '\n') expected("']' to close the character class");
-          const std::uint32_t first = parse_char();
-          std::uint32_t last = first;
-          if (peek() == '-' && peek(1) != ']' && pos_ + 1 < text_.size()) {
-            ++pos_;
-            last = parse_char();
-            if (last < first) error_at(start, "a character range whose end is before its start");
-          }
-          ranges.push_back({first, last});
-        }
-        ++pos_;
-        const CharClass chars = CharClass::of(std::move(ranges));
-        last_symbol = sequence.size();
-        sequence.push_back({false, add_class(negated ? chars.complement() : chars)});
-        count_items(1);
-        have_symbol = true;
+        push_symbol({false, add_class(parse_char_class(start))});
       } else if (c == '.') {
         ++pos_;
-        last_symbol = sequence.size();
-        sequence.push_back({false, add_class(CharClass::any())});
-        count_items(1);
-        have_symbol = true;
+        push_symbol({false, add_class(CharClass::any())});
       } else if (is_name_char(c)) {
         const std::string name = parse_name("a rule name");
-        last_symbol = sequence.size();
-        sequence.push_back({true, rule_named(name, start)});
-        count_items(1);
-        have_symbol = true;
+        push_symbol({true, rule_named(name, start)});
       } else if (c == '(') {
-        if (depth >= kMaxNesting) error_at(start, "groups are nested too deeply");
-        ++pos_;
-        skip_space(true);
-        const std::uint32_t group = new_helper_rule(rule);
-        std::vector<Sequence> alternatives = parse_alternatives(group, true, depth + 1);
-        drafts_[group].alternatives = std::move(alternatives);
-        if (peek() != ')') expected("')' to close the group");
-        ++pos_;
-        last_symbol = sequence.size();
-        sequence.push_back({true, group});
-        count_items(1);
-        have_symbol = true;
+        push_symbol({true, parse_group(rule, depth, start)});
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (!have_symbol) expected(cat("an element before '", std::string(1, c), "'"));
-        ++pos_;
-        std::uint32_t min = 0, max = 0;
-        bool unbounded = false;
-        if (c == '*') {
-          unbounded = true;
-        } else if (c == '+') {
-          min = 1, unbounded = true;
-        } else if (c == '?') {
-          max = 1;
-        } else {
-          skip_space(nested);
-          min = max = parse_count();
-          skip_space(nested);
-          if (peek() == ',') {
-            ++pos_;
-            skip_space(nested);
-            if (is_digit(peek())) {
-              max = parse_count();
-              if (max < min) error_at(start, "a repetition {m,n} with n smaller than m");
-              skip_space(nested);
-            } else {
-              unbounded = true;
-            }
-          }
-          if (peek() != '}') expected("'}' to close the repetition");
-          ++pos_;
-        }
-        repeat(sequence, last_symbol, rule, min, max, unbounded);
+        const Repetition r = parse_repetition(c, nested, start);
+        repeat(sequence, last_symbol, rule, r.min, r.max, r.unbounded);
         // A repeated element is no element for another operator ("a**" is an error in
         // llama.cpp too, where the second operator finds no preceding item).
         have_symbol = false;

@@ -102,6 +102,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -281,19 +282,8 @@ class JsonSchemaToGbnf {
     return cat(item, "{", min, ",", *max, "}");
   }
 
-  // The GBNF expression (a rule name, mostly) for values valid under `schema`.
-  std::string visit(const Json& schema, const std::string& hint, const std::string& path) {
-    const Nesting level(depth_, path);
-    if (++visits_ > kMaxSchemaVisits) {
-      refuse(path, cat("the schema has more than ", kMaxSchemaVisits, " subschemas"));
-    }
-    // Rule names are hints for a reader of the GBNF: their tail is enough.
-    const std::string name = hint.size() <= 64 ? hint : hint.substr(hint.size() - 64);
-    if (schema.is_boolean()) {
-      if (schema.get<bool>()) return "value-json";
-      refuse(path, "the schema false accepts nothing");
-    }
-    if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
+  // Refuses a keyword the conversion does not know (annotations aside).
+  static void check_keywords(const Json& schema, const std::string& path) {
     static const std::set<std::string> kKnown = {
         // Any type.
         "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
@@ -311,82 +301,91 @@ class JsonSchemaToGbnf {
         refuse(path, cat("the keyword \"", key, "\" is not supported"));
       }
     }
-    const auto only = [&](const char* keyword) {
-      for (const auto& [key, value] : schema.items()) {
-        if (key != keyword && !is_annotation(key)) {
-          refuse(path, cat("\"", keyword, "\" together with \"", key, "\" is not supported"));
-        }
+  }
+
+  // Refuses any keyword beside `keyword` (annotations aside).
+  static void refuse_beside(const Json& schema, const char* keyword, const std::string& path) {
+    for (const auto& [key, value] : schema.items()) {
+      if (key != keyword && !is_annotation(key)) {
+        refuse(path, cat("\"", keyword, "\" together with \"", key, "\" is not supported"));
       }
-    };
-    if (schema.contains("allOf")) {
-      if (const auto target = single_reference(schema)) return reference(*target, path);
-      // Merged, then converted as one schema; what the merge gives is named as the allOf's.
-      // A merged schema met again (the same subschema merged into each option of a
-      // choice) is converted once: else each level of allOf over a choice would multiply
-      // the work below it by the choice's options.
-      const Json merged = merge_all_of(schema, path);
-      std::string key = merged.dump();
-      if (const auto it = merged_rules_.find(key); it != merged_rules_.end()) return it->second;
-      const std::string rule = visit(merged, name, path + "/allOf");
-      merged_rules_.emplace(std::move(key), rule);
-      return rule;
     }
-    if (schema.contains("$ref")) {
-      only("$ref");
-      return reference(schema["$ref"], path);
+  }
+
+  // A schema with allOf: merged, then converted as one schema; what the merge gives is
+  // named as the allOf's.
+  std::string all_of_rule(const Json& schema, const std::string& name, const std::string& path) {
+    if (const auto target = single_reference(schema)) return reference(*target, path);
+    // A merged schema met again (the same subschema merged into each option of a
+    // choice) is converted once: else each level of allOf over a choice would multiply
+    // the work below it by the choice's options.
+    const Json merged = merge_all_of(schema, path);
+    std::string key = merged.dump();
+    if (const auto it = merged_rules_.find(key); it != merged_rules_.end()) return it->second;
+    const std::string rule = visit(merged, name, path + "/allOf");
+    merged_rules_.emplace(std::move(key), rule);
+    return rule;
+  }
+
+  // A schema with const or enum (and perhaps type): the listed values of its type.
+  std::string enum_rule(const Json& schema, const std::string& name, const std::string& path) {
+    const bool is_const = schema.contains("const");
+    for (const auto& [key, value] : schema.items()) {
+      if (key != "const" && key != "enum" && key != "type" && !is_annotation(key)) {
+        refuse(path, cat("\"", is_const ? "const" : "enum", "\" together with \"", key,
+                         "\" is not supported"));
+      }
     }
-    if (schema.contains("const") || schema.contains("enum")) {
-      const bool is_const = schema.contains("const");
-      for (const auto& [key, value] : schema.items()) {
-        if (key != "const" && key != "enum" && key != "type" && !is_annotation(key)) {
-          refuse(path, cat("\"", is_const ? "const" : "enum", "\" together with \"", key,
-                           "\" is not supported"));
-        }
-      }
-      if (schema.contains("const") && schema.contains("enum")) {
-        refuse(path, "\"const\" together with \"enum\" is not supported");
-      }
-      const Json values = is_const ? Json::array({schema["const"]}) : schema["enum"];
-      if (!values.is_array() || values.empty()) refuse(path, "\"enum\" must be a non-empty array");
-      std::string body;
-      for (const Json& v : values) {
-        if (schema.contains("type") && !has_type(v, schema["type"])) continue;
-        body += (body.empty() ? "" : " | ") + gbnf_text::literal(v.dump());
-      }
-      if (body.empty()) refuse(path, "no value of \"enum\" or \"const\" has the schema's type");
-      return add_rule(name, body);
+    if (schema.contains("const") && schema.contains("enum")) {
+      refuse(path, "\"const\" together with \"enum\" is not supported");
     }
-    for (const char* combinator : {"anyOf", "oneOf"}) {
-      if (!schema.contains(combinator)) continue;
-      only(combinator);
-      const Json& options = schema[combinator];
-      if (!options.is_array() || options.empty()) {
-        refuse(path, cat("\"", combinator, "\" must be a non-empty array"));
-      }
-      std::string body;
-      for (std::size_t i = 0; i < options.size(); ++i) {
-        body += (i ? " | " : "") +
-                visit(options[i], cat(name, "-", i), cat(path, "/", combinator, "/", i));
-      }
-      return add_rule(name, body);
+    const Json values = is_const ? Json::array({schema["const"]}) : schema["enum"];
+    if (!values.is_array() || values.empty()) refuse(path, "\"enum\" must be a non-empty array");
+    std::string body;
+    for (const Json& v : values) {
+      if (schema.contains("type") && !has_type(v, schema["type"])) continue;
+      body += (body.empty() ? "" : " | ") + gbnf_text::literal(v.dump());
     }
-    if (schema.contains("type")) {
-      const Json& type = schema["type"];
-      if (type.is_string()) return visit_type(type.get<std::string>(), schema, name, path);
-      if (!type.is_array() || type.empty()) refuse(path, "\"type\" must be a string or an array");
-      std::string body;
-      std::set<std::string> seen;
-      for (const Json& t : type) {
-        if (!t.is_string()) refuse(path, "\"type\" must hold strings");
-        const auto s = t.get<std::string>();
-        // JSON Schema wants them unique; each would convert the whole schema once more.
-        if (!seen.insert(s).second) refuse(path, cat("\"type\" lists \"", s, "\" twice"));
-        body += (body.empty() ? "" : " | ") + visit_type(s, schema, cat(name, "-", s), path);
-      }
-      return add_rule(name, body);
+    if (body.empty()) refuse(path, "no value of \"enum\" or \"const\" has the schema's type");
+    return add_rule(name, body);
+  }
+
+  // A schema with anyOf or oneOf (`combinator`): any of its options.
+  std::string choice_rule(const Json& schema, const char* combinator, const std::string& name,
+                          const std::string& path) {
+    refuse_beside(schema, combinator, path);
+    const Json& options = schema[combinator];
+    if (!options.is_array() || options.empty()) {
+      refuse(path, cat("\"", combinator, "\" must be a non-empty array"));
     }
-    // No type: the type its keywords apply to (JSON Schema lets values of the other types
-    // through; writing only this one is a narrower choice, and valid).
+    std::string body;
+    for (std::size_t i = 0; i < options.size(); ++i) {
+      body += (i ? " | " : "") +
+              visit(options[i], cat(name, "-", i), cat(path, "/", combinator, "/", i));
+    }
+    return add_rule(name, body);
+  }
+
+  // A schema with type: one type, or any of an array of them.
+  std::string typed_rule(const Json& schema, const std::string& name, const std::string& path) {
+    const Json& type = schema["type"];
+    if (type.is_string()) return visit_type(type.get<std::string>(), schema, name, path);
+    if (!type.is_array() || type.empty()) refuse(path, "\"type\" must be a string or an array");
+    std::string body;
+    std::set<std::string> seen;
+    for (const Json& t : type) {
+      if (!t.is_string()) refuse(path, "\"type\" must hold strings");
+      const auto s = t.get<std::string>();
+      // JSON Schema wants them unique; each would convert the whole schema once more.
+      if (!seen.insert(s).second) refuse(path, cat("\"type\" lists \"", s, "\" twice"));
+      body += (body.empty() ? "" : " | ") + visit_type(s, schema, cat(name, "-", s), path);
+    }
+    return add_rule(name, body);
+  }
+
+  // A schema without type: the type its keywords apply to (JSON Schema lets values of the
+  // other types through; writing only this one is a narrower choice, and valid).
+  std::string untyped_rule(const Json& schema, const std::string& name, const std::string& path) {
     const auto has_any = [&](std::initializer_list<const char*> keys) {
       return std::any_of(keys.begin(), keys.end(),
                          [&](const char* k) { return schema.contains(k); });
@@ -405,6 +404,33 @@ class JsonSchemaToGbnf {
       return visit_type("number", schema, name, path);
     }
     return "value-json";
+  }
+
+  // The GBNF expression (a rule name, mostly) for values valid under `schema`.
+  std::string visit(const Json& schema, const std::string& hint, const std::string& path) {
+    const Nesting level(depth_, path);
+    if (++visits_ > kMaxSchemaVisits) {
+      refuse(path, cat("the schema has more than ", kMaxSchemaVisits, " subschemas"));
+    }
+    // Rule names are hints for a reader of the GBNF: their tail is enough.
+    const std::string name = hint.size() <= 64 ? hint : hint.substr(hint.size() - 64);
+    if (schema.is_boolean()) {
+      if (schema.get<bool>()) return "value-json";
+      refuse(path, "the schema false accepts nothing");
+    }
+    if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
+    check_keywords(schema, path);
+    if (schema.contains("allOf")) return all_of_rule(schema, name, path);
+    if (schema.contains("$ref")) {
+      refuse_beside(schema, "$ref", path);
+      return reference(schema["$ref"], path);
+    }
+    if (schema.contains("const") || schema.contains("enum")) return enum_rule(schema, name, path);
+    for (const char* combinator : {"anyOf", "oneOf"}) {
+      if (schema.contains(combinator)) return choice_rule(schema, combinator, name, path);
+    }
+    if (schema.contains("type")) return typed_rule(schema, name, path);
+    return untyped_rule(schema, name, path);
   }
 
   // Whether `value` is of (one of) the JSON Schema type(s) `type`.
@@ -563,88 +589,103 @@ class JsonSchemaToGbnf {
     return round_to_grid(decimal_from_double(a), DigitRanges::kFractionDigits, lower);
   }
 
-  std::string number_rule(bool integer, const Json& schema, const std::string& name,
-                          const std::string& path) {
-    const std::optional<Bound> lower = bound_of(schema, true, path);
-    const std::optional<Bound> upper = bound_of(schema, false, path);
-    std::uint64_t modulus = 1;
-    if (schema.contains("multipleOf")) {
-      const Json& m = schema["multipleOf"];
-      if (!finite_number(m) || decimal_of(m).negative || decimal_of(m).is_zero()) {
-        refuse(path, "\"multipleOf\" must be a number above 0");
-      }
-      const auto whole = whole_number(m);
-      if (!whole || *whole > kMaxModulus) {
-        refuse(path, cat("\"multipleOf\": ", m.dump(), " is not supported (a whole number up to ",
-                         kMaxModulus, " is; validators test a fraction in floating point)"));
-      }
-      modulus = *whole;
-      integer = true;  // only integers are multiples of a whole number
+  // A multipleOf's value, refused unless it is a whole number up to kMaxModulus.
+  static std::uint64_t whole_modulus(const Json& m, const std::string& path) {
+    if (!finite_number(m) || decimal_of(m).negative || decimal_of(m).is_zero()) {
+      refuse(path, "\"multipleOf\" must be a number above 0");
     }
-    if (!lower && !upper && modulus == 1) return integer ? "integer-json" : "number-json";
+    const auto whole = whole_number(m);
+    if (!whole || *whole > kMaxModulus) {
+      refuse(path, cat("\"multipleOf\": ", m.dump(), " is not supported (a whole number up to ",
+                       kMaxModulus, " is; validators test a fraction in floating point)"));
+    }
+    return *whole;
+  }
 
-    const std::size_t grid = integer ? 0 : DigitRanges::kFractionDigits;
-    // The most integral digits written: 19 keeps every whole bound exact in 64 bits.
-    constexpr std::size_t kMaxDigits = 19;
-    std::optional<Decimal> low, high;
-    if (lower) {
-      low = grid_bound(*lower, true, integer);
-      if (low->integral.size() > kMaxDigits) {
-        if (!low->negative) {
-          refuse(path, cat("the lower bound ", lower->value.dump(), " is above every ",
-                           integer ? "integer" : "number", " of at most ", kMaxDigits,
-                           " digits (the most written)"));
-        }
-        low.reset();  // below every text written: no constraint
-      }
+  // The most integral digits written: 19 keeps every whole bound exact in 64 bits.
+  static constexpr std::size_t kMaxIntegralDigits = 19;
+
+  // A lower (or upper) bound on the grid the grammar writes; nullopt where there is none,
+  // or where it lies beyond every text written on its outside (no constraint). One
+  // beyond every text written on its inside leaves nothing to write: refused.
+  static std::optional<Decimal> written_bound(const std::optional<Bound>& bound, bool lower,
+                                              bool integer, const std::string& path) {
+    if (!bound) return std::nullopt;
+    const Decimal d = grid_bound(*bound, lower, integer);
+    if (d.integral.size() <= kMaxIntegralDigits) return d;
+    if (d.negative != lower) {
+      refuse(path,
+             cat("the ", lower ? "lower" : "upper", " bound ", bound->value.dump(),
+                 lower ? " is above every " : " is below every ", integer ? "integer" : "number",
+                 " of at most ", kMaxIntegralDigits, " digits (the most written)"));
     }
-    if (upper) {
-      high = grid_bound(*upper, false, integer);
-      if (high->integral.size() > kMaxDigits) {
-        if (high->negative) {
-          refuse(path, cat("the upper bound ", upper->value.dump(), " is below every ",
-                           integer ? "integer" : "number", " of at most ", kMaxDigits,
-                           " digits (the most written)"));
-        }
-        high.reset();
-      }
-    }
+    return std::nullopt;
+  }
+
+  // The range of the values written: the bounds given, the widest text written in place
+  // of a missing one (as many integral digits as the larger of 16 and the bounds' own).
+  static std::pair<Decimal, Decimal> written_range(const std::optional<Decimal>& low,
+                                                   const std::optional<Decimal>& high,
+                                                   bool integer) {
     std::size_t digits = 16;
     for (const auto& b : {low, high}) {
       if (b) digits = std::max(digits, b->integral.size());
     }
     Decimal limit;
     limit.integral = std::string(digits, '9');
-    if (!integer) limit.fraction = std::string(grid, '9');
-    if (!low) {
-      low = limit;
-      low->negative = true;
+    if (!integer) limit.fraction = std::string(DigitRanges::kFractionDigits, '9');
+    Decimal lowest = limit;
+    lowest.negative = true;
+    return {low ? *low : lowest, high ? *high : limit};
+  }
+
+  // The alternatives of a bounded number between `low` and `high` (a non-empty range):
+  // "-" and the magnitudes of the negative values (and of 0), then the non-negative
+  // values, each where the range and `modulus` leave any.
+  std::vector<std::string> signed_magnitudes(const Decimal& low, const Decimal& high, bool integer,
+                                             std::uint64_t modulus, const std::string& name,
+                                             const std::string& path) {
+    std::vector<std::string> alternatives;
+    DigitRanges digit_rules([&](const std::string& body) { return add_rule(name + "-d", body); },
+                            !integer, modulus, kMaxDigitStates, shown_path(path));
+    const auto magnitude = [](Decimal d) {
+      d.negative = false;
+      return d;
+    };
+    if (low.negative) {
+      const Decimal from = high.negative ? magnitude(high) : Decimal{};
+      if (const auto e = digit_rules.magnitudes(from, magnitude(low))) {
+        alternatives.push_back("\"-\" ( " + *e + " )");
+      }
     }
-    if (!high) high = limit;
-    if (compare(*low, *high) > 0) {
+    if (!high.negative) {
+      const Decimal from = low.negative ? Decimal{} : low;
+      if (const auto e = digit_rules.magnitudes(from, high)) alternatives.push_back(*e);
+    }
+    return alternatives;
+  }
+
+  std::string number_rule(bool integer, const Json& schema, const std::string& name,
+                          const std::string& path) {
+    const std::optional<Bound> lower = bound_of(schema, true, path);
+    const std::optional<Bound> upper = bound_of(schema, false, path);
+    std::uint64_t modulus = 1;
+    if (schema.contains("multipleOf")) {
+      modulus = whole_modulus(schema["multipleOf"], path);
+      integer = true;  // only integers are multiples of a whole number
+    }
+    if (!lower && !upper && modulus == 1) return integer ? "integer-json" : "number-json";
+
+    const std::optional<Decimal> low = written_bound(lower, true, integer, path);
+    const std::optional<Decimal> high = written_bound(upper, false, integer, path);
+    const auto [from, to] = written_range(low, high, integer);
+    if (compare(from, to) > 0) {
       refuse(path, cat("no ", integer ? "integer" : "number",
                        " lies within its bounds (minimum, maximum, exclusiveMinimum, "
                        "exclusiveMaximum)"));
     }
-    std::vector<std::string> alternatives;
-    {
-      DigitRanges digit_rules([&](const std::string& body) { return add_rule(name + "-d", body); },
-                              !integer, modulus, kMaxDigitStates, shown_path(path));
-      const auto magnitude = [](Decimal d) {
-        d.negative = false;
-        return d;
-      };
-      if (low->negative) {  // "-" and the magnitudes of the negative values (and of 0)
-        const Decimal from = high->negative ? magnitude(*high) : Decimal{};
-        if (const auto e = digit_rules.magnitudes(from, magnitude(*low))) {
-          alternatives.push_back("\"-\" ( " + *e + " )");
-        }
-      }
-      if (!high->negative) {
-        const Decimal from = low->negative ? Decimal{} : *low;
-        if (const auto e = digit_rules.magnitudes(from, *high)) alternatives.push_back(*e);
-      }
-    }
+    const std::vector<std::string> alternatives =
+        signed_magnitudes(from, to, integer, modulus, name, path);
     if (alternatives.empty()) {
       refuse(path, cat("no multiple of ", modulus, " lies within its bounds"));
     }
@@ -767,87 +808,97 @@ class JsonSchemaToGbnf {
     return Json{{"allOf", std::move(list)}};
   }
 
-  // The schema `schema` (with allOf) means, without allOf.
-  Json merge_all_of(const Json& schema, const std::string& path) {
-    std::vector<Part> parts;
-    std::set<const Json*> seen;
-    flatten(schema, path, parts, seen);
+  // Calls f(part, value) for each part that has `key`, in order.
+  template <typename F>
+  static void each_with(const std::vector<Part>& parts, const char* key, const F& f) {
+    for (const Part& part : parts) {
+      if (part.schema->contains(key)) f(part, (*part.schema)[key]);
+    }
+  }
 
-    // A choice in one part is distributed over; two would multiply.
-    const Part* choice = nullptr;
-    const char* choice_key = nullptr;
+  // The part with a choice (anyOf or oneOf) and its keyword, or none. A choice in one
+  // part is distributed over; two would multiply, and are refused.
+  struct Choice {
+    const Part* part = nullptr;
+    const char* key = nullptr;
+  };
+  static Choice find_choice(const std::vector<Part>& parts, const std::string& path) {
+    Choice choice;
     for (const Part& part : parts) {
       for (const char* key : {"anyOf", "oneOf"}) {
         if (!part.schema->contains(key)) continue;
-        if (choice != nullptr) {
-          refuse(path, cat("allOf: \"", choice_key, "\" in ", shown_path(choice->path), " and \"",
-                           key, "\" in ", shown_path(part.path),
+        if (choice.part != nullptr) {
+          refuse(path, cat("allOf: \"", choice.key, "\" in ", shown_path(choice.part->path),
+                           " and \"", key, "\" in ", shown_path(part.path),
                            " cannot be merged (only one choice is distributed over)"));
         }
-        choice = &part;
-        choice_key = key;
+        choice = {&part, key};
       }
     }
-    if (choice != nullptr) {
-      const Json& options = (*choice->schema)[choice_key];
-      if (!options.is_array() || options.empty()) {
-        refuse(choice->path, cat("\"", choice_key, "\" must be a non-empty array"));
-      }
-      Json alternatives = Json::array();
-      for (const Json& option : options) {
-        Json all = Json::array();
-        for (const Part& part : parts) {
-          Json own = own_keywords(part, path);
-          if (&part == choice) own.erase(choice_key);
-          if (!own.empty()) all.push_back(std::move(own));
-        }
-        all.push_back(copied(option, path));
-        alternatives.push_back(Json{{"allOf", std::move(all)}});
-      }
-      return Json{{"anyOf", std::move(alternatives)}};
-    }
+    return choice;
+  }
 
-    Json merged = Json::object();
-    const auto each = [&](const char* key, const auto& f) {
+  // The parts with a choice distributed over: A and (B or C) is (A and B) or (A and C).
+  Json distribute_choice(const std::vector<Part>& parts, const Choice& choice,
+                         const std::string& path) {
+    const Json& options = (*choice.part->schema)[choice.key];
+    if (!options.is_array() || options.empty()) {
+      refuse(choice.part->path, cat("\"", choice.key, "\" must be a non-empty array"));
+    }
+    Json alternatives = Json::array();
+    for (const Json& option : options) {
+      Json all = Json::array();
       for (const Part& part : parts) {
-        if (part.schema->contains(key)) f(part, (*part.schema)[key]);
+        Json own = own_keywords(part, path);
+        if (&part == choice.part) own.erase(choice.key);
+        if (!own.empty()) all.push_back(std::move(own));
       }
-    };
+      all.push_back(copied(option, path));
+      alternatives.push_back(Json{{"allOf", std::move(all)}});
+    }
+    return Json{{"anyOf", std::move(alternatives)}};
+  }
 
-    // type: the types every part allows (an integer is a number).
+  // The types of `types` that `list` allows too, in the order of `types` (an integer is a
+  // number: integer and number have integer in common).
+  static std::vector<std::string> common_types(const std::vector<std::string>& types,
+                                               const std::vector<std::string>& list) {
+    std::vector<std::string> both;
+    const auto has = [](const std::vector<std::string>& l, const std::string& x) {
+      return std::find(l.begin(), l.end(), x) != l.end();
+    };
+    for (const std::string& x : types) {
+      std::string kept;
+      if (has(list, x)) {
+        kept = x;
+      } else if ((x == "integer" && has(list, "number")) ||
+                 (x == "number" && has(list, "integer"))) {
+        kept = "integer";
+      }
+      if (!kept.empty() && !has(both, kept)) both.push_back(kept);
+    }
+    return both;
+  }
+
+  // type: the types every part allows.
+  static void merge_types(const std::vector<Part>& parts, Json& merged, const std::string& path) {
     std::optional<std::vector<std::string>> types;
-    each("type", [&](const Part& part, const Json& t) {
+    each_with(parts, "type", [&](const Part& part, const Json& t) {
       std::vector<std::string> list;
       for (const Json& one : t.is_array() ? t : Json::array({t})) {
         if (!one.is_string()) refuse(part.path, "\"type\" must be a string or an array of strings");
         list.push_back(one.get<std::string>());
       }
-      if (!types) {
-        types = list;
-        return;
-      }
-      std::vector<std::string> both;
-      const auto has = [](const std::vector<std::string>& l, const std::string& x) {
-        return std::find(l.begin(), l.end(), x) != l.end();
-      };
-      for (const std::string& x : *types) {
-        std::string kept;
-        if (has(list, x)) {
-          kept = x;
-        } else if ((x == "integer" && has(list, "number")) ||
-                   (x == "number" && has(list, "integer"))) {
-          kept = "integer";
-        }
-        if (!kept.empty() && !has(both, kept)) both.push_back(kept);
-      }
-      types = both;
+      types = types ? common_types(*types, list) : list;
     });
     if (types) {
       if (types->empty()) refuse(path, "allOf: its subschemas have no type in common");
       merged["type"] = types->size() == 1 ? Json((*types)[0]) : Json(*types);
     }
+  }
 
-    // enum and const: the values every part allows.
+  // enum and const: the values every part allows.
+  void merge_values(const std::vector<Part>& parts, Json& merged, const std::string& path) {
     std::optional<std::vector<const Json*>> values;
     const auto keep_values = [&](const Part& part, const Json& list) {
       if (!list.is_array() || list.empty()) refuse(part.path, "\"enum\" must be a non-empty array");
@@ -866,7 +917,7 @@ class JsonSchemaToGbnf {
       }
       values = std::move(next);
     };
-    each("enum", keep_values);
+    each_with(parts, "enum", keep_values);
     std::deque<Json> consts;  // each const as a list, alive while `values` points into it
     for (const Part& part : parts) {
       if (part.schema->contains("const")) {
@@ -879,8 +930,10 @@ class JsonSchemaToGbnf {
       for (const Json* v : *values) list.push_back(copied(*v, path));
       merged["enum"] = std::move(list);
     }
+  }
 
-    // Bounds: the tightest.
+  // Bounds: the tightest.
+  static void merge_bounds(const std::vector<Part>& parts, Json& merged) {
     for (const bool lower : {true, false}) {
       std::optional<Bound> bound;
       for (const Part& part : parts) {
@@ -892,7 +945,12 @@ class JsonSchemaToGbnf {
                                 : (lower ? "minimum" : "maximum")] = bound->value;
       }
     }
-    each("multipleOf", [&](const Part& part, const Json& m) {
+  }
+
+  // multipleOf: equal ones kept, whole ones their least common multiple.
+  static void merge_multiple_of(const std::vector<Part>& parts, Json& merged,
+                                const std::string& path) {
+    each_with(parts, "multipleOf", [&](const Part& part, const Json& m) {
       if (!merged.contains("multipleOf") || merged["multipleOf"] == m) {
         merged["multipleOf"] = m;
         return;
@@ -908,10 +966,12 @@ class JsonSchemaToGbnf {
           *a / g > kMaxModulus / std::max<std::uint64_t>(*b, 1) ? kMaxModulus + 1 : *a / g * *b;
       merged["multipleOf"] = lcm;
     });
+  }
 
-    // Counts: the tightest.
+  // Counts: the tightest.
+  static void merge_counts(const std::vector<Part>& parts, Json& merged) {
     for (const char* key : {"minLength", "minItems", "minProperties"}) {
-      each(key, [&](const Part&, const Json& n) {
+      each_with(parts, key, [&](const Part&, const Json& n) {
         if (!merged.contains(key) || !n.is_number() || !merged[key].is_number() ||
             compare(decimal_of(n), decimal_of(merged[key])) > 0) {
           merged[key] = n;
@@ -919,16 +979,20 @@ class JsonSchemaToGbnf {
       });
     }
     for (const char* key : {"maxLength", "maxItems", "maxProperties"}) {
-      each(key, [&](const Part&, const Json& n) {
+      each_with(parts, key, [&](const Part&, const Json& n) {
         if (!merged.contains(key) || !n.is_number() || !merged[key].is_number() ||
             compare(decimal_of(n), decimal_of(merged[key])) < 0) {
           merged[key] = n;
         }
       });
     }
-    // Patterns and formats: one.
+  }
+
+  // Patterns and formats: one (two different ones cannot be merged).
+  static void merge_pattern_and_format(const std::vector<Part>& parts, Json& merged,
+                                       const std::string& path) {
     for (const char* key : {"pattern", "format"}) {
-      each(key, [&](const Part& part, const Json& v) {
+      each_with(parts, key, [&](const Part& part, const Json& v) {
         if (merged.contains(key) && merged[key] != v) {
           refuse(path, cat("allOf: two different \"", key, "\" (one in ", shown_path(part.path),
                            ") cannot be merged"));
@@ -936,11 +1000,10 @@ class JsonSchemaToGbnf {
         merged[key] = v;
       });
     }
+  }
 
-    merge_objects(parts, merged, path);
-    merge_arrays(parts, merged, path);
-
-    // Anything else is a keyword the conversion refuses by name.
+  // Anything else the parts say, copied as it is: a keyword the conversion refuses by name.
+  void copy_other_keywords(const std::vector<Part>& parts, Json& merged, const std::string& path) {
     for (const Part& part : parts) {
       for (const auto& [key, value] : part.schema->items()) {
         if (key != "$ref" && key != "allOf" && key != "const" && !is_annotation(key) &&
@@ -949,6 +1012,26 @@ class JsonSchemaToGbnf {
         }
       }
     }
+  }
+
+  // The schema `schema` (with allOf) means, without allOf.
+  Json merge_all_of(const Json& schema, const std::string& path) {
+    std::vector<Part> parts;
+    std::set<const Json*> seen;
+    flatten(schema, path, parts, seen);
+    if (const Choice choice = find_choice(parts, path); choice.part != nullptr) {
+      return distribute_choice(parts, choice, path);
+    }
+    Json merged = Json::object();
+    merge_types(parts, merged, path);
+    merge_values(parts, merged, path);
+    merge_bounds(parts, merged);
+    merge_multiple_of(parts, merged, path);
+    merge_counts(parts, merged);
+    merge_pattern_and_format(parts, merged, path);
+    merge_objects(parts, merged, path);
+    merge_arrays(parts, merged, path);
+    copy_other_keywords(parts, merged, path);
     return merged;
   }
 
@@ -1289,140 +1372,197 @@ class JsonSchemaToGbnf {
     return "\"\\\"\" " + node_names[0];
   }
 
-  std::string object_rule(const Json& schema, const std::string& name, const std::string& path) {
+  // An object's listed properties, as its rules write them.
+  struct ListedProperties {
     std::vector<std::string> names;    // every listed property: extra keys differ from them
     std::vector<std::string> keys;     // the ones that may be written, in order
     std::vector<std::string> members;  // "key" ws : ws value ws
-    std::vector<bool> required;
-    std::set<std::string> forbidden;  // listed with the schema false: never written
-    if (schema.contains("properties")) {
-      const Json& properties = schema["properties"];
-      if (!properties.is_object()) refuse(path, "\"properties\" must be an object");
-      for (const auto& [key, sub] : properties.items()) {
-        names.push_back(key);
-        if (sub.is_boolean() && !sub.get<bool>()) {
-          forbidden.insert(key);
-          continue;
-        }
-        keys.push_back(key);
-        const std::string value =
-            visit(sub, cat(name, "-", segment(key)), cat(path, "/properties/", segment(key)));
-        members.push_back(gbnf_text::literal(Json(key).dump()) + " ws-json \":\" ws-json " + value +
-                          " ws-json");
-      }
-    }
-    required.assign(keys.size(), false);
+    std::vector<bool> required;        // per key
     std::size_t required_count = 0;
-    if (schema.contains("required")) {
-      const Json& list = schema["required"];
-      if (!list.is_array()) refuse(path, "\"required\" must be an array");
-      std::map<std::string_view, std::size_t> index;
-      for (std::size_t i = 0; i < keys.size(); ++i) index.emplace(keys[i], i);
-      for (const Json& r : list) {
-        if (!r.is_string()) refuse(path, "\"required\" must hold strings");
-        const auto it = index.find(r.get_ref<const std::string&>());
-        if (it == index.end()) {
-          refuse(path,
-                 cat("the required property \"", r.get<std::string>(),
-                     forbidden.contains(r.get<std::string>()) ? "\" has the schema false"
-                                                              : "\" is not in \"properties\""));
-        }
-        if (!required[it->second]) ++required_count;
-        required[it->second] = true;
+    std::set<std::string> forbidden;  // listed with the schema false: never written
+  };
+
+  // `properties`: a member rule per property that may be written, in order.
+  ListedProperties listed_properties(const Json& schema, const std::string& name,
+                                     const std::string& path) {
+    ListedProperties listed;
+    if (!schema.contains("properties")) return listed;
+    const Json& properties = schema["properties"];
+    if (!properties.is_object()) refuse(path, "\"properties\" must be an object");
+    for (const auto& [key, sub] : properties.items()) {
+      listed.names.push_back(key);
+      if (sub.is_boolean() && !sub.get<bool>()) {
+        listed.forbidden.insert(key);
+        continue;
       }
+      listed.keys.push_back(key);
+      const std::string value =
+          visit(sub, cat(name, "-", segment(key)), cat(path, "/properties/", segment(key)));
+      listed.members.push_back(gbnf_text::literal(Json(key).dump()) + " ws-json \":\" ws-json " +
+                               value + " ws-json");
     }
-    // Extra members: absent means none when properties are listed, any otherwise.
-    std::optional<std::string> extra_value;
-    std::string extra_key;
+    return listed;
+  }
+
+  // `required`: marks the listed properties that must be written.
+  static void mark_required(const Json& schema, const std::string& path, ListedProperties& listed) {
+    listed.required.assign(listed.keys.size(), false);
+    if (!schema.contains("required")) return;
+    const Json& list = schema["required"];
+    if (!list.is_array()) refuse(path, "\"required\" must be an array");
+    std::map<std::string_view, std::size_t> index;
+    for (std::size_t i = 0; i < listed.keys.size(); ++i) index.emplace(listed.keys[i], i);
+    for (const Json& r : list) {
+      if (!r.is_string()) refuse(path, "\"required\" must hold strings");
+      const auto it = index.find(r.get_ref<const std::string&>());
+      if (it == index.end()) {
+        refuse(path, cat("the required property \"", r.get<std::string>(),
+                         listed.forbidden.contains(r.get<std::string>())
+                             ? "\" has the schema false"
+                             : "\" is not in \"properties\""));
+      }
+      if (!listed.required[it->second]) ++listed.required_count;
+      listed.required[it->second] = true;
+    }
+  }
+
+  // The members an object may have beside the listed ones: their value's rule (nullopt:
+  // none may be written) and their key's (empty: any key but the listed ones).
+  struct ExtraMembers {
+    std::optional<std::string> value;
+    std::string key;
+  };
+
+  // patternProperties: keys matching a pattern, valid under every pattern's schema (a key
+  // matching two owes both); keys matching none would need the patterns' complement, so
+  // nothing else may be written beside them.
+  ExtraMembers pattern_members(const Json& schema, const std::vector<std::string>& names,
+                               const std::string& name, const std::string& path) {
+    const Json& list = schema["patternProperties"];
+    if (!list.is_object()) refuse(path, "\"patternProperties\" must be an object");
+    if (!names.empty()) refuse(path, "patternProperties together with properties is not supported");
+    if (schema.contains("additionalProperties") && !(schema["additionalProperties"].is_boolean() &&
+                                                     !schema["additionalProperties"].get<bool>())) {
+      refuse(path, "patternProperties with additionalProperties other than false is not supported");
+    }
+    std::string key_body;
+    std::vector<const Json*> values;
+    for (const auto& [pattern, sub] : list.items()) {
+      std::string body;
+      try {
+        body = pattern_to_gbnf(pattern, "char-json");
+      } catch (const Error& error) {
+        fail(error.what(), " (at ", shown_path(path + "/patternProperties"), ")");
+      }
+      key_body += (key_body.empty() ? "" : " | ") + ("( " + body + " )");
+      values.push_back(&sub);
+    }
+    const Json value = conjunction(values, path + "/patternProperties");
+    ExtraMembers extra;
+    extra.value = visit(value, name + "-pattern", path + "/patternProperties");
+    extra.key = add_rule(name + "-pattern-key", "\"\\\"\" ( " + key_body + " ) \"\\\"\"");
+    return extra;
+  }
+
+  // Extra members: patternProperties, or additionalProperties; absent means none when
+  // properties are listed, any otherwise.
+  ExtraMembers extra_members(const Json& schema, const std::vector<std::string>& names,
+                             const std::string& name, const std::string& path) {
     const bool patterns =
         schema.contains("patternProperties") &&
         !(schema["patternProperties"].is_object() && schema["patternProperties"].empty());
-    if (patterns) {
-      // Keys matching a pattern, valid under every pattern's schema (a key matching two
-      // owes both); keys matching none would need the patterns' complement, so nothing
-      // else may be written beside them.
-      const Json& list = schema["patternProperties"];
-      if (!list.is_object()) refuse(path, "\"patternProperties\" must be an object");
-      if (!names.empty())
-        refuse(path, "patternProperties together with properties is not supported");
-      if (schema.contains("additionalProperties") &&
-          !(schema["additionalProperties"].is_boolean() &&
-            !schema["additionalProperties"].get<bool>())) {
-        refuse(path,
-               "patternProperties with additionalProperties other than false is not supported");
-      }
-      std::string key_body;
-      std::vector<const Json*> values;
-      for (const auto& [pattern, sub] : list.items()) {
-        std::string body;
-        try {
-          body = pattern_to_gbnf(pattern, "char-json");
-        } catch (const Error& error) {
-          fail(error.what(), " (at ", shown_path(path + "/patternProperties"), ")");
-        }
-        key_body += (key_body.empty() ? "" : " | ") + ("( " + body + " )");
-        values.push_back(&sub);
-      }
-      const Json value = conjunction(values, path + "/patternProperties");
-      extra_value = visit(value, name + "-pattern", path + "/patternProperties");
-      extra_key = add_rule(name + "-pattern-key", "\"\\\"\" ( " + key_body + " ) \"\\\"\"");
-    } else if (schema.contains("additionalProperties")) {
-      const Json& extra = schema["additionalProperties"];
-      if (!(extra.is_boolean() && !extra.get<bool>())) {
-        extra_value = visit(extra, name + "-extra", path + "/additionalProperties");
+    if (patterns) return pattern_members(schema, names, name, path);
+    ExtraMembers extra;
+    if (schema.contains("additionalProperties")) {
+      const Json& additional = schema["additionalProperties"];
+      if (!(additional.is_boolean() && !additional.get<bool>())) {
+        extra.value = visit(additional, name + "-extra", path + "/additionalProperties");
       }
     } else if (names.empty()) {
-      extra_value = "value-json";
+      extra.value = "value-json";
     }
-    std::string extra_member;
-    if (extra_value) {
-      if (extra_key.empty()) {
-        extra_key = names.empty() ? std::string("string-json") : other_key(names, name, path);
-      }
-      extra_member = add_rule(name + "-extra-kv",
-                              extra_key + " ws-json \":\" ws-json " + *extra_value + " ws-json");
+    return extra;
+  }
+
+  // The rule for one extra member ("key" ws : ws value ws); empty when none may be written.
+  std::string extra_member_rule(const ExtraMembers& extra, const std::vector<std::string>& names,
+                                const std::string& name, const std::string& path) {
+    if (!extra.value) return "";
+    std::string key = extra.key;
+    if (key.empty())
+      key = names.empty() ? std::string("string-json") : other_key(names, name, path);
+    return add_rule(name + "-extra-kv",
+                    key + " ws-json \":\" ws-json " + *extra.value + " ws-json");
+  }
+
+  // minProperties and maxProperties, refused where they contradict each other or what
+  // may be written.
+  struct PropertyCounts {
+    std::uint64_t min = 0;
+    std::optional<std::uint64_t> max;
+  };
+  static PropertyCounts property_counts(const Json& schema, const ListedProperties& listed,
+                                        bool extras, const std::string& path) {
+    PropertyCounts counts;
+    counts.min = count(schema, "minProperties", path, 0);
+    if (schema.contains("maxProperties")) counts.max = count(schema, "maxProperties", path, 0);
+    if (counts.max && *counts.max < counts.min) {
+      refuse(path, "maxProperties is below minProperties");
     }
-    // minProperties/maxProperties: counted only where they can bind.
-    const std::uint64_t min_count = count(schema, "minProperties", path, 0);
-    std::optional<std::uint64_t> max_count;
-    if (schema.contains("maxProperties")) max_count = count(schema, "maxProperties", path, 0);
-    if (max_count && *max_count < min_count) refuse(path, "maxProperties is below minProperties");
-    if (max_count && *max_count < required_count) {
+    if (counts.max && *counts.max < listed.required_count) {
       refuse(path, "maxProperties is below the number of required properties");
     }
-    if (!extra_value && min_count > keys.size()) {
-      refuse(path, cat("minProperties is above the ", keys.size(),
+    if (!extras && counts.min > listed.keys.size()) {
+      refuse(path, cat("minProperties is above the ", listed.keys.size(),
                        " properties that may be written (additionalProperties is false, or "
                        "absent beside properties, which writes only those listed)"));
     }
-    const bool counted =
-        min_count > required_count || (max_count && (extra_value || *max_count < keys.size()));
-    if (counted) {
-      return counted_object(members, required, extra_member, min_count, max_count, name, path);
-    }
-    const std::string extras_after = extra_value ? "( \",\" ws-json " + extra_member + " )*" : "";
-    // Two rules per property, so that the grammar grows linearly with the properties
-    // however many are optional (one nested choice per optional property would grow
-    // with their square, and nest as deep as they are many):
-    //   after(i): members i.. once one was written, each with a leading comma;
-    //   first(i): members i.. when none was written yet.
-    const std::size_t n = keys.size();
+    return counts;
+  }
+
+  // An object whose members are not counted: the listed ones in order, then any number of
+  // extra ones (if `extra_member` is not empty). Two rules per property, so that the
+  // grammar grows linearly with the properties however many are optional (one nested
+  // choice per optional property would grow with their square, and nest as deep as they
+  // are many):
+  //   after(i): members i.. once one was written, each with a leading comma;
+  //   first(i): members i.. when none was written yet.
+  std::string uncounted_object(const ListedProperties& listed, const std::string& extra_member,
+                               const std::string& name, const std::string& path) {
+    const bool extras = !extra_member.empty();
+    const std::string extras_after = extras ? "( \",\" ws-json " + extra_member + " )*" : "";
+    const std::size_t n = listed.keys.size();
     std::vector<std::string> after(n + 1), first(n + 1);
     after[n] = fresh_name(name + "-after-" + std::to_string(n));
     store(after[n], extras_after.empty() ? "\"\"" : extras_after, path);
     first[n] = fresh_name(name + "-first-" + std::to_string(n));
-    store(first[n],
-          extra_value ? "( " + extra_member + " " + extras_after + " )?" : std::string("\"\""),
+    store(first[n], extras ? "( " + extra_member + " " + extras_after + " )?" : std::string("\"\""),
           path);
     for (std::size_t i = n; i-- > 0;) {
       after[i] = fresh_name(name + "-after-" + std::to_string(i));
       first[i] = fresh_name(name + "-first-" + std::to_string(i));
-      const std::string written = "\",\" ws-json " + members[i] + " " + after[i + 1];
-      store(after[i], required[i] ? written : written + " | " + after[i + 1], path);
-      const std::string take = members[i] + " " + after[i + 1];
-      store(first[i], required[i] ? take : take + " | " + first[i + 1], path);
+      const std::string written = "\",\" ws-json " + listed.members[i] + " " + after[i + 1];
+      store(after[i], listed.required[i] ? written : written + " | " + after[i + 1], path);
+      const std::string take = listed.members[i] + " " + after[i + 1];
+      store(first[i], listed.required[i] ? take : take + " | " + first[i + 1], path);
     }
     return add_rule(name, "\"{\" ws-json " + first[0] + " \"}\"");
+  }
+
+  std::string object_rule(const Json& schema, const std::string& name, const std::string& path) {
+    ListedProperties listed = listed_properties(schema, name, path);
+    mark_required(schema, path, listed);
+    const ExtraMembers extra = extra_members(schema, listed.names, name, path);
+    const std::string extra_member = extra_member_rule(extra, listed.names, name, path);
+    // minProperties/maxProperties: counted only where they can bind.
+    const PropertyCounts counts = property_counts(schema, listed, extra.value.has_value(), path);
+    const bool counted = counts.min > listed.required_count ||
+                         (counts.max && (extra.value || *counts.max < listed.keys.size()));
+    if (counted) {
+      return counted_object(listed.members, listed.required, extra_member, counts.min, counts.max,
+                            name, path);
+    }
+    return uncounted_object(listed, extra_member, name, path);
   }
 
   // An object whose members are counted (minProperties, maxProperties): one rule per

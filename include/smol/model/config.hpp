@@ -159,17 +159,50 @@ inline bool has_block_tensor(const gguf::GgufFile& file, std::size_t n_layer,
   return false;
 }
 
+// The architecture's metadata key `suffix`, which must hold a count above 0.
+inline std::size_t positive_count(const gguf::GgufFile& file, const Architecture& arch,
+                                  std::string_view suffix) {
+  const auto value = file.get<std::uint64_t>(arch.key(suffix));
+  if (value == 0) fail(file.name(), ": metadata key ", arch.key(suffix), " is 0");
+  return static_cast<std::size_t>(value);
+}
+
+// The head size, into `config` (its head counts and embedding length read already): the
+// key length when the file says so, else hidden / heads; rope.dimension_count says how
+// much of it rotates (n_rot).
+inline void read_head_dims(const gguf::GgufFile& file, const Architecture& arch,
+                           ModelConfig& config) {
+  const HyperparameterKeys& keys = arch.keys;
+  const auto rope_dims = file.get_optional<std::uint64_t>(arch.key(keys.rope_dimension_count));
+  if (const auto key_length = file.get_optional<std::uint64_t>(arch.key(keys.key_length))) {
+    config.head_dim = static_cast<std::size_t>(*key_length);
+  } else if (config.n_embd % config.n_head == 0) {
+    config.head_dim = config.n_embd / config.n_head;
+  } else if (rope_dims) {
+    config.head_dim = static_cast<std::size_t>(*rope_dims);
+  } else {
+    fail(file.name(), ": hidden size ", config.n_embd, " is not a multiple of ", config.n_head,
+         " heads and no head size is given");
+  }
+  if (const auto value_length = file.get_optional<std::uint64_t>(arch.key(keys.value_length));
+      value_length && *value_length != config.head_dim) {
+    fail(file.name(), ": value heads of ", *value_length, " differ from key heads of ",
+         config.head_dim, "; smol needs them equal");
+  }
+  config.n_rot = rope_dims ? static_cast<std::size_t>(*rope_dims) : config.head_dim;
+  if (config.head_dim == 0 || config.n_rot > config.head_dim || config.n_rot % 2 != 0) {
+    fail(file.name(), ": rope.dimension_count ", config.n_rot, " does not fit head size ",
+         config.head_dim);
+  }
+}
+
 inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   ModelConfig config;
   config.architecture = file.get<std::string>("general.architecture");
   const Architecture& arch = find_architecture(config.architecture, file.name());
   const HyperparameterKeys& keys = arch.keys;
   const auto key = [&](std::string_view suffix) { return arch.key(suffix); };
-  const auto positive = [&](std::string_view suffix) {
-    const auto value = file.get<std::uint64_t>(key(suffix));
-    if (value == 0) fail(file.name(), ": metadata key ", key(suffix), " is 0");
-    return static_cast<std::size_t>(value);
-  };
+  const auto positive = [&](std::string_view suffix) { return positive_count(file, arch, suffix); };
 
   config.n_layer = positive(keys.block_count);
   config.n_embd = positive(keys.embedding_length);
@@ -186,29 +219,7 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
     fail(file.name(), ": ", config.n_head, " query heads cannot share ", config.n_head_kv,
          " KV heads evenly");
   }
-  // The head size is the key length when the file says so, else hidden / heads;
-  // rope.dimension_count says how much of it rotates.
-  const auto rope_dims = file.get_optional<std::uint64_t>(key(keys.rope_dimension_count));
-  if (const auto key_length = file.get_optional<std::uint64_t>(key(keys.key_length))) {
-    config.head_dim = static_cast<std::size_t>(*key_length);
-  } else if (config.n_embd % config.n_head == 0) {
-    config.head_dim = config.n_embd / config.n_head;
-  } else if (rope_dims) {
-    config.head_dim = static_cast<std::size_t>(*rope_dims);
-  } else {
-    fail(file.name(), ": hidden size ", config.n_embd, " is not a multiple of ", config.n_head,
-         " heads and no head size is given");
-  }
-  if (const auto value_length = file.get_optional<std::uint64_t>(key(keys.value_length));
-      value_length && *value_length != config.head_dim) {
-    fail(file.name(), ": value heads of ", *value_length, " differ from key heads of ",
-         config.head_dim, "; smol needs them equal");
-  }
-  config.n_rot = rope_dims ? static_cast<std::size_t>(*rope_dims) : config.head_dim;
-  if (config.head_dim == 0 || config.n_rot > config.head_dim || config.n_rot % 2 != 0) {
-    fail(file.name(), ": rope.dimension_count ", config.n_rot, " does not fit head size ",
-         config.head_dim);
-  }
+  read_head_dims(file, arch, config);
   if (!(config.rope_base > 0.0f) || !(config.rms_eps >= 0.0f)) {
     fail(file.name(), ": rope.freq_base ", config.rope_base, " or rms epsilon ", config.rms_eps,
          " is out of range");

@@ -160,6 +160,81 @@ inline int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t,
   return 0;
 }
 
+// Points `handle` at request.url, resuming after the `existing` bytes of the .part file,
+// with `transfer` taking the headers, the body and the progress; curl_error receives
+// libcurl's message.
+inline void set_transfer_options(CURL* handle, const DownloadRequest& request, Transfer& transfer,
+                                 std::uint64_t existing, char* curl_error) {
+  curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(handle, CURLOPT_FAILONERROR, 1L);
+  curl_easy_setopt(handle, CURLOPT_USERAGENT, "smol/0.1");
+  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, curl_error);
+  curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT, request.connect_timeout_seconds);
+  curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, request.stall_seconds);
+  curl_easy_setopt(handle, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(existing));
+  curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &on_progress);
+  curl_easy_setopt(handle, CURLOPT_XFERINFODATA, &transfer);
+  curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+}
+
+// A failed transfer (libcurl's `code`, the HTTP `status`) as a DownloadError, resumable
+// when the .part file holds bytes; an empty .part is removed.
+[[noreturn]] inline void throw_transfer_failure(const DownloadRequest& request,
+                                                const Transfer& transfer, CURLcode code,
+                                                long status, const char* curl_error) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  std::string why = !transfer.error.empty() ? transfer.error
+                    : curl_error[0] != '\0' ? std::string(curl_error)
+                                            : std::string(curl_easy_strerror(code));
+  const std::uint64_t have = fs::exists(transfer.part) ? fs::file_size(transfer.part) : 0;
+  if (have == 0) fs::remove(transfer.part, ignored);  // nothing to resume: leave no empty .part
+  if (code == CURLE_HTTP_RETURNED_ERROR && status >= 400 && status != 416) {
+    // An error page, not the file: nothing worth resuming was received this time.
+    throw DownloadError(cat("download of ", request.url, " failed: ", why), have > 0);
+  }
+  throw DownloadError(cat("download interrupted after ", have, " bytes: ", why,
+                          have > 0 ? " (run again to resume)" : ""),
+                      have > 0);
+}
+
+// The whole .part file checked against every sha256 known for it (the pinned one, and the
+// server's), then moved to request.destination; a mismatch deletes it.
+inline DownloadResult verify_and_keep(const DownloadRequest& request, const Transfer& transfer,
+                                      std::uint64_t existing) {
+  namespace fs = std::filesystem;
+  std::error_code ignored;
+  const fs::path& part = transfer.part;
+  DownloadResult result;
+  result.resumed_from = existing;
+  result.bytes = fs::file_size(part);
+  result.sha256 = sha256_file(part.string());
+  std::vector<std::string> expected;
+  if (request.expected_sha256) expected.push_back(*request.expected_sha256);
+  if (transfer.linked_sha256)
+    expected.push_back(*transfer.linked_sha256);
+  else if (transfer.etag_sha256)
+    expected.push_back(*transfer.etag_sha256);
+  for (const std::string& digest : expected) {
+    if (digest != result.sha256) {
+      fs::remove(part, ignored);
+      throw DownloadError(cat("checksum mismatch for ", request.url, ": expected sha256 ", digest,
+                              ", got ", result.sha256, "; the download was deleted"),
+                          false);
+    }
+  }
+  result.verified = !expected.empty();
+  fs::rename(part, request.destination);
+  return result;
+}
+
 }  // namespace detail
 
 // Fetches request.url into request.destination (see the top of this file). Throws
@@ -191,27 +266,10 @@ inline DownloadResult download_file(const DownloadRequest& request) {
     throw DownloadError("libcurl could not start", false);
   }
   char curl_error[CURL_ERROR_SIZE] = {};
-  CURL* handle = curl.get();
-  curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(handle, CURLOPT_MAXREDIRS, 10L);
-  curl_easy_setopt(handle, CURLOPT_FAILONERROR, 1L);
-  curl_easy_setopt(handle, CURLOPT_USERAGENT, "smol/0.1");
-  curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, curl_error);
-  curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT, request.connect_timeout_seconds);
-  curl_easy_setopt(handle, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-  curl_easy_setopt(handle, CURLOPT_LOW_SPEED_TIME, request.stall_seconds);
-  curl_easy_setopt(handle, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(existing));
-  curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &detail::on_header);
-  curl_easy_setopt(handle, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &detail::on_body);
-  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &transfer);
-  curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &detail::on_progress);
-  curl_easy_setopt(handle, CURLOPT_XFERINFODATA, &transfer);
-  curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
-  const CURLcode code = curl_easy_perform(handle);
+  detail::set_transfer_options(curl.get(), request, transfer, existing, curl_error);
+  const CURLcode code = curl_easy_perform(curl.get());
   long status = 0;
-  curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
   const bool closed = std::fclose(transfer.file) == 0;
 
   // 416: nothing is left to send after the offset; the .part is already whole.
@@ -223,42 +281,10 @@ inline DownloadResult download_file(const DownloadRequest& request) {
     throw DownloadError(cat("download of ", request.url, " refused: ", transfer.error), false);
   }
   if (code != CURLE_OK && !already_complete) {
-    std::string why = !transfer.error.empty() ? transfer.error
-                      : curl_error[0] != '\0' ? std::string(curl_error)
-                                              : std::string(curl_easy_strerror(code));
-    const std::uint64_t have = fs::exists(part) ? fs::file_size(part) : 0;
-    if (have == 0) fs::remove(part, ignored);  // nothing to resume: leave no empty .part
-    if (code == CURLE_HTTP_RETURNED_ERROR && status >= 400 && status != 416) {
-      // An error page, not the file: nothing worth resuming was received this time.
-      throw DownloadError(cat("download of ", request.url, " failed: ", why), have > 0);
-    }
-    throw DownloadError(cat("download interrupted after ", have, " bytes: ", why,
-                            have > 0 ? " (run again to resume)" : ""),
-                        have > 0);
+    detail::throw_transfer_failure(request, transfer, code, status, curl_error);
   }
   if (!closed) throw DownloadError("cannot write " + part.string(), false);
-
-  DownloadResult result;
-  result.resumed_from = existing;
-  result.bytes = fs::file_size(part);
-  result.sha256 = sha256_file(part.string());
-  std::vector<std::string> expected;
-  if (request.expected_sha256) expected.push_back(*request.expected_sha256);
-  if (transfer.linked_sha256)
-    expected.push_back(*transfer.linked_sha256);
-  else if (transfer.etag_sha256)
-    expected.push_back(*transfer.etag_sha256);
-  for (const std::string& digest : expected) {
-    if (digest != result.sha256) {
-      fs::remove(part, ignored);
-      throw DownloadError(cat("checksum mismatch for ", request.url, ": expected sha256 ", digest,
-                              ", got ", result.sha256, "; the download was deleted"),
-                          false);
-    }
-  }
-  result.verified = !expected.empty();
-  fs::rename(part, request.destination);
-  return result;
+  return detail::verify_and_keep(request, transfer, existing);
 }
 
 }  // namespace smol::net

@@ -398,6 +398,157 @@ auto reading_json(Parse parse) -> decltype(parse()) {
   }
 }
 
+// A message's role, checked; "developer" (OpenAI's newer name for it) becomes "system".
+inline std::string message_role(const Json& message, const std::string& at) {
+  const Json* role = detail::field(message, "role");
+  if (role == nullptr || !role->is_string()) {
+    throw invalid_request(at + ".role must be a string", at + ".role");
+  }
+  std::string name = role->get<std::string>();
+  if (name == "developer") name = "system";
+  if (name != "system" && name != "user" && name != "assistant" && name != "tool") {
+    throw invalid_request(at + ".role \"" + role->get<std::string>() +
+                              "\" is not one of system, developer, user, assistant, tool",
+                          at + ".role");
+  }
+  return name;
+}
+
+// A tool message's tool_call_id: the id of the call it answers.
+inline std::string answered_call_id(const Json& message, const std::string& at) {
+  const Json* id = detail::field(message, "tool_call_id");
+  if (id == nullptr || !id->is_string()) {
+    throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
+                          at + ".tool_call_id");
+  }
+  return id->get<std::string>();
+}
+
+// An assistant message's tool_calls: for a template that writes calls itself, as its
+// calls; else written into `text` in the generic format.
+inline void read_tool_calls(const Json& calls, const std::string& role, const std::string& at,
+                            const RequestDefaults& defaults, std::string& text,
+                            std::vector<ChatToolCall>& template_calls) {
+  if (role != "assistant") {
+    throw invalid_request(at + ".tool_calls belong to assistant messages only", at + ".tool_calls");
+  }
+  const std::vector<ToolCall> parsed = detail::tool_calls_of(calls, at + ".tool_calls");
+  if (defaults.tool_syntax != nullptr) {
+    for (const ToolCall& call : parsed) {
+      template_calls.push_back(
+          {call.name, python_json(OrderedJson::parse(call.arguments)), call.id});
+    }
+  } else {
+    text = render_tool_calls(parsed, text);
+  }
+}
+
+// An assistant message's reasoning_content (absent or null: none).
+inline std::optional<std::string> reasoning_of(const Json& message, const std::string& role,
+                                               const std::string& at) {
+  const Json* field = detail::field(message, "reasoning_content");
+  if (field == nullptr || field->is_null()) return std::nullopt;
+  if (!field->is_string() || role != "assistant") {
+    throw invalid_request(at + ".reasoning_content must be a string, in an assistant message",
+                          at + ".reasoning_content");
+  }
+  return field->get<std::string>();
+}
+
+// Adds one client message (`at` names it) to `messages`.
+inline void add_message(std::vector<ChatMessage>& messages, const Json& message,
+                        const std::string& at, const RequestDefaults& defaults) {
+  if (!message.is_object()) throw invalid_request(at + " must be an object", at);
+  std::string name = message_role(message, at);
+  const Json* content = detail::field(message, "content");
+  // An assistant turn may come without content (OpenAI allows null there).
+  if (content == nullptr && name != "assistant") {
+    throw invalid_request(at + ".content is missing", at + ".content");
+  }
+  std::string text = content ? detail::message_content(*content, at + ".content") : "";
+  std::vector<ChatToolCall> template_calls;
+  std::string tool_call_id;
+  if (name == "tool") {
+    tool_call_id = answered_call_id(message, at);
+    if (defaults.tool_syntax == nullptr) text = render_tool_result(tool_call_id, text);
+  }
+  if (const Json* calls = detail::field(message, "tool_calls")) {
+    read_tool_calls(*calls, name, at, defaults, text, template_calls);
+  }
+  if (name == "system") {
+    // Templates take one system prompt, first: leading ones are joined.
+    if (!messages.empty() && messages.back().role != "system") {
+      throw invalid_request(at + " is a system message after the conversation began", at + ".role");
+    }
+    if (!messages.empty()) {
+      messages.back().content += "\n\n" + text;
+      return;
+    }
+  }
+  std::optional<std::string> reasoning = reasoning_of(message, name, at);
+  // Null content stays None for the template, as transformers gives it (the generic
+  // format has written any calls into the text).
+  const bool content_null = content == nullptr && text.empty();
+  messages.push_back({std::move(name), std::move(text), std::move(template_calls),
+                      std::move(reasoning), std::move(tool_call_id), content_null});
+}
+
+// The request's tools, if any are active: the reply constrained to calls, and the tools
+// given to the template (one that writes them itself) or written into the system prompt.
+inline void add_tools(ChatCompletionRequest& request, const Json& json, std::string_view text,
+                      const RequestDefaults& defaults) {
+  std::optional<ToolRequest> tools = parse_tools(json, text);
+  if (!tools || !tools->active()) return;
+  if (request.params.output) {
+    throw invalid_request(
+        "tools and " + request.params.output->param + " both constrain the reply: give one",
+        "tools");
+  }
+  if (defaults.tool_syntax != nullptr) {
+    tools->syntax = defaults.tool_syntax;
+    // Calls in the family's syntax: forced, or with "auto" from the syntax's trigger on
+    // (a reply that begins inside a call, Functionary's, has no trigger to wait for: its
+    // "auto" stays free and is read back).
+    const bool lazy = tools->choice == ToolChoice::automatic;
+    if (!lazy || !tools->syntax->prompt_opens_call) {
+      request.params.output = tool_call_grammar(*tools->syntax, *tools);
+    }
+    if (lazy && request.params.output) {
+      request.params.output_trigger =
+          GrammarTrigger{std::string(tools->syntax->trigger), tools->syntax->at_start};
+    }
+    const OrderedJson ordered = detail::ordered_schema(text, "tools");
+    for (const OrderedJson& tool : ordered) request.template_tools.push_back(python_json(tool));
+  } else {
+    request.params.output = tool_grammar(*tools);
+    add_tools_to_system(request.messages, *tools);
+  }
+  request.tools = std::make_shared<const ToolRequest>(std::move(*tools));
+}
+
+// chat_template_kwargs: enable_thinking, and every other member for the template.
+inline void add_template_kwargs(ChatCompletionRequest& request, const Json& json) {
+  const Json* kwargs = detail::field(json, "chat_template_kwargs");
+  if (kwargs == nullptr) return;
+  if (!kwargs->is_object()) {
+    throw invalid_request("chat_template_kwargs must be an object", "chat_template_kwargs");
+  }
+  request.enable_thinking = detail::boolean(*kwargs, "enable_thinking", request.enable_thinking);
+  for (const auto& [name, value] : kwargs->items()) {
+    // What the server itself gives the template is not the client's to replace: the
+    // messages (whose user text is kept plain by ChatPromptEncoder), the tools, the
+    // special tokens and the functions.
+    for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt",
+                                 "bos_token", "eos_token", "raise_exception", "strftime_now"}) {
+      if (name == reserved) {
+        throw invalid_request("chat_template_kwargs." + name + " is set by the server",
+                              "chat_template_kwargs." + name);
+      }
+    }
+    if (name != "enable_thinking") request.template_kwargs.emplace_back(name, value.dump());
+  }
+}
+
 inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
                                         const RequestDefaults& defaults) {
   ChatCompletionRequest request;
@@ -409,128 +560,14 @@ inline ChatCompletionRequest parse_chat(const Json& json, std::string_view text,
     throw invalid_request("messages must be a non-empty list", "messages");
   }
   for (std::size_t i = 0; i < messages->size(); ++i) {
-    const Json& message = (*messages)[i];
-    const std::string at = "messages[" + std::to_string(i) + "]";
-    if (!message.is_object()) throw invalid_request(at + " must be an object", at);
-    const Json* role = detail::field(message, "role");
-    if (role == nullptr || !role->is_string()) {
-      throw invalid_request(at + ".role must be a string", at + ".role");
-    }
-    std::string name = role->get<std::string>();
-    if (name == "developer") name = "system";  // OpenAI's newer name for it
-    if (name != "system" && name != "user" && name != "assistant" && name != "tool") {
-      throw invalid_request(at + ".role \"" + role->get<std::string>() +
-                                "\" is not one of system, developer, user, assistant, tool",
-                            at + ".role");
-    }
-    const Json* content = detail::field(message, "content");
-    // An assistant turn may come without content (OpenAI allows null there).
-    if (content == nullptr && name != "assistant") {
-      throw invalid_request(at + ".content is missing", at + ".content");
-    }
-    std::string text = content ? detail::message_content(*content, at + ".content") : "";
-    std::vector<ChatToolCall> template_calls;
-    std::string tool_call_id;
-    if (name == "tool") {
-      const Json* id = detail::field(message, "tool_call_id");
-      if (id == nullptr || !id->is_string()) {
-        throw invalid_request(at + ".tool_call_id must be a string: the id of the call answered",
-                              at + ".tool_call_id");
-      }
-      tool_call_id = id->get<std::string>();
-      if (defaults.tool_syntax == nullptr) text = render_tool_result(tool_call_id, text);
-    }
-    if (const Json* calls = detail::field(message, "tool_calls")) {
-      if (name != "assistant") {
-        throw invalid_request(at + ".tool_calls belong to assistant messages only",
-                              at + ".tool_calls");
-      }
-      const std::vector<ToolCall> parsed = detail::tool_calls_of(*calls, at + ".tool_calls");
-      if (defaults.tool_syntax != nullptr) {
-        for (const ToolCall& call : parsed) {
-          template_calls.push_back(
-              {call.name, python_json(OrderedJson::parse(call.arguments)), call.id});
-        }
-      } else {
-        text = render_tool_calls(parsed, text);
-      }
-    }
-    if (name == "system") {
-      // Templates take one system prompt, first: leading ones are joined.
-      if (!request.messages.empty() && request.messages.back().role != "system") {
-        throw invalid_request(at + " is a system message after the conversation began",
-                              at + ".role");
-      }
-      if (!request.messages.empty()) {
-        request.messages.back().content += "\n\n" + text;
-        continue;
-      }
-    }
-    std::optional<std::string> reasoning;
-    if (const Json* field = detail::field(message, "reasoning_content");
-        field != nullptr && !field->is_null()) {
-      if (!field->is_string() || name != "assistant") {
-        throw invalid_request(at + ".reasoning_content must be a string, in an assistant message",
-                              at + ".reasoning_content");
-      }
-      reasoning = field->get<std::string>();
-    }
-    // Null content stays None for the template, as transformers gives it (the generic
-    // format has written any calls into the text).
-    const bool content_null = content == nullptr && text.empty();
-    request.messages.push_back({std::move(name), std::move(text), std::move(template_calls),
-                                std::move(reasoning), std::move(tool_call_id), content_null});
+    add_message(request.messages, (*messages)[i], "messages[" + std::to_string(i) + "]", defaults);
   }
   if (request.messages.back().role == "system") {
     throw invalid_request("messages hold only a system prompt: add a user message", "messages");
   }
-  if (std::optional<ToolRequest> tools = parse_tools(json, text); tools && tools->active()) {
-    if (request.params.output) {
-      throw invalid_request(
-          "tools and " + request.params.output->param + " both constrain the reply: give one",
-          "tools");
-    }
-    if (defaults.tool_syntax != nullptr) {
-      tools->syntax = defaults.tool_syntax;
-      // Calls in the family's syntax: forced, or with "auto" from the syntax's trigger on
-      // (a reply that begins inside a call, Functionary's, has no trigger to wait for: its
-      // "auto" stays free and is read back).
-      const bool lazy = tools->choice == ToolChoice::automatic;
-      if (!lazy || !tools->syntax->prompt_opens_call) {
-        request.params.output = tool_call_grammar(*tools->syntax, *tools);
-      }
-      if (lazy && request.params.output) {
-        request.params.output_trigger =
-            GrammarTrigger{std::string(tools->syntax->trigger), tools->syntax->at_start};
-      }
-      const OrderedJson ordered = detail::ordered_schema(text, "tools");
-      for (const OrderedJson& tool : ordered) request.template_tools.push_back(python_json(tool));
-    } else {
-      request.params.output = tool_grammar(*tools);
-      add_tools_to_system(request.messages, *tools);
-    }
-    request.tools = std::make_shared<const ToolRequest>(std::move(*tools));
-  }
+  add_tools(request, json, text, defaults);
   request.enable_thinking = defaults.enable_thinking;
-  if (const Json* kwargs = detail::field(json, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) {
-      throw invalid_request("chat_template_kwargs must be an object", "chat_template_kwargs");
-    }
-    request.enable_thinking = detail::boolean(*kwargs, "enable_thinking", request.enable_thinking);
-    for (const auto& [name, value] : kwargs->items()) {
-      // What the server itself gives the template is not the client's to replace: the
-      // messages (whose user text is kept plain by ChatPromptEncoder), the tools, the
-      // special tokens and the functions.
-      for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt",
-                                   "bos_token", "eos_token", "raise_exception", "strftime_now"}) {
-        if (name == reserved) {
-          throw invalid_request("chat_template_kwargs." + name + " is set by the server",
-                                "chat_template_kwargs." + name);
-        }
-      }
-      if (name != "enable_thinking") request.template_kwargs.emplace_back(name, value.dump());
-    }
-  }
+  add_template_kwargs(request, json);
   // A constrained reply cannot think: the grammar admits no <think> block, and the
   // reasoning would otherwise swallow the whole reply. The answer is the grammar's text.
   // A lazy grammar leaves the reasoning free (its trigger counts outside it).

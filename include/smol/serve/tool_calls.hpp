@@ -125,6 +125,86 @@ inline const Json* member(const Json& object, const char* name) {
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
+// tools[i] (`at` names it), checked: its name (unique among `earlier`), description and
+// parameters. `ordered_tools` is the request's `tools` with each object's keys in the
+// client's order, parsed from `body_text` the first time a tool has parameters.
+inline ToolFunction tool_function(const Json& tool, std::size_t i, const std::string& at,
+                                  const ToolRequest& earlier, std::string_view body_text,
+                                  OrderedJson& ordered_tools) {
+  if (!typed(tool, "function")) {
+    throw invalid_request(at + " must be {\"type\": \"function\", \"function\": {...}}", at);
+  }
+  const Json* function = member(tool, "function");
+  if (function == nullptr || !function->is_object()) {
+    throw invalid_request(at + ".function must be an object {\"name\", \"description\", "
+                               "\"parameters\"}",
+                          at + ".function");
+  }
+  ToolFunction f;
+  const Json* name = member(*function, "name");
+  if (name == nullptr || !name->is_string() ||
+      !valid_function_name(name->get_ref<const std::string&>())) {
+    throw invalid_request(at + ".function.name must be 1 to 64 letters, digits, _ or -",
+                          at + ".function.name");
+  }
+  f.name = name->get<std::string>();
+  if (earlier.find(f.name) != nullptr) {
+    throw invalid_request(at + ".function.name \"" + f.name + "\" is given twice",
+                          at + ".function.name");
+  }
+  if (const Json* description = member(*function, "description")) {
+    if (!description->is_string()) {
+      throw invalid_request(at + ".function.description must be a string",
+                            at + ".function.description");
+    }
+    f.description = description->get<std::string>();
+  }
+  if (const Json* parameters = member(*function, "parameters")) {
+    if (!parameters->is_object()) {
+      throw invalid_request(at + ".function.parameters must be a JSON schema (an object)",
+                            at + ".function.parameters");
+    }
+    if (ordered_tools.is_null()) ordered_tools = ordered_schema(body_text, "tools");
+    f.parameters = ordered_tools.at(i).at("function").at("parameters");
+  } else {
+    // No parameters: a function that takes none.
+    f.parameters = {{"type", "object"}, {"properties", OrderedJson::object()}};
+  }
+  // The schema must be one the grammar can enforce: checked here, named by its tool.
+  grammar_from_schema(f.parameters, at + ".function.parameters");
+  return f;
+}
+
+// tool_choice: "none", "auto", "required" or a function of `request`'s by name.
+inline void read_tool_choice(const Json& choice, ToolRequest& request) {
+  static constexpr const char* kForms =
+      "tool_choice must be \"none\", \"auto\", \"required\" or "
+      "{\"type\": \"function\", \"function\": {\"name\": ...}}";
+  if (choice.is_string()) {
+    const std::string& mode = choice.get_ref<const std::string&>();
+    if (mode == "none") {
+      request.choice = ToolChoice::none;
+    } else if (mode == "auto") {
+      request.choice = ToolChoice::automatic;
+    } else if (mode == "required") {
+      request.choice = ToolChoice::required;
+    } else {
+      throw invalid_request(kForms, "tool_choice");
+    }
+    return;
+  }
+  const Json* function = typed(choice, "function") ? member(choice, "function") : nullptr;
+  const Json* name = function != nullptr ? member(*function, "name") : nullptr;
+  if (name == nullptr || !name->is_string()) throw invalid_request(kForms, "tool_choice");
+  if (request.find(name->get_ref<const std::string&>()) == nullptr) {
+    throw invalid_request(
+        "tool_choice names \"" + name->get<std::string>() + "\", which is not one of tools",
+        "tool_choice.function.name");
+  }
+  request.choice = ToolChoice::named;
+  request.named = name->get<std::string>();
+}
+
 }  // namespace detail
 
 // `tools`, `tool_choice` and `parallel_tool_calls` of a chat request; nullopt when it has
@@ -155,87 +235,10 @@ inline std::optional<ToolRequest> parse_tools(const Json& body, std::string_view
   ToolRequest request;
   OrderedJson ordered_tools;  // `tools` with each object's keys in the client's order
   for (std::size_t i = 0; i < tools->size(); ++i) {
-    const Json& tool = (*tools)[i];
-    const std::string at = "tools[" + std::to_string(i) + "]";
-    if (!detail::typed(tool, "function")) {
-      throw invalid_request(at + " must be {\"type\": \"function\", \"function\": {...}}", at);
-    }
-    const Json* function = detail::member(tool, "function");
-    if (function == nullptr || !function->is_object()) {
-      throw invalid_request(at + ".function must be an object {\"name\", \"description\", "
-                                 "\"parameters\"}",
-                            at + ".function");
-    }
-    ToolFunction f;
-    const Json* name = detail::member(*function, "name");
-    if (name == nullptr || !name->is_string() ||
-        !detail::valid_function_name(name->get_ref<const std::string&>())) {
-      throw invalid_request(at + ".function.name must be 1 to 64 letters, digits, _ or -",
-                            at + ".function.name");
-    }
-    f.name = name->get<std::string>();
-    if (request.find(f.name) != nullptr) {
-      throw invalid_request(at + ".function.name \"" + f.name + "\" is given twice",
-                            at + ".function.name");
-    }
-    if (const Json* description = detail::member(*function, "description")) {
-      if (!description->is_string()) {
-        throw invalid_request(at + ".function.description must be a string",
-                              at + ".function.description");
-      }
-      f.description = description->get<std::string>();
-    }
-    if (const Json* parameters = detail::member(*function, "parameters")) {
-      if (!parameters->is_object()) {
-        throw invalid_request(at + ".function.parameters must be a JSON schema (an object)",
-                              at + ".function.parameters");
-      }
-      if (ordered_tools.is_null()) {
-        ordered_tools = detail::ordered_schema(body_text, "tools");  // parsed once
-      }
-      f.parameters = ordered_tools.at(i).at("function").at("parameters");
-    } else {
-      // No parameters: a function that takes none.
-      f.parameters = {{"type", "object"}, {"properties", OrderedJson::object()}};
-    }
-    // The schema must be one the grammar can enforce: checked here, named by its tool.
-    detail::grammar_from_schema(f.parameters, at + ".function.parameters");
-    request.functions.push_back(std::move(f));
+    request.functions.push_back(detail::tool_function(
+        (*tools)[i], i, "tools[" + std::to_string(i) + "]", request, body_text, ordered_tools));
   }
-  if (choice != nullptr) {
-    if (choice->is_string()) {
-      const std::string& mode = choice->get_ref<const std::string&>();
-      if (mode == "none") {
-        request.choice = ToolChoice::none;
-      } else if (mode == "auto") {
-        request.choice = ToolChoice::automatic;
-      } else if (mode == "required") {
-        request.choice = ToolChoice::required;
-      } else {
-        throw invalid_request(
-            "tool_choice must be \"none\", \"auto\", \"required\" or "
-            "{\"type\": \"function\", \"function\": {\"name\": ...}}",
-            "tool_choice");
-      }
-    } else {
-      const Json* function =
-          detail::typed(*choice, "function") ? detail::member(*choice, "function") : nullptr;
-      const Json* name = function != nullptr ? detail::member(*function, "name") : nullptr;
-      if (name == nullptr || !name->is_string()) {
-        throw invalid_request(
-            "tool_choice must be \"none\", \"auto\", \"required\" or "
-            "{\"type\": \"function\", \"function\": {\"name\": ...}}",
-            "tool_choice");
-      }
-      if (request.find(name->get_ref<const std::string&>()) == nullptr) {
-        throw invalid_request(
-            "tool_choice names \"" + name->get<std::string>() + "\", which is not one of tools",
-            "tool_choice.function.name");
-      }
-      request.choice = ToolChoice::named;
-      request.named = name->get<std::string>();
-    }
-  }
+  if (choice != nullptr) detail::read_tool_choice(*choice, request);
   if (parallel != nullptr) {
     if (!parallel->is_boolean()) {
       throw invalid_request("parallel_tool_calls must be true or false", "parallel_tool_calls");
