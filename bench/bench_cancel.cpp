@@ -4,8 +4,8 @@
 // prefill. The model is $SMOL_BENCH_MODEL (e.g. the full-size SmolLM3-3B shape from
 // `smol-make-model --preset smollm3-3b`), else the tiny synthetic preset.
 //
-//   SMOL_BENCH_MODEL=build/smollm3-3b-q4_k_m.gguf build/release/bench/micro_benchmarks
-//       --benchmark_filter='^BM_cancel_prefill'
+//   build/release/bench/micro_benchmarks --benchmark_filter='^BM_cancel_prefill'
+//   (with SMOL_BENCH_MODEL=build/smollm3-3b-q4_k_m.gguf in the environment)
 //
 // Counters: latency_ms_mean / latency_ms_max over the iterations, and layer_ms, the
 // time of one layer of that prefill (the four polls per layer bound the latency to

@@ -12,8 +12,8 @@
 // model is $SMOL_BENCH_MODEL (the full-size synthetic SmolLM3-3B: `smol-make-model
 // --preset smollm3-3b`); without it nothing is registered.
 //
-//   SMOL_BENCH_MODEL=build/smollm3-3b-q4_k_m.gguf build/release/bench/micro_benchmarks
-//       --benchmark_filter='^long_session/'
+//   build/release/bench/micro_benchmarks --benchmark_filter='^long_session/'
+//   (with SMOL_BENCH_MODEL=build/smollm3-3b-q4_k_m.gguf in the environment)
 //
 // Counters: rss_GiB (resident after the last step, the source rows freed), peak_GiB
 // (the high-water mark since the session was made, the source rows included),
