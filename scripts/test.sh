@@ -51,6 +51,9 @@ stage_release() {
 # make (an unaligned 32-byte load past a heap block is reported at -O2 as at -O0).
 # SMOL_DISPATCH_ISAS=native (here and in the tsan stage): only the kernel units this CPU
 # runs; a unit it cannot run would never execute here (cmake/SmolDispatch.cmake).
+# SMOL_PROGRAMS_ONE_UNIT=OFF: of the programs, the suites run smol-server alone
+# (test_server_http), so it compiles apart rather than in the unit of them all
+# (cmake/SmolPrograms.cmake).
 # SMOL_TEST_FEWER_REPEATS=1 (tests/fewer_repeats.hpp): the suites that run one path many
 # times over (three golden prompts per file type, a thousand sampled replies, both
 # activation precisions on every synthetic shape) run it fewer times here; the release
@@ -58,7 +61,7 @@ stage_release() {
 stage_sanitize() {
   cmake -S . -B "$root/sanitize" -DCMAKE_BUILD_TYPE=Debug -DSMOL_SANITIZE=ON -DSMOL_WERROR=ON \
     -DSMOL_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG="-Og -g1" -DSMOL_DISPATCH_FLAGS=-O2 \
-    -DSMOL_DISPATCH_ISAS=native &&
+    -DSMOL_DISPATCH_ISAS=native -DSMOL_PROGRAMS_ONE_UNIT=OFF &&
   cmake --build "$root/sanitize" -j "$jobs" --target smol_unit_tests &&
   SMOL_TEST_FEWER_REPEATS=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -29,7 +29,7 @@
 #include "test_runner.hpp"
 #include "text_file.hpp"
 
-namespace {
+namespace smol_bench {
 
 using namespace smol;
 using namespace smol::bench;
@@ -209,8 +209,7 @@ int run(const BenchOptions& options) {
   return 0;
 }
 
-}  // namespace
-
+// smol-bench's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   BenchOptions options;
   if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
@@ -221,3 +220,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace smol_bench

@@ -42,7 +42,7 @@
 #include "terminal.hpp"
 #include "text_file.hpp"
 
-namespace {
+namespace smol_chat {
 
 constexpr std::string_view kCommands =
     "  /think        reasoning on (SmolLM3)\n"
@@ -465,8 +465,7 @@ smol::Model open_model(const std::string& path, smol::ModelOptions model_options
   return smol::Model::open(path, model_options);
 }
 
-}  // namespace
-
+// smol-chat's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   chat::Options options;
   if (const std::optional<int> status = chat::parse_options(argc, argv, options)) return *status;
@@ -520,3 +519,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace smol_chat

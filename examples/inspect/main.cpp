@@ -25,7 +25,7 @@
 #include "cli.hpp"
 #include "smol/gguf/gguf_file.hpp"
 
-namespace {
+namespace smol_inspect {
 
 using smol::gguf::ArrayView;
 using smol::gguf::GgufFile;
@@ -414,8 +414,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   return program.parse(argc, argv);
 }
 
-}  // namespace
-
+// smol-inspect's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   Options options;
   if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
@@ -435,3 +434,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace smol_inspect

@@ -24,7 +24,7 @@
 #include "smol/text/gguf_vocabulary.hpp"
 #include "smol/text/tokenizer.hpp"
 
-namespace {
+namespace smol_logits {
 
 constexpr const char* kDescription =
     "usage: smol-logits -m FILE (--tokens 1,2,3 | --prompt TEXT) [--all-positions]\n"
@@ -168,8 +168,7 @@ int run(const Options& options) {
   return 0;
 }
 
-}  // namespace
-
+// smol-logits's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   Options options;
   if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
@@ -180,3 +179,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace smol_logits

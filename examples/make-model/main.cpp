@@ -21,7 +21,7 @@
 #include "cli.hpp"
 #include "smol/testing/synthetic.hpp"
 
-namespace {
+namespace smol_make_model {
 
 constexpr const char* kDescription = R"(usage: smol-make-model [options] -o FILE
 
@@ -150,8 +150,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
   return program.parse(argc, argv);
 }
 
-}  // namespace
-
+// smol-make-model's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   Options options;
   if (const std::optional<int> status = parse_arguments(argc, argv, options)) return *status;
@@ -183,3 +182,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace smol_make_model

@@ -25,7 +25,7 @@
 #include "smol/text/tokenizer.hpp"
 #include "text_file.hpp"
 
-namespace {
+namespace smol_perplexity {
 
 constexpr const char* kDescription =
     "usage: smol-perplexity -m FILE (-f TEXT | --tokens-file IDS) [-c 512] [-b N] [-t N]\n"
@@ -180,8 +180,7 @@ int run(const Options& options) {
   return 0;
 }
 
-}  // namespace
-
+// smol-perplexity's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   Options options;
   if (const std::optional<int> status = parse_options(argc, argv, options)) return *status;
@@ -192,3 +191,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace smol_perplexity

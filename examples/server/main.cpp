@@ -123,6 +123,9 @@ void wait_for_signal_then_stop(State& state, httplib::Server& server, sigset_t s
 
 }  // namespace server
 
+namespace smol_server {
+
+// smol-server's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   server::State state;
   if (const auto status = server::parse_options(argc, argv, state.options)) return *status;
@@ -194,3 +197,5 @@ int main(int argc, char** argv) {
   if (status == 0) server::log("stopped");
   return status;
 }
+
+}  // namespace smol_server

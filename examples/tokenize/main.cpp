@@ -19,7 +19,7 @@
 #include "smol/text/unicode.hpp"
 #include "text_file.hpp"
 
-namespace {
+namespace smol_tokenize {
 
 constexpr const char* kDescription = R"(usage: smol-tokenize -m FILE [options] TEXT
        smol-tokenize -m FILE [options] -f TEXT_FILE
@@ -80,8 +80,7 @@ std::string printable(std::string_view bytes) {
   return out;
 }
 
-}  // namespace
-
+// smol-tokenize's entry: the executable's own main calls it (cmake/SmolPrograms.cmake).
 int main(int argc, char** argv) {
   Options options;
   if (const std::optional<int> status = parse_arguments(argc, argv, options)) return *status;
@@ -114,3 +113,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace smol_tokenize
