@@ -210,4 +210,12 @@ inline void quantize_row_q8_1(const float* x, BlockQ8_1* out, std::size_t n) noe
   }
 }
 
+// Whether a block type's values carry a min (value = d * q + m) rather than an offset:
+// those are dotted with Q8_1 blocks, whose s carries the min term.
+template <class Block>
+inline constexpr bool kHasMin = !std::is_same_v<Block, BlockQ5_0>;
+
+template <class Block>
+using LegacyActivation = typename BlockTraits<Block>::Activation;
+
 }  // namespace smol

@@ -1,5 +1,6 @@
 // The kernel units of Q4_1, Q5_0 and Q5_1 (quant/legacy_blocks.hpp): their dots with
-// their activations in every instruction set, all here. One kernel template per
+// their activations in every instruction set: which kernel each set takes (the kernels:
+// scalar_kernels.hpp, x86_legacy.hpp, neon.hpp). One kernel template per
 // instruction set serves the three types; only the unpacking of a block's 32 quants
 // differs. As in ggml, per block with q the block's quants and y the activation's:
 //   Q5_0 . Q8_0:        d_x d_y sum (q - 16) y
@@ -9,7 +10,7 @@
 // decode reads with the kernels of x86_avx512_rows16.hpp and prefill too (AMX: tiles of
 // tokens on the copy; elsewhere its decode kernel over the tokens). On the file's rows
 // (--repack off, NEON): prefill on tiles of tokens on x86 (every type on AVX2,
-// x86_avx2_blocks32.hpp; the types with a min on AVX-512, tile_dots_legacy below; AMX's
+// x86_avx2_blocks32.hpp; the types with a min on AVX-512, tile_dots_legacy in x86_legacy.hpp; AMX's
 // tiles); Q5_0 on AVX-512 and NEON loop the dot over cache-sized blocks, and matvec
 // streams the rows with its prefetch (ops/matvec.hpp), as for Q4_0.
 #pragma once
@@ -24,279 +25,16 @@
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/neon.hpp"
+#include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx_blocks32.hpp"
 #include "smol/simd/x86_avx2.hpp"
 #include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_avx512_rows16.hpp"
+#include "smol/simd/x86_legacy.hpp"
 
 namespace smol {
-
-// Whether a block type's values carry a min (value = d * q + m) rather than an offset:
-// those are dotted with Q8_1 blocks, whose s carries the min term.
-template <class Block>
-inline constexpr bool kHasMin = !std::is_same_v<Block, BlockQ5_0>;
-
-template <class Block>
-using LegacyActivation = typename BlockTraits<Block>::Activation;
-
-namespace scalar {
-
-// Value j's integer level: q for the types with a min, q - 16 for Q5_0.
-inline int legacy_level(const BlockQ4_1& b, std::size_t j) noexcept {
-  return legacy_low4(b, j);
-}
-inline int legacy_level(const BlockQ5_0& b, std::size_t j) noexcept {
-  return legacy_q5_quant(b, j) - 16;
-}
-inline int legacy_level(const BlockQ5_1& b, std::size_t j) noexcept {
-  return legacy_q5_quant(b, j);
-}
-
-template <class Block>
-float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t nblocks) noexcept {
-  float sum = 0.0f;
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    std::int32_t sumi = 0;
-    for (std::size_t j = 0; j < 32; ++j) sumi += legacy_level(x[b], j) * y[b].qs[j];
-    sum += f16_to_f32(x[b].d) * f16_to_f32(y[b].d) * static_cast<float>(sumi);
-    if constexpr (kHasMin<Block>) sum += f16_to_f32(x[b].m) * f16_to_f32(y[b].s);
-  }
-  return sum;
-}
-
-}  // namespace scalar
-
-#if defined(SMOL_X86)
-namespace simd::x86 {
-
-// 0x10 in byte j where bit j of the 32-bit word qh is set, else 0: the fifth bits in
-// place. Each byte takes qh byte j / 8 (vpshufb stays within 128-bit lanes, and both
-// lanes hold the whole word), then a compare keeps bit j % 8.
-template <class Arch>
-inline __m256i fifth_bits(const std::uint8_t qh[4]) noexcept {
-  std::uint32_t bits;
-  std::memcpy(&bits, qh, sizeof(bits));
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
-                          _mm256_set1_epi8(0x10));
-}
-
-// The 32 low 4-bit quants of a block in value order (low nibbles, then high ones).
-template <class Arch, class Block>
-inline __m256i low_nibbles(const Block& block) noexcept {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-// A block's 32 levels as bytes: unsigned q (0..31) for the types with a min, signed q - 16
-// for Q5_0.
-template <class Arch>
-inline __m256i legacy_levels(const BlockQ4_1& b) noexcept {
-  return low_nibbles<Arch>(b);
-}
-template <class Arch>
-inline __m256i legacy_levels(const BlockQ5_0& b) noexcept {
-  return _mm256_sub_epi8(_mm256_or_si256(low_nibbles<Arch>(b), fifth_bits<Arch>(b.qh)),
-                         _mm256_set1_epi8(16));
-}
-template <class Arch>
-inline __m256i legacy_levels(const BlockQ5_1& b) noexcept {
-  return _mm256_or_si256(low_nibbles<Arch>(b), fifth_bits<Arch>(b.qh));
-}
-
-// 256-bit, the AVX2 set's (a block is one ymm). Levels reach 31 and activations |127|,
-// so vpmaddubsw's pairs stay below 2^13.
-template <class Arch, class Block>
-float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t nblocks) noexcept {
-  return scaled_block_sums<Arch>(x, y, nblocks, [&](std::size_t b) {
-    const __m256i yq = load256<Arch>(y[b].qs);
-    const __m256i levels = legacy_levels<Arch>(x[b]);
-    if constexpr (kHasMin<Block>) {
-      return _mm256_maddubs_epi16(levels, yq);  // unsigned levels
-    } else {
-      return products_s8s8<Arch>(levels, yq);
-    }
-  });
-}
-
-// 512-bit prefill tiles (WeightKernels::tile_dots) for the types with a min (Q4_1, Q5_1);
-// the 256-bit set's tiles, for every 32-value type, are in x86_avx2_blocks32.hpp. Each
-// weight block is unpacked once for a tile of tokens. The tile's activations are first
-// copied, per segment of at most kLegacySegment blocks, into a plain layout (quants side
-// by side, d and s as floats), so that a 64-byte vector holds two blocks of a token and
-// each block's d is stored eight times, a vector to load. Per token and segment: one float
-// vector accumulates d_x d_y sum_i for every block (exact integers first), then the min
-// terms m_x s_y, then a horizontal sum added to y. Each token has its own accumulator, so
-// its float order depends neither on the tile size nor on the number of rows.
-inline constexpr std::size_t kLegacySegment = 32;  // blocks; a multiple of 16
-
-template <std::size_t T>
-struct LegacyTileActs {
-  alignas(64) std::int8_t qs[T][kLegacySegment * 32];
-  alignas(64) float d[T][kLegacySegment * 8];  // each block's d eight times
-  alignas(64) float s[T][kLegacySegment];
-};
-
-// Tokens [0, tn) of x, blocks [b0, b0 + nb) into `a`; an odd last block gets a zero
-// partner, and the s column is zero up to a multiple of 16.
-template <class Arch, std::size_t T>
-inline void pack_legacy_tile(const BlockQ8_1* x, std::size_t x_stride, std::size_t b0,
-                             std::size_t nb, std::size_t tn, LegacyTileActs<T>& a) noexcept {
-  for (std::size_t t = 0; t < tn; ++t) {
-    const BlockQ8_1* row = x + t * x_stride + b0;
-    for (std::size_t b = 0; b < nb; ++b) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * b), load256<Arch>(row[b].qs));
-      _mm256_store_ps(a.d[t] + 8 * b, _mm256_set1_ps(_cvtsh_ss(row[b].d)));
-      a.s[t][b] = _cvtsh_ss(row[b].s);
-    }
-    for (std::size_t b = nb; b < kLegacySegment; ++b) a.s[t][b] = 0.0f;
-    if (nb % 2 != 0) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(a.qs[t] + 32 * nb), _mm256_setzero_si256());
-      _mm256_store_ps(a.d[t] + 8 * nb, _mm256_setzero_ps());
-    }
-  }
-}
-
-// One row's d and m as floats, zero up to a multiple of 16.
-template <class Arch, class Block>
-inline void legacy_row_scales(const Block* row, std::size_t nb, float* d, float* m) noexcept {
-  std::size_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const LeadingHalves4 dm = leading_halves4<Arch>(row + b);
-    _mm_storeu_ps(d + b, dm.first);
-    _mm_storeu_ps(m + b, dm.second);
-  }
-  for (; b < nb; ++b) {
-    d[b] = _cvtsh_ss(row[b].d);
-    m[b] = _cvtsh_ss(row[b].m);
-  }
-  for (b = nb; b < (nb + 15) / 16 * 16; ++b) d[b] = m[b] = 0.0f;
-}
-
-// One row (nb <= kLegacySegment blocks) times T tokens of `a`: out[t].
-template <class Arch, class Block, std::size_t T, std::size_t TA>
-inline void legacy_row_tile(const Block* row, std::size_t nb, const LegacyTileActs<TA>& a,
-                            float* out) noexcept {
-  static_assert(is_avx512_v<Arch>);
-  alignas(64) float dx[kLegacySegment], mx[kLegacySegment];
-  legacy_row_scales<Arch>(row, nb, dx, mx);
-  __m512 acc[T];
-#pragma GCC unroll 16
-  for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (std::size_t b = 0; b < nb; b += 2) {
-    const __m256i lo = legacy_levels<Arch>(row[b]);
-    const __m256i hi = b + 1 < nb ? legacy_levels<Arch>(row[b + 1]) : _mm256_setzero_si256();
-    const __m512i lev = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    const __m512 dxv = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(dx[b])),
-                                          _mm256_set1_ps(dx[b + 1]), 1);
-#pragma GCC unroll 16
-    for (std::size_t t = 0; t < T; ++t) {
-      const __m512i act = _mm512_load_si512(a.qs[t] + 32 * b);
-      __m512i sumi;
-      if constexpr (has_vnni_v<Arch>) {
-        sumi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lev, act);
-      } else {
-        sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(lev, act), _mm512_set1_epi16(1));
-      }
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi),
-                               _mm512_mul_ps(dxv, _mm512_load_ps(a.d[t] + 8 * b)), acc[t]);
-    }
-  }
-  for (std::size_t b = 0; b < nb; b += 16) {
-    const __m512 m = _mm512_load_ps(mx + b);
-#pragma GCC unroll 16
-    for (std::size_t t = 0; t < T; ++t) {
-      acc[t] = _mm512_fmadd_ps(m, _mm512_load_ps(a.s[t] + b), acc[t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (std::size_t t = 0; t < T; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-}
-
-template <class Arch, class Block>
-void tile_dots_legacy(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                      const BlockQ8_1* x, std::size_t x_stride, std::size_t nblocks,
-                      std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
-  constexpr std::size_t kTile = 16;
-  LegacyTileActs<kTile> acts;
-  for_each_tile<kTile>(
-      n_rows, nblocks, kLegacySegment, n_tokens, y, y_stride, /*assign=*/true,
-      [&](std::size_t t0, std::size_t tn, std::size_t b0, std::size_t nb) {
-        pack_legacy_tile<Arch>(x + t0 * x_stride, x_stride, b0, nb, tn, acts);
-      },
-      [&]<std::size_t T>(TileTokens<T>, std::size_t r, std::size_t, std::size_t b0, std::size_t nb,
-                         float* out) {
-        const Block* row = reinterpret_cast<const Block*>(w + r * row_bytes) + b0;
-        legacy_row_tile<Arch, Block, T>(row, nb, acts, out);
-      });
-}
-
-}  // namespace simd::x86
-#endif  // SMOL_X86
-
-#if defined(__aarch64__)
-namespace simd::neon {
-
-// 0x10 in byte j where bit j of the 32-bit word qh is set, else 0, for values 0-15
-// (out[0]) and 16-31 (out[1]): each byte takes qh byte j / 8, then a test keeps bit j % 8.
-template <class Arch>
-inline void fifth_bits(const std::uint8_t qh[4], uint8x16_t out[2]) noexcept {
-  static constexpr std::uint8_t kByteOf[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
-                                                  {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
-  static constexpr std::uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128,
-                                            1, 2, 4, 8, 16, 32, 64, 128};
-  std::uint32_t bits;
-  std::memcpy(&bits, qh, sizeof(bits));
-  const uint8x16_t table = vcombine_u8(vcreate_u8(bits), vdup_n_u8(0));
-  const uint8x16_t bit = vld1q_u8(kBit), sixteen = vdupq_n_u8(0x10);
-  for (int half = 0; half < 2; ++half) {
-    const uint8x16_t spread = vqtbl1q_u8(table, vld1q_u8(kByteOf[half]));
-    out[half] = vandq_u8(vtstq_u8(spread, bit), sixteen);
-  }
-}
-
-// A block's 32 levels as two vectors of bytes, as in the x86 kernel.
-template <class Arch, class Block>
-inline void legacy_levels(const Block& b, int8x16_t out[2]) noexcept {
-  const uint8x16_t raw = vld1q_u8(b.qs);
-  uint8x16_t q[2] = {vandq_u8(raw, vdupq_n_u8(0x0F)), vshrq_n_u8(raw, 4)};
-  if constexpr (!std::is_same_v<Block, BlockQ4_1>) {
-    uint8x16_t high[2];
-    fifth_bits<Arch>(b.qh, high);
-    q[0] = vorrq_u8(q[0], high[0]);
-    q[1] = vorrq_u8(q[1], high[1]);
-  }
-  for (int half = 0; half < 2; ++half) {
-    out[half] = vreinterpretq_s8_u8(q[half]);
-    if constexpr (!kHasMin<Block>) out[half] = vsubq_s8(out[half], vdupq_n_s8(16));
-  }
-}
-
-template <class Arch, class Block>
-float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t nblocks) noexcept {
-  float sum = 0.0f;
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    int8x16_t levels[2];
-    legacy_levels<Arch>(x[b], levels);
-    const std::int32_t sumi =
-        dot16<Arch>(levels[0], vld1q_s8(y[b].qs)) + dot16<Arch>(levels[1], vld1q_s8(y[b].qs + 16));
-    sum += HalfLoads<Arch>::f16_one(x[b].d) * HalfLoads<Arch>::f16_one(y[b].d) *
-           static_cast<float>(sumi);
-    if constexpr (kHasMin<Block>) {
-      sum += HalfLoads<Arch>::f16_one(x[b].m) * HalfLoads<Arch>::f16_one(y[b].s);
-    }
-  }
-  return sum;
-}
-
-}  // namespace simd::neon
-#endif  // __aarch64__
 
 // The sixteen-row copy's scalar reference (quant/rows16.hpp), the type's rows16 on the
 // sets without a kernel of their own.

@@ -12,6 +12,11 @@
 
 #include "smol/core/half.hpp"
 #include "smol/quant/blocks.hpp"
+#include "smol/quant/iq4.hpp"
+#include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/q2_k.hpp"
+#include "smol/quant/q3_k.hpp"
+#include "smol/quant/q5_k.hpp"
 #include "smol/simd/kernels.hpp"
 
 namespace smol::scalar {
@@ -153,6 +158,121 @@ inline float silu(float x) noexcept {
 
 inline void swiglu(const float* gate, const float* up, float* out, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+// Q2_K (quant/q2_k.hpp; wired by kernels_q2_k.hpp).
+
+// The reference: sum_j d*sc_j*S_j - dmin*m_j*B_j, with S_j = sum_l q_l y_l and B_j the
+// group's bsum.
+inline float dot_q2k_q8k(const BlockQ2K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0, summ = 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 16; ++l) s += q2k_quant(x[b], 16 * j + l) * y[b].qs[16 * j + l];
+      sumi += (x[b].scales[j] & 0xF) * s;
+      summ += (x[b].scales[j] >> 4) * y[b].bsums[j];
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi) -
+           f16_to_f32(x[b].dmin) * y[b].d * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+// Q3_K (quant/q3_k.hpp; wired by kernels_q3_k.hpp).
+
+// The reference: sum_j d * (sc_j - 32) * sum_l q_l y_l, in integers per block.
+inline float dot_q3k_q8k(const BlockQ3K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int8_t scales[16];
+    unpack_q3k_scales(x[b].scales, scales);
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 16; ++l) s += q3k_quant(x[b], 16 * j + l) * y[b].qs[16 * j + l];
+      sumi += scales[j] * s;
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// Q5_K (quant/q5_k.hpp; wired by kernels_q5_k.hpp).
+
+// The reference: sum_j d*sc_j*S_j - dmin*m_j*B_j as for Q4_K, with 5-bit quants.
+inline float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::uint8_t scales[8], mins[8];
+    unpack_q4k_scales(x[b].scales, scales, mins);
+    std::int32_t sumi = 0, summ = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 32; ++l) s += q5k_quant(x[b], j, l) * y[b].qs[32 * j + l];
+      sumi += scales[j] * s;
+      summ += mins[j] * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi) -
+           f16_to_f32(x[b].dmin) * y[b].d * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+// IQ4_NL and IQ4_XS (quant/iq4.hpp; wired by kernels_iq4.hpp).
+
+inline float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 32; ++j) sumi += kIq4nlValues[iq4_index(x[b].qs, j)] * y[b].qs[j];
+    sum += f16_to_f32(x[b].d) * f16_to_f32(y[b].d) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// IQ4_XS: the integer sum over the super-block (|s_j level y| <= 32 * 127 * 127 < 2^19
+// per value, so < 2^27 per super-block), then one float product.
+inline float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      const std::uint8_t* qs = x[b].qs + 16 * j;
+      const std::int8_t* yq = y[b].qs + 32 * j;
+      std::int32_t s = 0;
+      for (std::size_t l = 0; l < 32; ++l) s += kIq4nlValues[iq4_index(qs, l)] * yq[l];
+      sumi += iq4xs_scale(x[b], j) * s;
+    }
+    sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// Q4_1, Q5_0 and Q5_1 (quant/legacy_blocks.hpp; wired by kernels_legacy.hpp).
+
+// Value j's integer level: q for the types with a min, q - 16 for Q5_0.
+inline int legacy_level(const BlockQ4_1& b, std::size_t j) noexcept {
+  return legacy_low4(b, j);
+}
+inline int legacy_level(const BlockQ5_0& b, std::size_t j) noexcept {
+  return legacy_q5_quant(b, j) - 16;
+}
+inline int legacy_level(const BlockQ5_1& b, std::size_t j) noexcept {
+  return legacy_q5_quant(b, j);
+}
+
+template <class Block>
+float dot_legacy(const Block* x, const LegacyActivation<Block>* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 32; ++j) sumi += legacy_level(x[b], j) * y[b].qs[j];
+    sum += f16_to_f32(x[b].d) * f16_to_f32(y[b].d) * static_cast<float>(sumi);
+    if constexpr (kHasMin<Block>) sum += f16_to_f32(x[b].m) * f16_to_f32(y[b].s);
+  }
+  return sum;
 }
 
 }  // namespace smol::scalar
