@@ -8,7 +8,7 @@
 // per block. Q6_K's -32 offset is a third plane (its group scale); Q4_K's and Q5_K's min term is
 // done in AVX-512 from the activations' sub-block sums, which frees the tiles to multiply each
 // weight chunk with two token tiles at once (tile loads, not multiplies, are the limit).
-// Q2_K, Q3_K and IQ4_XS (kernels_iq4.hpp: (s_j - 32) x level, 128 h + l with no offset
+// Q2_K, Q3_K and IQ4_XS (x86_iq4.hpp: (s_j - 32) x level, 128 h + l with no offset
 // plane) take the same planes. The expansion is done once per 16 rows and reused by every
 // token tile. Hand-written because xsimd has no tile instructions.
 #pragma once

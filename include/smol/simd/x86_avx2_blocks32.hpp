@@ -1,7 +1,7 @@
 // 256-bit prefill tiles (WeightKernels::tile_dots) for the 32-value block types: Q4_0,
 // Q8_0 and Q5_0 (signed levels, Q8_0 activations), Q4_1 and Q5_1 (unsigned levels and a
 // min, Q8_1 activations). The AVX-512 sets have tiles of their own for the types with a
-// min (kernels_legacy.hpp) and AMX has its tile unit (x86_amx_blocks32.hpp); without
+// min (x86_legacy.hpp) and AMX has its tile unit (x86_amx_blocks32.hpp); without
 // these tiles, prefill on AVX2 dotted every row with every token, unpacking each weight
 // block once per token, and Q8_0 prefilled slower than llama.cpp's on a SmolLM2-135M shape
 // (bench/HISTORY.md, "AVX2 only: AMD Zen 1 VM").

@@ -59,7 +59,7 @@ inline __m512i q4k_chunk_nibbles(const std::uint8_t* qs, int c) noexcept {
       _mm512_set1_epi8(0x0F));
 }
 
-// A Q4_K block's quants by chunk, for the dots below (Q5_K's, kernels_q5_k.hpp, adds its
+// A Q4_K block's quants by chunk, for the dots below (Q5_K's, x86_q5_k.hpp, adds its
 // fifth bit).
 template <class Arch>
 struct Q4KChunks {
