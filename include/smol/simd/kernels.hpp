@@ -179,9 +179,16 @@ struct Kernels {
   void (*attend_block)(const AttendBlock&) = nullptr;
 };
 
-// Each weight type's kernel unit (simd/kernels_<type>.hpp) specialises this:
-//   template <class Arch> static WeightKernels<W> make() noexcept;
-// returns the type's kernels for one instruction set (the scalar arch: the references).
+// Each weight type's kernel unit (simd/kernels_<type>.hpp) specialises this with one
+// wiring function per family of instruction sets, each filling in the entries of the
+// type's WeightKernels that the family's sets have (the kernels themselves live in the
+// family's files: scalar_kernels.hpp, x86_*.hpp, neon.hpp):
+//   static void scalar(WeightKernels<W>&) noexcept;                      the references
+//   template <class Arch> static void x86(WeightKernels<W>&) noexcept;   AVX2, AVX-512, AMX
+//   template <class Arch> static void neon(WeightKernels<W>&) noexcept;  AArch64
+// or, where one kernel written over xsimd serves every vector set, `vector` for both.
+// The x86 and NEON ones exist only where their sets compile (SMOL_X86, SMOL_ARM64);
+// kernels_impl.hpp's weight_kernels<W, Arch>() calls the one for Arch.
 template <class W>
 struct KernelUnit;
 

@@ -10,28 +10,26 @@ namespace smol {
 
 template <GgmlType Type, class Element>
 struct KernelUnit<WeightType<Type, Element, float>> {
-  template <class Arch>
-  static WeightKernels<WeightType<Type, Element, float>> make() noexcept {
-    WeightKernels<WeightType<Type, Element, float>> k;
-    constexpr bool reference = std::is_same_v<Arch, scalar_arch>;
+  using Table = WeightKernels<WeightType<Type, Element, float>>;
+  static void scalar(Table& k) noexcept {
     if constexpr (Type == GgmlType::F32) {
-      if constexpr (reference)
-        k.dot = scalar::dot_f32;
-      else
-        k.dot = simd::dot_f32<Arch>;
+      k.dot = scalar::dot_f32;
     } else if constexpr (Type == GgmlType::F16) {
-      if constexpr (reference)
-        k.dot = scalar::dot_f16_f32;
-      else
-        k.dot = simd::dot_f16_f32<Arch>;
+      k.dot = scalar::dot_f16_f32;
     } else {
       static_assert(Type == GgmlType::BF16);
-      if constexpr (reference)
-        k.dot = scalar::dot_bf16_f32;
-      else
-        k.dot = simd::dot_bf16_f32<Arch>;
+      k.dot = scalar::dot_bf16_f32;
     }
-    return k;
+  }
+  template <class Arch>
+  static void vector(Table& k) noexcept {
+    if constexpr (Type == GgmlType::F32) {
+      k.dot = simd::dot_f32<Arch>;
+    } else if constexpr (Type == GgmlType::F16) {
+      k.dot = simd::dot_f16_f32<Arch>;
+    } else {
+      k.dot = simd::dot_bf16_f32<Arch>;
+    }
   }
 };
 

@@ -33,6 +33,28 @@
 
 namespace smol {
 
+// One weight type's kernels in one instruction set: its kernel unit's wiring for the
+// set's family (kernels.hpp's KernelUnit).
+template <class W, class Arch>
+WeightKernels<W> weight_kernels() noexcept {
+  using Unit = KernelUnit<W>;
+  WeightKernels<W> k;
+  if constexpr (std::is_same_v<Arch, scalar_arch>) {
+    Unit::scalar(k);
+  } else if constexpr (requires { Unit::template vector<Arch>(k); }) {
+    Unit::template vector<Arch>(k);
+#if defined(SMOL_X86)
+  } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
+    Unit::template x86<Arch>(k);
+#endif
+#if defined(SMOL_ARM64)
+  } else if constexpr (std::is_same_v<Arch, neon_arch>) {
+    Unit::template neon<Arch>(k);
+#endif
+  }
+  return k;
+}
+
 // An instruction set's table: each weight type's kernels from its kernel unit, then the
 // kernels that do not depend on the weights. Instantiated only for the arch a
 // translation unit is compiled for (see kernels.hpp).
@@ -40,7 +62,7 @@ template <class Arch>
 Kernels make_isa_kernels() noexcept {
   Kernels k;
   k.isa = ArchInfo<Arch>::isa;
-  for_each_weight_type([&]<class W>(W w) { k.of(w) = KernelUnit<W>::template make<Arch>(); });
+  for_each_weight_type([&]<class W>(W w) { k.of(w) = weight_kernels<W, Arch>(); });
   if constexpr (std::is_same_v<Arch, scalar_arch>) {
     k.quantize_row_q8k = scalar::quantize_row_q8k;
     k.quantize_row_q8_0 = scalar::quantize_row_q8_0;

@@ -28,7 +28,6 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/simd/kernels.hpp"
-#include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/neon.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/tile_loop.hpp"
@@ -40,110 +39,92 @@
 #include "smol/simd/x86_avx512_rows16.hpp"
 #include "smol/simd/x86_avx512_token_lanes.hpp"
 #include "smol/simd/x86_iq4.hpp"
+#include "smol/simd/x86_legacy.hpp"
 
 namespace smol {
 
 template <>
 struct KernelUnit<BlockWeight<BlockIQ4NL>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockIQ4NL>> make() noexcept {
-    WeightKernels<BlockWeight<BlockIQ4NL>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_iq4nl_q8_0;
-      k.rows16 = rows16_iq4nl_reference;  // the sixteen-row copy (quant/rows16.hpp)
-#if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      constexpr auto levels = [](const BlockIQ4NL& b) {
-        return simd::x86::iq4nl_levels<Arch>(b, simd::x86::iq4_table<Arch>());
-      };
-      if constexpr (is_avx512_v<Arch>) {  // two blocks per vector (x86_avx512_pairs.hpp)
-        k.dot = [](const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t n) noexcept {
-          return simd::x86::dot_pairs_512<Arch>(x, y, n, decltype(levels){});
-        };
-        k.dot_streams = true;
-        k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4NLRows16>;  // x86_avx512_rows16.hpp
-      } else {
-        k.dot = simd::x86::dot_iq4nl_q8_0<Arch>;
-        k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4NLRows16>;
-      }
-      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;  // AMX: its tiles
-      if constexpr (std::is_same_v<Arch, amx_arch>) {        // x86_amx_blocks32.hpp
-        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, BlockIQ4NLRows16>;
-        k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                                const Block32Tiles& x, float* y, std::size_t y_stride) {
-          simd::x86::amx_tile_dots_blocks32<Arch, BlockIQ4NL>(
-              w, row_bytes, n_rows, x, y, y_stride,
-              [](const BlockIQ4NL& b) { return decltype(levels){}(b); },
-              [](const BlockIQ4NL& b) { return f16_to_f32(b.d); });
-        };
-      } else if constexpr (is_avx512_v<Arch>) {
-        k.tile_dots = simd::x86::tile_dots_iq4nl<Arch>;
-      } else {  // x86_avx2_blocks32.hpp
-        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                         const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
-                         std::size_t n_tokens, float* y, std::size_t y_stride) {
-          simd::x86::tile_dots_blocks32<Arch, BlockIQ4NL, true>(w, row_bytes, n_rows, x, x_stride,
-                                                                nblocks, n_tokens, y, y_stride,
-                                                                decltype(levels){});
-        };
-      }
-#endif
-#if defined(__aarch64__)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_iq4nl_q8_0<Arch>;
-#endif
-    }
-    return k;
+  using Table = WeightKernels<BlockWeight<BlockIQ4NL>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_iq4nl_q8_0;
+    k.rows16 = rows16_iq4nl_reference;  // the sixteen-row copy (quant/rows16.hpp)
   }
+#if defined(SMOL_X86)
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.rows16_prefills = kRows16Prefills<Arch>;  // AMX: its tiles
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = dot_iq4nl_q8_0<Arch>;
+      k.rows16 = rows16_256<Arch, BlockIQ4NLRows16>;
+      k.tile_dots = tile_dots_blocks32_entry<Arch, BlockIQ4NL, true, IQ4NLLevels<Arch>>;
+    } else {
+      // Two blocks per vector (x86_avx512_pairs.hpp), the copy's kernel x86_avx512_rows16.hpp.
+      k.dot = dot_pairs_512_entry<Arch, BlockIQ4NL, IQ4NLLevels<Arch>, BlockQ8_0>;
+      k.dot_streams = true;
+      k.rows16 = rows16_512<Arch, BlockIQ4NLRows16>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {  // x86_amx_blocks32.hpp
+        k.tile_dots_rows16 = amx_tile_dots_nibbles_rows16<Arch, BlockIQ4NLRows16>;
+        k.tile_dots_packed = amx_tile_dots_blocks32_entry<Arch, BlockIQ4NL, IQ4NLLevels<Arch>>;
+      } else {
+        k.tile_dots = tile_dots_iq4nl<Arch>;
+      }
+    }
+  }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_iq4nl_q8_0<Arch>;
+  }
+#endif
 };
 
 template <>
 struct KernelUnit<BlockWeight<BlockIQ4XS>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockIQ4XS>> make() noexcept {
-    WeightKernels<BlockWeight<BlockIQ4XS>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_iq4xs_q8k;
-      k.rows16 = rows16_iq4xs_reference;  // the sixteen-row copy (quant/rows16.hpp)
+  using Table = WeightKernels<BlockWeight<BlockIQ4XS>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_iq4xs_q8k;
+    k.rows16 = rows16_iq4xs_reference;  // the sixteen-row copy (quant/rows16.hpp)
+  }
 #if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      if constexpr (is_avx512_v<Arch>) {
-        k.dot = simd::x86::dot_iq4xs_q8k<Arch, /*kStreams=*/true>;
-        k.dot_streams = true;
-        k.rows16 = simd::x86::rows16_512<Arch, BlockIQ4XSRows16>;  // x86_avx512_rows16.hpp
-      } else {
-        k.dot = simd::x86::dot_iq4xs_q8k<Arch>;
-        k.rows16 = simd::x86::rows16_256<Arch, BlockIQ4XSRows16>;
-      }
-      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;  // AMX: its matrix unit
-      k.tile_dots = simd::x86::tile_dots_iq4xs<Arch>;
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.rows16_prefills = kRows16Prefills<Arch>;  // AMX: its matrix unit
+    k.tile_dots = tile_dots_iq4xs<Arch>;
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = dot_iq4xs_q8k<Arch>;
+      k.rows16 = rows16_256<Arch, BlockIQ4XSRows16>;
+    } else {
+      k.dot = dot_iq4xs_q8k<Arch, /*kStreams=*/true>;
+      k.dot_streams = true;
+      k.rows16 = rows16_512<Arch, BlockIQ4XSRows16>;  // x86_avx512_rows16.hpp
       if constexpr (std::is_same_v<Arch, amx_arch>) {
         // The matrix unit on two planes of the integer-scaled levels (x86_amx.hpp), from
         // the file's rows or the sixteen-row copy, whose decode kernel (rows16_512) sums
         // each super-block in integers as they do.
-        using simd::x86::amx_matrix_with_offset, simd::x86::expand_file_row,
-            simd::x86::expand_rows16_copy_row;
-        k.matrix = amx_matrix_with_offset<
-            Arch, expand_file_row<Arch, BlockIQ4XS, simd::x86::expand_iq4xs_block<Arch>>, 0>;
-        k.packed_rows16 =
+        k.matrix =
             amx_matrix_with_offset<Arch,
-                                   expand_rows16_copy_row<Arch, BlockIQ4XSRows16,
-                                                          simd::x86::expand_iq4xs_copy_block<Arch>>,
-                                   0>;
+                                   expand_file_row<Arch, BlockIQ4XS, expand_iq4xs_block<Arch>>, 0>;
+        k.packed_rows16 = amx_matrix_with_offset<
+            Arch, expand_rows16_copy_row<Arch, BlockIQ4XSRows16, expand_iq4xs_copy_block<Arch>>, 0>;
       } else if constexpr (has_vnni_v<Arch>) {
         // The tokens in the lanes on the copy, with its decode kernel's bits
         // (x86_avx512_token_lanes.hpp); a few tokens take that kernel (kRows16FewTokens).
         // Only with VNNI: vpmaddubsw's pairs of a token's x + 128 and a level would saturate.
-        k.packed_rows16 = simd::x86::token_lanes_512<Arch, BlockIQ4XSRows16>;
+        k.packed_rows16 = token_lanes_512<Arch, BlockIQ4XSRows16>;
       }
-#endif
-#if defined(__aarch64__)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_iq4xs_q8k<Arch>;
-#endif
     }
-    return k;
   }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_iq4xs_q8k<Arch>;
+  }
+#endif
 };
 
 }  // namespace smol

@@ -52,59 +52,41 @@ inline constexpr auto kLegacyRows16Reference = [] {
 // The three units differ only in their block type.
 template <class Block>
 struct LegacyKernelUnit {
+  using Table = WeightKernels<BlockWeight<Block>>;
   using Rows16 = typename Rows16Of<Block>::type;
-
-  template <class Arch>
-  static WeightKernels<BlockWeight<Block>> make() noexcept {
-    WeightKernels<BlockWeight<Block>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_legacy<Block>;
-      k.rows16 = kLegacyRows16Reference<Block>;
-#if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      if constexpr (is_avx512_v<Arch>) {
-        k.rows16 = simd::x86::rows16_512<Arch, Rows16>;
-        k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
-        k.dot = [](const Block* x, const LegacyActivation<Block>* y, std::size_t n) noexcept {
-          return simd::x86::dot_pairs_512<Arch>(
-              x, y, n, [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
-        };
-        k.dot_streams = true;
-      } else {
-        k.dot = simd::x86::dot_legacy<Arch, Block>;
-        k.rows16 = simd::x86::rows16_256<Arch, Rows16>;
-        k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
-      }
-      if constexpr (std::is_same_v<Arch, amx_arch>) {
-        k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                                const Block32Tiles& x, float* y, std::size_t y_stride) {
-          simd::x86::amx_tile_dots_blocks32<Arch, Block>(
-              w, row_bytes, n_rows, x, y, y_stride,
-              [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); },
-              [](const Block& b) { return f16_to_f32(b.d); });
-        };
-        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, Rows16>;
-      } else if constexpr (is_avx512_v<Arch>) {
-        if constexpr (kHasMin<Block>) k.tile_dots = simd::x86::tile_dots_legacy<Arch, Block>;
-      } else {
-        k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                         const LegacyActivation<Block>* x, std::size_t x_stride,
-                         std::size_t nblocks, std::size_t n_tokens, float* y,
-                         std::size_t y_stride) {
-          simd::x86::tile_dots_blocks32<Arch, Block, !kHasMin<Block>>(
-              w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
-              [](const Block& b) { return simd::x86::legacy_levels<Arch>(b); });
-        };
-        k.dot_rounds_like_tile_dots = true;  // dot_legacy sums as the tile does
-      }
-#endif
-#if defined(__aarch64__)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_legacy<Arch, Block>;
-#endif
-    }
-    return k;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_legacy<Block>;
+    k.rows16 = kLegacyRows16Reference<Block>;
   }
+#if defined(SMOL_X86)
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.rows16_prefills = kRows16Prefills<Arch>;
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = dot_legacy<Arch, Block>;
+      k.rows16 = rows16_256<Arch, Rows16>;
+      k.tile_dots = tile_dots_blocks32_entry<Arch, Block, !kHasMin<Block>, LegacyLevels<Arch>>;
+      k.dot_rounds_like_tile_dots = true;  // dot_legacy sums as the tile does
+    } else {
+      k.dot = dot_pairs_512_entry<Arch, Block, LegacyLevels<Arch>, LegacyActivation<Block>>;
+      k.dot_streams = true;
+      k.rows16 = rows16_512<Arch, Rows16>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        k.tile_dots_packed = amx_tile_dots_blocks32_entry<Arch, Block, LegacyLevels<Arch>>;
+        k.tile_dots_rows16 = amx_tile_dots_nibbles_rows16<Arch, Rows16>;
+      } else if constexpr (kHasMin<Block>) {
+        k.tile_dots = tile_dots_legacy<Arch, Block>;
+      }
+    }
+  }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_legacy<Arch, Block>;
+  }
+#endif
 };
 
 template <>

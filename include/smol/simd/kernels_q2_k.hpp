@@ -29,51 +29,48 @@ namespace smol {
 
 template <>
 struct KernelUnit<BlockWeight<BlockQ2K>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ2K>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ2K>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q2k_q8k;
-      k.rows8 = rows8_q2k_q8k_reference;  // the eight-row copy (quant/rows8.hpp)
-#if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      // 256-bit, for every x86 set (the VNNI sets fuse each madd+add into one vpdpwssd).
-      // Decode asks for each block's lines ahead itself: on AVX2 too, where it decodes
-      // faster than with matvec's requests a row ahead (bench/HISTORY.md, "decode asks for
-      // its weights in two steps").
-      k.dot = simd::x86::dot_k_quant_q8k<Arch, BlockQ2K, simd::x86::unpack_q2k<Arch>,
-                                         /*kStreams=*/true>;
-      k.dot_streams = true;
-      k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
-      k.tile_dots = simd::x86::tile_dots_q2k<Arch>;
-      // Decode and prefill on the eight-row copy (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp)
-      // on every x86 set but AMX, whose matrix unit reads the file's rows (expand_q2k_block)
-      // and whose batch-invariant decode takes the dot that rounds as it does: without a
-      // kernel of its own for the copy, AMX keeps the file's rows (model/model.hpp's
-      // rows8_types_without_kernels).
-      if constexpr (std::is_same_v<Arch, avx2_arch>) {
-        k.rows8 = simd::x86::rows8_two_bit_q8k_256<Arch, BlockQ2KRows8>;
-      } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
-        k.rows8 = simd::x86::rows8_two_bit_q8k_512<Arch, BlockQ2KRows8>;
-      }
-      if constexpr (std::is_same_v<Arch, amx_arch>) {
-        using simd::x86::amx_matrix_with_mins, simd::x86::PlanesProductAndMin;
-        k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode
-        k.dot = simd::x86::dot_q2k_q8k_like_matrix<Arch>;
-        k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
-        k.dot_rounds_like_tile_dots = false;
-        k.matrix = amx_matrix_with_mins<
-            Arch, simd::x86::expand_file_row<Arch, BlockQ2K, simd::x86::expand_q2k_block<Arch>>,
-            PlanesProductAndMin<Arch>>;
-      }
-#endif
-#if defined(__aarch64__)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q2k_q8k<Arch>;
-#endif
-    }
-    return k;
+  using Table = WeightKernels<BlockWeight<BlockQ2K>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_q2k_q8k;
+    k.rows8 = rows8_q2k_q8k_reference;  // the eight-row copy (quant/rows8.hpp)
   }
+#if defined(SMOL_X86)
+  // 256-bit dots and tiles for every x86 set (the VNNI sets fuse each madd+add into one
+  // vpdpwssd). Decode asks for each block's lines ahead itself: on AVX2 too, where it
+  // decodes faster than with matvec's requests a row ahead (bench/HISTORY.md, "decode asks
+  // for its weights in two steps").
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.dot = dot_k_quant_q8k<Arch, BlockQ2K, unpack_q2k<Arch>, /*kStreams=*/true>;
+    k.dot_streams = true;
+    k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
+    k.tile_dots = tile_dots_q2k<Arch>;
+    // Decode and prefill on the eight-row copy (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp)
+    // on every x86 set but AMX, whose matrix unit reads the file's rows (expand_q2k_block)
+    // and whose batch-invariant decode takes the dot that rounds as it does: without a
+    // kernel of its own for the copy, AMX keeps the file's rows (model/model.hpp's
+    // rows8_types_without_kernels).
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.rows8 = rows8_two_bit_q8k_256<Arch, BlockQ2KRows8>;
+    } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
+      k.rows8 = rows8_two_bit_q8k_512<Arch, BlockQ2KRows8>;
+    } else {
+      k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode
+      k.dot = dot_q2k_q8k_like_matrix<Arch>;
+      k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
+      k.dot_rounds_like_tile_dots = false;
+      k.matrix = amx_matrix_with_mins<Arch, expand_file_row<Arch, BlockQ2K, expand_q2k_block<Arch>>,
+                                      PlanesProductAndMin<Arch>>;
+    }
+  }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_q2k_q8k<Arch>;
+  }
+#endif
 };
 
 }  // namespace smol

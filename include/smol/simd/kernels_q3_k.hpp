@@ -30,47 +30,47 @@ namespace smol {
 
 template <>
 struct KernelUnit<BlockWeight<BlockQ3K>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ3K>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ3K>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q3k_q8k;
-      k.rows8 = rows8_q3k_q8k_reference;  // the eight-row copy (quant/rows8.hpp)
-#if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      k.dot = simd::x86::dot_q3k_q8k<Arch>;
-      k.dot_streams = true;
-      k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
-      k.tile_dots = simd::x86::tile_dots_q3k<Arch>;
-      // Decode and prefill on the eight-row copy (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp;
-      // AVX-512's prefill x86_avx512_token_lanes.hpp) on every x86 set but AMX, whose
-      // matrix unit reads the file's rows (expand_q3k_block) and whose batch-invariant decode
-      // takes the dot that rounds as it does: without a kernel of its own for the copy, AMX
-      // keeps the file's rows (model/model.hpp's rows8_types_without_kernels).
-      if constexpr (std::is_same_v<Arch, avx2_arch>) {
-        k.rows8 = simd::x86::rows8_two_bit_q8k_256<Arch, BlockQ3KRows8>;
-      } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
-        k.rows8 = simd::x86::rows8_two_bit_q8k_512<Arch, BlockQ3KRows8>;
-        // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ3KRows8>;
-        k.rows8_rounds_like_packed = true;
-      }
-      if constexpr (std::is_same_v<Arch, amx_arch>) {
-        k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode
-        k.dot = simd::x86::dot_q3k_q8k_like_matrix<Arch>;
-        k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
-        k.dot_rounds_like_tile_dots = false;
-        k.matrix = simd::x86::amx_matrix_with_offset<
-            Arch, simd::x86::expand_file_row<Arch, BlockQ3K, simd::x86::expand_q3k_block<Arch>>, 4>;
-      }
-#endif
-#if defined(__aarch64__)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q3k_q8k<Arch>;
-#endif
-    }
-    return k;
+  using Table = WeightKernels<BlockWeight<BlockQ3K>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_q3k_q8k;
+    k.rows8 = rows8_q3k_q8k_reference;  // the eight-row copy (quant/rows8.hpp)
   }
+#if defined(SMOL_X86)
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.dot = dot_q3k_q8k<Arch>;
+    k.dot_streams = true;
+    k.dot_rounds_like_tile_dots = true;  // the tiles do this dot's operations
+    k.tile_dots = tile_dots_q3k<Arch>;
+    // Decode and prefill on the eight-row copy (x86_avx2_rows8.hpp, x86_avx512_rows8.hpp;
+    // AVX-512's prefill with the tokens in the lanes, x86_avx512_token_lanes.hpp, with
+    // `rows8`'s bits) on every x86 set but AMX, whose matrix unit reads the file's rows
+    // (expand_q3k_block) and whose batch-invariant decode takes the dot that rounds as it
+    // does: without a kernel of its own for the copy, AMX keeps the file's rows
+    // (model/model.hpp's rows8_types_without_kernels).
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.rows8 = rows8_two_bit_q8k_256<Arch, BlockQ3KRows8>;
+    } else if constexpr (!std::is_same_v<Arch, amx_arch>) {
+      k.rows8 = rows8_two_bit_q8k_512<Arch, BlockQ3KRows8>;
+      k.packed_rows8 = token_lanes_512<Arch, BlockQ3KRows8>;
+      k.rows8_rounds_like_packed = true;
+    } else {
+      k.dot_plain = k.dot;  // the VNNI sets' dot, for plain decode
+      k.dot = dot_q3k_q8k_like_matrix<Arch>;
+      k.dot_rounds_like_matrix = true;  // and no longer like tile_dots
+      k.dot_rounds_like_tile_dots = false;
+      k.matrix =
+          amx_matrix_with_offset<Arch, expand_file_row<Arch, BlockQ3K, expand_q3k_block<Arch>>, 4>;
+    }
+  }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_q3k_q8k<Arch>;
+  }
+#endif
 };
 
 }  // namespace smol

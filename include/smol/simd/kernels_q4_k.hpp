@@ -20,52 +20,53 @@ namespace smol {
 
 template <>
 struct KernelUnit<BlockWeight<BlockQ4K>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ4K>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ4K>> k;
-    k.lanes = LaneSums::q4k_scaled_by_d;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q4k_q8k;
-      k.rows8 = rows8_q4k_q8k_reference;
+  using Table = WeightKernels<BlockWeight<BlockQ4K>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_q4k_q8k;
+    k.rows8 = rows8_q4k_q8k_reference;
+  }
 #if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
-      k.dot = simd::x86::dot_q4k_q8k<Arch>;
-      k.dot_lanes = simd::x86::dot_q4k_lanes_256<Arch>;
-      k.rows8 = simd::x86::rows8_q4k_q8k_256<Arch>;
-      k.tile = simd::x86::tile_q4k_q8k_256<Arch>;
-    } else if constexpr (is_avx512_v<Arch>) {
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = dot_q4k_q8k<Arch>;
+      k.dot_lanes = dot_q4k_lanes_256<Arch>;
+      k.rows8 = rows8_q4k_q8k_256<Arch>;
+      k.tile = tile_q4k_q8k_256<Arch>;
+    } else {
       if constexpr (has_vnni_v<Arch>) {
-        k.dot = simd::x86::dot_q4k_like_512_vnni<Arch, simd::x86::Q4KChunks<Arch>>;
+        k.dot = dot_q4k_like_512_vnni<Arch, Q4KChunks<Arch>>;
       } else {
-        k.dot = simd::x86::dot_q4k_like_512<Arch, simd::x86::Q4KChunks<Arch>>;
+        k.dot = dot_q4k_like_512<Arch, Q4KChunks<Arch>>;
       }
       k.dot_streams = true;
-      k.rows8 = simd::x86::rows8_q4k_q8k_512<Arch>;
-      k.tile = simd::x86::tile_q4k_q8k<Arch>;
+      k.rows8 = rows8_q4k_q8k_512<Arch>;
+      k.tile = tile_q4k_q8k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
-        using simd::x86::amx_matrix_with_mins, simd::x86::expand_q4k_block;
-        k.matrix = amx_matrix_with_mins<
-            Arch, simd::x86::expand_file_row<Arch, BlockQ4K, expand_q4k_block<Arch>>>;
-        k.packed_rows8 = amx_matrix_with_mins<
-            Arch, simd::x86::expand_copy_row<Arch, BlockQ4KRows8,
-                                             simd::x86::expand_q4k_copy_block<Arch>>>;
-        k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
+        k.matrix =
+            amx_matrix_with_mins<Arch, expand_file_row<Arch, BlockQ4K, expand_q4k_block<Arch>>>;
+        k.packed_rows8 =
+            amx_matrix_with_mins<Arch,
+                                 expand_copy_row<Arch, BlockQ4KRows8, expand_q4k_copy_block<Arch>>>;
+        k.rows8_rounds_like_packed = kRows8MatrixOrder<Arch>;
       } else if constexpr (has_vnni_v<Arch>) {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
         // Without VNNI a dot takes three instructions there, and the eight-row kernel's
         // 4-bit dots keep pace (bench/HISTORY.md, "Q3_K, Q4_K and Q5_K with the tokens in
         // the lanes").
-        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ4KRows8>;
+        k.packed_rows8 = token_lanes_512<Arch, BlockQ4KRows8>;
         k.rows8_rounds_like_packed = true;
       }
+    }
+  }
 #endif
 #if defined(SMOL_ARM64)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q4k_q8k<Arch>;
-#endif
-    }
-    return k;
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_q4k_q8k<Arch>;
   }
+#endif
 };
 
 }  // namespace smol

@@ -34,51 +34,49 @@ namespace smol {
 
 template <>
 struct KernelUnit<BlockWeight<BlockQ5K>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ5K>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ5K>> k;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q5k_q8k;
-      k.rows8 = rows8_q5k_q8k_reference;
+  using Table = WeightKernels<BlockWeight<BlockQ5K>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_q5k_q8k;
+    k.rows8 = rows8_q5k_q8k_reference;
+  }
 #if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch> || is_avx512_v<Arch>) {
-      using simd::x86::Q5KChunks;
-      if constexpr (std::is_same_v<Arch, avx2_arch>) {
-        k.dot = simd::x86::dot_k_quant_q8k<Arch, BlockQ5K, simd::x86::unpack_q5k<Arch>,
-                                           /*kStreams=*/false>;
-        k.dot_rounds_like_tile_dots = true;  // Q5KRowTile does this dot's operations
-        k.rows8 = simd::x86::rows8_q5k_q8k_256<Arch>;
-      } else if constexpr (has_vnni_v<Arch>) {
-        k.dot = simd::x86::dot_q4k_like_512_vnni<Arch, Q5KChunks<Arch>>;
-        k.dot_streams = true;
-        k.rows8 = simd::x86::rows8_q5k_q8k_512<Arch>;
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.tile_dots = tile_dots_q5k<Arch>;
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = dot_k_quant_q8k<Arch, BlockQ5K, unpack_q5k<Arch>, /*kStreams=*/false>;
+      k.dot_rounds_like_tile_dots = true;  // Q5KRowTile does this dot's operations
+      k.rows8 = rows8_q5k_q8k_256<Arch>;
+    } else {
+      if constexpr (has_vnni_v<Arch>) {
+        k.dot = dot_q4k_like_512_vnni<Arch, Q5KChunks<Arch>>;
       } else {
-        k.dot = simd::x86::dot_q4k_like_512<Arch, Q5KChunks<Arch>>;
-        k.dot_streams = true;
-        k.rows8 = simd::x86::rows8_q5k_q8k_512<Arch>;
+        k.dot = dot_q4k_like_512<Arch, Q5KChunks<Arch>>;
       }
-      k.tile_dots = simd::x86::tile_dots_q5k<Arch>;
+      k.dot_streams = true;
+      k.rows8 = rows8_q5k_q8k_512<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
-        using simd::x86::amx_matrix_with_mins, simd::x86::expand_q5k_block;
-        k.matrix = amx_matrix_with_mins<
-            Arch, simd::x86::expand_file_row<Arch, BlockQ5K, expand_q5k_block<Arch>>>;
-        k.packed_rows8 = amx_matrix_with_mins<
-            Arch, simd::x86::expand_copy_row<Arch, BlockQ5KRows8,
-                                             simd::x86::expand_q5k_copy_block<Arch>>>;
-        k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
-      } else if constexpr (is_avx512_v<Arch>) {
+        k.matrix =
+            amx_matrix_with_mins<Arch, expand_file_row<Arch, BlockQ5K, expand_q5k_block<Arch>>>;
+        k.packed_rows8 =
+            amx_matrix_with_mins<Arch,
+                                 expand_copy_row<Arch, BlockQ5KRows8, expand_q5k_copy_block<Arch>>>;
+        k.rows8_rounds_like_packed = kRows8MatrixOrder<Arch>;
+      } else {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ5KRows8>;
+        k.packed_rows8 = token_lanes_512<Arch, BlockQ5KRows8>;
         k.rows8_rounds_like_packed = true;
       }
-#endif
-#if defined(__aarch64__)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q5k_q8k<Arch>;
-#endif
     }
-    return k;
   }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_q5k_q8k<Arch>;
+  }
+#endif
 };
 
 }  // namespace smol

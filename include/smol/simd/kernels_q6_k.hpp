@@ -20,49 +20,50 @@ namespace smol {
 
 template <>
 struct KernelUnit<BlockWeight<BlockQ6K>> {
-  template <class Arch>
-  static WeightKernels<BlockWeight<BlockQ6K>> make() noexcept {
-    WeightKernels<BlockWeight<BlockQ6K>> k;
-    k.lanes = LaneSums::q6k_minus_32;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) {
-      k.dot = scalar::dot_q6k_q8k;
-      k.rows8 = rows8_q6k_q8k_reference;
+  using Table = WeightKernels<BlockWeight<BlockQ6K>>;
+  static void scalar(Table& k) noexcept {
+    k.dot = scalar::dot_q6k_q8k;
+    k.rows8 = rows8_q6k_q8k_reference;
+  }
 #if defined(SMOL_X86)
-    } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
-      k.dot = simd::x86::dot_q6k_q8k<Arch>;
-      k.rows8 = simd::x86::rows8_q6k_q8k_256<Arch>;
-      k.tile = simd::x86::tile_q6k_q8k_256<Arch>;
-    } else if constexpr (is_avx512_v<Arch>) {
+  template <class Arch>
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
+    k.lanes = LaneSums::q6k_minus_32;  // what dot_lanes and tile expect
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.dot = dot_q6k_q8k<Arch>;
+      k.rows8 = rows8_q6k_q8k_256<Arch>;
+      k.tile = tile_q6k_q8k_256<Arch>;
+    } else {
       if constexpr (has_vnni_v<Arch>) {
-        k.dot = simd::x86::dot_q6k_q8k_512_vnni<Arch>;
+        k.dot = dot_q6k_q8k_512_vnni<Arch>;
       } else {
-        k.dot = simd::x86::dot_q6k_q8k_512<Arch>;
+        k.dot = dot_q6k_q8k_512<Arch>;
       }
       k.dot_streams = true;
-      k.rows8 = simd::x86::rows8_q6k_q8k_512<Arch>;
-      k.tile = simd::x86::tile_q6k_q8k<Arch>;
+      k.rows8 = rows8_q6k_q8k_512<Arch>;
+      k.tile = tile_q6k_q8k<Arch>;
       if constexpr (std::is_same_v<Arch, amx_arch>) {
-        using simd::x86::amx_matrix_with_offset, simd::x86::expand_q6k_block;
-        k.matrix = amx_matrix_with_offset<
-            Arch, simd::x86::expand_file_row<Arch, BlockQ6K, expand_q6k_block<Arch>>, 32>;
+        k.matrix =
+            amx_matrix_with_offset<Arch, expand_file_row<Arch, BlockQ6K, expand_q6k_block<Arch>>,
+                                   32>;
         k.packed_rows8 = amx_matrix_with_offset<
-            Arch,
-            simd::x86::expand_copy_row<Arch, BlockQ6KRows8, simd::x86::expand_q6k_copy_block<Arch>>,
-            32>;
-        k.rows8_rounds_like_packed = simd::x86::kRows8MatrixOrder<Arch>;
+            Arch, expand_copy_row<Arch, BlockQ6KRows8, expand_q6k_copy_block<Arch>>, 32>;
+        k.rows8_rounds_like_packed = kRows8MatrixOrder<Arch>;
       } else {
         // Prefill with the tokens in the lanes, with `rows8`'s bits (x86_avx512_token_lanes.hpp).
-        k.packed_rows8 = simd::x86::token_lanes_512<Arch, BlockQ6KRows8>;
+        k.packed_rows8 = token_lanes_512<Arch, BlockQ6KRows8>;
         k.rows8_rounds_like_packed = true;
       }
+    }
+  }
 #endif
 #if defined(SMOL_ARM64)
-    } else if constexpr (std::is_same_v<Arch, neon_arch>) {
-      k.dot = simd::neon::dot_q6k_q8k<Arch>;
-#endif
-    }
-    return k;
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = simd::neon::dot_q6k_q8k<Arch>;
   }
+#endif
 };
 
 }  // namespace smol

@@ -30,10 +30,7 @@ constexpr auto q8_0_activation_dot() noexcept {
       return scalar::dot_q8_0_q8_0;
 #if defined(SMOL_X86)
   } else if constexpr (is_avx512_v<Arch>) {
-    return [](const Block* x, const BlockQ8_0* y, std::size_t n) noexcept {
-      return simd::x86::dot_pairs_512<Arch>(
-          x, y, n, [](const Block& b) { return simd::x86::block_quants<Arch>(b); });
-    };
+    return simd::x86::dot_pairs_512_entry<Arch, Block, simd::x86::BlockQuants<Arch>, BlockQ8_0>;
   } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
     if constexpr (q4)
       return simd::x86::dot_q4_0_q8_0<Arch>;
@@ -90,56 +87,46 @@ void score_rows_q8_0(const Block* keys, std::size_t count, const BlockQ8_0* quer
   }
 }
 
-// Q4_0 and Q8_0: the dot in every set, and prefill tiles on AVX2
-// (simd/x86_avx2_blocks32.hpp) and AMX (simd/x86_amx_blocks32.hpp); their sixteen-row
-// copies as said above.
+// Q4_0 and Q8_0: the dot in every set, the sixteen-row copy (quant/rows16.hpp) on x86,
+// and prefill tiles on AVX2 (simd/x86_avx2_blocks32.hpp) and AMX (simd/x86_amx_blocks32.hpp).
 template <class Block>
 struct Q8_0ActivationKernelUnit {
+  using Table = WeightKernels<BlockWeight<Block>>;
+  using Rows16 = typename Rows16Of<Block>::type;
+  static void scalar(Table& k) noexcept {
+    k.dot = q8_0_activation_dot<scalar_arch, Block>();
+    k.rows16 = rows16_no_min_reference<Rows16>;
+  }
+#if defined(SMOL_X86)
   template <class Arch>
-  static WeightKernels<BlockWeight<Block>> make() noexcept {
-    WeightKernels<BlockWeight<Block>> k;
+  static void x86(Table& k) noexcept {
+    using namespace simd::x86;
     k.dot = q8_0_activation_dot<Arch, Block>();
     k.dot_streams = is_avx512_v<Arch>;  // dot_pairs_512
-    // Both have the sixteen-row copy (quant/rows16.hpp).
-    using Rows16 = typename Rows16Of<Block>::type;
-    if constexpr (std::is_same_v<Arch, scalar_arch>) k.rows16 = rows16_no_min_reference<Rows16>;
-#if defined(SMOL_X86)
-    if constexpr (is_avx512_v<Arch>) {
-      k.rows16 = simd::x86::rows16_512<Arch, Rows16>;
-      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
-    } else if constexpr (std::is_same_v<Arch, avx2_arch>) {
-      k.rows16 = simd::x86::rows16_256<Arch, Rows16>;
-      k.rows16_prefills = simd::x86::kRows16Prefills<Arch>;
-    }
-    if constexpr (std::is_same_v<Arch, amx_arch>) {
-      if constexpr (std::is_same_v<Block, BlockQ8_0>) {
-        k.tile_dots_rows16 = simd::x86::amx_tile_dots_q8_0_rows16<Arch>;
-      } else {
-        k.tile_dots_rows16 = simd::x86::amx_tile_dots_nibbles_rows16<Arch, Rows16>;
+    k.rows16_prefills = kRows16Prefills<Arch>;
+    if constexpr (std::is_same_v<Arch, avx2_arch>) {
+      k.rows16 = rows16_256<Arch, Rows16>;
+      k.tile_dots = tile_dots_blocks32_entry<Arch, Block, true, BlockQuants<Arch>>;
+      k.dot_rounds_like_tile_dots = true;  // dot_q8_0_q8_0 / dot_q4_0_q8_0 sum as the tile
+    } else {
+      k.rows16 = rows16_512<Arch, Rows16>;
+      if constexpr (std::is_same_v<Arch, amx_arch>) {
+        k.tile_dots_packed = amx_tile_dots_blocks32_entry<Arch, Block, BlockQuants<Arch>>;
+        if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+          k.tile_dots_rows16 = amx_tile_dots_q8_0_rows16<Arch>;
+        } else {
+          k.tile_dots_rows16 = amx_tile_dots_nibbles_rows16<Arch, Rows16>;
+        }
       }
     }
-    if constexpr (std::is_same_v<Arch, avx2_arch>) {
-      k.tile_dots = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                       const BlockQ8_0* x, std::size_t x_stride, std::size_t nblocks,
-                       std::size_t n_tokens, float* y, std::size_t y_stride) {
-        simd::x86::tile_dots_blocks32<Arch, Block, true>(
-            w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y, y_stride,
-            [](const Block& b) { return simd::x86::block_quants<Arch>(b); });
-      };
-      k.dot_rounds_like_tile_dots = true;  // dot_q8_0_q8_0 / dot_q4_0_q8_0 sum as the tile
-    }
-    if constexpr (std::is_same_v<Arch, amx_arch>) {
-      k.tile_dots_packed = [](const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
-                              const Block32Tiles& x, float* y, std::size_t y_stride) {
-        simd::x86::amx_tile_dots_blocks32<Arch, Block>(
-            w, row_bytes, n_rows, x, y, y_stride,
-            [](const Block& b) { return simd::x86::block_quants<Arch>(b); },
-            [](const Block& b) { return f16_to_f32(b.d); });
-      };
-    }
-#endif
-    return k;
   }
+#endif
+#if defined(SMOL_ARM64)
+  template <class Arch>
+  static void neon(Table& k) noexcept {
+    k.dot = q8_0_activation_dot<Arch, Block>();
+  }
+#endif
 };
 
 template <>

@@ -343,6 +343,15 @@ void amx_tile_dots_q8_0_rows16(const BlockQ8_0Rows16* copy, std::size_t n_rows,
   amx_multiply_blocks32<Arch, false>(s, n_rows, x, y, y_stride);
 }
 
+// amx_tile_dots_blocks32 as a WeightKernels::tile_dots_packed entry, for the blocks whose
+// scale is their f16 `d`, with a default-made `Levels`.
+template <class Arch, class Block, class Levels>
+void amx_tile_dots_blocks32_entry(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                                  const Block32Tiles& x, float* y, std::size_t y_stride) {
+  amx_tile_dots_blocks32<Arch, Block>(w, row_bytes, n_rows, x, y, y_stride, Levels{},
+                                      [](const Block& b) { return f16_to_f32(b.d); });
+}
+
 }  // namespace smol::simd::x86
 
 #endif  // SMOL_X86

@@ -356,6 +356,14 @@ inline __m256i block_quants(const BlockQ4_0& block) noexcept {
   const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
   return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
 }
+// The same as a function object, for the kernels that take a block's levels.
+template <class Arch>
+struct BlockQuants {
+  template <class Block>
+  __m256i operator()(const Block& block) const noexcept {
+    return block_quants<Arch>(block);
+  }
+};
 
 // Q4_K's 12 packed scale bytes as 16: scales 0-7 in bytes 0-7, mins 0-7 in bytes 8-15
 // (unpack_q4k_scales, four bytes per 32-bit lane). With u0, u1, u2 the packed words:

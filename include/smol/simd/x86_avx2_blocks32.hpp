@@ -199,5 +199,14 @@ void tile_dots_blocks32(const std::byte* w, std::size_t row_bytes, std::size_t n
       });
 }
 
+// tile_dots_blocks32 as a WeightKernels::tile_dots entry, with a default-made `Levels`.
+template <class Arch, class Block, bool kSigned, class Levels, class Activation>
+void tile_dots_blocks32_entry(const std::byte* w, std::size_t row_bytes, std::size_t n_rows,
+                              const Activation* x, std::size_t x_stride, std::size_t nblocks,
+                              std::size_t n_tokens, float* y, std::size_t y_stride) noexcept {
+  tile_dots_blocks32<Arch, Block, kSigned>(w, row_bytes, n_rows, x, x_stride, nblocks, n_tokens, y,
+                                           y_stride, Levels{});
+}
+
 }  // namespace smol::simd::x86
 #endif  // SMOL_X86

@@ -128,5 +128,11 @@ float dot_pairs_512(const Block* x, const Activation* y, std::size_t nblocks,
   return sum;
 }
 
+// dot_pairs_512 as a WeightKernels::dot entry, with a default-made `Levels`.
+template <class Arch, class Block, class Levels, class Activation>
+float dot_pairs_512_entry(const Block* x, const Activation* y, std::size_t nblocks) noexcept {
+  return dot_pairs_512<Arch>(x, y, nblocks, Levels{});
+}
+
 }  // namespace smol::simd::x86
 #endif  // SMOL_X86

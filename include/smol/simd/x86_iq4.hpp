@@ -13,7 +13,6 @@
 #include "smol/core/half.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/simd/kernels.hpp"
-#include "smol/simd/kernels_legacy.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_amx.hpp"
@@ -23,6 +22,7 @@
 #include "smol/simd/x86_avx512_pairs.hpp"
 #include "smol/simd/x86_avx512_rows16.hpp"
 #include "smol/simd/x86_avx512_token_lanes.hpp"
+#include "smol/simd/x86_legacy.hpp"
 
 #if defined(SMOL_X86)
 namespace smol::simd::x86 {
@@ -39,6 +39,13 @@ template <class Arch>
 inline __m256i iq4nl_levels(const BlockIQ4NL& b, __m256i table) noexcept {
   return _mm256_shuffle_epi8(table, low_nibbles<Arch>(b));
 }
+// The same as a function object, for the kernels that take a block's levels.
+template <class Arch>
+struct IQ4NLLevels {
+  __m256i operator()(const BlockIQ4NL& b) const noexcept {
+    return iq4nl_levels<Arch>(b, iq4_table<Arch>());
+  }
+};
 
 // The 32 signed levels, in value order, of a sub-block's 16 packed bytes (value i in the
 // low nibble of byte i, value 16 + i in its high nibble).

@@ -62,6 +62,14 @@ template <class Arch>
 inline __m256i legacy_levels(const BlockQ5_1& b) noexcept {
   return _mm256_or_si256(low_nibbles<Arch>(b), fifth_bits<Arch>(b.qh));
 }
+// The same as a function object, for the kernels that take a block's levels.
+template <class Arch>
+struct LegacyLevels {
+  template <class Block>
+  __m256i operator()(const Block& b) const noexcept {
+    return legacy_levels<Arch>(b);
+  }
+};
 
 // 256-bit, the AVX2 set's (a block is one ymm). Levels reach 31 and activations |127|,
 // so vpmaddubsw's pairs stay below 2^13.
