@@ -5,7 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include "bench_support.hpp"
-#include "smol/quant/rows8.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
 using namespace smol;
@@ -45,7 +45,7 @@ void BM_dot(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes) 
 template <class Rows8>
 void BM_rows8(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes) {
   const Kernels& k = kernels_for_isa(isa);
-  const std::size_t group_bytes = rows8_bytes(type, kRowsPerGroup, kCols);
+  const std::size_t group_bytes = interleaved_bytes(type, kRowsPerGroup, kCols);
   const std::size_t groups = bytes / group_bytes;
   static std::map<std::pair<int, std::size_t>, AlignedBuffer<std::byte>> buffers;
   auto& w = buffers[{static_cast<int>(type), bytes}];
@@ -55,7 +55,8 @@ void BM_rows8(benchmark::State& state, Isa isa, GgmlType type, std::size_t bytes
     bench::fill_random_blocks(type, file_rows.data(), file_rows.size(), 2);
     w = AlignedBuffer<std::byte>(groups * group_bytes);
     for (std::size_t g = 0; g < groups; ++g) {
-      repack_rows8_group(type, file_rows.data(), row_bytes, kCols, g, w.data());
+      repack_interleaved_group(type, file_rows.data(), row_bytes, groups * kRowsPerGroup, kCols, g,
+                               w.data());
     }
   }
   std::vector<float> x(kCols, 0.25f), y(kRowsPerGroup);

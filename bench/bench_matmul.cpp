@@ -13,8 +13,7 @@
 
 #include "bench_support.hpp"
 #include "smol/ops/matmul.hpp"
-#include "smol/quant/rows16.hpp"
-#include "smol/quant/rows8.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 
 using namespace smol;
 
@@ -78,18 +77,13 @@ Operands& operands(const Shape& s, std::size_t tokens) {
     for (auto& v : o.x) v = g(rng);
     o.y.resize(tokens * s.rows);
     o.w = bench::matrix_view(s.type, o.weights.data(), s.rows, s.cols);
-    if (!has_rows16_copy(s.type) && !has_rows8_copy(s.type)) {
+    if (!has_interleaved_copy(s.type)) {
       o.w_rows8 = o.w;  // no copy: the file's layout (not registered as `_rows8`)
-    } else if (has_rows16_copy(s.type)) {
-      o.rows8 = AlignedBuffer<std::byte>(rows16_bytes(s.type, s.rows, s.cols));
-      for (std::size_t g = 0; g < (s.rows + kRows16 - 1) / kRows16; ++g) {
-        repack_rows16_group(s.type, o.weights.data(), o.w.row_bytes, s.rows, s.cols, g,
-                            o.rows8.data());
-      }
     } else {
-      o.rows8 = AlignedBuffer<std::byte>(rows8_bytes(s.type, s.rows, s.cols));
-      for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
-        repack_rows8_group(s.type, o.weights.data(), o.w.row_bytes, s.cols, g, o.rows8.data());
+      o.rows8 = AlignedBuffer<std::byte>(interleaved_bytes(s.type, s.rows, s.cols));
+      for (std::size_t g = 0; g < interleaved_groups(s.type, s.rows); ++g) {
+        repack_interleaved_group(s.type, o.weights.data(), o.w.row_bytes, s.rows, s.cols, g,
+                                 o.rows8.data());
       }
     }
     o.w_rows8 = o.w;
@@ -181,7 +175,7 @@ const bool registered = [] {
   shapes.insert(shapes.end(), std::begin(kOtherShapes), std::end(kOtherShapes));
   for (const Shape& s : shapes) {
     for (const bool rows8 : {false, true}) {
-      if (rows8 && !has_rows16_copy(s.type) && !has_rows8_copy(s.type)) continue;
+      if (rows8 && !has_interleaved_copy(s.type)) continue;
       const std::string name = std::string("matmul512/") + s.name + (rows8 ? "_rows8" : "");
       benchmark::RegisterBenchmark(name.c_str(), BM_matmul, s, rows8)
           ->Arg(1)

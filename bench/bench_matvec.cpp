@@ -5,7 +5,7 @@
 
 #include "bench_support.hpp"
 #include "smol/ops/matvec.hpp"
-#include "smol/quant/rows8.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 
 using namespace smol;
 
@@ -47,14 +47,15 @@ WeightPool& pool_for(const Shape& s) {
     pool = WeightPool{};
     current = s.name;
     const std::size_t row_bytes = ggml_row_bytes(s.type, s.cols);
-    pool.matrix_bytes = s.rows8 ? rows8_bytes(s.type, s.rows, s.cols) : s.rows * row_bytes;
+    pool.matrix_bytes = s.rows8 ? interleaved_bytes(s.type, s.rows, s.cols) : s.rows * row_bytes;
     pool.copies = std::max<std::size_t>(2, bench::kMemoryReadBytes / pool.matrix_bytes);
     pool.bytes = AlignedBuffer<std::byte>(pool.copies * pool.matrix_bytes);
     if (s.rows8) {
       AlignedBuffer<std::byte> file_rows(s.rows * row_bytes);
       bench::fill_random_blocks(s.type, file_rows.data(), file_rows.size(), 1);
-      for (std::size_t g = 0; g < s.rows / kRowsPerGroup; ++g) {
-        repack_rows8_group(s.type, file_rows.data(), row_bytes, s.cols, g, pool.bytes.data());
+      for (std::size_t g = 0; g < interleaved_groups(s.type, s.rows); ++g) {
+        repack_interleaved_group(s.type, file_rows.data(), row_bytes, s.rows, s.cols, g,
+                                 pool.bytes.data());
       }
     } else {
       bench::fill_random_blocks(s.type, pool.bytes.data(), pool.matrix_bytes, 1);

@@ -341,7 +341,7 @@ TEST_CASE("matmul_shared_input equals one matmul per matrix, bit for bit") {
       ws.push_back(view(type, bytes.back(), rows, cols));
     }
     check_group(ws, ggml_type_name(type).data());
-    if (has_rows16_copy(type) || has_rows8_copy(type)) {
+    if (has_interleaved_copy(type)) {
       std::vector<AlignedBuffer<std::byte>> copies;
       copies.reserve(ws.size());
       for (WeightMatrix& w : ws) {
@@ -400,7 +400,7 @@ TEST_CASE(
       CAPTURE(cols);
       const auto bytes = random_matrix(type, rows, cols, rng);
       const WeightMatrix file_rows = view(type, bytes, rows, cols);
-      const bool has_copy = has_rows16_copy(type);
+      const bool has_copy = interleaved_group_rows(type) == kRows16;
       const auto copy = has_copy ? rows8_copy(file_rows) : AlignedBuffer<std::byte>(0);
       const WeightMatrix w = has_copy ? with_rows8(file_rows, copy) : file_rows;
       const auto x = random_floats(n_tokens * cols, rng);

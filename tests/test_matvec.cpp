@@ -105,7 +105,7 @@ TEST_CASE(
                    2e-6 * (ref[r].magnitude + std::fabs(want[r])) + 1e-30);
         }
         CHECK(bad == 0);
-        if (has_rows16_copy(s.type)) {
+        if (interleaved_group_rows(s.type) == kRows16) {
           // The sixteen-row copy rounds like the AMX tiles' single token, on every ISA
           // (the same float steps); on AMX the tiles themselves are the check, where they
           // read the copy (IQ4_XS's prefill there is the matrix unit, which test_matmul
@@ -114,7 +114,7 @@ TEST_CASE(
           const std::size_t nblocks = s.cols / ggml_type_info(s.type).block_values,
                             groups = (s.rows + 15) / 16;
           const auto& amx = kernels_for_isa(isa == Isa::amx ? Isa::amx : Isa::scalar);
-          visit_rows16_block(s.type, [&]<class Block>(std::type_identity<Block>) {
+          visit_block_with_copy<Rows16Of>(s.type, [&]<class Block>(std::type_identity<Block>) {
             using W = BlockWeight<Block>;
             using Act = typename W::Activation;
             // x quantized as matvec quantizes it (bit for bit).
@@ -222,7 +222,7 @@ TEST_CASE("matvec: an interleaved copy on a matrix that cannot have one is an er
   Context ctx(1);
   std::vector<float> x(256, 1.0f), y(16);
   CHECK_THROWS_WITH_AS(matvec(ctx, odd_rows, x.data(), y.data()),
-                       doctest::Contains("interleaved copy"), Error);
+                       doctest::Contains("its 12 rows are not whole groups of 8"), Error);
   const auto f16 = random_matrix(GgmlType::F16, 16, 256, rng);
   WeightMatrix wrong_type = with_rows8(view(GgmlType::F16, f16, 16, 256), copy);
   CHECK_THROWS_WITH_AS(matvec(ctx, wrong_type, x.data(), y.data()),

@@ -224,9 +224,8 @@ TEST_CASE(
       return w.data >= bytes.data() && w.data < bytes.data() + bytes.size();
     };
     const auto count = [&](const smol::WeightMatrix& w) {
-      const bool rows8 = smol::has_rows8_copy(w.type) && w.rows % smol::kRowsPerGroup == 0 &&
-                         std::find(left_out.begin(), left_out.end(), w.type) == left_out.end();
-      if (rows8 || smol::has_rows16_copy(w.type)) {
+      if (smol::can_interleave(w.type, w.rows) &&
+          std::find(left_out.begin(), left_out.end(), w.type) == left_out.end()) {
         ++interleaved;
         CHECK(w.rows8 != nullptr);
         CHECK(in_map(w));

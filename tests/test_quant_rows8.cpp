@@ -9,9 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "smol/model/model.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 #include "smol/quant/rows16.hpp"
 #include "smol/quant/rows8.hpp"
-#include "smol/model/model.hpp"
 #include "smol/simd/kernels_impl.hpp"
 #include "test_simd_data.hpp"
 
@@ -191,9 +192,10 @@ TEST_CASE("repack_q6k_rows8 keeps every 6-bit quant, scale and f16 factor in its
   }
 }
 
-TEST_CASE_TEMPLATE("repack_two_bit_rows8 (Q2_K, Q3_K) keeps every quant, sub-block byte and f16 "
-                   "factor in its lane",
-                   Layout, Q2K, Q3K) {
+TEST_CASE_TEMPLATE(
+    "repack_two_bit_rows8 (Q2_K, Q3_K) keeps every quant, sub-block byte and f16 "
+    "factor in its lane",
+    Layout, Q2K, Q3K) {
   std::mt19937 rng(46);
   for (Pattern p : kPatterns) {
     const auto g = make_group<Layout>(3, p, rng);
@@ -596,7 +598,7 @@ std::vector<typename T::Rows16> repack_rows16(const std::vector<typename T::Bloc
   const std::size_t groups = (n_rows + kRows16 - 1) / kRows16;
   std::vector<typename T::Rows16> packed(groups * nblocks);
   CHECK(packed.size() * sizeof(typename T::Rows16) ==
-        rows16_bytes(T::type, n_rows, kValues<T> * nblocks));
+        interleaved_bytes(T::type, n_rows, kValues<T> * nblocks));
   for (std::size_t g = 0; g < groups; ++g) {
     T::repack(reinterpret_cast<const std::byte*>(rows.data() + g * kRows16 * nblocks),
               nblocks * sizeof(typename T::Block), n_rows - g * kRows16, nblocks,
@@ -840,6 +842,36 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
   }
   SUBCASE("Q5_1") {
     check(Q5_1Copy{});
+  }
+}
+
+
+TEST_CASE("interleaved rows: one mechanism for both group sizes") {
+  // The K-quants take groups of eight, whole groups only; the 32-value types and IQ4_XS
+  // groups of sixteen, the last one padded; float types none.
+  for (GgmlType type :
+       {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    CAPTURE(ggml_type_name(type));
+    CHECK(interleaved_group_rows(type) == 8);
+    CHECK(can_interleave(type, 24));
+    CHECK_FALSE(can_interleave(type, 20));
+    CHECK(interleaved_groups(type, 24) == 3);
+    CHECK(interleaved_bytes(type, 24, 512) == 3 * interleaved_bytes(type, 8, 512));
+  }
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                        GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+    CAPTURE(ggml_type_name(type));
+    CHECK(interleaved_group_rows(type) == 16);
+    CHECK(can_interleave(type, 20));
+    CHECK(interleaved_groups(type, 20) == 2);
+    CHECK(interleaved_bytes(type, 20, 512) == interleaved_bytes(type, 32, 512));
+  }
+  CHECK(interleaved_bytes(GgmlType::Q4_K, 8, 512) == 2 * sizeof(BlockQ4KRows8));
+  CHECK(interleaved_bytes(GgmlType::Q4_0, 16, 512) == 16 * sizeof(BlockQ4_0Rows16));
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    CHECK_FALSE(has_interleaved_copy(type));
+    CHECK_FALSE(can_interleave(type, 16));
+    CHECK(interleaved_bytes(type, 16, 512) == 0);
   }
 }
 

@@ -14,13 +14,13 @@
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/dequantize.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
 #include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
 #include "smol/quant/quantize_q8k.hpp"
-#include "smol/quant/rows8.hpp"
 #include "smol/quant/weight_types.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
@@ -425,20 +425,12 @@ inline std::vector<Reference> expected_f64(const WeightMatrix& w, const float* x
   return out;
 }
 
-// The interleaved copy of a Q4_K or Q6_K matrix (rows a multiple of 8) or of a type with
-// a sixteen-row copy (quant/rows16.hpp), as Model's repack option makes it; with_rows8 points
-// `w.rows8` at it.
+// The interleaved copy of a matrix (quant/interleaved_rows.hpp; can_interleave), as
+// Model's repack option makes it; with_rows8 points `w.rows8` at it.
 inline AlignedBuffer<std::byte> rows8_copy(const WeightMatrix& w) {
-  if (has_rows16_copy(w.type)) {  // sixteen rows per group (quant/rows16.hpp)
-    AlignedBuffer<std::byte> copy(rows16_bytes(w.type, w.rows, w.cols));
-    for (std::size_t g = 0; g < (w.rows + kRows16 - 1) / kRows16; ++g) {
-      repack_rows16_group(w.type, w.data, w.row_bytes, w.rows, w.cols, g, copy.data());
-    }
-    return copy;
-  }
-  AlignedBuffer<std::byte> copy(rows8_bytes(w.type, w.rows, w.cols));
-  for (std::size_t g = 0; g < w.rows / kRowsPerGroup; ++g) {
-    repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, copy.data());
+  AlignedBuffer<std::byte> copy(interleaved_bytes(w.type, w.rows, w.cols));
+  for (std::size_t g = 0; g < interleaved_groups(w.type, w.rows); ++g) {
+    repack_interleaved_group(w.type, w.data, w.row_bytes, w.rows, w.cols, g, copy.data());
   }
   return copy;
 }

@@ -9,7 +9,7 @@
 // into huge pages").
 //
 // The memory map stays the source of truth: each copy is made from the file's blocks
-// (quant/rows8.hpp, quant/rows16.hpp, or the bytes as they are) and hung on the matrix view
+// (quant/interleaved_rows.hpp, or the bytes as they are) and hung on the matrix view
 // (`rows8` for an interleaved copy, `data` for a plain one). The file's pages of a copied
 // matrix are released afterwards, so resident memory holds the weights once, not twice; a
 // path that still reads them (reference mode, embed() on a tied LM head) faults them back
@@ -27,17 +27,14 @@
 #include "smol/core/huge_page_buffer.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/weights.hpp"
-#include "smol/quant/rows16.hpp"
-#include "smol/quant/rows8.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 
 namespace smol {
 
 // The bytes of `w`'s interleaved copy: eight-row groups for the K-quants, sixteen-row
-// ones for Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 (what decode reads instead of the file's
-// rows).
+// ones for the 32-value types and IQ4_XS (what decode reads instead of the file's rows).
 inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
-  return has_rows16_copy(w.type) ? rows16_bytes(w.type, w.rows, w.cols)
-                                 : rows8_bytes(w.type, w.rows, w.cols);
+  return interleaved_bytes(w.type, w.rows, w.cols);
 }
 
 // Which layouts to make: the K-quants' eight-row copies (quant/rows8.hpp's Rows8Of:
@@ -104,12 +101,13 @@ class RepackedWeights {
 
   Copy copy_of(const WeightMatrix& w) const noexcept {
     if (w.rows == 0) return Copy::none;
-    if (has_rows16_copy(w.type) && layouts_.rows16) return Copy::interleaved;
-    if (has_rows8_copy(w.type) && layouts_.rows8 && w.rows % kRowsPerGroup == 0 &&
-        std::find(layouts_.rows8_left_out.begin(), layouts_.rows8_left_out.end(), w.type) ==
-            layouts_.rows8_left_out.end()) {
-      return Copy::interleaved;
-    }
+    const std::size_t group = interleaved_group_rows(w.type);
+    const bool wanted = group == kRows16 ? layouts_.rows16
+                                         : group == kRowsPerGroup && layouts_.rows8 &&
+                                               std::find(layouts_.rows8_left_out.begin(),
+                                                         layouts_.rows8_left_out.end(),
+                                                         w.type) == layouts_.rows8_left_out.end();
+    if (wanted && can_interleave(w.type, w.rows)) return Copy::interleaved;
     return layouts_.file_order ? Copy::file_order : Copy::none;
   }
   // Each copy starts on a cache line (BlockQ4KRows8 wants 32 bytes; a Q6_K copy's size
@@ -132,15 +130,9 @@ class RepackedWeights {
   }
 
   static void repack(WeightMatrix& w, std::byte* out, const gguf::GgufFile& file) {
-    if (has_rows16_copy(w.type)) {
-      tbb::parallel_for(std::size_t{0}, (w.rows + kRows16 - 1) / kRows16, [&](std::size_t g) {
-        repack_rows16_group(w.type, w.data, w.row_bytes, w.rows, w.cols, g, out);
-      });
-    } else {
-      tbb::parallel_for(std::size_t{0}, w.rows / kRowsPerGroup, [&](std::size_t g) {
-        repack_rows8_group(w.type, w.data, w.row_bytes, w.cols, g, out);
-      });
-    }
+    tbb::parallel_for(std::size_t{0}, interleaved_groups(w.type, w.rows), [&](std::size_t g) {
+      repack_interleaved_group(w.type, w.data, w.row_bytes, w.rows, w.cols, g, out);
+    });
     file.release_pages(w.data, w.rows * w.row_bytes);
     w.rows8 = out;
   }

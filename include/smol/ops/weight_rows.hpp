@@ -20,8 +20,7 @@
 #include "smol/ops/context.hpp"
 #include "smol/ops/weight_matrix.hpp"
 #include "smol/quant/blocks.hpp"
-#include "smol/quant/rows16.hpp"
-#include "smol/quant/rows8.hpp"
+#include "smol/quant/interleaved_rows.hpp"
 #include "smol/quant/weight_types.hpp"
 
 namespace smol::detail {
@@ -41,15 +40,13 @@ inline void check_weight_matrix(const WeightMatrix& w, const char* op) {
          ggml_row_bytes(w.type, w.cols), " for ", w.cols, " ", info->name, " values");
   }
   if (w.data == nullptr && w.rows > 0) fail(op, ": weight '", w.name, "' has no data");
-  bool has_rows8_layout = false, has_rows16_layout = false;
-  visit_weight_type(w.type, [&]<class W>(W) {
-    has_rows8_layout = !std::is_void_v<typename Rows8Of<typename W::Block>::type>;
-    has_rows16_layout = !std::is_void_v<typename Rows16Of<typename W::Block>::type>;
-  });
-  if (w.rows8 != nullptr && !has_rows16_layout &&
-      (!has_rows8_layout || w.rows % kRowsPerGroup != 0)) {
+  if (w.rows8 != nullptr && !has_interleaved_copy(w.type)) {
     fail(op, ": weight '", w.name, "' has an interleaved copy, but ", info->name,
-         " has no such layout or the rows are not a multiple of ", kRowsPerGroup);
+         " has no such layout");
+  }
+  if (w.rows8 != nullptr && !can_interleave(w.type, w.rows)) {
+    fail(op, ": weight '", w.name, "' has an interleaved copy, but its ", w.rows,
+         " rows are not whole groups of ", interleaved_group_rows(w.type));
   }
 }
 

@@ -2,8 +2,9 @@
 // consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ4_0Rows16,
 // BlockIQ4NLRows16, BlockQ8_0Rows16, BlockQ5_0Rows16, BlockQ5_1Rows16), and for IQ4_XS, whose
 // 256-value super-block is eight such blocks under integer sub-block scales (BlockIQ4XSRows16). A
-// type has such a copy when Rows16Of names one (the end of this header); everything else here
-// (has_rows16_copy, rows16_bytes, repack_rows16_group) follows from that trait.
+// type has such a copy when Rows16Of names one (the end of this header); what follows from
+// that (which types, bytes, the repack of a group) is quant/interleaved_rows.hpp's, for both
+// group sizes.
 //
 // Why: on the file's layout a decode dot on these types spends its instructions per row
 // (gathering two blocks into one vector, a horizontal sum, a call), and a 576-wide row
@@ -416,37 +417,21 @@ inline void rows16_iq4xs_reference(const BlockIQ4XSRows16* w, std::size_t nblock
 // that says which types have the copy. A new one is a group struct above, its repack
 // (repack_rows16 below) and its row here.
 template <class Block>
-struct Rows16Of {
-  using type = void;
-};
+struct Rows16Of : std::type_identity<void> {};
 template <>
-struct Rows16Of<BlockQ4_1> {
-  using type = BlockQ4_1Rows16;
-};
+struct Rows16Of<BlockQ4_1> : std::type_identity<BlockQ4_1Rows16> {};
 template <>
-struct Rows16Of<BlockQ8_0> {
-  using type = BlockQ8_0Rows16;
-};
+struct Rows16Of<BlockQ8_0> : std::type_identity<BlockQ8_0Rows16> {};
 template <>
-struct Rows16Of<BlockQ4_0> {
-  using type = BlockQ4_0Rows16;
-};
+struct Rows16Of<BlockQ4_0> : std::type_identity<BlockQ4_0Rows16> {};
 template <>
-struct Rows16Of<BlockIQ4NL> {
-  using type = BlockIQ4NLRows16;
-};
+struct Rows16Of<BlockIQ4NL> : std::type_identity<BlockIQ4NLRows16> {};
 template <>
-struct Rows16Of<BlockIQ4XS> {
-  using type = BlockIQ4XSRows16;
-};
+struct Rows16Of<BlockIQ4XS> : std::type_identity<BlockIQ4XSRows16> {};
 template <>
-struct Rows16Of<BlockQ5_0> {
-  using type = BlockQ5_0Rows16;
-};
+struct Rows16Of<BlockQ5_0> : std::type_identity<BlockQ5_0Rows16> {};
 template <>
-struct Rows16Of<BlockQ5_1> {
-  using type = BlockQ5_1Rows16;
-};
+struct Rows16Of<BlockQ5_1> : std::type_identity<BlockQ5_1Rows16> {};
 
 // Interleaves `n_rows` rows of `nblocks` blocks into their sixteen-row groups.
 template <class Block>
@@ -459,44 +444,6 @@ inline void repack_rows16(const std::byte* first_row, std::size_t row_bytes, std
   } else {
     repack_nibble_rows16<Block>(first_row, row_bytes, n_rows, nblocks, out);
   }
-}
-
-// Calls f(std::type_identity<Block>{}) when `type`'s block has a sixteen-row copy;
-// whether it has.
-template <class F>
-constexpr bool visit_rows16_block(GgmlType type, F&& f) {
-  return visit_block_with_copy<Rows16Of>(type, f);
-}
-
-// Whether a type's sixteen-row copy is one.
-constexpr bool has_rows16_copy(GgmlType type) noexcept {
-  return visit_rows16_block(type, [](auto) {});
-}
-
-// Bytes of the interleaved copy of a rows x cols matrix of such a type: the copy of a
-// group is its sixteen rows' bytes (the file's size; IQ4_XS's 1.5 % more), the last
-// group padded to sixteen.
-inline std::size_t rows16_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
-  std::size_t bytes = 0;
-  visit_rows16_block(type, [&]<class Block>(std::type_identity<Block>) {
-    bytes = (rows + kRows16 - 1) / kRows16 * (cols / BlockTraits<Block>::values) *
-            sizeof(typename Rows16Of<Block>::type);
-  });
-  return bytes;
-}
-
-// Interleaves group g (rows [16g, 16g + 16), fewer in a partial last group) of a matrix
-// of `type` of `n_rows` rows starting at `rows`, `row_bytes` apart, into the copy
-// starting at `copy` (rows16_bytes(type, n_rows, cols) bytes); groups are independent.
-inline void repack_rows16_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
-                                std::size_t n_rows, std::size_t cols, std::size_t g,
-                                std::byte* copy) noexcept {
-  visit_rows16_block(type, [&]<class Block>(std::type_identity<Block>) {
-    using Group = typename Rows16Of<Block>::type;
-    const std::size_t nblocks = cols / BlockTraits<Block>::values;
-    repack_rows16<Block>(rows + g * kRows16 * row_bytes, row_bytes, n_rows - g * kRows16, nblocks,
-                         reinterpret_cast<Group*>(copy) + g * nblocks);
-  });
 }
 
 }  // namespace smol

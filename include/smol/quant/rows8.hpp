@@ -1,8 +1,8 @@
 // Rows interleaved by eight: super-block b of eight consecutive Q4_K, Q5_K, Q6_K, Q2_K or
 // Q3_K rows, laid side by side at load time (BlockQ4KRows8, BlockQ5KRows8, BlockQ6KRows8,
-// BlockQ2KRows8, BlockQ3KRows8). A type
-// has such a copy when Rows8Of names one (the end of this header); has_rows8_copy,
-// rows8_bytes and repack_rows8_group follow from that trait.
+// BlockQ2KRows8, BlockQ3KRows8). A type has such a copy when Rows8Of names one (the end of
+// this header); what follows from that (which types, bytes, the repack of a group) is
+// quant/interleaved_rows.hpp's, for both group sizes.
 //
 // Why: a decode dot on the file's layout spends most of its instructions on one row's
 // bookkeeping (unpacking scales, shuffling them next to the values, summing a vector
@@ -417,30 +417,19 @@ inline void rows8_q3k_q8k_reference(const BlockQ3KRows8* w, std::size_t nblocks,
 
 // The interleaved layout of a block type, or void where there is none.
 template <class Block>
-struct Rows8Of {
-  using type = void;
-};
+struct Rows8Of : std::type_identity<void> {};
 template <>
-struct Rows8Of<BlockQ4K> {
-  using type = BlockQ4KRows8;
-};
+struct Rows8Of<BlockQ4K> : std::type_identity<BlockQ4KRows8> {};
 template <>
-struct Rows8Of<BlockQ5K> {
-  using type = BlockQ5KRows8;
-};
+struct Rows8Of<BlockQ5K> : std::type_identity<BlockQ5KRows8> {};
 template <>
-struct Rows8Of<BlockQ6K> {
-  using type = BlockQ6KRows8;
-};
+struct Rows8Of<BlockQ6K> : std::type_identity<BlockQ6KRows8> {};
 template <>
-struct Rows8Of<BlockQ2K> {
-  using type = BlockQ2KRows8;
-};
+struct Rows8Of<BlockQ2K> : std::type_identity<BlockQ2KRows8> {};
 template <>
-struct Rows8Of<BlockQ3K> {
-  using type = BlockQ3KRows8;
-};
+struct Rows8Of<BlockQ3K> : std::type_identity<BlockQ3KRows8> {};
 
+// Interleaves eight rows of `nblocks` blocks into their groups.
 template <class Block>
 inline void repack_rows8(const std::byte* first_row, std::size_t row_bytes, std::size_t nblocks,
                          typename Rows8Of<Block>::type* out) noexcept {
@@ -451,42 +440,6 @@ inline void repack_rows8(const std::byte* first_row, std::size_t row_bytes, std:
   } else {
     repack_two_bit_rows8(first_row, row_bytes, nblocks, out);
   }
-}
-
-// Calls f(std::type_identity<Block>{}) when `type`'s block has an eight-row copy; whether
-// it has.
-template <class F>
-constexpr bool visit_rows8_block(GgmlType type, F&& f) {
-  return visit_block_with_copy<Rows8Of>(type, f);
-}
-
-constexpr bool has_rows8_copy(GgmlType type) noexcept {
-  return visit_rows8_block(type, [](auto) {});
-}
-
-// Bytes of the interleaved copy of a rows x cols matrix of such a type (rows a multiple
-// of kRowsPerGroup): the file's size for Q6_K and Q2_K, 2.8 % more for Q4_K, 2.3 % for
-// Q5_K and 3.6 % for Q3_K (unpacked scales).
-inline std::size_t rows8_bytes(GgmlType type, std::size_t rows, std::size_t cols) noexcept {
-  std::size_t bytes = 0;
-  visit_rows8_block(type, [&]<class Block>(std::type_identity<Block>) {
-    bytes = rows / kRowsPerGroup * (cols / QK_K) * sizeof(typename Rows8Of<Block>::type);
-  });
-  return bytes;
-}
-
-// Interleaves group g (rows [8g, 8g + 8)) of a matrix of such a type whose rows start at
-// `rows` and lie `row_bytes` apart, into the copy starting at `copy`
-// (rows8_bytes(type, rows, cols) bytes); groups are independent, so callers may run
-// them in parallel.
-inline void repack_rows8_group(GgmlType type, const std::byte* rows, std::size_t row_bytes,
-                               std::size_t cols, std::size_t g, std::byte* copy) noexcept {
-  visit_rows8_block(type, [&]<class Block>(std::type_identity<Block>) {
-    using Group = typename Rows8Of<Block>::type;
-    const std::size_t nblocks = cols / QK_K;
-    repack_rows8<Block>(rows + g * kRowsPerGroup * row_bytes, row_bytes, nblocks,
-                        reinterpret_cast<Group*>(copy) + g * nblocks);
-  });
 }
 
 }  // namespace smol
