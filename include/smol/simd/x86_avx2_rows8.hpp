@@ -276,6 +276,50 @@ inline __m256i sub_block_picker(int first, int second, bool into_high_byte) noex
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(control));
 }
 
+// The end of block `b` in rows8_two_bit_tile_256: the per-sub-block byte x bsum terms
+// (Q2_K's mins, the high nibbles; Q3_K's scales, for its -4 offset) made once for the
+// block, then each token's integer sums (isum) scaled into its accumulator.
+template <class Arch, std::size_t T, class Rows8>
+[[gnu::always_inline]] inline void finish_two_bit_block_256(const Rows8& wb, const BlockQ8K* x,
+                                                            std::size_t x_stride, std::size_t b,
+                                                            const __m256i* pair_pickers,
+                                                            const __m256i* isum,
+                                                            __m256* acc) noexcept {
+  constexpr bool kThirdBit = std::is_same_v<Rows8, BlockQ3KRows8>;
+  __m256i terms[8];  // [2 v + parity]: sub-blocks 4 v + 2 parity and + 1
+  for (int v = 0; v < 4; ++v) {
+    const __m256i bytes = load256<Arch>(wb.scales[v]);
+    for (int parity = 0; parity < 2; ++parity) {
+      const __m256i picked = _mm256_shuffle_epi8(bytes, pair_pickers[parity]);
+      terms[2 * v + parity] =
+          kThirdBit ? _mm256_srai_epi16(picked, 8) : _mm256_srli_epi16(picked, 4);
+    }
+  }
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+  [[maybe_unused]] __m256 dmin = _mm256_setzero_ps();
+  if constexpr (!kThirdBit) {
+    dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin)));
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    const BlockQ8K& xb = x[t * x_stride + b];
+    __m256i term_sums = _mm256_setzero_si256();
+    for (int pair = 0; pair < 8; ++pair) {
+      std::int32_t sums;
+      std::memcpy(&sums, xb.bsums + 2 * pair, sizeof sums);
+      term_sums =
+          _mm256_add_epi32(term_sums, _mm256_madd_epi16(terms[pair], _mm256_set1_epi32(sums)));
+    }
+    const __m256 xd = _mm256_set1_ps(xb.d);
+    if constexpr (kThirdBit) {
+      const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(term_sums, 2));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(sumi), acc[t]);
+    } else {
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, xd), _mm256_cvtepi32_ps(term_sums), acc[t]);
+    }
+  }
+}
+
 // Q2_K and Q3_K (Rows8 = BlockQ2KRows8 or BlockQ3KRows8), lane r = row r as above. A load
 // of qs[h][g] holds four bytes of every row; at shift j they are values 128 h + 32 j + 4 g
 // .. + 3, of sub-block 8 h + 2 j + g / 4. A sub-block's four vpmaddubsw add in int16 (Q3_K's
@@ -315,13 +359,13 @@ void rows8_two_bit_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8K*
           __m256i part[T];
           for (auto& s : part) s = _mm256_setzero_si256();
           for (int g = 4 * k; g < 4 * k + 4; ++g) {
-            __m256i level = _mm256_and_si256(_mm256_srli_epi16(load256<Arch>(wb.qs[h][g]), 2 * j),
-                                             three);
+            __m256i level =
+                _mm256_and_si256(_mm256_srli_epi16(load256<Arch>(wb.qs[h][g]), 2 * j), three);
             if constexpr (kThirdBit) {
               // Bit 4 h + j of each byte down to bit 0 (a 16-bit shift: the high byte's bits
               // that enter the low byte's top are masked off), then up to 4.
-              const __m256i bit = _mm256_and_si256(
-                  _mm256_srli_epi16(load256<Arch>(wb.hmask[g]), 4 * h + j), one);
+              const __m256i bit =
+                  _mm256_and_si256(_mm256_srli_epi16(load256<Arch>(wb.hmask[g]), 4 * h + j), one);
               level = _mm256_or_si256(level, _mm256_slli_epi16(bit, 2));
             }
             for (std::size_t t = 0; t < T; ++t) {
@@ -337,39 +381,7 @@ void rows8_two_bit_tile_256(const Rows8* w, std::size_t nblocks, const BlockQ8K*
         }
       }
     }
-    // Per sub-block byte x bsum: Q2_K's mins (the high nibbles), Q3_K's scales.
-    __m256i terms[8];  // [2 v + parity]: sub-blocks 4 v + 2 parity and + 1
-    for (int v = 0; v < 4; ++v) {
-      const __m256i bytes = load256<Arch>(wb.scales[v]);
-      for (int parity = 0; parity < 2; ++parity) {
-        const __m256i picked = _mm256_shuffle_epi8(bytes, pair_pickers[parity]);
-        terms[2 * v + parity] =
-            kThirdBit ? _mm256_srai_epi16(picked, 8) : _mm256_srli_epi16(picked, 4);
-      }
-    }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
-    [[maybe_unused]] __m256 dmin = _mm256_setzero_ps();
-    if constexpr (!kThirdBit) {
-      dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.dmin)));
-    }
-    for (std::size_t t = 0; t < T; ++t) {
-      const BlockQ8K& xb = x[t * x_stride + b];
-      __m256i term_sums = _mm256_setzero_si256();
-      for (int pair = 0; pair < 8; ++pair) {
-        std::int32_t sums;
-        std::memcpy(&sums, xb.bsums + 2 * pair, sizeof sums);
-        term_sums =
-            _mm256_add_epi32(term_sums, _mm256_madd_epi16(terms[pair], _mm256_set1_epi32(sums)));
-      }
-      const __m256 xd = _mm256_set1_ps(xb.d);
-      if constexpr (kThirdBit) {
-        const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(term_sums, 2));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(sumi), acc[t]);
-      } else {
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-        acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, xd), _mm256_cvtepi32_ps(term_sums), acc[t]);
-      }
-    }
+    finish_two_bit_block_256<Arch, T>(wb, x, x_stride, b, pair_pickers, isum, acc);
   }
   for (std::size_t t = 0; t < T; ++t) _mm256_storeu_ps(y + t * y_stride, acc[t]);
 }

@@ -211,6 +211,69 @@ inline void prefetch_part_ahead(const Rows8* block, int part, int parts) noexcep
   }
 }
 
+// The permutes that bring Q4_K's and Q5_K's per-row factors, mins and the tokens' bsum
+// pairs to the lanes of rows8_with_mins_tile_512's sums, loaded once per call.
+template <class Arch>
+struct WithMinsPermutes {
+  __m512i lane_rows = load_index<Arch>(kLaneRows);
+  __m512i mins01 = load_index<Arch>(kMins01), mins23 = load_index<Arch>(kMins23);
+  __m512i sums01 = load_index<Arch>(kSums01), sums23 = load_index<Arch>(kSums23);
+};
+
+// The end of block `b` in rows8_with_mins_tile_512: each token's integer sums (isum) times
+// d, less dmin x the min term, into its accumulator; in the matrix order (AMX) the min
+// terms go to `mins` apart, rounded as the matrix unit's expansion rounds them.
+template <class Arch, std::size_t T, class Rows8>
+[[gnu::always_inline]] inline void finish_with_mins_block_512(const Rows8& wb, const BlockQ8K* x,
+                                                              std::size_t x_stride, std::size_t b,
+                                                              const WithMinsPermutes<Arch>& p,
+                                                              const __m512i* isum, __m512* acc,
+                                                              __m512* mins) noexcept {
+  const __m512i min_lo =
+      _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[0])));
+  const __m512i min_hi =
+      _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[4])));
+  const __m512i m01 = _mm512_permutex2var_epi16(min_lo, p.mins01, min_hi);
+  const __m512i m23 = _mm512_permutex2var_epi16(min_lo, p.mins23, min_hi);
+  const __m512 d = rows8_lane_floats<Arch>(wb.d, p.lane_rows);
+  const __m512 dmin = rows8_lane_floats<Arch>(wb.dmin, p.lane_rows);
+  if constexpr (kRows8MatrixOrder<Arch>) {
+    // dmin * m per sub-block and row, as the matrix unit's expansion rounds it.
+    __m512 row_mins[8];
+    for (int j = 0; j < 8; ++j) {
+      const __m256 m = _mm256_cvtepi32_ps(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.mins[j]))));
+      row_mins[j] =
+          _mm512_mul_ps(dmin, _mm512_permutexvar_ps(p.lane_rows, _mm512_castps256_ps512(m)));
+    }
+    for (std::size_t t = 0; t < T; ++t) {
+      const BlockQ8K& xb = x[t * x_stride + b];
+      const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(whole, d), _mm512_set1_ps(xb.d), acc[t]);
+      // The token's sub-block sums as its AMX token tile holds them: d * (two bsums).
+      alignas(32) float sub[8];
+      _mm256_store_ps(sub, _mm256_mul_ps(_mm256_set1_ps(xb.d),
+                                         _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                                             load256<Arch>(xb.bsums), _mm256_set1_epi16(1)))));
+      for (int j = 0; j < 8; ++j) {
+        mins[t] = _mm512_fmadd_ps(row_mins[j], _mm512_set1_ps(sub[j]), mins[t]);
+      }
+    }
+    return;
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    const BlockQ8K& xb = x[t * x_stride + b];
+    const __m256i s = _mm256_madd_epi16(load256<Arch>(xb.bsums), _mm256_set1_epi16(1));
+    const __m512i pairs = _mm512_castsi256_si512(_mm256_packs_epi32(s, s));
+    __m512i msum =
+        madd16_acc512<Arch>(_mm512_setzero_si512(), m01, _mm512_permutexvar_epi32(p.sums01, pairs));
+    msum = madd16_acc512<Arch>(msum, m23, _mm512_permutexvar_epi32(p.sums23, pairs));
+    const __m512 row_sums = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[t]),
+                                            _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum)));
+    acc[t] = _mm512_fmadd_ps(row_sums, _mm512_set1_ps(xb.d), acc[t]);
+  }
+}
+
 // Q4_K and Q5_K (Rows8 = BlockQ4KRows8 or BlockQ5KRows8). Q5_K's fifth bits come from
 // qh, whose bytes lie as qs's do: bit 2c tops chunk c's low nibbles, 2c + 1 its high
 // ones, each one test and one masked add of 16. Its quants reach 31, so a lane may sum
@@ -224,13 +287,9 @@ void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8
   constexpr int kPairsPerPack = kFifthBit ? 2 : 4;
   const __m512i nibble = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
   const __m512i pair_rows = load_index<Arch>(kPairRows);
-  const __m512i lane_rows = load_index<Arch>(kLaneRows);
   const __m512i scales_even = load_index<Arch>(kScalesEven);
   const __m512i scales_odd = load_index<Arch>(kScalesOdd);
-  const __m512i mins01 = load_index<Arch>(kMins01);
-  const __m512i mins23 = load_index<Arch>(kMins23);
-  const __m512i sums01 = load_index<Arch>(kSums01);
-  const __m512i sums23 = load_index<Arch>(kSums23);
+  const WithMinsPermutes<Arch> permutes;
 
   constexpr bool kMatrixOrder = kRows8MatrixOrder<Arch>;
   __m512 acc[T], mins[T];  // mins: the matrix order's min terms, apart
@@ -271,49 +330,7 @@ void rows8_with_mins_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8
         }
       }
     }
-    const __m512i min_lo =
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[0])));
-    const __m512i min_hi =
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.mins[4])));
-    const __m512i m01 = _mm512_permutex2var_epi16(min_lo, mins01, min_hi);
-    const __m512i m23 = _mm512_permutex2var_epi16(min_lo, mins23, min_hi);
-    const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
-    const __m512 dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
-    if constexpr (kMatrixOrder) {
-      // dmin * m per sub-block and row, as the matrix unit's expansion rounds it.
-      __m512 row_mins[8];
-      for (int j = 0; j < 8; ++j) {
-        const __m256 m = _mm256_cvtepi32_ps(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.mins[j]))));
-        row_mins[j] =
-            _mm512_mul_ps(dmin, _mm512_permutexvar_ps(lane_rows, _mm512_castps256_ps512(m)));
-      }
-      for (std::size_t t = 0; t < T; ++t) {
-        const BlockQ8K& xb = x[t * x_stride + b];
-        const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(whole, d), _mm512_set1_ps(xb.d), acc[t]);
-        // The token's sub-block sums as its AMX token tile holds them: d * (two bsums).
-        alignas(32) float sub[8];
-        _mm256_store_ps(sub, _mm256_mul_ps(_mm256_set1_ps(xb.d),
-                                           _mm256_cvtepi32_ps(_mm256_madd_epi16(
-                                               load256<Arch>(xb.bsums), _mm256_set1_epi16(1)))));
-        for (int j = 0; j < 8; ++j) {
-          mins[t] = _mm512_fmadd_ps(row_mins[j], _mm512_set1_ps(sub[j]), mins[t]);
-        }
-      }
-      continue;
-    }
-    for (std::size_t t = 0; t < T; ++t) {
-      const BlockQ8K& xb = x[t * x_stride + b];
-      const __m256i s = _mm256_madd_epi16(load256<Arch>(xb.bsums), _mm256_set1_epi16(1));
-      const __m512i pairs = _mm512_castsi256_si512(_mm256_packs_epi32(s, s));
-      __m512i msum =
-          madd16_acc512<Arch>(_mm512_setzero_si512(), m01, _mm512_permutexvar_epi32(sums01, pairs));
-      msum = madd16_acc512<Arch>(msum, m23, _mm512_permutexvar_epi32(sums23, pairs));
-      const __m512 row_sums = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[t]),
-                                              _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum)));
-      acc[t] = _mm512_fmadd_ps(row_sums, _mm512_set1_ps(xb.d), acc[t]);
-    }
+    finish_with_mins_block_512<Arch, T>(wb, x, x_stride, b, permutes, isum, acc, mins);
   }
   if constexpr (kMatrixOrder) {
     for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_sub_ps(acc[t], mins[t]);
@@ -334,6 +351,23 @@ inline void q6k_copy_quants(__m512i ql, __m512i qh, int s, __m512i& lo, __m512i&
   lo = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(lo_top, top2));
   hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                        _mm512_and_si512(hi_top, top2));
+}
+
+// The scale words of Q6_K's -32 offset term in rows8_q6k_tile_512, for one block of the
+// copy: [2 h + k] against the token's bsum pairs as that kernel takes them.
+template <class Arch>
+[[gnu::always_inline]] inline void q6k_offset_words(const BlockQ6KRows8& wb, __m512i offset_scales,
+                                                    __m512i* offset_words) noexcept {
+  for (int h = 0; h < 2; ++h) {
+    const __m512i groups_lo = _mm512_cvtepi8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h])));
+    const __m512i groups_hi = _mm512_cvtepi8_epi16(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h + 4])));
+    for (int k = 0; k < 2; ++k) {
+      const __m512i index = _mm512_add_epi16(offset_scales, _mm512_set1_epi16(16 * k));
+      offset_words[2 * h + k] = _mm512_permutex2var_epi16(groups_lo, index, groups_hi);
+    }
+  }
 }
 
 // Q6_K: quants 0..63, so a lane may sum only one vpdpbusd (4 x 63 x 128 < 2^15) before
@@ -389,16 +423,7 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
       }
     }
     __m512i offset_words[4];
-    for (int h = 0; h < 2; ++h) {
-      const __m512i groups_lo = _mm512_cvtepi8_epi16(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h])));
-      const __m512i groups_hi = _mm512_cvtepi8_epi16(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.scales[8 * h + 4])));
-      for (int k = 0; k < 2; ++k) {
-        const __m512i index = _mm512_add_epi16(offset_scales, _mm512_set1_epi16(16 * k));
-        offset_words[2 * h + k] = _mm512_permutex2var_epi16(groups_lo, index, groups_hi);
-      }
-    }
+    q6k_offset_words<Arch>(wb, offset_scales, offset_words);
     const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
     for (std::size_t t = 0; t < T; ++t) {
       const BlockQ8K& xb = x[t * x_stride + b];
@@ -426,6 +451,48 @@ void rows8_q6k_tile_512(const BlockQ6KRows8* w, std::size_t nblocks, const Block
   }
 }
 
+// The end of block `b` in rows8_two_bit_tile_512: per sub-block byte x bsum (Q2_K's mins,
+// the high nibbles of `sub`; Q3_K's scales, for its -4 offset), then each token's integer
+// sums (isum), its two lanes per row added, in one float step into its accumulator.
+template <class Arch>
+struct TwoBitPermutes {
+  __m512i lane_rows = load_index<Arch>(kLaneRows);
+  __m512i pair_sums = load_index<Arch>(kParityPairSums);  // lane L: bsum pair parity(L)
+};
+template <class Arch, std::size_t T, class Rows8>
+[[gnu::always_inline]] inline void finish_two_bit_block_512(const Rows8& wb, const BlockQ8K* x,
+                                                            std::size_t x_stride, std::size_t b,
+                                                            const TwoBitPermutes<Arch>& permutes,
+                                                            const __m512i* sub, const __m512i* isum,
+                                                            __m512* acc) noexcept {
+  constexpr bool kThirdBit = std::is_same_v<Rows8, BlockQ3KRows8>;
+  __m512i terms[4];
+  for (int v = 0; v < 4; ++v) terms[v] = kThirdBit ? sub[v] : _mm512_srli_epi16(sub[v], 4);
+  const __m512 d = rows8_lane_floats<Arch>(wb.d, permutes.lane_rows);
+  [[maybe_unused]] __m512 dmin = _mm512_setzero_ps();
+  if constexpr (!kThirdBit) dmin = rows8_lane_floats<Arch>(wb.dmin, permutes.lane_rows);
+  for (std::size_t t = 0; t < T; ++t) {
+    const BlockQ8K& xb = x[t * x_stride + b];
+    const __m512i bsums = _mm512_castsi256_si512(load256<Arch>(xb.bsums));
+    __m512i term_sums = _mm512_setzero_si512();
+    for (int v = 0; v < 4; ++v) {
+      const __m512i sums = _mm512_permutexvar_epi32(
+          _mm512_add_epi32(permutes.pair_sums, _mm512_set1_epi32(2 * v)), bsums);
+      term_sums = madd16_acc512<Arch>(term_sums, terms[v], sums);
+    }
+    if constexpr (kThirdBit) {
+      const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(term_sums, 2));
+      const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(sumi));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), whole, acc[t]);
+    } else {
+      const __m512 products = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
+      const __m512 mins = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(term_sums));
+      acc[t] = _mm512_fmadd_ps(_mm512_fmsub_ps(d, products, _mm512_mul_ps(dmin, mins)),
+                               _mm512_set1_ps(xb.d), acc[t]);
+    }
+  }
+}
+
 // Q2_K and Q3_K (Rows8 = BlockQ2KRows8 or BlockQ3KRows8): each 64-byte load of qs holds
 // values 8p .. 8p + 7 of every 32 for the eight rows (row r in lanes 2r, 2r + 1 after the
 // pair permute), and its four shifts give the quants of four sub-block pairs: at shift j
@@ -445,10 +512,9 @@ void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K*
   const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
   const __m512i low4 = _mm512_set1_epi16(0x0F);
   const __m512i pair_rows = load_index<Arch>(kPairRows);
-  const __m512i lane_rows = load_index<Arch>(kLaneRows);
   const __m512i scales_even = load_index<Arch>(kTwoBitScalesEven);
   const __m512i scales_odd = load_index<Arch>(kTwoBitScalesOdd);
-  const __m512i pair_sums = load_index<Arch>(kParityPairSums);  // lane L: bsum pair parity(L)
+  const TwoBitPermutes<Arch> permutes;
 
   __m512 acc[T];
   for (auto& a : acc) a = _mm512_setzero_ps();
@@ -471,16 +537,16 @@ void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K*
       // Unrolled so that each shift is a constant.
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        __m512i scales = _mm512_permutexvar_epi16(j % 2 == 0 ? scales_even : scales_odd,
-                                                  sub[2 * h + j / 2]);
+        __m512i scales =
+            _mm512_permutexvar_epi16(j % 2 == 0 ? scales_even : scales_odd, sub[2 * h + j / 2]);
         if constexpr (!kThirdBit) scales = _mm512_and_si512(scales, low4);
         __m512i level[4];
         for (int p = 0; p < 4; ++p) {
           level[p] = _mm512_and_si512(_mm512_srli_epi16(q[p], 2 * j), three);
           if constexpr (kThirdBit) {
             const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << (4 * h + j)));
-            level[p] = _mm512_mask_add_epi8(level[p], _mm512_test_epi8_mask(high[p], bit), level[p],
-                                            four);
+            level[p] =
+                _mm512_mask_add_epi8(level[p], _mm512_test_epi8_mask(high[p], bit), level[p], four);
           }
         }
         for (std::size_t t = 0; t < T; ++t) {
@@ -494,32 +560,7 @@ void rows8_two_bit_tile_512(const Rows8* w, std::size_t nblocks, const BlockQ8K*
         }
       }
     }
-    // Per sub-block byte x bsum: Q2_K's mins (the high nibbles), Q3_K's scales.
-    __m512i terms[4];
-    for (int v = 0; v < 4; ++v) terms[v] = kThirdBit ? sub[v] : _mm512_srli_epi16(sub[v], 4);
-    const __m512 d = rows8_lane_floats<Arch>(wb.d, lane_rows);
-    [[maybe_unused]] __m512 dmin = _mm512_setzero_ps();
-    if constexpr (!kThirdBit) dmin = rows8_lane_floats<Arch>(wb.dmin, lane_rows);
-    for (std::size_t t = 0; t < T; ++t) {
-      const BlockQ8K& xb = x[t * x_stride + b];
-      const __m512i bsums = _mm512_castsi256_si512(load256<Arch>(xb.bsums));
-      __m512i term_sums = _mm512_setzero_si512();
-      for (int v = 0; v < 4; ++v) {
-        const __m512i sums =
-            _mm512_permutexvar_epi32(_mm512_add_epi32(pair_sums, _mm512_set1_epi32(2 * v)), bsums);
-        term_sums = madd16_acc512<Arch>(term_sums, terms[v], sums);
-      }
-      if constexpr (kThirdBit) {
-        const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(term_sums, 2));
-        const __m512 whole = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(sumi));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), whole, acc[t]);
-      } else {
-        const __m512 products = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(isum[t]));
-        const __m512 mins = _mm512_cvtepi32_ps(rows8_whole_sums<Arch>(term_sums));
-        acc[t] = _mm512_fmadd_ps(_mm512_fmsub_ps(d, products, _mm512_mul_ps(dmin, mins)),
-                                 _mm512_set1_ps(xb.d), acc[t]);
-      }
-    }
+    finish_two_bit_block_512<Arch, T>(wb, x, x_stride, b, permutes, sub, isum, acc);
   }
   store_rows8_first_lanes<Arch, T>(acc, y, y_stride);
 }
