@@ -179,8 +179,8 @@ set_tests_properties(real_model_gemma3_tokenize real_model_gemma3_greedy
 
 # A new family against llama.cpp itself on synthetic files: smol-make-model writes the
 # family's tiny preset (Qwen2's QKV biases, Qwen3's per-head Q/K norms and heads wider
-# than n_embd / n_head, Gemma 3's post norms, GeGLU, Q/K norms and a window of 16 that
-# the prompts cross) in F32 and Q4_K_M into the test's own directory; llama.cpp must
+# than n_embd / n_head, Qwen3-MoE's 16 experts of which each token takes 4, Gemma 3's
+# post norms, GeGLU, Q/K norms and a window of 16 that the prompts cross) in F32 and Q4_K_M into the test's own directory; llama.cpp must
 # load them (it refuses missing keys and wrong shapes), and both compute the logits of
 # the same 24-step greedy continuations of four prompts, whole rows compared (--top
 # 1024, the vocabulary), with an F32 K/V cache and no flash attention on both sides
@@ -188,8 +188,10 @@ set_tests_properties(real_model_gemma3_tokenize real_model_gemma3_greedy
 # activations: Qwen within 1e-4 mean, 1e-3 max (measured 2.6e-6, 3.2e-5); Gemma 3 within
 # 1e-3, 1e-2 (measured 3.8e-4, 3.9e-3: ggml's GELU goes through an f16 table, whose
 # steps random weights carry on). Q4_K_M: the fixture's bounds, mean 0.15, max 1.5,
-# top-1 85 % (measured mean 0.010-0.090, max 0.50, top-1 21-24 of 24).
-foreach(family IN ITEMS qwen2 qwen3 gemma3)
+# top-1 85 % (measured mean 0.010-0.090, max 0.50, top-1 21-24 of 24; Qwen3-MoE F32 max
+# 8.6e-6, Q4_K_M mean 0.034-0.056, max 0.94, top-1 23-24 of 24: a quantized activation
+# can tip a token to another expert where two are near a tie).
+foreach(family IN ITEMS qwen2 qwen3 qwen3moe gemma3)
   if(family STREQUAL "gemma3")
     set(f32_tolerance 1e-3 1e-2)
   else()

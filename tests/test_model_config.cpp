@@ -124,7 +124,7 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
       original, [](const auto&, auto&) { return false; },
       [](auto& writer) { writer.set("general.architecture", "gpt2"); });
   CHECK(wrong_arch.find("gpt2") != std::string::npos);
-  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, gemma3") != std::string::npos);
+  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, qwen3moe, gemma3") != std::string::npos);
 
   const std::string no_blocks = load_error(
       original, [](const auto&, auto&) { return false; },
@@ -199,14 +199,14 @@ TEST_CASE("each architecture is one table entry: keys, NoPE rule, RoPE style, op
   CHECK_FALSE(llama.block.post_norms);
   CHECK(llama.sliding_window.pattern == 0);
 
-  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3, gemma3");
+  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3");
   try {
     smol::find_architecture("gemma2", "model.gguf");
     FAIL("an unknown architecture must be refused");
   } catch (const smol::Error& error) {
     CHECK(std::string(error.what()) ==
           "model.gguf: architecture \"gemma2\" is not supported (smol runs llama, smollm3, qwen2, "
-          "qwen3, gemma3)");
+          "qwen3, qwen3moe, gemma3)");
   }
 }
 
@@ -448,6 +448,78 @@ TEST_CASE("Qwen2 and Qwen3 files: their mechanisms on, their tensors required an
         return true;
       });
   CHECK(foreign.find("blk.0.attn_v.bias is not part of a qwen3 model") != std::string::npos);
+}
+
+TEST_CASE("a Qwen3-MoE file: experts per block, their views, and a mixture refused elsewhere") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("qwen3moe-tiny");
+  CHECK(smol::synthetic_preset("qwen3-moe-tiny").arch == "qwen3moe");
+  spec.layers = 2;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::q8_0;
+  auto file = smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(),
+                                               "qwen3moe.gguf");
+  auto config = smol::ModelConfig::from_gguf(file);
+  CHECK(config.architecture == "qwen3moe");
+  CHECK(config.has_experts());
+  CHECK(config.n_expert == 16);
+  CHECK(config.n_expert_used == 4);
+  CHECK(config.n_ff_expert == 256);
+  CHECK(config.ffn_width() == 256);
+  CHECK(config.normalize_chosen_experts);
+  CHECK(config.qk_norm);
+  CHECK(config.rope_layout == smol::RopeLayout::rotate_half);
+  const smol::Model moe(std::move(file), std::move(config));
+  const smol::LayerWeights& layer = moe.weights().layers[1];
+  CHECK(layer.ffn_gate.rows == 0);  // no dense feed-forward
+  CHECK(layer.ffn_gate_inp.type == smol::GgmlType::F32);
+  CHECK(layer.ffn_gate_inp.rows == 16);
+  REQUIRE(layer.ffn_gate_exps.size() == 16);
+  REQUIRE(layer.ffn_down_exps.size() == 16);
+  // Expert e's rows follow expert e - 1's in the file's one tensor.
+  const smol::WeightMatrix& first = layer.ffn_up_exps[0];
+  CHECK(first.rows == 256);
+  CHECK(first.cols == 256);
+  CHECK(layer.ffn_up_exps[5].data == first.data + 5 * 256 * first.row_bytes);
+  CHECK(layer.ffn_down_exps[15].cols == 256);
+
+  // A missing or mis-shaped expert tensor is named.
+  const std::string missing = synthetic_load_error("qwen3moe-tiny", [](const auto& info, auto&) {
+    return info.name == "blk.1.ffn_up_exps.weight";
+  });
+  CHECK(missing.find("blk.1.ffn_up_exps.weight is missing") != std::string::npos);
+  const std::string fewer =
+      synthetic_load_error("qwen3moe-tiny", [](const auto& info, auto& writer) {
+        if (info.name != "blk.0.ffn_gate_exps.weight") return false;
+        writer.add_tensor_copy("blk.0.ffn_gate_exps.weight", smol::GgmlType::F32, {256, 256, 8},
+                               std::vector<std::byte>(256 * 256 * 8 * sizeof(float)));
+        return true;
+      });
+  CHECK(fewer.find("blk.0.ffn_gate_exps.weight has shape [256, 256, 8], expected [256, 256, 16]") !=
+        std::string::npos);
+
+  // More experts used than there are; a llama file that declares experts (Mixtral's).
+  const auto with_key = [](const char* preset, const std::string& key, std::uint32_t value) {
+    smol::SyntheticSpec s = smol::synthetic_preset(preset);
+    s.layers = 1;
+    s.vocab = 512;
+    smol::gguf::GgufWriter writer = smol::make_synthetic_writer(s);
+    writer.set(key, value);
+    const auto edited = smol::gguf::GgufFile::from_bytes(writer.to_bytes(), "edited.gguf");
+    try {
+      (void)smol::ModelConfig::from_gguf(edited);
+    } catch (const smol::Error& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  CHECK(with_key("qwen3moe-tiny", "qwen3moe.expert_used_count", 17) ==
+        "edited.gguf: qwen3moe.expert_used_count 17 exceeds the 16 experts of "
+        "qwen3moe.expert_count");
+  CHECK(with_key("qwen3moe-tiny", "qwen3moe.expert_count", 0) ==
+        "edited.gguf: metadata key qwen3moe.expert_count is 0");
+  CHECK(with_key("tiny", "smollm3.expert_count", 8) ==
+        "edited.gguf: smollm3.expert_count is 8: this smollm3 file is a mixture of experts, "
+        "which smol runs only for qwen3moe");
 }
 
 TEST_CASE("a Gemma 3 file: scaled embeddings, post norms, GeGLU, a sliding window") {

@@ -383,6 +383,9 @@ TEST_CASE("quantized path vs the f32 reference forward on synthetic Q4_K_M model
       // positions on five blocks of six (the 48 tokens cross it), with their own RoPE.
       {"gemma3", 256, 4, 2, 128, true},
       {"gemma3", 512, 8, 4, 64, true},
+      // Qwen3-MoE: 16 experts of 256, 4 chosen per token; prefill groups the tokens by
+      // expert, decode reads only a token's own experts.
+      {"qwen3moe", 256, 4, 2, 128, false},
   };
   const std::vector<std::int32_t> tokens = some_tokens(48, 512, 11);
   std::size_t shape_index = 0;

@@ -9,6 +9,7 @@
 
 #include "smol/ops/activation.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/ops/expert_choice.hpp"
 #include "smol/ops/rmsnorm.hpp"
 #include "smol/ops/softmax.hpp"
 
@@ -73,6 +74,42 @@ TEST_CASE("every ISA's swiglu matches the scalar reference, in place and at the 
       CHECK(bad == 0);
     }
   }
+}
+
+TEST_CASE("choose_experts: the k most probable, in order, their weights renormalised") {
+  // Scores 0, 2, 1, 3, -1: probabilities in that order, expert 3 first, then 1, then 2.
+  const std::vector<float> scores{0, 2, 1, 3, -1};
+  double total = 0;
+  for (float s : scores) total += std::exp(s);
+  const auto probability = [&](std::size_t e) { return std::exp(scores[e]) / total; };
+  std::vector<float> work = scores;
+  std::size_t chosen[3];
+  float weights[3];
+  smol::choose_experts(work.data(), 5, 3, /*normalize_chosen=*/false, chosen, weights);
+  CHECK(chosen[0] == 3);
+  CHECK(chosen[1] == 1);
+  CHECK(chosen[2] == 2);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(weights[i] == doctest::Approx(probability(chosen[i])));
+  // Renormalised over the chosen: they sum to one, in the same ratios.
+  work = scores;
+  smol::choose_experts(work.data(), 5, 3, /*normalize_chosen=*/true, chosen, weights);
+  CHECK(weights[0] + weights[1] + weights[2] == doctest::Approx(1.0));
+  CHECK(weights[0] / weights[1] == doctest::Approx(std::exp(1.0)));
+  // Every expert (k = n), and ties: the lower expert first.
+  std::vector<float> tied{1, 5, 5, 1};
+  std::size_t all[4];
+  float all_weights[4];
+  smol::choose_experts(tied.data(), 4, 4, true, all, all_weights);
+  CHECK(std::vector<std::size_t>(all, all + 4) == std::vector<std::size_t>{1, 2, 0, 3});
+  CHECK(all_weights[0] == all_weights[1]);
+  CHECK(all_weights[0] + all_weights[1] + all_weights[2] + all_weights[3] == doctest::Approx(1.0));
+  // One expert of one: weight one.
+  float single = -7;
+  std::size_t one;
+  float one_weight;
+  smol::choose_experts(&single, 1, 1, true, &one, &one_weight);
+  CHECK(one == 0);
+  CHECK(one_weight == 1.0f);
 }
 
 }  // namespace test_ops_elementwise

@@ -48,6 +48,14 @@ inline DecodeTraffic decode_traffic(const Model& model, KvTypes kv_type) {
           &layer.ffn_up, &layer.ffn_down}) {
       traffic.weight_bytes += matrix_bytes(*matrix);
     }
+    // A mixture of experts: the router, and the chosen experts' matrices of a token
+    // (on average n_expert_used of n_expert; a step of one token reads no others).
+    traffic.weight_bytes += matrix_bytes(layer.ffn_gate_inp);
+    for (const auto* experts : {&layer.ffn_gate_exps, &layer.ffn_up_exps, &layer.ffn_down_exps}) {
+      for (const WeightMatrix& matrix : *experts) {
+        traffic.weight_bytes += matrix_bytes(matrix) * config.n_expert_used / config.n_expert;
+      }
+    }
   }
   // With tied embeddings the LM head is token_embd itself: read in full once, as the
   // head; the embedding lookup adds one row.

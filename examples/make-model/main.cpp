@@ -5,6 +5,7 @@
 //   smol-make-model --preset smollm3-3b -o smollm3-3b-synthetic.gguf   (about 1.9 GB)
 //   smol-make-model --arch llama --layers 4 --hidden 512 --type q8_0 -o llama.gguf
 //   smol-make-model --preset qwen3-tiny --type f32 -o qwen3.gguf
+//   smol-make-model --preset qwen3-30b-a3b --layers 8 -o qwen3-moe-part.gguf
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -65,13 +66,19 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
       smol::cli::add_choice(app, "--preset", options.preset,
                             {{"tiny", std::string("tiny")},
                              {"smollm3-3b", std::string("smollm3-3b")},
+                             {"qwen3-30b-a3b", std::string("qwen3-30b-a3b")},
                              {"qwen2-tiny", std::string("qwen2-tiny")},
                              {"qwen3-tiny", std::string("qwen3-tiny")},
+                             {"qwen3moe-tiny", std::string("qwen3moe-tiny")},
+                             {"qwen3-moe-tiny", std::string("qwen3-moe-tiny")},
                              {"gemma3-tiny", std::string("gemma3-tiny")}},
                             "tiny (8 layers, 256 hidden, like the test fixture),\n"
                             "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast),\n"
-                            "qwen2-tiny, qwen3-tiny or gemma3-tiny (the tiny shape in that\n"
-                            "family's layout)");
+                            "qwen3-30b-a3b (Qwen3-30B-A3B's shape: 128 experts, 8 used, Q4_K_M,\n"
+                            "~17 GB at 48 layers; --layers N for part of it; implies --fast),\n"
+                            "qwen2-tiny, qwen3-tiny, qwen3moe-tiny (also qwen3-moe-tiny: 16\n"
+                            "experts, 4 used) or gemma3-tiny (the tiny shape in that family's\n"
+                            "layout)");
   preset->type_name("NAME");
   std::string arch;
   CLI::Option* arch_option =
@@ -80,9 +87,11 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                              {"llama", std::string("llama")},
                              {"qwen2", std::string("qwen2")},
                              {"qwen3", std::string("qwen3")},
+                             {"qwen3moe", std::string("qwen3moe")},
                              {"gemma3", std::string("gemma3")}},
-                            "smollm3 (default), llama, qwen2 (QKV biases), qwen3 (Q/K norms)\n"
-                            "or gemma3 (post norms, GeGLU, a sliding window of 16)");
+                            "smollm3 (default), llama, qwen2 (QKV biases), qwen3 (Q/K norms),\n"
+                            "qwen3moe (Qwen3 with a mixture of experts) or gemma3 (post norms,\n"
+                            "GeGLU, a sliding window of 16)");
   arch_option->type_name("NAME");
   app.add_option_function<std::string>("--name", edit(&Spec::name), "general.name")
       ->type_name("TEXT");
@@ -97,6 +106,12 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
         "vocabulary size, 262 to 16777216 (default 1024)");
   count("--context", &Spec::context, 1, smol::cli::kMaxTokens,
         "context length, up to 16777216 (default 4096)");
+  count("--experts", &Spec::experts, 1, 1024,
+        "experts per block of a mixture (qwen3moe), up to 1024 (default 16)");
+  count("--experts-used", &Spec::experts_used, 1, 1024,
+        "experts chosen per token, up to --experts (default 4)");
+  count("--expert-ffn", &Spec::expert_ffn, 1, 262144,
+        "one expert's feed-forward size (default ffn / 3)");
   number("--rope-base", &Spec::rope_base, "RoPE frequency base, > 0 (default 5e6)");
   number("--eps", &Spec::rms_eps, "RMSNorm epsilon, > 0 (default 1e-6)");
   app.add_option_function<std::uint64_t>("--seed", edit(&Spec::seed), "random seed (default 1)")

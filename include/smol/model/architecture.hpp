@@ -43,6 +43,11 @@ struct HyperparameterKeys {
   std::string_view yarn_attn_factor = "rope.scaling.yarn_attn_factor";
   std::string_view yarn_beta_fast = "rope.scaling.yarn_beta_fast";
   std::string_view yarn_beta_slow = "rope.scaling.yarn_beta_slow";
+  // Mixture of experts (MixtureRule): experts per block, chosen per token, and the
+  // feed-forward size of one expert.
+  std::string_view expert_count = "expert_count";
+  std::string_view expert_used_count = "expert_used_count";
+  std::string_view expert_feed_forward_length = "expert_feed_forward_length";
 };
 
 // Tensor names: the model's own as they are, a block's after "blk.<il>.". Each is
@@ -63,6 +68,12 @@ struct TensorNames {
   std::string_view ffn_gate = "ffn_gate";
   std::string_view ffn_up = "ffn_up";
   std::string_view ffn_down = "ffn_down";
+  // Mixture of experts: the router [n_embd, n_expert] and the experts' matrices, one
+  // 3-D tensor each ([n_embd, n_ff_expert, n_expert]; down [n_ff_expert, n_embd, n_expert]).
+  std::string_view ffn_gate_inp = "ffn_gate_inp";
+  std::string_view ffn_gate_exps = "ffn_gate_exps";
+  std::string_view ffn_up_exps = "ffn_up_exps";
+  std::string_view ffn_down_exps = "ffn_down_exps";
   // The norms after the attention and after the feed-forward (BlockRule::post_norms).
   std::string_view attn_post_norm = "post_attention_norm";
   std::string_view ffn_post_norm = "post_ffw_norm";
@@ -150,6 +161,17 @@ struct SlidingWindowRule {
   }
 };
 
+// A mixture of experts in place of every block's feed-forward (Qwen3-MoE): a router
+// scores each token against every expert, a softmax turns the scores into
+// probabilities, the token goes through the `expert_used_count` most probable experts
+// (each a gated feed-forward of its own), and their outputs are summed weighted by those
+// probabilities, renormalised over the chosen ones when `normalize_chosen` (Qwen3's
+// norm_topk_prob; llama.cpp's build_moe_ffn with norm_w).
+struct MixtureRule {
+  bool experts = false;
+  bool normalize_chosen = true;
+};
+
 struct Architecture {
   std::string_view name;        // general.architecture
   std::string_view key_prefix;  // of the hyperparameter keys; the name in every family so far
@@ -160,6 +182,7 @@ struct Architecture {
   NopeRule nope = {};
   BlockRule block = {};
   SlidingWindowRule sliding_window = {};
+  MixtureRule mixture = {};
 
   // The full metadata key, e.g. "smollm3.block_count".
   std::string key(std::string_view suffix) const {
@@ -202,6 +225,15 @@ inline constexpr std::array kArchitectures{
         .optional = {.qk_norm = true, .tied_output = true},
         .rope = {.style = RopeStyle::neox},
     },
+    // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): Qwen3's attention, and a mixture of
+    // experts in every block's feed-forward (no shared expert).
+    Architecture{
+        .name = "qwen3moe",
+        .key_prefix = "qwen3moe",
+        .optional = {.qk_norm = true, .tied_output = true},
+        .rope = {.style = RopeStyle::neox},
+        .mixture = {.experts = true, .normalize_chosen = true},
+    },
     // Gemma 3: embeddings scaled by sqrt(n_embd), per-head Q/K norms, RMSNorm after the
     // attention and after the feed-forward as well as before, a GELU-gated feed-forward,
     // and five sliding-window blocks (RoPE base 10000) for every global one. The
@@ -219,10 +251,20 @@ inline constexpr std::array kArchitectures{
     },
 };
 
-// "llama, smollm3, qwen2, qwen3, gemma3": for messages.
+// "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3": for messages.
 inline std::string known_architectures() {
   std::string names;
   for (const Architecture& architecture : kArchitectures) {
+    names += (names.empty() ? "" : ", ") + std::string(architecture.name);
+  }
+  return names;
+}
+
+// "qwen3moe": the families whose blocks have experts, for messages.
+inline std::string experts_architectures() {
+  std::string names;
+  for (const Architecture& architecture : kArchitectures) {
+    if (!architecture.mixture.experts) continue;
     names += (names.empty() ? "" : ", ") + std::string(architecture.name);
   }
   return names;

@@ -25,7 +25,7 @@ struct ModelConfig {
   std::string architecture;  // general.architecture, an entry of kArchitectures
   std::size_t n_layer = 0;
   std::size_t n_embd = 0;     // hidden size
-  std::size_t n_ff = 0;       // feed-forward (SwiGLU) size
+  std::size_t n_ff = 0;       // feed-forward (SwiGLU) size; a mixture's: 0 or unused
   std::size_t n_head = 0;     // query heads
   std::size_t n_head_kv = 0;  // key/value heads (GQA)
   std::size_t head_dim = 0;
@@ -64,10 +64,19 @@ struct ModelConfig {
   // sliding_window positions only and turn by the RoPE base rope_base_local, unscaled.
   // sliding_window 0 (and local_layers empty): every block is global.
   std::size_t sliding_window = 0;
+  // Mixture of experts (MixtureRule): n_expert experts per block (0: a dense
+  // feed-forward), n_expert_used chosen per token, each of n_ff_expert.
+  std::size_t n_expert = 0;
+  std::size_t n_expert_used = 0;
+  std::size_t n_ff_expert = 0;
+  bool normalize_chosen_experts = false;
   std::vector<bool> local_layers;
   float rope_base_local = 10000.0f;
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
+  bool has_experts() const noexcept { return n_expert != 0; }
+  // The widest feed-forward a token passes: the dense one, or one expert.
+  std::size_t ffn_width() const noexcept { return has_experts() ? n_ff_expert : n_ff; }
   std::size_t attention_scale_width() const {
     return attention_scale_dim != 0 ? attention_scale_dim : head_dim;
   }
@@ -196,6 +205,30 @@ inline void read_head_dims(const gguf::GgufFile& file, const Architecture& arch,
   }
 }
 
+// The mixture-of-experts keys of a family whose blocks have experts (MixtureRule); a
+// file of another family that declares experts (Mixtral's llama files) is refused
+// rather than run with its dense tensors missing.
+inline void read_experts(const gguf::GgufFile& file, const Architecture& arch,
+                         ModelConfig& config) {
+  const HyperparameterKeys& keys = arch.keys;
+  if (!arch.mixture.experts) {
+    const auto experts = file.get_optional<std::uint64_t>(arch.key(keys.expert_count));
+    if (experts && *experts > 0) {
+      fail(file.name(), ": ", arch.key(keys.expert_count), " is ", *experts, ": this ", arch.name,
+           " file is a mixture of experts, which smol runs only for ", experts_architectures());
+    }
+    return;
+  }
+  config.n_expert = positive_count(file, arch, keys.expert_count);
+  config.n_expert_used = positive_count(file, arch, keys.expert_used_count);
+  config.n_ff_expert = positive_count(file, arch, keys.expert_feed_forward_length);
+  config.normalize_chosen_experts = arch.mixture.normalize_chosen;
+  if (config.n_expert_used > config.n_expert) {
+    fail(file.name(), ": ", arch.key(keys.expert_used_count), " ", config.n_expert_used,
+         " exceeds the ", config.n_expert, " experts of ", arch.key(keys.expert_count));
+  }
+}
+
 inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   ModelConfig config;
   config.architecture = file.get<std::string>("general.architecture");
@@ -206,7 +239,12 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
 
   config.n_layer = positive(keys.block_count);
   config.n_embd = positive(keys.embedding_length);
-  config.n_ff = positive(keys.feed_forward_length);
+  // A mixture's files may carry a dense size that no block uses (Qwen3-MoE's 6144).
+  config.n_ff =
+      arch.mixture.experts
+          ? static_cast<std::size_t>(
+                file.get_optional<std::uint64_t>(key(keys.feed_forward_length)).value_or(0))
+          : positive(keys.feed_forward_length);
   config.n_head = positive(keys.head_count);
   config.n_head_kv =
       file.get_optional<std::uint64_t>(key(keys.head_count_kv)).value_or(config.n_head);
@@ -254,6 +292,7 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   config.qk_norm = arch.optional.qk_norm &&
                    has_block_tensor(file, config.n_layer,
                                     {arch.tensors.attn_q_norm, arch.tensors.attn_k_norm}, "weight");
+  read_experts(file, arch, config);
   return config;
 }
 

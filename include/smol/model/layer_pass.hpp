@@ -19,6 +19,7 @@
 #include "smol/model/model.hpp"
 #include "smol/ops/activation.hpp"
 #include "smol/ops/context.hpp"
+#include "smol/ops/expert_choice.hpp"
 #include "smol/ops/matmul.hpp"
 #include "smol/ops/matvec.hpp"
 #include "smol/ops/rmsnorm.hpp"
@@ -117,13 +118,12 @@ class LayerPass {
         rmsnorm(x_.data() + t * c.n_embd, layer.ffn_norm.data(), normed_.data() + t * c.n_embd,
                 c.n_embd, c.rms_eps);
       });
-      project_shared_input({&layer.ffn_gate, &layer.ffn_up}, normed_.data(), n,
-                           {gate_.data(), up_.data()}, cancel);
-      for_each_token(n, [&](std::size_t t) {
-        gated_activation(*context_, c.ffn_activation, gate_.data() + t * c.n_ff,
-                         up_.data() + t * c.n_ff, gate_.data() + t * c.n_ff, c.n_ff);
-      });
-      project(layer.ffn_down, gate_.data(), n, projected_.data());
+      if (c.has_experts()) {
+        mixture_of_experts(layer, n, cancel);
+      } else {
+        feed_forward(layer.ffn_gate, layer.ffn_up, layer.ffn_down, normed_.data(), n,
+                     projected_.data(), cancel);
+      }
       if (c.post_norms) post_norm(layer.ffn_post_norm, n);
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
     }
@@ -158,8 +158,76 @@ class LayerPass {
     grow(v_, c.kv_dim());
     grow(attended_, c.q_dim());
     grow(projected_, c.n_embd);
-    grow(gate_, c.n_ff);
-    grow(up_, c.n_ff);
+    grow(gate_, c.ffn_width());
+    grow(up_, c.ffn_width());
+    if (c.has_experts()) {
+      const std::size_t k = c.n_expert_used;
+      grow(router_, c.n_expert);
+      if (chosen_.size() < n * k) chosen_.resize(n * k);
+      grow(chosen_weights_, k);
+      // An expert may be chosen by every token (up to n rows in and out); each of a
+      // token's k choices keeps its weighted output until they are summed in order.
+      grow(expert_in_, c.n_embd);
+      grow(expert_out_, c.n_embd);
+      grow(slot_outputs_, k * c.n_embd);
+    }
+  }
+
+  // The gated feed-forward of n rows of x into y: gate and up (one pass where they
+  // share the input), the activation, down. `cancel` is polled after gate and up.
+  void feed_forward(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
+                    const float* x, std::size_t n, float* y, const CancelCheck& cancel) {
+    const ModelConfig& c = model_->config();
+    const std::size_t width = gate.rows;
+    project_shared_input({&gate, &up}, x, n, {gate_.data(), up_.data()}, cancel);
+    for_each_token(n, [&](std::size_t t) {
+      gated_activation(*context_, c.ffn_activation, gate_.data() + t * width,
+                       up_.data() + t * width, gate_.data() + t * width, width);
+    });
+    project(down, gate_.data(), n, y);
+  }
+
+  // A mixture of experts (MixtureRule) over the n rows of normed_, into projected_: the
+  // router's probabilities per token, its chosen experts (choose_experts), then each
+  // expert once over the tokens that chose it, so that a step reads each chosen
+  // expert's weights once for the whole batch (and a decoded token only its own
+  // experts'). A token's outputs are weighted and summed in the order of its choices,
+  // most probable first, as llama.cpp's build_moe_ffn sums them.
+  void mixture_of_experts(const LayerWeights& layer, std::size_t n, const CancelCheck& cancel) {
+    const ModelConfig& c = model_->config();
+    const std::size_t k = c.n_expert_used;
+    project(layer.ffn_gate_inp, normed_.data(), n, router_.data());
+    for_each_token(n, [&](std::size_t t) {
+      choose_experts(router_.data() + t * c.n_expert, c.n_expert, k, c.normalize_chosen_experts,
+                     chosen_.data() + t * k, chosen_weights_.data() + t * k);
+    });
+    for (std::size_t e = 0; e < c.n_expert; ++e) {
+      expert_slots_.clear();  // (token, slot) pairs that chose expert e
+      for (std::size_t i = 0; i < n * k; ++i) {
+        if (chosen_[i] == e) expert_slots_.push_back(i);
+      }
+      if (expert_slots_.empty()) continue;
+      const std::size_t m = expert_slots_.size();
+      for (std::size_t j = 0; j < m; ++j) {
+        const float* row = normed_.data() + expert_slots_[j] / k * c.n_embd;
+        std::copy(row, row + c.n_embd, expert_in_.data() + j * c.n_embd);
+      }
+      feed_forward(layer.ffn_gate_exps[e], layer.ffn_up_exps[e], layer.ffn_down_exps[e],
+                   expert_in_.data(), m, expert_out_.data(), cancel);
+      for_each_token(m, [&](std::size_t j) {
+        const std::size_t slot = expert_slots_[j];
+        const float weight = chosen_weights_[slot];
+        const float* out = expert_out_.data() + j * c.n_embd;
+        float* weighted = slot_outputs_.data() + slot * c.n_embd;
+        for (std::size_t i = 0; i < c.n_embd; ++i) weighted[i] = out[i] * weight;
+      });
+    }
+    for_each_token(n, [&](std::size_t t) {
+      float* sum = projected_.data() + t * c.n_embd;
+      const float* slots = slot_outputs_.data() + t * k * c.n_embd;
+      std::copy(slots, slots + c.n_embd, sum);
+      for (std::size_t s = 1; s < k; ++s) add_in_place(sum, slots + s * c.n_embd, c.n_embd);
+    });
   }
 
   // RMSNorm of the n rows of projected_ (an attention's or FFN's output) before they
@@ -219,6 +287,11 @@ class LayerPass {
   OneToken one_token_;
   double attention_seconds_ = 0;
   std::vector<float> x_, normed_, q_, k_, v_, attended_, projected_, gate_, up_;
+  // Mixture of experts: router scores, each token's chosen experts and their weights,
+  // the (token, slot) indices of one expert's tokens, its inputs and outputs, and every
+  // choice's weighted output.
+  std::vector<float> router_, chosen_weights_, expert_in_, expert_out_, slot_outputs_;
+  std::vector<std::size_t> chosen_, expert_slots_;
 };
 
 }  // namespace smol

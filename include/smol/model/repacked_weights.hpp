@@ -65,9 +65,16 @@ class RepackedWeights {
       : layouts_(layouts) {
     std::vector<WeightMatrix*> matrices;
     for (LayerWeights& layer : weights.layers) {
-      for (WeightMatrix* w : {&layer.attn_q, &layer.attn_k, &layer.attn_v, &layer.attn_output,
-                              &layer.ffn_gate, &layer.ffn_up, &layer.ffn_down}) {
+      for (WeightMatrix* w :
+           {&layer.attn_q, &layer.attn_k, &layer.attn_v, &layer.attn_output, &layer.ffn_gate,
+            &layer.ffn_up, &layer.ffn_down, &layer.ffn_gate_inp}) {
         if (copy_of(*w) != Copy::none) matrices.push_back(w);
+      }
+      // Each expert's matrices are copied on their own, as the views they are.
+      for (auto* experts : {&layer.ffn_gate_exps, &layer.ffn_up_exps, &layer.ffn_down_exps}) {
+        for (WeightMatrix& w : *experts) {
+          if (copy_of(w) != Copy::none) matrices.push_back(&w);
+        }
       }
     }
     // A tied LM head is a view of the embedding table: the head gets the copy, and

@@ -41,7 +41,12 @@ struct LayerWeights {
   std::vector<float> attn_norm;
   WeightMatrix attn_q, attn_k, attn_v, attn_output;
   std::vector<float> ffn_norm;
-  WeightMatrix ffn_gate, ffn_up, ffn_down;
+  WeightMatrix ffn_gate, ffn_up, ffn_down;  // empty in a mixture of experts
+  // A mixture of experts (config.has_experts()): the router [n_expert rows of n_embd]
+  // and each expert's matrices, views of the file's 3-D tensors (expert e's rows of
+  // ffn_gate_exps are e * n_ff_expert onwards), so that a token reads only its experts'.
+  WeightMatrix ffn_gate_inp;
+  std::vector<WeightMatrix> ffn_gate_exps, ffn_up_exps, ffn_down_exps;
 
   // The optional tensors of the architecture's entry, widened to f32 like the norms;
   // empty unless the config's mechanism is on (then every block has them).
@@ -130,6 +135,31 @@ inline WeightMatrix matrix_view(const gguf::GgufFile& file, const std::string& n
   return matrix;
 }
 
+// The experts' matrices of a 3-D tensor [cols, rows, n_expert]: one view of `rows`
+// rows per expert, named "<tensor>[e]".
+inline std::vector<WeightMatrix> expert_views(const gguf::GgufFile& file, const std::string& name,
+                                              std::size_t cols, std::size_t rows,
+                                              std::size_t n_expert) {
+  const gguf::TensorInfo& info = checked_tensor(file, name, {cols, rows, n_expert});
+  const std::size_t row_bytes = ggml_row_bytes(info.type, cols);
+  if (cols % ggml_type_info(info.type).block_values != 0 ||
+      row_bytes * rows * n_expert != info.bytes) {
+    fail(file.name(), ": tensor ", name, " of type ", ggml_type_name(info.type), " has rows of ",
+         cols, " values, not whole blocks");
+  }
+  std::vector<WeightMatrix> views(n_expert);
+  for (std::size_t e = 0; e < n_expert; ++e) {
+    WeightMatrix& view = views[e];
+    view.type = info.type;
+    view.data = info.data + e * rows * row_bytes;
+    view.rows = rows;
+    view.cols = cols;
+    view.row_bytes = row_bytes;
+    view.name = info.name;
+  }
+  return views;
+}
+
 inline std::vector<float> norm_vector(const gguf::GgufFile& file, const std::string& name,
                                       std::size_t n) {
   const gguf::TensorInfo& info = checked_tensor(file, name, {n});
@@ -152,6 +182,11 @@ class TensorClaims {
   WeightMatrix matrix(const std::string& name, std::size_t cols, std::size_t rows) {
     claimed_.insert(name);
     return matrix_view(*file_, name, cols, rows);
+  }
+  std::vector<WeightMatrix> experts(const std::string& name, std::size_t cols, std::size_t rows,
+                                    std::size_t n_expert) {
+    claimed_.insert(name);
+    return expert_views(*file_, name, cols, rows, n_expert);
   }
   std::vector<float> norm(const std::string& name, std::size_t n) {
     claimed_.insert(name);
@@ -249,9 +284,19 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
     layer.attn_v = matrix(names.attn_v, n_embd, config.kv_dim());
     layer.attn_output = matrix(names.attn_output, config.q_dim(), n_embd);
     layer.ffn_norm = norm(names.ffn_norm);
-    layer.ffn_gate = matrix(names.ffn_gate, n_embd, config.n_ff);
-    layer.ffn_up = matrix(names.ffn_up, n_embd, config.n_ff);
-    layer.ffn_down = matrix(names.ffn_down, config.n_ff, n_embd);
+    if (config.has_experts()) {
+      const auto experts = [&](std::string_view name, std::size_t cols, std::size_t rows) {
+        return claims.experts(TensorNames::block(il, name), cols, rows, config.n_expert);
+      };
+      layer.ffn_gate_inp = matrix(names.ffn_gate_inp, n_embd, config.n_expert);
+      layer.ffn_gate_exps = experts(names.ffn_gate_exps, n_embd, config.n_ff_expert);
+      layer.ffn_up_exps = experts(names.ffn_up_exps, n_embd, config.n_ff_expert);
+      layer.ffn_down_exps = experts(names.ffn_down_exps, config.n_ff_expert, n_embd);
+    } else {
+      layer.ffn_gate = matrix(names.ffn_gate, n_embd, config.n_ff);
+      layer.ffn_up = matrix(names.ffn_up, n_embd, config.n_ff);
+      layer.ffn_down = matrix(names.ffn_down, config.n_ff, n_embd);
+    }
     layer.attn_q_bias = bias(names.attn_q, config.q_dim());
     layer.attn_k_bias = bias(names.attn_k, config.kv_dim());
     layer.attn_v_bias = bias(names.attn_v, config.kv_dim());

@@ -55,6 +55,13 @@ class ReferenceForward {
                          row_vector(layer.attn_v_bias), row_vector(layer.attn_q_norm),
                          row_vector(layer.attn_k_norm), row_vector(layer.attn_post_norm),
                          row_vector(layer.ffn_post_norm)});
+      if (!model.config().has_experts()) continue;
+      Layer& dense_layer = layers_.back();
+      dense_layer.router = dense(layer.ffn_gate_inp);
+      for (std::size_t e = 0; e < model.config().n_expert; ++e) {
+        dense_layer.experts.push_back({dense(layer.ffn_gate_exps[e]), dense(layer.ffn_up_exps[e]),
+                                       dense(layer.ffn_down_exps[e])});
+      }
     }
   }
 
@@ -93,10 +100,9 @@ class ReferenceForward {
       x += attended;
 
       normed = rmsnorm(x, layer.ffn_norm);
-      const Matrix gate = product(normed, layer.ffn_gate);
-      const Matrix up = product(normed, layer.ffn_up);
-      const Matrix hidden = gate.unaryExpr([&](float g) { return activation(g); }).cwiseProduct(up);
-      Matrix down = product(hidden, layer.ffn_down);
+      Matrix down = c.has_experts()
+                        ? mixture(normed, layer)
+                        : feed_forward(normed, layer.ffn_gate, layer.ffn_up, layer.ffn_down);
       if (c.post_norms) down = rmsnorm(down, layer.ffn_post_norm);
       x += down;
     }
@@ -108,15 +114,59 @@ class ReferenceForward {
     Matrix values;                       // dequantized, [out features][in features]
     GgmlType stored_as = GgmlType::F32;  // the file's type, which decides activation rounding
   };
+  struct Expert {
+    Dense gate, up, down;
+  };
   struct Layer {
     Vector attn_norm;
     Dense attn_q, attn_k, attn_v, attn_output;
     Vector ffn_norm;
-    Dense ffn_gate, ffn_up, ffn_down;
+    Dense ffn_gate, ffn_up, ffn_down;  // empty in a mixture of experts
     Vector attn_q_bias, attn_k_bias, attn_v_bias;  // empty without config.attention_biases
     Vector attn_q_norm, attn_k_norm;               // empty without config.qk_norm
     Vector attn_post_norm, ffn_post_norm;          // empty without config.post_norms
+    Dense router = {};                             // a mixture's (config.has_experts())
+    std::vector<Expert> experts = {};
   };
+
+  Matrix feed_forward(const Matrix& x, const Dense& gate, const Dense& up,
+                      const Dense& down) const {
+    const Matrix g = product(x, gate);
+    const Matrix u = product(x, up);
+    return product(g.unaryExpr([&](float v) { return activation(v); }).cwiseProduct(u), down);
+  }
+
+  // A mixture of experts as its description reads (architecture.hpp's MixtureRule): per
+  // token, a softmax over the router's scores, the experts sorted by probability (ties to
+  // the lower index), the first n_expert_used of them, their probabilities renormalised
+  // when the family says so, and the sum of their outputs so weighted, most probable
+  // first.
+  Matrix mixture(const Matrix& x, const Layer& layer) const {
+    const ModelConfig& c = config_;
+    const Matrix scores = product(x, layer.router);
+    Matrix out = Matrix::Zero(x.rows(), x.cols());
+    for (Eigen::Index t = 0; t < x.rows(); ++t) {
+      const Vector p = (scores.row(t).array() - scores.row(t).maxCoeff()).exp().matrix();
+      const Vector probability = p / p.sum();
+      std::vector<std::size_t> order(c.n_expert);
+      for (std::size_t e = 0; e < c.n_expert; ++e) order[e] = e;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return probability(static_cast<Eigen::Index>(a)) >
+               probability(static_cast<Eigen::Index>(b));
+      });
+      float chosen_sum = 0;
+      for (std::size_t i = 0; i < c.n_expert_used; ++i) {
+        chosen_sum += probability(static_cast<Eigen::Index>(order[i]));
+      }
+      for (std::size_t i = 0; i < c.n_expert_used; ++i) {
+        const Expert& expert = layer.experts[order[i]];
+        float weight = probability(static_cast<Eigen::Index>(order[i]));
+        if (c.normalize_chosen_experts) weight /= chosen_sum;
+        out.row(t) += weight * feed_forward(x.row(t), expert.gate, expert.up, expert.down);
+      }
+    }
+    return out;
+  }
 
   // The feed-forward's gate function: SiLU, or GELU as ggml computes it (activation.hpp).
   float activation(float g) const {

@@ -93,6 +93,11 @@ struct SyntheticSpec {
   bool post_norms = false;         // blk.N.post_attention_norm, post_ffw_norm (Gemma 3)
   std::size_t sliding_window = 0;  // <arch>.attention.sliding_window; 0: no key
   std::string pre_tokenizer = "llama-bpe";
+  // A mixture of experts in every block's feed-forward (the family's MixtureRule): the
+  // router and 3-D expert tensors instead of ffn_gate/up/down. 0 experts: dense.
+  std::size_t experts = 0;
+  std::size_t experts_used = 0;
+  std::size_t expert_ffn = 0;
 
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
 
@@ -120,6 +125,14 @@ struct SyntheticSpec {
            : post_norms     ? "post-attention norms"
                             : "sliding window");
     }
+    if (family.mixture.experts != (experts != 0)) {
+      fail("synthetic model: a ", arch, " file ",
+           family.mixture.experts ? "needs experts" : "carries no experts");
+    }
+    if (experts != 0 && (experts_used == 0 || experts_used > experts || expert_ffn == 0)) {
+      fail("synthetic model: ", experts_used, " of ", experts, " experts of ", expert_ffn,
+           " do not make a mixture");
+    }
     if (vocab < 256 + std::size(kSmolLM3ControlTokens)) {
       fail("synthetic model: vocab must be at least ", 256 + std::size(kSmolLM3ControlTokens));
     }
@@ -137,6 +150,7 @@ struct SyntheticFamily {
   std::size_t sliding_window = 0;
   std::string_view pre_tokenizer = "llama-bpe";
   bool tied = false;
+  std::size_t experts = 0, experts_used = 0;  // a mixture's default shape
 };
 
 inline constexpr SyntheticFamily kSyntheticFamilies[] = {
@@ -144,6 +158,11 @@ inline constexpr SyntheticFamily kSyntheticFamilies[] = {
     {.arch = "smollm3", .tied = true},
     {.arch = "qwen2", .attention_biases = true, .pre_tokenizer = "qwen2", .tied = true},
     {.arch = "qwen3", .qk_norm = true, .pre_tokenizer = "qwen2", .tied = true},
+    {.arch = "qwen3moe",
+     .qk_norm = true,
+     .pre_tokenizer = "qwen2",
+     .experts = 16,
+     .experts_used = 4},
     // A window far shorter than Gemma 3's 512, so short tests cross it.
     {.arch = "gemma3", .qk_norm = true, .post_norms = true, .sliding_window = 16, .tied = true},
 };
@@ -152,13 +171,19 @@ inline constexpr SyntheticFamily kSyntheticFamilies[] = {
 inline void set_synthetic_family(SyntheticSpec& spec, std::string_view arch) {
   for (const SyntheticFamily& family : kSyntheticFamilies) {
     if (family.arch != arch) continue;
-    spec.arch = std::string(arch);
     spec.attention_biases = family.attention_biases;
     spec.qk_norm = family.qk_norm;
     spec.post_norms = family.post_norms;
     spec.sliding_window = family.sliding_window;
     spec.pre_tokenizer = std::string(family.pre_tokenizer);
     spec.tied = family.tied;
+    // A mixture keeps the shape a preset gave it; another family's takes the default.
+    if (spec.arch != arch || spec.experts == 0 || family.experts == 0) {
+      spec.experts = family.experts;
+      spec.experts_used = family.experts_used;
+      spec.expert_ffn = family.experts != 0 ? spec.ffn / 3 : 0;
+    }
+    spec.arch = std::string(arch);
     return;
   }
   fail("synthetic model: no family \"", arch, "\"");
@@ -175,13 +200,35 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     spec.name = "smol-synthetic-tiny";
     return spec;  // the defaults are the tiny shape
   }
-  if (name == "qwen2-tiny" || name == "qwen3-tiny" || name == "gemma3-tiny") {
-    const std::string_view family = name.substr(0, name.find('-'));
+  if (name == "qwen2-tiny" || name == "qwen3-tiny" || name == "gemma3-tiny" ||
+      name == "qwen3moe-tiny" || name == "qwen3-moe-tiny") {
+    const std::string_view family =
+        name == "qwen3-moe-tiny" ? "qwen3moe" : name.substr(0, name.find('-'));
     set_synthetic_family(spec, family);
     spec.name = "smol-synthetic-" + std::string(name);
     spec.kv_heads = 2;
     spec.head_dim = family == "qwen2" ? 0 : 128;
     spec.rope_base = 1e6f;
+    return spec;
+  }
+  if (name == "qwen3-30b-a3b") {  // Qwen3-30B-A3B's shape (--layers N for a part of it)
+    set_synthetic_family(spec, "qwen3moe");
+    spec.name = "smol-synthetic-qwen3-30b-a3b";
+    spec.layers = 48;
+    spec.hidden = 2048;
+    spec.ffn = 6144;
+    spec.heads = 32;
+    spec.kv_heads = 4;
+    spec.head_dim = 128;
+    spec.experts = 128;
+    spec.experts_used = 8;
+    spec.expert_ffn = 768;
+    spec.vocab = 151936;
+    spec.context = 40960;
+    spec.rope_base = 1e6f;
+    spec.tied = false;
+    spec.weights = SyntheticWeights::q4_k_m;
+    spec.fast = true;
     return spec;
   }
   if (name == "smollm3-3b") {
@@ -201,7 +248,8 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     return spec;
   }
   fail("unknown synthetic model preset \"", name,
-       "\" (known: tiny, smollm3-3b, qwen2-tiny, qwen3-tiny, gemma3-tiny)");
+       "\" (known: tiny, smollm3-3b, qwen3-30b-a3b, qwen2-tiny, qwen3-tiny, qwen3moe-tiny (or "
+       "qwen3-moe-tiny), gemma3-tiny)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -328,6 +376,16 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
         role == "token_embd" || role == "output" ? 0.02f : gain / std::sqrt(static_cast<float>(in));
     tensors.push_back({std::move(name), type, {in, out}, SyntheticTensor::Init::gaussian, stddev});
   };
+  // One 3-D tensor [in, out, experts]: every expert a matrix of the role's type.
+  const auto experts = [&](std::string name, std::string_view role, std::size_t layer,
+                           std::uint64_t in, std::uint64_t out, float gain) {
+    const GgmlType type = detail::synthetic_matrix_type(spec, role, layer, in);
+    tensors.push_back({std::move(name),
+                       type,
+                       {in, out, spec.experts},
+                       SyntheticTensor::Init::gaussian,
+                       gain / std::sqrt(static_cast<float>(in))});
+  };
   const auto norm = [&](std::string name, float centre, std::uint64_t size) {
     tensors.push_back(
         {std::move(name), GgmlType::F32, {size}, SyntheticTensor::Init::norm, centre});
@@ -359,9 +417,22 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
     matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 2);
     if (spec.post_norms) norm(prefix + "post_attention_norm.weight", 1, hidden);
     norm(prefix + "ffn_norm.weight", 1, hidden);
-    matrix(prefix + "ffn_gate.weight", "ffn_gate", il, hidden, ffn, 1);
-    matrix(prefix + "ffn_up.weight", "ffn_up", il, hidden, ffn, 1);
-    matrix(prefix + "ffn_down.weight", "ffn_down", il, ffn, hidden, 2);
+    if (spec.experts != 0) {
+      // The router stays F32, as llama-quantize leaves ffn_gate_inp; the experts take
+      // the dense matrices' types (ffn_down_exps gets ffn_down's extra bits).
+      tensors.push_back({prefix + "ffn_gate_inp.weight",
+                         GgmlType::F32,
+                         {hidden, spec.experts},
+                         SyntheticTensor::Init::gaussian,
+                         1 / std::sqrt(static_cast<float>(hidden))});
+      experts(prefix + "ffn_gate_exps.weight", "ffn_gate", il, hidden, spec.expert_ffn, 1);
+      experts(prefix + "ffn_up_exps.weight", "ffn_up", il, hidden, spec.expert_ffn, 1);
+      experts(prefix + "ffn_down_exps.weight", "ffn_down", il, spec.expert_ffn, hidden, 2);
+    } else {
+      matrix(prefix + "ffn_gate.weight", "ffn_gate", il, hidden, ffn, 1);
+      matrix(prefix + "ffn_up.weight", "ffn_up", il, hidden, ffn, 1);
+      matrix(prefix + "ffn_down.weight", "ffn_down", il, ffn, hidden, 2);
+    }
     if (spec.post_norms) norm(prefix + "post_ffw_norm.weight", 1, hidden);
   }
   return tensors;
@@ -645,6 +716,11 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set(arch + ".vocab_size", u32(spec.vocab));
   if (spec.sliding_window != 0) {
     writer.set(arch + ".attention.sliding_window", u32(spec.sliding_window));
+  }
+  if (spec.experts != 0) {
+    writer.set(arch + ".expert_count", u32(spec.experts));
+    writer.set(arch + ".expert_used_count", u32(spec.experts_used));
+    writer.set(arch + ".expert_feed_forward_length", u32(spec.expert_ffn));
   }
 
   writer.set("tokenizer.ggml.model", vocab.model);
