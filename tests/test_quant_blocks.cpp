@@ -21,6 +21,7 @@
 #include "smol/quant/dequantize.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/mxfp4.hpp"
 #include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/quantize.hpp"
@@ -677,6 +678,84 @@ TEST_CASE("f16 scales: the written-out conversions are the hardware's, bit for b
   // A NaN keeps its sign (the conversion before this test's did not).
   CHECK(smol::f32_to_f16(std::bit_cast<float>(0x7FC00000u)) == 0x7E00);
   CHECK(smol::f32_to_f16(std::bit_cast<float>(0xFFC00000u)) == 0xFE00);
+}
+
+TEST_CASE("MXFP4: ggml's layout, E8M0 half scales, dequantizer and quantizer") {
+  CHECK(smol::ggml_type_info(smol::GgmlType::MXFP4).block_bytes == 17);
+  CHECK(smol::ggml_type_name(smol::GgmlType::MXFP4) == "MXFP4");
+  // Half of 2^(e - 127): the subnormals 2^-128 and 2^-127 for e = 0 and 1.
+  CHECK(smol::e8m0_half(127) == 0.5f);
+  CHECK(smol::e8m0_half(128) == 1.0f);
+  CHECK(smol::e8m0_half(254) == std::ldexp(1.0f, 126));
+  CHECK(smol::e8m0_half(1) == std::ldexp(1.0f, -127));
+  CHECK(smol::e8m0_half(0) == std::ldexp(1.0f, -128));
+
+  // Codes 0..15 in the low nibbles, 15..0 in the high ones, at e = 128 (half scale 1):
+  // the doubled E2M1 values 0, 1, 2, 3, 4, 6, 8, 12 and their negatives.
+  smol::BlockMXFP4 block{};
+  block.e = 128;
+  for (int j = 0; j < 16; ++j) block.qs[j] = static_cast<std::uint8_t>(j | ((15 - j) << 4));
+  float values[32];
+  smol::dequantize_block(block, values);
+  const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (int j = 0; j < 16; ++j) {
+    CAPTURE(j);
+    const float expected = (j < 8 ? 2 : -2) * e2m1[j % 8];
+    CHECK(values[j] == expected);
+    CHECK(values[16 + j] == (15 - j < 8 ? 2 : -2) * e2m1[(15 - j) % 8]);
+  }
+
+  // ggml's quantizer on the grid (j - 16) / 4: amax 4 puts e at floor(log2 4) - 2 + 127 =
+  // 127 (half scale 0.5); each value takes the nearest code, the lower code on a tie (2.5
+  // between 2 and 3 is code 4, value 2; -0.25 between 0 and -0.5 is code 0). Worked by
+  // hand from ggml's quantize_row_mxfp4_ref and best_index_mxfp4.
+  float grid[32];
+  for (int j = 0; j < 32; ++j) grid[j] = static_cast<float>(j - 16) * 0.25f;
+  smol::BlockMXFP4 quantized{};
+  smol::quantize_block(grid, quantized);
+  CHECK(quantized.e == 127);
+  const std::uint8_t expected_qs[16] = {0x0E, 0x0E, 0x1D, 0x1D, 0x2D, 0x2D, 0x3C, 0x3C,
+                                        0x4C, 0x4B, 0x4B, 0x5A, 0x5A, 0x59, 0x59, 0x60};
+  for (int j = 0; j < 16; ++j) {
+    CAPTURE(j);
+    CHECK(quantized.qs[j] == expected_qs[j]);
+  }
+  // Zeros: e = 0 and code 0 everywhere; a block of subnormals wraps its exponent
+  // byte as ggml's float-to-uint8_t cast does on x86 (floor(log2 1e-40) = -133: 248).
+  const float zeros[32] = {};
+  smol::quantize_block(zeros, quantized);
+  CHECK(quantized.e == 0);
+  CHECK(std::all_of(std::begin(quantized.qs), std::end(quantized.qs),
+                    [](std::uint8_t q) { return q == 0; }));
+  float tiny[32];
+  std::fill(std::begin(tiny), std::end(tiny), 1e-40f);
+  smol::quantize_block(tiny, quantized);
+  CHECK(quantized.e == 248);
+
+  // Random blocks through the row API: the largest magnitude in [8 d, 16 d) (d the half
+  // scale: [4, 8) times the scale), and every value within half a step of the grid
+  // 0, d, .., 4 d, 6 d, 8 d, 12 d (beyond 12 d, clamped: within 4 d).
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> row(256), back(256);
+  for (float& v : row) v = normal(rng);
+  std::vector<std::byte> encoded(smol::ggml_row_bytes(smol::GgmlType::MXFP4, 256));
+  smol::quantize_row(smol::GgmlType::MXFP4, row.data(), encoded.data(), 256);
+  smol::dequantize_row(smol::GgmlType::MXFP4, encoded.data(), back.data(), 256);
+  for (std::size_t b = 0; b < 8; ++b) {
+    smol::BlockMXFP4 one;
+    std::memcpy(&one, encoded.data() + 17 * b, 17);
+    const float d = smol::e8m0_half(one.e);
+    float amax = 0;
+    for (std::size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(row[32 * b + j]));
+    CHECK(amax >= 8 * d);
+    CHECK(amax < 16 * d);
+    for (std::size_t j = 0; j < 32; ++j) {
+      const float x = std::fabs(row[32 * b + j]);
+      const float bound = x <= 4 * d ? d / 2 : x <= 8 * d ? d : x <= 12 * d ? 2 * d : 4 * d;
+      CHECK(std::fabs(back[32 * b + j] - row[32 * b + j]) <= bound * 1.0001f);
+    }
+  }
 }
 
 }  // namespace test_quant_blocks

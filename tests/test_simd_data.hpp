@@ -189,6 +189,22 @@ inline std::vector<BlockIQ4NL> iq4nl_blocks(std::size_t n, Pattern p, std::mt199
   return v;
 }
 
+// MXFP4: random codes under E8M0 scales; all_max gives every value code 15 (-12, the
+// largest magnitude), zero_scales e = 0 (2^-128, the smallest scale: E8M0 has no zero),
+// huge_scales 2^15 (values to 6 * 2^16, as f16's largest), tiny_scales 2^-24.
+inline std::vector<BlockMXFP4> mxfp4_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+  std::vector<BlockMXFP4> v(n);
+  std::uniform_int_distribution<int> typical(118, 124);  // scales 2^-9 .. 2^-3
+  for (auto& b : v) {
+    b.e = p == Pattern::zero_scales   ? 0
+          : p == Pattern::huge_scales ? 142
+          : p == Pattern::tiny_scales ? 103
+                                      : static_cast<std::uint8_t>(typical(rng));
+    fill_bytes(b.qs, sizeof(b.qs), p, rng);
+  }
+  return v;
+}
+
 // IQ4_XS: random indices and sub-block scales; all_max gives every scale -32 and every
 // index 0 (level -127), zero_scales every sub-block scale 0 (stored 32) besides d = 0.
 inline std::vector<BlockIQ4XS> iq4xs_blocks(std::size_t n, Pattern p, std::mt19937& rng) {
@@ -249,6 +265,8 @@ std::vector<typename W::Block> weight_blocks(std::size_t n_blocks, Pattern p, st
     return iq4nl_blocks(n_blocks, p, rng);
   } else if constexpr (W::type == GgmlType::IQ4_XS) {
     return iq4xs_blocks(n_blocks, p, rng);
+  } else if constexpr (W::type == GgmlType::MXFP4) {
+    return mxfp4_blocks(n_blocks, p, rng);
   } else {
     static_assert(kNoGenerator<W>, "tests/test_simd_data.hpp has no generator for this type");
   }

@@ -45,6 +45,7 @@ enum class GgmlType : std::uint32_t {
   BF16 = 30,
   TQ1_0 = 34,
   TQ2_0 = 35,
+  MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss's experts)
 };
 
 struct GgmlTypeInfo {
@@ -54,7 +55,7 @@ struct GgmlTypeInfo {
   std::size_t block_bytes;   // bytes per block
 };
 
-inline constexpr std::array<GgmlTypeInfo, 31> kGgmlTypes{{
+inline constexpr std::array<GgmlTypeInfo, 32> kGgmlTypes{{
     {GgmlType::F32, "F32", 1, 4},
     {GgmlType::F16, "F16", 1, 2},
     {GgmlType::Q4_0, "Q4_0", 32, 18},
@@ -86,6 +87,7 @@ inline constexpr std::array<GgmlTypeInfo, 31> kGgmlTypes{{
     {GgmlType::BF16, "BF16", 1, 2},
     {GgmlType::TQ1_0, "TQ1_0", 256, 54},
     {GgmlType::TQ2_0, "TQ2_0", 256, 66},
+    {GgmlType::MXFP4, "MXFP4", 32, 17},
 }};
 
 // Info for a raw type id from a file, or nothing when the id is unknown.

@@ -14,6 +14,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/mxfp4.hpp"
 #include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
@@ -40,16 +41,17 @@ using BlockWeight =
 template <class... Types>
 struct TypeList {};
 
-using WeightTypes = TypeList<WeightType<GgmlType::F32, float, float>,         //
-                             WeightType<GgmlType::F16, f16_bits, float>,      //
-                             WeightType<GgmlType::BF16, bf16_bits, float>,    //
-                             BlockWeight<BlockQ4_0>, BlockWeight<BlockQ4_1>,  //
-                             BlockWeight<BlockQ5_0>, BlockWeight<BlockQ5_1>,  //
-                             BlockWeight<BlockQ8_0>,                          //
-                             BlockWeight<BlockQ2K>, BlockWeight<BlockQ3K>,    //
-                             BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>,    //
-                             BlockWeight<BlockQ6K>,                           //
-                             BlockWeight<BlockIQ4NL>, BlockWeight<BlockIQ4XS>>;
+using WeightTypes = TypeList<WeightType<GgmlType::F32, float, float>,           //
+                             WeightType<GgmlType::F16, f16_bits, float>,        //
+                             WeightType<GgmlType::BF16, bf16_bits, float>,      //
+                             BlockWeight<BlockQ4_0>, BlockWeight<BlockQ4_1>,    //
+                             BlockWeight<BlockQ5_0>, BlockWeight<BlockQ5_1>,    //
+                             BlockWeight<BlockQ8_0>,                            //
+                             BlockWeight<BlockQ2K>, BlockWeight<BlockQ3K>,      //
+                             BlockWeight<BlockQ4K>, BlockWeight<BlockQ5K>,      //
+                             BlockWeight<BlockQ6K>,                             //
+                             BlockWeight<BlockIQ4NL>, BlockWeight<BlockIQ4XS>,  //
+                             BlockWeight<BlockMXFP4>>;
 
 // Calls f(W{}) for every W in WeightTypes.
 template <class F>

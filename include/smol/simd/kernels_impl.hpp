@@ -21,6 +21,7 @@
 #include "smol/simd/kernels_float.hpp"
 #include "smol/simd/kernels_iq4.hpp"
 #include "smol/simd/kernels_legacy.hpp"
+#include "smol/simd/kernels_mxfp4.hpp"
 #include "smol/simd/kernels_q2_k.hpp"
 #include "smol/simd/kernels_q3_k.hpp"
 #include "smol/simd/kernels_q4_k.hpp"

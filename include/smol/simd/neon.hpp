@@ -14,6 +14,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/mxfp4.hpp"
 #include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
@@ -282,6 +283,22 @@ float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks)
               (dot16<Arch>(levels[0], vld1q_s8(yq)) + dot16<Arch>(levels[1], vld1q_s8(yq + 16)));
     }
     sum += HalfLoads<Arch>::f16_one(x[b].d) * y[b].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// MXFP4 (wired by kernels_mxfp4.hpp): IQ4_NL's lookup with MXFP4's doubled values, the
+// scale as scalar::dot_mxfp4_q8_0 takes it.
+template <class Arch>
+float dot_mxfp4_q8_0(const BlockMXFP4* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  const int8x16_t table = vld1q_s8(kMxfp4Values);
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    int8x16_t values[2];
+    iq4_levels<Arch>(x[b].qs, table, values);
+    const std::int32_t sumi =
+        dot16<Arch>(values[0], vld1q_s8(y[b].qs)) + dot16<Arch>(values[1], vld1q_s8(y[b].qs + 16));
+    sum += HalfLoads<Arch>::f16_one(y[b].d) * e8m0_half(x[b].e) * static_cast<float>(sumi);
   }
   return sum;
 }

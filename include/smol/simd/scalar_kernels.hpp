@@ -14,6 +14,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/mxfp4.hpp"
 #include "smol/quant/q2_k.hpp"
 #include "smol/quant/q3_k.hpp"
 #include "smol/quant/q5_k.hpp"
@@ -216,6 +217,21 @@ inline float dot_q5k_q8k(const BlockQ5K* x, const BlockQ8K* y, std::size_t nbloc
     }
     sum += f16_to_f32(x[b].d) * y[b].d * static_cast<float>(sumi) -
            f16_to_f32(x[b].dmin) * y[b].d * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+// MXFP4 (quant/mxfp4.hpp; wired by kernels_mxfp4.hpp): as ggml's, per block
+// d_y * e8m0_half(e) * sum value * y, the sum exact in integers.
+inline float dot_mxfp4_q8_0(const BlockMXFP4* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  float sum = 0.0f;
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    std::int32_t sumi = 0;
+    for (std::size_t j = 0; j < 16; ++j) {
+      sumi += kMxfp4Values[x[b].qs[j] & 0xF] * y[b].qs[j] +
+              kMxfp4Values[x[b].qs[j] >> 4] * y[b].qs[j + 16];
+    }
+    sum += f16_to_f32(y[b].d) * e8m0_half(x[b].e) * static_cast<float>(sumi);
   }
   return sum;
 }
