@@ -75,6 +75,18 @@ set_tests_properties(make_model_llama_f16 PROPERTIES
   FIXTURES_SETUP synthetic_llama
   PASS_REGULAR_EXPRESSION "21 tensors \\(16 F16, 5 F32\\)")
 
+# A mixture of experts (qwen3moe), two blocks: the norms and the routers F32; the
+# experts' 3-D tensors Q4_K but ffn_down_exps in the last block (of two), Q6_K as
+# ffn_down's extra bits; attn_v likewise; token_embd Q4_K and the LM head its own Q6_K
+# matrix (Qwen3-MoE does not tie it).
+set(make_model_moe "${make_model_dir}/synthetic-qwen3moe.q4_k_m.gguf")
+add_test(NAME make_model_qwen3moe
+  COMMAND $<TARGET_FILE:smol-make-model> --preset qwen3-moe-tiny --layers 2 --vocab 1024
+          -o "${make_model_moe}")
+set_tests_properties(make_model_qwen3moe PROPERTIES
+  FIXTURES_SETUP synthetic_qwen3moe
+  PASS_REGULAR_EXPRESSION "qwen3moe 2 layers.*27 tensors \\(11 F32, 13 Q4_K, 3 Q6_K\\)")
+
 add_test(NAME make_model_rejects_bad_options
   COMMAND $<TARGET_FILE:smol-make-model> --vocab 100 -o "${make_model_dir}/never.gguf")
 set_tests_properties(make_model_rejects_bad_options PROPERTIES
@@ -93,6 +105,15 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/examples/inspect")
       FIXTURES_REQUIRED synthetic_tiny_${type}
       PASS_REGULAR_EXPRESSION "${type_name} +56 tensors")
   endforeach()
+  # Parameters, worked out: embeddings and the LM head 2 x 256 x 1024, output_norm 256;
+  # per block the attention 3 x 131072 + 2 x 65536 + norms 256 + 256 + 2 x 128, the router
+  # 256 x 16, the experts 3 x 256 x 256 x 16 (3145728, of which a token reads 4/16):
+  # total 524544 + 2 x 3543808 = 7612160, active 524544 + 2 x (398080 + 786432) = 2893568.
+  add_test(NAME make_model_inspect_qwen3moe
+           COMMAND $<TARGET_FILE:smol-inspect> "${make_model_moe}")
+  set_tests_properties(make_model_inspect_qwen3moe PROPERTIES
+    FIXTURES_REQUIRED synthetic_qwen3moe
+    PASS_REGULAR_EXPRESSION "blk\\.1\\.ffn_down_exps\\.weight +Q[46]_K +\\[256, 256, 16\\].*total: 7612160 parameters.*experts: 16 per block, 4 used per token: 2893568 parameters active per token")
   add_test(NAME make_model_inspect_llama COMMAND $<TARGET_FILE:smol-inspect> "${make_model_llama}")
   set_tests_properties(make_model_inspect_llama PROPERTIES
     FIXTURES_REQUIRED synthetic_llama

@@ -467,6 +467,46 @@ TEST_CASE("quantized path vs the f32 reference forward on synthetic Q4_K_M model
   }
 }
 
+// A mixture whose router scores every expert alike (its weights zeroed in the file):
+// every token ties on all 16 experts, so each takes the lowest four (llama.cpp's top-k
+// and the reference's stable sort agree there), all on the same experts at weight 1/4,
+// and twelve experts go empty. Prefill (one expert over every token) and decode (one
+// token) give the reference's logits.
+TEST_CASE("a mixture of experts with tied scores: the lower experts, the others empty") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("qwen3moe-tiny");
+  spec.layers = 2;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::f32;
+  std::vector<std::byte> bytes = smol::make_synthetic_writer(spec).to_bytes();
+  {
+    const auto file = smol::gguf::GgufFile::from_bytes(bytes, "moe.gguf");
+    for (const smol::gguf::TensorInfo& info : file.tensors()) {
+      if (info.name.find("ffn_gate_inp") == std::string_view::npos) continue;
+      const auto offset = static_cast<std::size_t>(info.data - file.bytes().data());
+      std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), info.bytes, std::byte{0});
+    }
+  }
+  auto file = smol::gguf::GgufFile::from_bytes(std::move(bytes), "moe.gguf");
+  auto config = smol::ModelConfig::from_gguf(file);
+  const smol::Model model(std::move(file), std::move(config));
+  const std::vector<std::int32_t> tokens = some_tokens(16, 512, 5);
+  const auto reference = smol::ReferenceForward(model).logits(tokens);
+  const std::span<const float> expected(reference.data(),
+                                        static_cast<std::size_t>(reference.size()));
+  smol::Context ctx;
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  smol::Transformer session(model, ctx, {.context = 64, .kv_type = smol::KvType::f32});
+  const auto prefill = session.forward(std::span(tokens).first(12), 0, smol::LogitsFor::all);
+  std::vector<float> rows(prefill.begin(), prefill.end());
+  for (std::size_t pos = 12; pos < tokens.size(); ++pos) {
+    const auto logits = session.forward(std::span(tokens).subspan(pos, 1), pos);
+    rows.insert(rows.end(), logits.begin(), logits.end());
+  }
+  const Agreement a = compare(rows, expected, spec.vocab);
+  CHECK(a.max <= 1e-3);
+  CHECK(a.top1 == 1.0);
+}
+
 // The sliding-window blocks' ring (KvCache's KvRing) gives the bits of the full cache:
 // a Gemma-shaped model with a window of 8 and passes of up to 16 tokens keeps a ring of
 // 512 positions (2 attention blocks) in its five local blocks; 1100 positions wrap it

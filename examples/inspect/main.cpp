@@ -181,6 +181,11 @@ struct Summary {
   std::map<std::string_view, TypeTotals> types;
   std::uint64_t parameters = 0;
   std::uint64_t bytes = 0;
+  // A mixture of experts (<arch>.expert_count and expert_used_count): the experts per
+  // block, those a token uses, and the parameters one token reads (the experts' 3-D
+  // tensors, *_exps, counted at used / count).
+  std::optional<std::uint64_t> experts, experts_used;
+  std::uint64_t active_parameters = 0;
 };
 
 bool matches(std::string_view name, const std::string& pattern) {
@@ -246,6 +251,16 @@ Summary summarize(const GgufFile& file, const Options& options) {
     totals.bytes += info.bytes;
     summary.parameters += info.elements();
     summary.bytes += info.bytes;
+  }
+  summary.experts = file.get_optional<std::uint64_t>(arch_prefix + "expert_count");
+  summary.experts_used = file.get_optional<std::uint64_t>(arch_prefix + "expert_used_count");
+  summary.active_parameters = summary.parameters;
+  if (summary.experts && summary.experts_used && *summary.experts > 0) {
+    for (const TensorInfo* info : summary.tensors) {
+      if (info->name.find("_exps.") == std::string_view::npos) continue;
+      summary.active_parameters -=
+          info->elements() - info->elements() / *summary.experts * *summary.experts_used;
+    }
   }
   return summary;
 }
@@ -329,6 +344,10 @@ void print_text(const GgufFile& file, const Summary& summary, std::ostream& out)
   }
   out << "total: " << summary.parameters << " parameters, " << summary.bytes << " bytes ("
       << mebibytes(summary.bytes) << " MiB)\n";
+  if (summary.experts && summary.experts_used) {
+    out << "experts: " << *summary.experts << " per block, " << *summary.experts_used
+        << " used per token: " << summary.active_parameters << " parameters active per token\n";
+  }
 }
 
 void print_json(const GgufFile& file, const Summary& summary, std::ostream& out) {
@@ -372,7 +391,7 @@ void print_json(const GgufFile& file, const Summary& summary, std::ostream& out)
     tensor_types[std::string(type)] = {{"count", totals.count}, {"bytes", totals.bytes}};
   }
 
-  const Json report = {
+  Json report = {
       {"file", file.name()},
       {"file_bytes", file.bytes().size()},
       {"version", file.version()},
@@ -390,6 +409,11 @@ void print_json(const GgufFile& file, const Summary& summary, std::ostream& out)
       {"tensor_types", std::move(tensor_types)},
       {"total_parameters", summary.parameters},
       {"total_bytes", summary.bytes}};
+  if (summary.experts && summary.experts_used) {
+    report["experts"] = {{"per_block", *summary.experts},
+                         {"used_per_token", *summary.experts_used},
+                         {"active_parameters", summary.active_parameters}};
+  }
   // Names and strings in a file need not be UTF-8: bad bytes become U+FFFD, so the
   // output stays valid JSON.
   out << report.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
