@@ -422,14 +422,15 @@ TEST_CASE(
                 // and so do Q5_K's on AVX2, where the 32-value types' dots sum as the tiles
                 // too (four blocks at a time for Q4_0, Q4_1, Q5_0 and Q5_1): prefill and
                 // decode give a token the same bits, which dot_rounds_like_tile_dots
-                // claims (IQ4_NL's and IQ4_XS's tiles, and Q5_K's on the AVX-512 sets, sum
-                // in another order than the dot). On AMX the Q2_K and Q3_K dots round as
+                // claims (IQ4_NL's, MXFP4's and IQ4_XS's tiles, and Q5_K's on the AVX-512
+                // sets, sum in another order than the dot). On AMX the Q2_K and Q3_K dots round as
                 // the matrix unit does instead (dot_rounds_like_matrix, test_matmul).
                 const bool same_operations =
                     ((W::type == GgmlType::Q2_K || W::type == GgmlType::Q3_K) && isa != Isa::amx) ||
                     (W::type == GgmlType::Q5_K && isa == Isa::avx2);
-                const bool avx2_blocks32 =
-                    isa == Isa::avx2 && W::values_per_block == 32 && W::type != GgmlType::IQ4_NL;
+                const bool avx2_blocks32 = isa == Isa::avx2 && W::values_per_block == 32 &&
+                                           W::type != GgmlType::IQ4_NL &&
+                                           W::type != GgmlType::MXFP4;
                 CHECK(k.of(tag).dot_rounds_like_tile_dots == (same_operations || avx2_blocks32));
                 if (k.of(tag).dot_rounds_like_tile_dots) {
                   CHECK(std::bit_cast<std::uint32_t>(y[t * rows + r]) ==

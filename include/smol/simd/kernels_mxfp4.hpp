@@ -1,7 +1,7 @@
 // The kernel unit of MXFP4 (quant/mxfp4.hpp): its dot with Q8_0 activations in every
-// instruction set (the kernels: scalar_kernels.hpp, x86_mxfp4.hpp, neon.hpp). Prefill
-// takes the dot per token (matmul's path for a type without tiles); tiles and an
-// interleaved copy, as IQ4_NL's, are for later.
+// instruction set (the kernels: scalar_kernels.hpp, x86_mxfp4.hpp, neon.hpp), and on x86
+// prefill tiles of tokens (the 32-value types' 256-bit tiles, x86_avx2_blocks32.hpp);
+// NEON loops the dot. An interleaved copy, as IQ4_NL's, is for later.
 #pragma once
 
 #include "smol/quant/mxfp4.hpp"
@@ -19,7 +19,9 @@ struct KernelUnit<BlockWeight<BlockMXFP4>> {
 #if defined(SMOL_X86)
   template <class Arch>
   static void x86(Table& k) noexcept {
-    k.dot = simd::x86::dot_mxfp4_q8_0<Arch>;
+    using namespace simd::x86;
+    k.dot = dot_mxfp4_q8_0<Arch>;
+    k.tile_dots = tile_dots_blocks32_entry<Arch, BlockMXFP4, true, Mxfp4Values<Arch>>;
   }
 #endif
 #if defined(SMOL_ARM64)

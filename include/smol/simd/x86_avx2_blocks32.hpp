@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "smol/quant/mxfp4.hpp"
 #include "smol/simd/tile_loop.hpp"
 #include "smol/simd/x86_avx2.hpp"
 
@@ -90,18 +91,22 @@ inline void pack_blocks32_tile(const Activation* x, std::size_t x_stride, std::s
   }
 }
 
-// One row's d (and m) as floats.
+// One row's d (and m) as floats: the blocks' leading f16s, or MXFP4's E8M0 exponents.
 template <class Arch, class Block>
 inline void blocks32_row_scales(const Block* row, std::size_t nb, float* d, float* m) noexcept {
-  std::size_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const LeadingHalves4 dm = leading_halves4<Arch>(row + b);
-    _mm_storeu_ps(d + b, dm.first);
-    if constexpr (kBlocks32HasMin<Block>) _mm_storeu_ps(m + b, dm.second);
-  }
-  for (; b < nb; ++b) {
-    d[b] = _cvtsh_ss(row[b].d);
-    if constexpr (kBlocks32HasMin<Block>) m[b] = _cvtsh_ss(row[b].m);
+  if constexpr (std::is_same_v<Block, BlockMXFP4>) {
+    for (std::size_t b = 0; b < nb; ++b) d[b] = e8m0_half(row[b].e);
+  } else {
+    std::size_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+      const LeadingHalves4 dm = leading_halves4<Arch>(row + b);
+      _mm_storeu_ps(d + b, dm.first);
+      if constexpr (kBlocks32HasMin<Block>) _mm_storeu_ps(m + b, dm.second);
+    }
+    for (; b < nb; ++b) {
+      d[b] = _cvtsh_ss(row[b].d);
+      if constexpr (kBlocks32HasMin<Block>) m[b] = _cvtsh_ss(row[b].m);
+    }
   }
 }
 

@@ -3,7 +3,9 @@
 // values fit one 128-bit register, so its 32 codes become their values with one byte
 // shuffle, as IQ4_NL's indices become levels (x86_iq4.hpp), and the block is then a
 // Q8_0-like block of signed bytes: d_y e8m0_half(e) sum value * y, the sum exact in
-// integers (|value| <= 12), one float step per block.
+// integers (|value| <= 12), one float step per block. Prefill: the 32-value types' tiles
+// of tokens (x86_avx2_blocks32.hpp), each block's values made once for a tile, on every
+// set.
 #pragma once
 
 #include <cstddef>
@@ -12,10 +14,15 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/mxfp4.hpp"
 #include "smol/simd/x86_avx2.hpp"
+#include "smol/simd/x86_avx2_blocks32.hpp"
 #include "smol/simd/x86_legacy.hpp"
 
 #if defined(SMOL_X86)
 namespace smol::simd::x86 {
+
+// The largest |value| on vpmaddubsw's unsigned side: four blocks sum in int16 on AVX2.
+template <>
+inline constexpr int kBlocks32MaxLevel<BlockMXFP4> = 12;
 
 // The 16 values in both 128-bit lanes (vpshufb looks up within each lane).
 template <class Arch>
@@ -37,6 +44,14 @@ float dot_mxfp4_q8_0(const BlockMXFP4* x, const BlockQ8_0* y, std::size_t nblock
   }
   return hsum<Arch>(acc);
 }
+
+// A block's 32 values as signed bytes, for the prefill tiles (tile_dots_blocks32).
+template <class Arch>
+struct Mxfp4Values {
+  __m256i operator()(const BlockMXFP4& b) const noexcept {
+    return _mm256_shuffle_epi8(mxfp4_table<Arch>(), low_nibbles<Arch>(b));
+  }
+};
 
 }  // namespace smol::simd::x86
 #endif  // SMOL_X86
