@@ -254,19 +254,29 @@ inline void iq4_levels(const std::uint8_t qs[16], int8x16_t table, int8x16_t out
   out[1] = vqtbl1q_s8(table, vshrq_n_u8(raw, 4));
 }
 
-template <class Arch>
-float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
-  const int8x16_t table = vld1q_s8(kIq4nlValues);
+// A block of 32 4-bit codes looked up in `values` (IQ4_NL's levels, MXFP4's doubled E2M1
+// values) dotted with Q8_0: per block scale(x, y) * the integer sum, as the scalar dots.
+template <class Arch, class Block, class Scale>
+float dot_lookup_q8_0(const Block* x, const BlockQ8_0* y, std::size_t nblocks,
+                      const std::int8_t values[16], Scale scale) noexcept {
+  const int8x16_t table = vld1q_s8(values);
   float sum = 0.0f;
   for (std::size_t b = 0; b < nblocks; ++b) {
     int8x16_t levels[2];
     iq4_levels<Arch>(x[b].qs, table, levels);
     const std::int32_t sumi =
         dot16<Arch>(levels[0], vld1q_s8(y[b].qs)) + dot16<Arch>(levels[1], vld1q_s8(y[b].qs + 16));
-    sum += HalfLoads<Arch>::f16_one(x[b].d) * HalfLoads<Arch>::f16_one(y[b].d) *
-           static_cast<float>(sumi);
+    sum += scale(x[b], y[b]) * static_cast<float>(sumi);
   }
   return sum;
+}
+
+template <class Arch>
+float dot_iq4nl_q8_0(const BlockIQ4NL* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
+  return dot_lookup_q8_0<Arch>(
+      x, y, nblocks, kIq4nlValues, [](const BlockIQ4NL& xb, const BlockQ8_0& yb) {
+        return HalfLoads<Arch>::f16_one(xb.d) * HalfLoads<Arch>::f16_one(yb.d);
+      });
 }
 
 template <class Arch>
@@ -291,16 +301,10 @@ float dot_iq4xs_q8k(const BlockIQ4XS* x, const BlockQ8K* y, std::size_t nblocks)
 // scale as scalar::dot_mxfp4_q8_0 takes it.
 template <class Arch>
 float dot_mxfp4_q8_0(const BlockMXFP4* x, const BlockQ8_0* y, std::size_t nblocks) noexcept {
-  const int8x16_t table = vld1q_s8(kMxfp4Values);
-  float sum = 0.0f;
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    int8x16_t values[2];
-    iq4_levels<Arch>(x[b].qs, table, values);
-    const std::int32_t sumi =
-        dot16<Arch>(values[0], vld1q_s8(y[b].qs)) + dot16<Arch>(values[1], vld1q_s8(y[b].qs + 16));
-    sum += HalfLoads<Arch>::f16_one(y[b].d) * e8m0_half(x[b].e) * static_cast<float>(sumi);
-  }
-  return sum;
+  return dot_lookup_q8_0<Arch>(x, y, nblocks, kMxfp4Values,
+                               [](const BlockMXFP4& xb, const BlockQ8_0& yb) {
+                                 return HalfLoads<Arch>::f16_one(yb.d) * e8m0_half(xb.e);
+                               });
 }
 
 // Q4_1, Q5_0 and Q5_1 (wired by kernels_legacy.hpp).
