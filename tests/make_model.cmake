@@ -87,6 +87,15 @@ set_tests_properties(make_model_qwen3moe PROPERTIES
   FIXTURES_SETUP synthetic_qwen3moe
   PASS_REGULAR_EXPRESSION "qwen3moe 2 layers.*27 tensors \\(11 F32, 13 Q4_K, 3 Q6_K\\)")
 
+# The same with its experts MXFP4 and every other matrix Q8_0 (gpt-oss's files' mix):
+# per block the three expert tensors MXFP4 and q, k, v, o Q8_0, plus token_embd and the
+# LM head Q8_0.
+add_test(NAME make_model_qwen3moe_mxfp4_moe
+  COMMAND $<TARGET_FILE:smol-make-model> --preset qwen3-moe-tiny --layers 2 --type mxfp4_moe
+          -o "${make_model_dir}/synthetic-qwen3moe.mxfp4_moe.gguf")
+set_tests_properties(make_model_qwen3moe_mxfp4_moe PROPERTIES
+  PASS_REGULAR_EXPRESSION "27 tensors \\(11 F32, 6 MXFP4, 10 Q8_0\\)")
+
 add_test(NAME make_model_rejects_bad_options
   COMMAND $<TARGET_FILE:smol-make-model> --vocab 100 -o "${make_model_dir}/never.gguf")
 set_tests_properties(make_model_rejects_bad_options PROPERTIES

@@ -131,10 +131,12 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                                              {"iq4_xs", smol::SyntheticWeights::iq4_xs},
                                              {"iq4_nl", smol::SyntheticWeights::iq4_nl},
                                              {"q3_k_m", smol::SyntheticWeights::q3_k_m},
-                                             {"q2_k", smol::SyntheticWeights::q2_k}},
+                                             {"q2_k", smol::SyntheticWeights::q2_k},
+                                             {"mxfp4_moe", smol::SyntheticWeights::mxfp4_moe}},
                                             "f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m,\n"
-                                            "q5_k_m, iq4_xs, iq4_nl, q3_k_m or q2_k (default\n"
-                                            "q4_k_m)");
+                                            "q5_k_m, iq4_xs, iq4_nl, q3_k_m, q2_k (default\n"
+                                            "q4_k_m) or mxfp4_moe (a mixture's experts MXFP4,\n"
+                                            "the other matrices Q8_0)");
   type->type_name("T");
   bool tied = true, fast = false;
   CLI::Option* tied_option = app.add_flag(

@@ -286,10 +286,11 @@ def check_synthetic(args):
     """A family's synthetic files, written here by smol-make-model --preset (random
     weights in the family's real layout), each against llama.cpp with greedy's fixed
     bounds: F32 with float activations and an F32 K/V cache on both sides (--exact)
-    within --f32-tolerance, then Q4_K_M within --tolerance."""
+    within --f32-tolerance, then Q4_K_M and each --also type within --tolerance."""
     ok = True
-    for weights, tolerance in (("f32", args.f32_tolerance + [1.0]),
-                               ("q4_k_m", args.tolerance or Q4_K_M_TOLERANCE)):
+    quantized = args.tolerance or Q4_K_M_TOLERANCE
+    for weights, tolerance in ([("f32", args.f32_tolerance + [1.0]), ("q4_k_m", quantized)] +
+                               [(also, quantized) for also in args.also]):
         path = os.path.join(args.work, "%s.%s.gguf" % (args.preset, weights))
         print(run([args.make_model, "--preset", args.preset, "--type", weights, "-o",
                    path]).decode().strip())
@@ -308,6 +309,8 @@ def main():
     parser.add_argument("--model", help="the GGUF file (all but synthetic)")
     parser.add_argument("--make-model", help="synthetic: smol-make-model")
     parser.add_argument("--preset", help="synthetic: smol-make-model's preset (qwen3-tiny)")
+    parser.add_argument("--also", nargs="*", default=[], metavar="TYPE",
+                        help="synthetic: more of smol-make-model's --type to check (mxfp4_moe)")
     parser.add_argument("--f32-tolerance", type=float, nargs=2, metavar=("MEAN", "MAX"),
                         default=[1e-4, 1e-3], help="synthetic: the F32 file's bounds")
     parser.add_argument("--bin", required=True, help="directory of smol-tokenize, smol-logits, ...")

@@ -49,24 +49,26 @@ namespace smol {
 
 // The weight formats of llama.cpp's common file types.
 enum class SyntheticWeights {
-  f32,     // everything F32 (general.file_type 0)
-  f16,     // matrices F16, norms F32 (1)
-  q8_0,    // matrices Q8_0, norms F32 (7)
-  q4_0,    // llama-quantize's Q4_0: matrices Q4_0, the LM head Q6_K, norms F32 (2)
-  q4_1,    // llama-quantize's Q4_1: matrices Q4_1, the LM head Q6_K, norms F32 (3)
-  q5_0,    // llama-quantize's Q5_0: matrices Q5_0, the LM head Q6_K, norms F32 (8)
-  q5_1,    // llama-quantize's Q5_1: matrices Q5_1, the LM head Q6_K, norms F32 (9)
-  q4_k_m,  // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
-  q5_k_m,  // llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place (17)
-  iq4_xs,  // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
-           // head, ffn_down Q5_K in the first eighth of the layers, the LM head Q6_K, norms
-           // F32 (30)
-  iq4_nl,  // llama-quantize's IQ4_NL: IQ4_XS's mix with IQ4_NL in IQ4_XS's place (25)
-  q3_k_m,  // llama-quantize's Q3_K_M: Q3_K; attn_v Q5_K in the first two layers, Q4_K
-           // after; attn_output Q4_K; ffn_down Q5_K in the first sixteenth, Q4_K after;
-           // the LM head Q6_K (12)
-  q2_k,    // llama-quantize's Q2_K: Q2_K; attn_v Q4_K with 4+ query heads a KV head (Q3_K
-           // without); attn_output and ffn_down Q3_K; the LM head Q6_K (10)
+  f32,        // everything F32 (general.file_type 0)
+  f16,        // matrices F16, norms F32 (1)
+  q8_0,       // matrices Q8_0, norms F32 (7)
+  q4_0,       // llama-quantize's Q4_0: matrices Q4_0, the LM head Q6_K, norms F32 (2)
+  q4_1,       // llama-quantize's Q4_1: matrices Q4_1, the LM head Q6_K, norms F32 (3)
+  q5_0,       // llama-quantize's Q5_0: matrices Q5_0, the LM head Q6_K, norms F32 (8)
+  q5_1,       // llama-quantize's Q5_1: matrices Q5_1, the LM head Q6_K, norms F32 (9)
+  q4_k_m,     // llama-quantize's Q4_K_M mix of Q4_K and Q6_K, norms F32 (15)
+  q5_k_m,     // llama-quantize's Q5_K_M: Q4_K_M's mix with Q5_K in Q4_K's place (17)
+  iq4_xs,     // llama-quantize's IQ4_XS mix: IQ4_XS, attn_v Q5_K with 4+ query heads a KV
+              // head, ffn_down Q5_K in the first eighth of the layers, the LM head Q6_K, norms
+              // F32 (30)
+  iq4_nl,     // llama-quantize's IQ4_NL: IQ4_XS's mix with IQ4_NL in IQ4_XS's place (25)
+  q3_k_m,     // llama-quantize's Q3_K_M: Q3_K; attn_v Q5_K in the first two layers, Q4_K
+              // after; attn_output Q4_K; ffn_down Q5_K in the first sixteenth, Q4_K after;
+              // the LM head Q6_K (12)
+  q2_k,       // llama-quantize's Q2_K: Q2_K; attn_v Q4_K with 4+ query heads a KV head (Q3_K
+              // without); attn_output and ffn_down Q3_K; the LM head Q6_K (10)
+  mxfp4_moe,  // gpt-oss's published files: a mixture's expert tensors MXFP4, every other
+              // matrix Q8_0, norms and routers F32 (38)
 };
 
 struct SyntheticSpec {
@@ -305,6 +307,7 @@ inline GgmlType synthetic_matrix_type(const SyntheticSpec& spec, std::string_vie
     case SyntheticWeights::f16:
       return GgmlType::F16;
     case SyntheticWeights::q8_0:
+    case SyntheticWeights::mxfp4_moe:  // its experts: plan_synthetic_tensors
       return fit_row(GgmlType::Q8_0, row_length);
     case SyntheticWeights::q4_0:
     case SyntheticWeights::q4_1:
@@ -379,7 +382,9 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
   // One 3-D tensor [in, out, experts]: every expert a matrix of the role's type.
   const auto experts = [&](std::string name, std::string_view role, std::size_t layer,
                            std::uint64_t in, std::uint64_t out, float gain) {
-    const GgmlType type = detail::synthetic_matrix_type(spec, role, layer, in);
+    const GgmlType type = spec.weights == SyntheticWeights::mxfp4_moe
+                              ? GgmlType::MXFP4
+                              : detail::synthetic_matrix_type(spec, role, layer, in);
     tensors.push_back({std::move(name),
                        type,
                        {in, out, spec.experts},
@@ -419,7 +424,7 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
     norm(prefix + "ffn_norm.weight", 1, hidden);
     if (spec.experts != 0) {
       // The router stays F32, as llama-quantize leaves ffn_gate_inp; the experts take
-      // the dense matrices' types (ffn_down_exps gets ffn_down's extra bits).
+      // the dense matrices' types (ffn_down_exps gets ffn_down's extra bits), or MXFP4.
       tensors.push_back({prefix + "ffn_gate_inp.weight",
                          GgmlType::F32,
                          {hidden, spec.experts},
@@ -683,6 +688,8 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
       return 12;
     case SyntheticWeights::q2_k:
       return 10;
+    case SyntheticWeights::mxfp4_moe:
+      return 38;
   }
   return 0;
 }
