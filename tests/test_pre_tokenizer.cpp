@@ -264,6 +264,38 @@ TEST_CASE("each pre-tokenizer row splits as llama.cpp's regexes do") {
                 "b \xE3\x80\x80x\xE2\x80\x83 y") ==
           Pieces{"a", "\xC2\xA0", "b", " ", "\xE3\x80\x80", "x", "\xE2\x80\x83", " y"});
   }
+  // o200k's pattern as llama.cpp writes it (pre_tokenizer.hpp's kGpt4o): a word's
+  // capitals, then its small letters, one piece; a non-ASCII letter counts as both, so
+  // "ÉCOLE" parts after its É (llama.cpp's pieces, not tiktoken's).
+  SUBCASE("gpt-4o") {
+    const auto split = splitter("gpt-4o");
+    CHECK(split("don't DON'T I'll WE'RE you've SHE'D it's 'm") ==
+          Pieces{"don't", " DON'T", " I'll", " WE'RE", " you've", " SHE'D", " it's", " '", "m"});
+    CHECK(split("1 22 333 4444 55555 666666 7777777") ==
+          Pieces{"1",   " ",  "22", " ",   "333", " ",   "444", "4",   " ",
+                 "555", "55", " ",  "666", "666", " ", "777", "777", "7"});
+    CHECK(split("   three spaces before, two after  ") ==
+          Pieces{"  ", " three", " spaces", " before", ",", " two", " after", "  "});
+    CHECK(split("line one\nline two\n\n  indented\r\nwindows\r\n") ==
+          Pieces{"line", " one", "\n", "line", " two", "\n\n", " ", " indented", "\r\n",
+                 "windows", "\r\n"});
+    CHECK(split("Hello!!! ... ??? (a+b=c) $5 ~|^ <=> @#%") ==
+          Pieces{"Hello", "!!!", " ...", " ???", " (", "a", "+b", "=c", ")", " $", "5", " ~|^",
+                 " <=>", " @#%"});
+    CHECK(split("naïve Ångström 中文字符 한국어 漢字123 🙂🚀 👍🏽!") ==
+          Pieces{"naïve", " Ångström", " 中文字符", " 한국어", " 漢字", "123", " 🙂🚀", " 👍🏽!"});
+    CHECK(split("a\xC2\xA0"
+                "b \xE3\x80\x80x\xE2\x80\x83 y") == Pieces{"a",
+                                                           "\xC2\xA0"
+                                                           "b",
+                                                           " ", "\xE3\x80\x80x", "\xE2\x80\x83",
+                                                           " y"});
+    CHECK(split("HELLOworld helloWorld CamelCase iPhone ÉCOLE ŁÓDŹ") ==
+          Pieces{"HELLOworld", " hello", "World", " Camel", "Case", " i", "Phone", " É", "COLE",
+                 " ŁÓDŹ"});
+    CHECK(split("path/to/file\n/usr/bin//x") ==
+          Pieces{"path", "/to", "/file", "\n", "/usr", "/bin", "//", "x"});
+  }
 }
 
 TEST_CASE("every name maps to its row, once; every regex compiles") {

@@ -42,6 +42,12 @@ inline constexpr std::string_view kLlama3 =
 // Llama-3's pattern with single digits (Qwen2's tokenizer.json).
 inline constexpr std::string_view kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// o200k's pattern (GPT-4o, gpt-oss) as llama.cpp runs it: its \p{Lu}\p{Lt}... classes are
+// written "a letter other than a-z" and "a letter other than A-Z", so non-ASCII letters
+// count as both upper and lower case (as in llama.cpp's std::regex over its collapsed
+// text); the contractions are spelled case by case.
+inline constexpr std::string_view kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 inline constexpr std::string_view kEachNumber = R"(\p{N})";
 inline constexpr std::string_view kNumberRuns = R"(\p{N}+)";
 inline constexpr std::string_view kLineBreak = R"([\r\n])";
@@ -124,6 +130,9 @@ inline constexpr std::string_view kDeepseekCoderRegexes[] = {
     re::kLineBreak, re::kDeepseekCoderLetters, re::kDeepseekCoderPunctuation, re::kDeepseekCjk,
     re::kEachNumber};
 
+inline constexpr Names kGpt4oNames[] = {"gpt-4o", "llama4", "kanana2", "talkie"};
+inline constexpr std::string_view kGpt4oRegexes[] = {re::kGpt4o};
+
 inline constexpr Names kFalconNames[] = {"falcon"};
 inline constexpr std::string_view kFalconRegexes[] = {re::kPunctuationRuns, re::kGpt2,
                                                       re::kThreeAsciiDigits};
@@ -132,9 +141,9 @@ inline constexpr std::string_view kFalconRegexes[] = {re::kPunctuationRuns, re::
 
 // Rows for the GPT-2 family of regexes. Names llama.cpp maps to these regexes but with
 // other settings smol does not apply (chatglm's bos, the jina/roberta add_sep) are absent.
-inline constexpr std::array<PreTokenizerSpec, 9> kPreTokenizers = [] {
+inline constexpr std::array<PreTokenizerSpec, 10> kPreTokenizers = [] {
   namespace rows = detail::pre_tokenizer_rows;
-  return std::array<PreTokenizerSpec, 9>{{
+  return std::array<PreTokenizerSpec, 10>{{
       {.names = rows::kDefaultNames, .regexes = rows::kDefaultRegexes},
       {.names = rows::kLlama3Names,
        .regexes = rows::kLlama3Regexes,
@@ -147,6 +156,7 @@ inline constexpr std::array<PreTokenizerSpec, 9> kPreTokenizers = [] {
       {.names = rows::kDeepseekLlmNames, .regexes = rows::kDeepseekLlmRegexes},
       {.names = rows::kDeepseekCoderNames, .regexes = rows::kDeepseekCoderRegexes},
       {.names = rows::kFalconNames, .regexes = rows::kFalconRegexes},
+      {.names = rows::kGpt4oNames, .regexes = rows::kGpt4oRegexes},
   }};
 }();
 
