@@ -187,9 +187,11 @@ class ForwardEngine {
     };
     need(c.embedding_scale != 1.0f, "scaled embeddings");
     need(c.post_norms, "post-attention and post-FFN norms");
-    need(c.ffn_activation != FfnActivation::silu, "a GELU feed-forward");
+    need(c.ffn_activation != FfnActivation::silu, "a feed-forward gate other than SwiGLU");
     need(c.sliding_window != 0, "sliding-window attention");
     need(c.has_experts(), "a mixture of experts");
+    need(c.output_bias, "a bias on the attention's output");
+    need(c.attention_sinks, "attention sinks");
     need(c.attention_scale_dim != 0, "an attention scale other than 1/sqrt(head_dim)");
     if (!missing.empty()) {
       fail("smol cuda: this ", c.architecture, " model needs ", missing,

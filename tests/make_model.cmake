@@ -96,6 +96,18 @@ add_test(NAME make_model_qwen3moe_mxfp4_moe
 set_tests_properties(make_model_qwen3moe_mxfp4_moe PROPERTIES
   PASS_REGULAR_EXPRESSION "27 tensors \\(11 F32, 6 MXFP4, 10 Q8_0\\)")
 
+# GPT-OSS, two blocks, in its files' mix: per block 12 F32 tensors (attn_norm, the Q, K,
+# V and output biases, the sinks, post_attention_norm, the router and its bias, the
+# experts' three biases), q, k, v, o Q8_0 and the experts MXFP4; plus output_norm F32,
+# token_embd and the untied LM head Q8_0.
+set(make_model_gpt_oss "${make_model_dir}/synthetic-gpt-oss.mxfp4_moe.gguf")
+add_test(NAME make_model_gpt_oss
+  COMMAND $<TARGET_FILE:smol-make-model> --preset gpt-oss-tiny --layers 2 --type mxfp4_moe
+          -o "${make_model_gpt_oss}")
+set_tests_properties(make_model_gpt_oss PROPERTIES
+  FIXTURES_SETUP synthetic_gpt_oss
+  PASS_REGULAR_EXPRESSION "gpt-oss 2 layers.*41 tensors \\(25 F32, 6 MXFP4, 10 Q8_0\\)")
+
 add_test(NAME make_model_rejects_bad_options
   COMMAND $<TARGET_FILE:smol-make-model> --vocab 100 -o "${make_model_dir}/never.gguf")
 set_tests_properties(make_model_rejects_bad_options PROPERTIES
@@ -123,6 +135,17 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/examples/inspect")
   set_tests_properties(make_model_inspect_qwen3moe PROPERTIES
     FIXTURES_REQUIRED synthetic_qwen3moe
     PASS_REGULAR_EXPRESSION "blk\\.1\\.ffn_down_exps\\.weight +Q[46]_K +\\[256, 256, 16\\].*total: 7612160 parameters.*experts: 16 per block, 4 used per token: 2893568 parameters active per token")
+  # gpt-oss-tiny, two blocks: token_embd and output 1024 x 256 each, output_norm 256;
+  # per block the attention 131072 (q) + 2 x 32768 (k, v) + 131072 (o), its biases 512 +
+  # 128 + 128 + 256, the sinks 8, two norms 2 x 256, the router 4096 and its bias 16, the
+  # experts 3 x 256 x 256 x 16 = 3145728 and their biases 3 x 256 x 16 = 12288 (a token
+  # reads 4/16 of both): total 524544 + 2 x 3491352 = 7507248, active 524544 + 2 x
+  # (333336 + 786432 + 3072) = 2770224.
+  add_test(NAME make_model_inspect_gpt_oss
+           COMMAND $<TARGET_FILE:smol-inspect> "${make_model_gpt_oss}")
+  set_tests_properties(make_model_inspect_gpt_oss PROPERTIES
+    FIXTURES_REQUIRED synthetic_gpt_oss
+    PASS_REGULAR_EXPRESSION "architecture: gpt-oss.*blk\\.1\\.attn_sinks\\.weight +F32 +\\[8\\].*total: 7507248 parameters.*experts: 16 per block, 4 used per token: 2770224 parameters active per token")
   add_test(NAME make_model_inspect_llama COMMAND $<TARGET_FILE:smol-inspect> "${make_model_llama}")
   set_tests_properties(make_model_inspect_llama PROPERTIES
     FIXTURES_REQUIRED synthetic_llama

@@ -192,15 +192,29 @@ set_tests_properties(real_model_gemma3_tokenize real_model_gemma3_greedy
 # 8.6e-6, Q4_K_M mean 0.034-0.056, max 0.94, top-1 23-24 of 24: a quantized activation
 # can tip a token to another expert where two are near a tie; its MXFP4_MOE file, experts
 # in MXFP4 on llama.cpp's own MXFP4 kernels, mean 0.011-0.069, max 1.17, top-1 23-24).
-foreach(family IN ITEMS qwen2 qwen3 qwen3moe gemma3)
+# GPT-OSS's tiny file carries every mechanism of the family: biases on Q, K, V and the
+# attention's output, a sink per head, a window of 16 on the even blocks under the one
+# YaRN RoPE (32 over 4096), a router with its bias whose best 4 of 16 are softmaxed among
+# themselves, and clamped-SwiGLU experts with biases. F32 (the choice of 4 of 16 held
+# exactly): mean 1.0e-5-1.6e-5, max 1.1e-4. Its quantized files use all 16 experts:
+# with 4, 8-bit activations tip the router's near-ties (its top 4 are picked by raw
+# score, then softmaxed among themselves, so a swapped expert moves a token by its
+# whole weight) and the distance is the flips', on smol's own paths too (scalar against
+# AVX-512 on the same file: mean 0.04-0.16, max 1.5-2.9, top-1 42-48 of 48; against
+# llama.cpp 0.09-0.33, 1.4-3.0); with 16: Q4_K_M mean 0.050-0.073, max 0.50, top-1 21-23
+# of 24; MXFP4_MOE mean 0.028-0.047, max 0.32, 24 of 24.
+foreach(family IN ITEMS qwen2 qwen3 qwen3moe gemma3 gpt-oss)
   if(family STREQUAL "gemma3")
     set(f32_tolerance 1e-3 1e-2)
   else()
     set(f32_tolerance 1e-4 1e-3)
   endif()
   set(also "")
-  if(family STREQUAL "qwen3moe")  # its experts in MXFP4 too: llama.cpp's MXFP4 kernels
+  if(family MATCHES "qwen3moe|gpt-oss")  # experts in MXFP4 too: llama.cpp's MXFP4 kernels
     set(also --also mxfp4_moe)
+  endif()
+  if(family STREQUAL "gpt-oss")  # its quantized files with every expert used (above)
+    list(APPEND also "--quantized-make-flags=--experts-used 16")
   endif()
   add_test(NAME synthetic_${family}_greedy
            COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/real_model_check.py"
@@ -212,3 +226,23 @@ foreach(family IN ITEMS qwen2 qwen3 qwen3moe gemma3)
   set_tests_properties(synthetic_${family}_greedy PROPERTIES FIXTURES_REQUIRED real_model_npm
                                                              TIMEOUT 300 LABELS real_model)
 endforeach()
+
+# o200k's pre-tokenizer (tokenizer.ggml.pre "gpt-4o": gpt-oss, Llama 4) against
+# llama.cpp's on the tokenize corpus, through a one-block gpt-oss-tiny file (its
+# synthetic vocabulary's 736 merges; the pieces themselves are held to Python's regex in
+# test_pre_tokenizer).
+file(MAKE_DIRECTORY "${real_dir}/synthetic-gpt-4o")
+set(gpt4o_model "${real_dir}/synthetic-gpt-4o/gpt-oss-tiny.gguf")
+add_test(NAME synthetic_gpt4o_file
+         COMMAND $<TARGET_FILE:smol-make-model> --preset gpt-oss-tiny --layers 1 --type q8_0
+                 -o "${gpt4o_model}")
+set_tests_properties(synthetic_gpt4o_file PROPERTIES FIXTURES_SETUP synthetic_gpt4o
+                                                     LABELS real_model)
+add_test(NAME synthetic_gpt4o_tokenize
+         COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/real_model_check.py"
+                 tokenize --model "${gpt4o_model}" --bin "${real_bin}" --node "${SMOL_NODE}"
+                 --oracle "${real_npm}/llamacpp_oracle.mjs"
+                 --work "${real_dir}/synthetic-gpt-4o")
+set_tests_properties(synthetic_gpt4o_tokenize PROPERTIES
+                     FIXTURES_REQUIRED "real_model_npm;synthetic_gpt4o" TIMEOUT 120
+                     LABELS real_model)

@@ -196,10 +196,12 @@ TEST_CASE("a sequence's logits are the same bits whatever shares its batch (int8
 // sequences and alone; and a batch gives each sequence what a Transformer gives it
 // alone (f32 mode).
 TEST_CASE(
-    "Qwen2, Qwen3, Gemma 3, Qwen3-MoE: batches give each sequence its own logits, the same bits") {
-  // Gemma 3's window of 16 positions: the target's 24 tokens move past it. Qwen3-MoE's
-  // experts see a different number of tokens with every crowd.
-  for (const char* preset : {"qwen2-tiny", "qwen3-tiny", "gemma3-tiny", "qwen3moe-tiny"}) {
+    "Qwen2, Qwen3, Gemma 3, Qwen3-MoE, GPT-OSS: batches give each sequence its own logits, the "
+    "same bits") {
+  // Gemma 3's and GPT-OSS's windows of 16 positions: the target's 24 tokens move past
+  // them. The mixtures' experts see a different number of tokens with every crowd.
+  for (const char* preset :
+       {"qwen2-tiny", "qwen3-tiny", "gemma3-tiny", "qwen3moe-tiny", "gpt-oss-tiny"}) {
     CAPTURE(preset);
     smol::SyntheticSpec spec = smol::synthetic_preset(preset);
     spec.layers = 4;

@@ -124,7 +124,7 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
       original, [](const auto&, auto&) { return false; },
       [](auto& writer) { writer.set("general.architecture", "gpt2"); });
   CHECK(wrong_arch.find("gpt2") != std::string::npos);
-  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, qwen3moe, gemma3") != std::string::npos);
+  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss") != std::string::npos);
 
   const std::string no_blocks = load_error(
       original, [](const auto&, auto&) { return false; },
@@ -199,14 +199,14 @@ TEST_CASE("each architecture is one table entry: keys, NoPE rule, RoPE style, op
   CHECK_FALSE(llama.block.post_norms);
   CHECK(llama.sliding_window.pattern == 0);
 
-  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3");
+  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss");
   try {
     smol::find_architecture("gemma2", "model.gguf");
     FAIL("an unknown architecture must be refused");
   } catch (const smol::Error& error) {
     CHECK(std::string(error.what()) ==
           "model.gguf: architecture \"gemma2\" is not supported (smol runs llama, smollm3, qwen2, "
-          "qwen3, qwen3moe, gemma3)");
+          "qwen3, qwen3moe, gemma3, gpt-oss)");
   }
 }
 
@@ -519,7 +519,65 @@ TEST_CASE("a Qwen3-MoE file: experts per block, their views, and a mixture refus
         "edited.gguf: metadata key qwen3moe.expert_count is 0");
   CHECK(with_key("tiny", "smollm3.expert_count", 8) ==
         "edited.gguf: smollm3.expert_count is 8: this smollm3 file is a mixture of experts, "
-        "which smol runs only for qwen3moe");
+        "which smol runs only for qwen3moe, gpt-oss");
+}
+
+TEST_CASE("a GPT-OSS file: biases, sinks, windowed even blocks under the one YaRN RoPE, experts") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("gpt-oss-tiny");
+  spec.layers = 3;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::mxfp4_moe;
+  auto file =
+      smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(), "oss.gguf");
+  auto config = smol::ModelConfig::from_gguf(file);
+  CHECK(config.architecture == "gpt-oss");
+  CHECK(config.head_dim == 64);
+  CHECK(config.q_dim() == 512);  // 8 heads of 64 over a hidden size of 256
+  CHECK(config.rope_layout == smol::RopeLayout::rotate_half);
+  CHECK(config.attention_biases);
+  CHECK(config.output_bias);
+  CHECK(config.attention_sinks);
+  CHECK(config.expert_biases);
+  CHECK(config.n_expert == 16);
+  CHECK(config.n_expert_used == 4);
+  CHECK(config.expert_weighting == smol::ExpertWeighting::softmax_chosen);
+  CHECK_FALSE(config.normalize_chosen_experts);
+  CHECK(config.ffn_activation == smol::FfnActivation::swiglu_oai);
+  // Blocks 0 and 2 see the last 16 positions, block 1 all; every block turns by the
+  // file's YaRN-scaled RoPE.
+  CHECK(config.sliding_window == 16);
+  CHECK(config.attention_window(0) == 16);
+  CHECK(config.attention_window(1) == 0);
+  CHECK(config.attention_window(2) == 16);
+  CHECK_FALSE(config.uses_local_rope(0));
+  CHECK(config.rope_scaling.type == smol::RopeScalingType::yarn);
+  CHECK(config.rope_scaling.factor == 32.0f);
+  CHECK(config.rope_scaling.original_context == 4096);
+  const smol::Model oss(std::move(file), std::move(config));
+  const smol::LayerWeights& layer = oss.weights().layers[2];
+  CHECK(layer.attn_sinks.size() == 8);
+  CHECK(layer.attn_q_bias.size() == 512);
+  CHECK(layer.attn_output_bias.size() == 256);
+  CHECK(layer.ffn_norm.size() == 256);  // blk.N.post_attention_norm
+  CHECK(layer.ffn_gate_inp_bias.size() == 16);
+  CHECK(layer.ffn_gate_exps_bias.size() == 16 * 256);
+  CHECK(layer.ffn_down_exps_bias.size() == 16 * 256);
+  CHECK(layer.ffn_up_exps[3].type == smol::GgmlType::MXFP4);
+
+  // One block without its sinks, or an expert bias of the wrong shape: named.
+  const std::string missing = synthetic_load_error("gpt-oss-tiny", [](const auto& info, auto&) {
+    return info.name == "blk.1.attn_sinks.weight";
+  });
+  CHECK(missing.find("blk.1.attn_sinks.weight is missing") != std::string::npos);
+  const std::string wrong =
+      synthetic_load_error("gpt-oss-tiny", [](const auto& info, auto& writer) {
+        if (info.name != "blk.0.ffn_up_exps.bias") return false;
+        writer.add_tensor_copy("blk.0.ffn_up_exps.bias", smol::GgmlType::F32, {256, 8},
+                               std::vector<std::byte>(256 * 8 * sizeof(float)));
+        return true;
+      });
+  CHECK(wrong.find("blk.0.ffn_up_exps.bias has shape [256, 8], expected [256, 16]") !=
+        std::string::npos);
 }
 
 TEST_CASE("a Gemma 3 file: scaled embeddings, post norms, GeGLU, a sliding window") {

@@ -1,7 +1,8 @@
 // Attention against a plain double-precision implementation of what the cache holds:
 // GQA groupings, the head sizes with specialisations and one without, every K/V type,
 // prefill blocks that start mid-context, and contexts long enough to split the softmax
-// into blocks, and sliding windows that start before, inside and at a block's edge.
+// into blocks, sliding windows that start before, inside and at a block's edge, and
+// attention sinks.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -25,13 +26,15 @@ namespace {
 struct Case {
   std::size_t n_head, n_head_kv, head_dim, context, n_tokens;
   std::size_t window = 0;  // sliding window: the last `window` positions; 0: all
+  bool sinks = false;      // a sink per query head (GPT-OSS), drawn with the queries
 };
 
 // out[t][h] = softmax_p(q.k_p / sqrt(d)) . v_p over p <= first + t (and, with a window,
-// p > first + t - window).
+// p > first + t - window); with sinks, head h's softmax also counts exp(sinks[h]).
 std::vector<double> naive_attention(const Case& c, const std::vector<float>& q,
                                     const std::vector<float>& keys,
-                                    const std::vector<float>& values, std::size_t first) {
+                                    const std::vector<float>& values, std::size_t first,
+                                    const std::vector<float>& sinks) {
   const std::size_t d = c.head_dim;
   std::vector<double> out(c.n_tokens * c.n_head * d, 0.0);
   for (std::size_t t = 0; t < c.n_tokens; ++t) {
@@ -49,7 +52,8 @@ std::vector<double> naive_attention(const Case& c, const std::vector<float>& q,
         scores[p] = s / std::sqrt(static_cast<double>(d));
         max = std::max(max, scores[p]);
       }
-      double total = 0;
+      if (!sinks.empty()) max = std::max(max, double{sinks[h]});
+      double total = sinks.empty() ? 0.0 : std::exp(sinks[h] - max);
       for (double& s : scores) total += (s = std::exp(s - max));
       for (std::size_t p = start; p < visible; ++p) {
         for (std::size_t i = 0; i < d; ++i) {
@@ -100,6 +104,8 @@ double max_error(const Case& c, smol::Context& ctx, smol::KvTypes types) {
   std::vector<float> values = random_vector(c.n_head_kv * c.context * c.head_dim, 1.0f);
   // Large queries make the scores span tens of units: a naive exp would overflow.
   const std::vector<float> q = random_vector(c.n_tokens * c.n_head * c.head_dim, 3.0f);
+  // Sinks as large as the scores, so that they take a good share of some heads' weight.
+  const std::vector<float> sinks = c.sinks ? random_vector(c.n_head, 10.0f) : std::vector<float>();
   // Each KV head's region spans whole key tiles (quant/kv_layout.hpp).
   const std::size_t padded = (c.context + smol::kKeyTile - 1) / smol::kKeyTile * smol::kKeyTile;
   const std::size_t key_stride = padded * smol::kv_row_bytes(types.key, c.head_dim);
@@ -128,9 +134,12 @@ double max_error(const Case& c, smol::Context& ctx, smol::KvTypes types) {
                          .values = stored_values.data(),
                          .value_head_stride = value_stride};
   std::vector<float> out(q.size());
-  smol::attention(ctx, {c.n_head, c.n_head_kv, c.head_dim}, q.data(), c.n_tokens, first, kv,
-                  out.data(), c.window);
-  const std::vector<double> expected = naive_attention(c, q, keys, values, first);
+  const smol::AttentionShape shape{.n_head = c.n_head,
+                                   .n_head_kv = c.n_head_kv,
+                                   .head_dim = c.head_dim,
+                                   .sinks = sinks.empty() ? nullptr : sinks.data()};
+  smol::attention(ctx, shape, q.data(), c.n_tokens, first, kv, out.data(), c.window);
+  const std::vector<double> expected = naive_attention(c, q, keys, values, first, sinks);
   double worst = 0;
   for (std::size_t i = 0; i < out.size(); ++i) {
     worst = std::max(worst, std::abs(out[i] - expected[i]));
@@ -158,6 +167,13 @@ TEST_CASE("attention matches a naive double implementation on every ISA") {
       {2, 1, 32, 1030, 1, 300},  // decode: blocks before the window skipped
       {4, 2, 64, 514, 3, 256},   // token 0's window starts on a block's edge
       {4, 1, 256, 520, 2, 512},  // Gemma 3 270M's heads and window
+      // Attention sinks (GPT-OSS: heads of 64, 8 query heads a KV head, every other block
+      // windowed):
+      {8, 1, 64, 1, 1, 0, true},      // one position and the sink
+      {8, 1, 64, 300, 1, 0, true},    // decode across two blocks
+      {8, 1, 64, 700, 40, 0, true},   // prefill at depth: tiles sharing blocks
+      {8, 1, 64, 40, 40, 16, true},   // prefill through a window
+      {8, 2, 64, 530, 3, 128, true},  // gpt-oss's window of 128
   };
   for (const smol::Isa isa : smol::available_isas()) {
     smol::Context ctx(2, isa);
@@ -168,6 +184,7 @@ TEST_CASE("attention matches a naive double implementation on every ISA") {
       CAPTURE(c.head_dim);
       CAPTURE(c.context);
       CAPTURE(c.window);
+      CAPTURE(c.sinks);
       for (const smol::KvType type : {smol::KvType::f32, smol::KvType::f16, smol::KvType::bf16}) {
         CAPTURE(smol::kv_type_name(type));
         CHECK(max_error(c, ctx, type) < 2e-5);

@@ -1,10 +1,13 @@
-// RMSNorm, softmax and SwiGLU against their textbook definitions.
+// RMSNorm, softmax, the feed-forward gates and the experts' choice against their
+// textbook definitions.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "smol/ops/activation.hpp"
@@ -76,6 +79,8 @@ TEST_CASE("every ISA's swiglu matches the scalar reference, in place and at the 
   }
 }
 
+constexpr auto kSoftmaxAll = smol::ExpertWeighting::softmax_all;
+
 TEST_CASE("choose_experts: the k most probable, in order, their weights renormalised") {
   // Scores 0, 2, 1, 3, -1: probabilities in that order, expert 3 first, then 1, then 2.
   const std::vector<float> scores{0, 2, 1, 3, -1};
@@ -85,21 +90,21 @@ TEST_CASE("choose_experts: the k most probable, in order, their weights renormal
   std::vector<float> work = scores;
   std::size_t chosen[3];
   float weights[3];
-  smol::choose_experts(work.data(), 5, 3, /*normalize_chosen=*/false, chosen, weights);
+  smol::choose_experts(work.data(), 5, 3, kSoftmaxAll, /*normalize_chosen=*/false, chosen, weights);
   CHECK(chosen[0] == 3);
   CHECK(chosen[1] == 1);
   CHECK(chosen[2] == 2);
   for (std::size_t i = 0; i < 3; ++i) CHECK(weights[i] == doctest::Approx(probability(chosen[i])));
   // Renormalised over the chosen: they sum to one, in the same ratios.
   work = scores;
-  smol::choose_experts(work.data(), 5, 3, /*normalize_chosen=*/true, chosen, weights);
+  smol::choose_experts(work.data(), 5, 3, kSoftmaxAll, /*normalize_chosen=*/true, chosen, weights);
   CHECK(weights[0] + weights[1] + weights[2] == doctest::Approx(1.0));
   CHECK(weights[0] / weights[1] == doctest::Approx(std::exp(1.0)));
   // Every expert (k = n), and ties: the lower expert first.
   std::vector<float> tied{1, 5, 5, 1};
   std::size_t all[4];
   float all_weights[4];
-  smol::choose_experts(tied.data(), 4, 4, true, all, all_weights);
+  smol::choose_experts(tied.data(), 4, 4, kSoftmaxAll, true, all, all_weights);
   CHECK(std::vector<std::size_t>(all, all + 4) == std::vector<std::size_t>{1, 2, 0, 3});
   CHECK(all_weights[0] == all_weights[1]);
   CHECK(all_weights[0] + all_weights[1] + all_weights[2] + all_weights[3] == doctest::Approx(1.0));
@@ -107,9 +112,55 @@ TEST_CASE("choose_experts: the k most probable, in order, their weights renormal
   float single = -7;
   std::size_t one;
   float one_weight;
-  smol::choose_experts(&single, 1, 1, true, &one, &one_weight);
+  smol::choose_experts(&single, 1, 1, kSoftmaxAll, true, &one, &one_weight);
   CHECK(one == 0);
   CHECK(one_weight == 1.0f);
+}
+
+TEST_CASE("choose_experts, GPT-OSS's way: the k best scores, a softmax over theirs alone") {
+  // Scores 0, 2, 1, 3, -1: experts 3, 1, 2 chosen; weights e^3, e^2, e^1 over their sum.
+  std::vector<float> scores{0, 2, 1, 3, -1};
+  std::size_t chosen[3];
+  float weights[3];
+  smol::choose_experts(scores.data(), 5, 3, smol::ExpertWeighting::softmax_chosen, false, chosen,
+                       weights);
+  CHECK(std::vector<std::size_t>(chosen, chosen + 3) == std::vector<std::size_t>{3, 1, 2});
+  const double total = std::exp(3.0) + std::exp(2.0) + std::exp(1.0);
+  CHECK(weights[0] == doctest::Approx(std::exp(3.0) / total));
+  CHECK(weights[1] == doctest::Approx(std::exp(2.0) / total));
+  CHECK(weights[2] == doctest::Approx(std::exp(1.0) / total));
+  // The scores are left as they were: only the chosen are softmaxed.
+  CHECK(scores == std::vector<float>{0, 2, 1, 3, -1});
+  // One expert chosen: weight one, whatever its score.
+  std::vector<float> two{-4, -9};
+  smol::choose_experts(two.data(), 2, 1, smol::ExpertWeighting::softmax_chosen, false, chosen,
+                       weights);
+  CHECK(chosen[0] == 0);
+  CHECK(weights[0] == 1.0f);
+}
+
+TEST_CASE("swiglu_oai: GPT-OSS's clamped gate, as ggml_swiglu_oai computes it") {
+  const auto expected = [](double gate, double up) {  // alpha 1.702, limit 7
+    const double x = std::min(gate, 7.0);
+    const double y = std::clamp(up, -7.0, 7.0);
+    return x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+  };
+  for (const auto& [gate, up] : std::vector<std::pair<float, float>>{
+           {0.0f, 0.0f}, {1.0f, 2.0f}, {-3.0f, 0.5f}, {9.0f, 1.0f}, {2.0f, -12.0f}, {8.0f, 8.0f}}) {
+    CAPTURE(gate);
+    CAPTURE(up);
+    CHECK(smol::swiglu_oai(gate, up) == doctest::Approx(expected(gate, up)).epsilon(1e-6));
+  }
+  // Past the limits the output stops growing: a gate of 9 acts as 7, an up of 20 as 7.
+  CHECK(smol::swiglu_oai(9.0f, 20.0f) == smol::swiglu_oai(7.0f, 7.0f));
+  // Through the feed-forward's dispatcher, in place.
+  smol::Context context(1);
+  std::vector<float> gate{1.0f, 9.0f, -3.0f}, up{2.0f, 1.0f, 0.5f};
+  smol::gated_activation(context, smol::FfnActivation::swiglu_oai, gate.data(), up.data(),
+                         gate.data(), gate.size());
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(gate[i] == smol::swiglu_oai(std::vector<float>{1.0f, 9.0f, -3.0f}[i], up[i]));
+  }
 }
 
 }  // namespace test_ops_elementwise

@@ -1,11 +1,12 @@
-// smol-make-model: writes a synthetic SmolLM3, Llama, Qwen2, Qwen3 or Gemma 3 GGUF file with
-// random weights.
+// smol-make-model: writes a synthetic SmolLM3, Llama, Qwen2, Qwen3, Qwen3-MoE, Gemma 3 or
+// GPT-OSS GGUF file with random weights.
 //
 //   smol-make-model --preset tiny -o tiny.gguf
 //   smol-make-model --preset smollm3-3b -o smollm3-3b-synthetic.gguf   (about 1.9 GB)
 //   smol-make-model --arch llama --layers 4 --hidden 512 --type q8_0 -o llama.gguf
 //   smol-make-model --preset qwen3-tiny --type f32 -o qwen3.gguf
 //   smol-make-model --preset qwen3-30b-a3b --layers 8 -o qwen3-moe-part.gguf
+//   smol-make-model --preset gpt-oss-20b --layers 8 -o gpt-oss-part.gguf
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -67,18 +68,22 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                             {{"tiny", std::string("tiny")},
                              {"smollm3-3b", std::string("smollm3-3b")},
                              {"qwen3-30b-a3b", std::string("qwen3-30b-a3b")},
+                             {"gpt-oss-20b", std::string("gpt-oss-20b")},
                              {"qwen2-tiny", std::string("qwen2-tiny")},
                              {"qwen3-tiny", std::string("qwen3-tiny")},
                              {"qwen3moe-tiny", std::string("qwen3moe-tiny")},
                              {"qwen3-moe-tiny", std::string("qwen3-moe-tiny")},
-                             {"gemma3-tiny", std::string("gemma3-tiny")}},
+                             {"gemma3-tiny", std::string("gemma3-tiny")},
+                             {"gpt-oss-tiny", std::string("gpt-oss-tiny")}},
                             "tiny (8 layers, 256 hidden, like the test fixture),\n"
                             "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast),\n"
                             "qwen3-30b-a3b (Qwen3-30B-A3B's shape: 128 experts, 8 used, Q4_K_M,\n"
                             "~17 GB at 48 layers; --layers N for part of it; implies --fast),\n"
+                            "gpt-oss-20b (gpt-oss-20b's shape: 32 experts, 4 used, MXFP4 experts,\n"
+                            "the rest Q8_0, ~12 GB at 24 layers; --layers N; implies --fast),\n"
                             "qwen2-tiny, qwen3-tiny, qwen3moe-tiny (also qwen3-moe-tiny: 16\n"
-                            "experts, 4 used) or gemma3-tiny (the tiny shape in that family's\n"
-                            "layout)");
+                            "experts, 4 used), gemma3-tiny or gpt-oss-tiny (16 experts, 4 used)\n"
+                            "(the tiny shape in that family's layout)");
   preset->type_name("NAME");
   std::string arch;
   CLI::Option* arch_option =
@@ -88,10 +93,12 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                              {"qwen2", std::string("qwen2")},
                              {"qwen3", std::string("qwen3")},
                              {"qwen3moe", std::string("qwen3moe")},
-                             {"gemma3", std::string("gemma3")}},
+                             {"gemma3", std::string("gemma3")},
+                             {"gpt-oss", std::string("gpt-oss")}},
                             "smollm3 (default), llama, qwen2 (QKV biases), qwen3 (Q/K norms),\n"
-                            "qwen3moe (Qwen3 with a mixture of experts) or gemma3 (post norms,\n"
-                            "GeGLU, a sliding window of 16)");
+                            "qwen3moe (Qwen3 with a mixture of experts), gemma3 (post norms,\n"
+                            "GeGLU, a sliding window of 16) or gpt-oss (biases, sinks, a window\n"
+                            "of 16, YaRN, a mixture of clamped-SwiGLU experts)");
   arch_option->type_name("NAME");
   app.add_option_function<std::string>("--name", edit(&Spec::name), "general.name")
       ->type_name("TEXT");
@@ -107,7 +114,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
   count("--context", &Spec::context, 1, smol::cli::kMaxTokens,
         "context length, up to 16777216 (default 4096)");
   count("--experts", &Spec::experts, 1, 1024,
-        "experts per block of a mixture (qwen3moe), up to 1024 (default 16)");
+        "experts per block of a mixture (qwen3moe, gpt-oss), up to 1024 (default 16)");
   count("--experts-used", &Spec::experts_used, 1, 1024,
         "experts chosen per token, up to --experts (default 4)");
   count("--expert-ffn", &Spec::expert_ffn, 1, 262144,

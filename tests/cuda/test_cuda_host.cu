@@ -384,9 +384,10 @@ TEST_CASE("GPU pass on the host: rewinding, logits choices and errors as the CPU
 TEST_CASE("GPU pass on the host: a Gemma 3 model is refused, its missing mechanisms named") {
   const smol::Model model =
       smol::Model::open(synthetic_model("gemma3", smol::synthetic_preset("gemma3-tiny")));
-  CHECK_THROWS_WITH_AS(HostEngine(model, {.context = 256}),
-                       "smol cuda: this gemma3 model needs scaled embeddings, post-attention and "
-                       "post-FFN norms, a GELU feed-forward, sliding-window attention, which the "
-                       "GPU pass does not implement yet; run it on the CPU",
-                       smol::Error);
+  CHECK_THROWS_WITH_AS(
+      HostEngine(model, {.context = 256}),
+      "smol cuda: this gemma3 model needs scaled embeddings, post-attention and "
+      "post-FFN norms, a feed-forward gate other than SwiGLU, sliding-window attention, which the "
+      "GPU pass does not implement yet; run it on the CPU",
+      smol::Error);
 }

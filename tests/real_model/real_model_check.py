@@ -8,7 +8,8 @@ and through llama.cpp itself (llamacpp_oracle.mjs, node-llama-cpp's prebuilt CPU
     real_model_check.py synthetic --make-model smol-make-model --preset qwen3-tiny
                         --bin DIR --node NODE --oracle ... --work DIR [--prompts FILE]
                         [--steps N] [--top K] [--f32-tolerance MEAN MAX]
-                        [--tolerance MEAN MAX TOP1]
+                        [--tolerance MEAN MAX TOP1] [--also TYPE...]
+                        [--quantized-make-flags='FLAGS']
 
 tokenize:   a corpus (ASCII, code, numbers, whitespace runs, accents, CJK, emoji) gives
             identical ids.
@@ -32,8 +33,9 @@ greedy:     for each prompt, llama.cpp's greedy continuation is fed back to smol
 synthetic:  greedy on a family's synthetic files, written into --work by
             smol-make-model --preset (tests/real_model.cmake's synthetic_*_greedy):
             F32 with --exact --f32-activations within --f32-tolerance (MEAN MAX, every
-            token equal), then Q4_K_M with --exact within --tolerance (default: the
-            fixture's Q4_K_M bounds, Q4_K_M_TOLERANCE).
+            token equal), then Q4_K_M and each --also type with --exact within
+            --tolerance (default: the fixture's Q4_K_M bounds, Q4_K_M_TOLERANCE), those
+            written with --quantized-make-flags too.
 perplexity: smol-perplexity and llama.cpp over the same text (--text-chars N: its first
             N characters, whole lines), llama-perplexity's protocol (-c --ctx, bos first
             in every chunk for a model that adds it), within --ppl-tolerance (0.5 %).
@@ -286,14 +288,17 @@ def check_synthetic(args):
     """A family's synthetic files, written here by smol-make-model --preset (random
     weights in the family's real layout), each against llama.cpp with greedy's fixed
     bounds: F32 with float activations and an F32 K/V cache on both sides (--exact)
-    within --f32-tolerance, then Q4_K_M and each --also type within --tolerance."""
+    within --f32-tolerance, then Q4_K_M and each --also type within --tolerance, written
+    with --quantized-make-flags (a mixture's --experts-used N: with every expert used, no
+    near-tie in the router's choice can tip on the activations' rounding)."""
     ok = True
     quantized = args.tolerance or Q4_K_M_TOLERANCE
     for weights, tolerance in ([("f32", args.f32_tolerance + [1.0]), ("q4_k_m", quantized)] +
                                [(also, quantized) for also in args.also]):
         path = os.path.join(args.work, "%s.%s.gguf" % (args.preset, weights))
-        print(run([args.make_model, "--preset", args.preset, "--type", weights, "-o",
-                   path]).decode().strip())
+        extra = args.quantized_make_flags.split() if weights != "f32" else []
+        print(run([args.make_model, "--preset", args.preset, "--type", weights, "-o", path] +
+                  extra).decode().strip())
         each = argparse.Namespace(**vars(args))
         each.model, each.tolerance, each.exact = path, tolerance, True
         each.f32_activations = weights == "f32"
@@ -311,6 +316,9 @@ def main():
     parser.add_argument("--preset", help="synthetic: smol-make-model's preset (qwen3-tiny)")
     parser.add_argument("--also", nargs="*", default=[], metavar="TYPE",
                         help="synthetic: more of smol-make-model's --type to check (mxfp4_moe)")
+    parser.add_argument("--quantized-make-flags", default="",
+                        help="synthetic: more smol-make-model flags for the quantized files "
+                        "(one string: --quantized-make-flags='--experts-used 16')")
     parser.add_argument("--f32-tolerance", type=float, nargs=2, metavar=("MEAN", "MAX"),
                         default=[1e-4, 1e-3], help="synthetic: the F32 file's bounds")
     parser.add_argument("--bin", required=True, help="directory of smol-tokenize, smol-logits, ...")

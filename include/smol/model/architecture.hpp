@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "smol/core/error.hpp"
-#include "smol/ops/activation.hpp"  // FfnActivation
+#include "smol/ops/activation.hpp"     // FfnActivation
+#include "smol/ops/expert_choice.hpp"  // ExpertWeighting
 
 namespace smol {
 
@@ -64,6 +65,9 @@ struct TensorNames {
   std::string_view attn_q_norm = "attn_q_norm";
   std::string_view attn_k_norm = "attn_k_norm";
   std::string_view attn_output = "attn_output";
+  // One learned score per query head that joins every softmax of its attention
+  // (OptionalTensors::attention_sinks): [n_head], F32.
+  std::string_view attn_sinks = "attn_sinks";
   std::string_view ffn_norm = "ffn_norm";
   std::string_view ffn_gate = "ffn_gate";
   std::string_view ffn_up = "ffn_up";
@@ -95,6 +99,13 @@ struct OptionalTensors {
   bool qk_norm = false;      // blk.N.attn_{q,k}_norm.weight, per-head RMSNorm before RoPE (Qwen3)
   bool rope_freqs = false;   // rope_freqs.weight, per-dimension RoPE frequency factors (Llama 3.1+)
   bool tied_output = false;  // output.weight may be absent: token_embd is then the LM head
+  bool output_bias = false;  // blk.N.attn_output.bias, added to the attention's output (GPT-OSS)
+  // blk.N.attn_sinks.weight: per query head, a score that every softmax of the attention
+  // counts in its denominator and that weights no value ("attention sinks", GPT-OSS).
+  bool attention_sinks = false;
+  // blk.N.ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias: the router's bias and
+  // each expert's biases after its projections (GPT-OSS).
+  bool expert_biases = false;
 };
 
 // How a head's rotary dimensions are paired: ggml's "normal" mode pairs adjacent values
@@ -149,6 +160,9 @@ struct BlockRule {
 struct SlidingWindowRule {
   std::size_t pattern = 0;  // 0: no sliding window
   std::string_view window_key = "attention.sliding_window";
+  // Whether local blocks turn by a RoPE of their own (local_freq_base, unscaled: Gemma 3)
+  // or by the global one, scaling included (GPT-OSS).
+  bool own_local_rope = true;
   float local_freq_base = 10000.0f;
 
   // local_layers[il]: whether block il attends through the window.
@@ -161,15 +175,16 @@ struct SlidingWindowRule {
   }
 };
 
-// A mixture of experts in place of every block's feed-forward (Qwen3-MoE): a router
-// scores each token against every expert, a softmax turns the scores into
-// probabilities, the token goes through the `expert_used_count` most probable experts
-// (each a gated feed-forward of its own), and their outputs are summed weighted by those
-// probabilities, renormalised over the chosen ones when `normalize_chosen` (Qwen3's
-// norm_topk_prob; llama.cpp's build_moe_ffn with norm_w).
+// A mixture of experts in place of every block's feed-forward (Qwen3-MoE, GPT-OSS): a
+// router scores each token against every expert, the token goes through the
+// `expert_used_count` best-scored experts (each a gated feed-forward of its own, with the
+// block's activation), and their outputs are summed weighted as `weighting` says,
+// renormalised over the chosen ones when `normalize_chosen` (Qwen3's norm_topk_prob;
+// llama.cpp's build_moe_ffn with norm_w).
 struct MixtureRule {
   bool experts = false;
   bool normalize_chosen = true;
+  ExpertWeighting weighting = ExpertWeighting::softmax_all;
 };
 
 struct Architecture {
@@ -249,9 +264,28 @@ inline constexpr std::array kArchitectures{
                   .embd_per_head_scale_blocks = 62},
         .sliding_window = {.pattern = 6, .local_freq_base = 10000.0f},
     },
+    // GPT-OSS (gpt-oss-20b, gpt-oss-120b; llama.cpp's openai-moe): biases on every
+    // attention projection, a learned sink per query head in every softmax, every other
+    // block (the even ones) attending through a sliding window but turning by the same
+    // YaRN-scaled RoPE, the norm after the attention named post_attention_norm, and a
+    // mixture whose router (with its bias) picks the top scores and softmaxes theirs
+    // alone, each expert a clamped SwiGLU with biases (activation.hpp's swiglu_oai).
+    Architecture{
+        .name = "gpt-oss",
+        .key_prefix = "gpt-oss",
+        .tensors = {.ffn_norm = "post_attention_norm"},
+        .optional =
+            {.qkv_bias = true, .output_bias = true, .attention_sinks = true, .expert_biases = true},
+        .rope = {.style = RopeStyle::neox},
+        .block = {.activation = FfnActivation::swiglu_oai},
+        .sliding_window = {.pattern = 2, .own_local_rope = false},
+        .mixture = {.experts = true,
+                    .normalize_chosen = false,
+                    .weighting = ExpertWeighting::softmax_chosen},
+    },
 };
 
-// "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3": for messages.
+// "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss": for messages.
 inline std::string known_architectures() {
   std::string names;
   for (const Architecture& architecture : kArchitectures) {

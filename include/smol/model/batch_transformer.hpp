@@ -199,7 +199,7 @@ class BatchTransformer {
     }
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
-      const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attention_scale()};
+      const AttentionShape shape = attention_shape(*self->model_, layer);
       std::vector<PagedKv> views;
       views.reserve(spans.size());
       for (const Span& s : spans) views.push_back(self->pool_.view(s.sequence, layer));

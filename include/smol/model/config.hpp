@@ -51,6 +51,8 @@ struct ModelConfig {
   // and the forward passes apply them, after the Q/K/V projections and before RoPE.
   bool attention_biases = false;  // blk.N.attn_{q,k,v}.bias added to the projections
   bool qk_norm = false;           // blk.N.attn_{q,k}_norm: RMSNorm of each Q and K head
+  bool output_bias = false;       // blk.N.attn_output.bias added to the attention's output
+  bool attention_sinks = false;   // blk.N.attn_sinks: a sink per query head in the softmax
 
   // The block's mechanisms from the architecture's BlockRule (architecture.hpp).
   float embedding_scale = 1.0f;  // sqrt(n_embd) with BlockRule::scale_embeddings
@@ -61,8 +63,9 @@ struct ModelConfig {
   FfnActivation ffn_activation = FfnActivation::silu;
 
   // Sliding-window attention (SlidingWindowRule): local_layers[il] attend to the last
-  // sliding_window positions only and turn by the RoPE base rope_base_local, unscaled.
-  // sliding_window 0 (and local_layers empty): every block is global.
+  // sliding_window positions only and, with own_local_rope, turn by the RoPE base
+  // rope_base_local, unscaled (else as the global blocks). sliding_window 0 (and
+  // local_layers empty): every block is global.
   std::size_t sliding_window = 0;
   // Mixture of experts (MixtureRule): n_expert experts per block (0: a dense
   // feed-forward), n_expert_used chosen per token, each of n_ff_expert.
@@ -70,7 +73,10 @@ struct ModelConfig {
   std::size_t n_expert_used = 0;
   std::size_t n_ff_expert = 0;
   bool normalize_chosen_experts = false;
+  ExpertWeighting expert_weighting = ExpertWeighting::softmax_all;
+  bool expert_biases = false;  // the router's and the experts' biases (GPT-OSS)
   std::vector<bool> local_layers;
+  bool own_local_rope = true;
   float rope_base_local = 10000.0f;
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
@@ -84,6 +90,8 @@ struct ModelConfig {
     return 1.0f / std::sqrt(static_cast<float>(attention_scale_width()));
   }
   bool is_local(std::size_t il) const { return sliding_window != 0 && local_layers.at(il); }
+  // Whether block il turns by the local RoPE (local_rope_frequencies) rather than the global.
+  bool uses_local_rope(std::size_t il) const { return own_local_rope && is_local(il); }
   // Positions a query of block il sees back from itself, itself included; 0: all.
   std::size_t attention_window(std::size_t il) const { return is_local(il) ? sliding_window : 0; }
   // The longest context the model runs: the trained one, or with RoPE scaling the
@@ -223,6 +231,13 @@ inline void read_experts(const gguf::GgufFile& file, const Architecture& arch,
   config.n_expert_used = positive_count(file, arch, keys.expert_used_count);
   config.n_ff_expert = positive_count(file, arch, keys.expert_feed_forward_length);
   config.normalize_chosen_experts = arch.mixture.normalize_chosen;
+  config.expert_weighting = arch.mixture.weighting;
+  const TensorNames& names = arch.tensors;
+  config.expert_biases =
+      arch.optional.expert_biases && has_block_tensor(file, config.n_layer,
+                                                      {names.ffn_gate_inp, names.ffn_gate_exps,
+                                                       names.ffn_up_exps, names.ffn_down_exps},
+                                                      "bias");
   if (config.n_expert_used > config.n_expert) {
     fail(file.name(), ": ", arch.key(keys.expert_used_count), " ", config.n_expert_used,
          " exceeds the ", config.n_expert, " experts of ", arch.key(keys.expert_count));
@@ -287,8 +302,14 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
     config.sliding_window = static_cast<std::size_t>(
         file.get_optional<std::uint64_t>(key(arch.sliding_window.window_key)).value_or(0));
     config.local_layers = arch.sliding_window.local_layers(config.n_layer);
+    config.own_local_rope = arch.sliding_window.own_local_rope;
     config.rope_base_local = arch.sliding_window.local_freq_base;
   }
+  config.output_bias = arch.optional.output_bias &&
+                       has_block_tensor(file, config.n_layer, {arch.tensors.attn_output}, "bias");
+  config.attention_sinks =
+      arch.optional.attention_sinks &&
+      has_block_tensor(file, config.n_layer, {arch.tensors.attn_sinks}, "weight");
   config.qk_norm = arch.optional.qk_norm &&
                    has_block_tensor(file, config.n_layer,
                                     {arch.tensors.attn_q_norm, arch.tensors.attn_k_norm}, "weight");

@@ -39,6 +39,13 @@ concept KvAccess = requires(T kv, std::size_t i, const float* f, float* out) {
   kv.attend(i, f, i, out);
 };
 
+// The biases of a feed-forward's three projections (GPT-OSS's experts'); null: none.
+struct FfnBiases {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* down = nullptr;
+};
+
 // The activations of a batch, grown to the largest batch seen and then reused.
 class LayerPass {
  public:
@@ -110,6 +117,7 @@ class LayerPass {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - attention_started)
               .count();
       project(layer.attn_output, attended_.data(), n, projected_.data());
+      if (c.output_bias) add_to_rows(projected_.data(), layer.attn_output_bias.data(), n, c.n_embd);
       if (c.post_norms) post_norm(layer.attn_post_norm, n);
       add_in_place(x_.data(), projected_.data(), n * c.n_embd);
       cancel.throw_if_requested();
@@ -176,15 +184,20 @@ class LayerPass {
   // The gated feed-forward of n rows of x into y: gate and up (one pass where they
   // share the input), the activation, down. `cancel` is polled after gate and up.
   void feed_forward(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                    const float* x, std::size_t n, float* y, const CancelCheck& cancel) {
+                    const float* x, std::size_t n, float* y, const CancelCheck& cancel,
+                    const FfnBiases& biases = {}) {
     const ModelConfig& c = model_->config();
     const std::size_t width = gate.rows;
     project_shared_input({&gate, &up}, x, n, {gate_.data(), up_.data()}, cancel);
     for_each_token(n, [&](std::size_t t) {
-      gated_activation(*context_, c.ffn_activation, gate_.data() + t * width,
-                       up_.data() + t * width, gate_.data() + t * width, width);
+      float* g = gate_.data() + t * width;
+      float* u = up_.data() + t * width;
+      if (biases.gate != nullptr) add_in_place(g, biases.gate, width);
+      if (biases.up != nullptr) add_in_place(u, biases.up, width);
+      gated_activation(*context_, c.ffn_activation, g, u, g, width);
     });
     project(down, gate_.data(), n, y);
+    if (biases.down != nullptr) add_to_rows(y, biases.down, n, down.rows);
   }
 
   // A mixture of experts (MixtureRule) over the n rows of normed_, into projected_: the
@@ -197,9 +210,11 @@ class LayerPass {
     const ModelConfig& c = model_->config();
     const std::size_t k = c.n_expert_used;
     project(layer.ffn_gate_inp, normed_.data(), n, router_.data());
+    if (c.expert_biases) add_to_rows(router_.data(), layer.ffn_gate_inp_bias.data(), n, c.n_expert);
     for_each_token(n, [&](std::size_t t) {
-      choose_experts(router_.data() + t * c.n_expert, c.n_expert, k, c.normalize_chosen_experts,
-                     chosen_.data() + t * k, chosen_weights_.data() + t * k);
+      choose_experts(router_.data() + t * c.n_expert, c.n_expert, k, c.expert_weighting,
+                     c.normalize_chosen_experts, chosen_.data() + t * k,
+                     chosen_weights_.data() + t * k);
     });
     for (std::size_t e = 0; e < c.n_expert; ++e) {
       expert_slots_.clear();  // (token, slot) pairs that chose expert e
@@ -212,8 +227,14 @@ class LayerPass {
         const float* row = normed_.data() + expert_slots_[j] / k * c.n_embd;
         std::copy(row, row + c.n_embd, expert_in_.data() + j * c.n_embd);
       }
+      const auto bias = [&](const std::vector<float>& all, std::size_t width) {
+        return all.empty() ? nullptr : all.data() + e * width;
+      };
       feed_forward(layer.ffn_gate_exps[e], layer.ffn_up_exps[e], layer.ffn_down_exps[e],
-                   expert_in_.data(), m, expert_out_.data(), cancel);
+                   expert_in_.data(), m, expert_out_.data(), cancel,
+                   {.gate = bias(layer.ffn_gate_exps_bias, c.n_ff_expert),
+                    .up = bias(layer.ffn_up_exps_bias, c.n_ff_expert),
+                    .down = bias(layer.ffn_down_exps_bias, c.n_embd)});
       for_each_token(m, [&](std::size_t j) {
         const std::size_t slot = expert_slots_[j];
         const float weight = chosen_weights_[slot];
@@ -280,6 +301,10 @@ class LayerPass {
 
   static void add_in_place(float* x, const float* delta, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) x[i] += delta[i];
+  }
+  // The same `width` values added to each of n rows (a bias).
+  static void add_to_rows(float* rows, const float* bias, std::size_t n, std::size_t width) {
+    for (std::size_t t = 0; t < n; ++t) add_in_place(rows + t * width, bias, width);
   }
 
   const Model* model_;

@@ -13,6 +13,7 @@
 #include "smol/model/config.hpp"
 #include "smol/model/repacked_weights.hpp"
 #include "smol/model/weights.hpp"
+#include "smol/ops/attention.hpp"
 #include "smol/simd/kernels_impl.hpp"
 
 namespace smol {
@@ -175,6 +176,18 @@ inline RopeFrequencies rope_frequencies(const Model& model) {
   return rope;
 }
 
+// The shape of block il's attention: heads, their size, the scores' scale and the
+// block's sinks where the model has them.
+inline AttentionShape attention_shape(const Model& model, std::size_t il) {
+  const ModelConfig& c = model.config();
+  const std::vector<float>& sinks = model.weights().layers.at(il).attn_sinks;
+  return {.n_head = c.n_head,
+          .n_head_kv = c.n_head_kv,
+          .head_dim = c.head_dim,
+          .scale = c.attention_scale(),
+          .sinks = sinks.empty() ? nullptr : sinks.data()};
+}
+
 // The RoPE tables a model's blocks turn by: the model's, and for its sliding-window
 // blocks their own (ModelConfig::local_rope_frequencies) when it has any.
 class BlockRopes {
@@ -182,7 +195,7 @@ class BlockRopes {
   BlockRopes() = default;
   explicit BlockRopes(const Model& model)
       : global_(model.config().n_rot, rope_frequencies(model)),
-        local_(model.config().sliding_window != 0
+        local_(model.config().sliding_window != 0 && model.config().own_local_rope
                    ? RopeTable(model.config().n_rot, model.config().local_rope_frequencies())
                    : RopeTable()) {}
 
@@ -192,7 +205,7 @@ class BlockRopes {
     local_.ensure(end);
   }
   const RopeTable& of_block(const ModelConfig& config, std::size_t il) const {
-    return config.is_local(il) ? local_ : global_;
+    return config.uses_local_rope(il) ? local_ : global_;
   }
   const RopeTable& global() const noexcept { return global_; }
 

@@ -214,7 +214,7 @@ class Transformer {
     }
     void attend(std::size_t layer, const float* q, std::size_t n, float* out) {
       const ModelConfig& c = self->model_->config();
-      const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attention_scale()};
+      const AttentionShape shape = attention_shape(*self->model_, layer);
       attention(*self->context_, shape, q, n, first_position, self->kv_.layer(layer), out,
                 c.attention_window(layer));
     }

@@ -34,8 +34,15 @@ namespace smol {
 // LayerPass, the f32 reference and the CUDA unit. A family that brings another one
 // gets it applied in all three, then set here; until then a file that carries it is
 // refused at load.
-inline constexpr OptionalTensors kAppliedOptionalTensors{
-    .qkv_bias = true, .qk_norm = true, .rope_freqs = true, .tied_output = true};
+// (The CUDA unit refuses the files of the last three: GPT-OSS's, whose mixture and
+// sliding window it does not run either.)
+inline constexpr OptionalTensors kAppliedOptionalTensors{.qkv_bias = true,
+                                                         .qk_norm = true,
+                                                         .rope_freqs = true,
+                                                         .tied_output = true,
+                                                         .output_bias = true,
+                                                         .attention_sinks = true,
+                                                         .expert_biases = true};
 
 struct LayerWeights {
   std::vector<float> attn_norm;
@@ -50,11 +57,16 @@ struct LayerWeights {
 
   // The optional tensors of the architecture's entry, widened to f32 like the norms;
   // empty unless the config's mechanism is on (then every block has them).
-  std::vector<float> attn_q_bias;  // [q_dim]   (config.attention_biases)
-  std::vector<float> attn_k_bias;  // [kv_dim]
-  std::vector<float> attn_v_bias;  // [kv_dim]
-  std::vector<float> attn_q_norm;  // [head_dim], one for all heads (config.qk_norm)
-  std::vector<float> attn_k_norm;  // [head_dim]
+  std::vector<float> attn_q_bias;       // [q_dim]   (config.attention_biases)
+  std::vector<float> attn_k_bias;       // [kv_dim]
+  std::vector<float> attn_v_bias;       // [kv_dim]
+  std::vector<float> attn_q_norm;       // [head_dim], one for all heads (config.qk_norm)
+  std::vector<float> attn_k_norm;       // [head_dim]
+  std::vector<float> attn_output_bias;  // [n_embd] (config.output_bias)
+  std::vector<float> attn_sinks;        // [n_head] (config.attention_sinks)
+  // config.expert_biases: the router's [n_expert], and each expert's after its gate, up
+  // and down projections, expert e's from e * n_ff_expert (gate, up) or e * n_embd (down).
+  std::vector<float> ffn_gate_inp_bias, ffn_gate_exps_bias, ffn_up_exps_bias, ffn_down_exps_bias;
   // The norms of the attention's and the FFN's outputs (config.post_norms), [n_embd];
   // empty without.
   std::vector<float> attn_post_norm, ffn_post_norm;
@@ -161,8 +173,10 @@ inline std::vector<WeightMatrix> expert_views(const gguf::GgufFile& file, const 
 }
 
 inline std::vector<float> norm_vector(const gguf::GgufFile& file, const std::string& name,
-                                      std::size_t n) {
-  const gguf::TensorInfo& info = checked_tensor(file, name, {n});
+                                      std::initializer_list<std::size_t> shape) {
+  const gguf::TensorInfo& info = checked_tensor(file, name, shape);
+  std::size_t n = 1;
+  for (const std::size_t dim : shape) n *= dim;
   if (n % ggml_type_info(info.type).block_values != 0) {
     fail(file.name(), ": tensor ", name, " of type ", ggml_type_name(info.type), " with ", n,
          " values is not whole blocks");
@@ -188,9 +202,11 @@ class TensorClaims {
     claimed_.insert(name);
     return expert_views(*file_, name, cols, rows, n_expert);
   }
-  std::vector<float> norm(const std::string& name, std::size_t n) {
+  std::vector<float> norm(const std::string& name, std::size_t n) { return vector(name, {n}); }
+  // A tensor of `shape` (a vector, or a few of them) widened to f32 like a norm.
+  std::vector<float> vector(const std::string& name, std::initializer_list<std::size_t> shape) {
     claimed_.insert(name);
-    return norm_vector(*file_, name, n);
+    return norm_vector(*file_, name, shape);
   }
 
   // An optional tensor of `n` values (`meaning` says what it is for): null when its
@@ -212,7 +228,8 @@ class TensorClaims {
   // The vectors of an optional per-block kind that the config found in the file
   // (`present`): required then, widened like a norm; refused when the forward pass
   // does not apply the kind (`applied`). Empty when the kind is off.
-  std::vector<float> optional_vector(const std::string& name, std::size_t n, bool present,
+  std::vector<float> optional_vector(const std::string& name,
+                                     std::initializer_list<std::size_t> shape, bool present,
                                      bool applied, std::string_view meaning) {
     if (!present) return {};
     if (!applied) {
@@ -220,7 +237,7 @@ class TensorClaims {
            " file, but smol does not apply ", meaning,
            " yet; it will not run the model without it");
     }
-    return norm(name, n);
+    return vector(name, shape);
   }
 
   // Refuses the file if it holds a tensor nobody claimed.
@@ -270,12 +287,19 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
       return claims.norm(TensorNames::block(il, name), n_embd);
     };
     const auto bias = [&](std::string_view name, std::size_t n) {
-      return claims.optional_vector(TensorNames::block(il, name, "bias"), n,
+      return claims.optional_vector(TensorNames::block(il, name, "bias"), {n},
                                     config.attention_biases, applied.qkv_bias, "QKV biases");
     };
     const auto head_norm = [&](std::string_view name) {
-      return claims.optional_vector(TensorNames::block(il, name), config.head_dim, config.qk_norm,
+      return claims.optional_vector(TensorNames::block(il, name), {config.head_dim}, config.qk_norm,
                                     applied.qk_norm, "per-head Q/K norms");
+    };
+    const auto expert_bias = [&](std::string_view name, std::size_t n, std::size_t experts) {
+      return claims.optional_vector(TensorNames::block(il, name, "bias"),
+                                    experts == 1 ? std::initializer_list<std::size_t>{n}
+                                                 : std::initializer_list<std::size_t>{n, experts},
+                                    config.expert_biases, applied.expert_biases,
+                                    "the router's and the experts' biases");
     };
     LayerWeights& layer = weights.layers[il];
     layer.attn_norm = norm(names.attn_norm);
@@ -302,6 +326,19 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
     layer.attn_v_bias = bias(names.attn_v, config.kv_dim());
     layer.attn_q_norm = head_norm(names.attn_q_norm);
     layer.attn_k_norm = head_norm(names.attn_k_norm);
+    layer.attn_output_bias = claims.optional_vector(
+        TensorNames::block(il, names.attn_output, "bias"), {n_embd}, config.output_bias,
+        applied.output_bias, "the attention output's bias");
+    layer.attn_sinks =
+        claims.optional_vector(TensorNames::block(il, names.attn_sinks), {config.n_head},
+                               config.attention_sinks, applied.attention_sinks, "attention sinks");
+    if (config.has_experts()) {
+      layer.ffn_gate_inp_bias = expert_bias(names.ffn_gate_inp, config.n_expert, 1);
+      layer.ffn_gate_exps_bias =
+          expert_bias(names.ffn_gate_exps, config.n_ff_expert, config.n_expert);
+      layer.ffn_up_exps_bias = expert_bias(names.ffn_up_exps, config.n_ff_expert, config.n_expert);
+      layer.ffn_down_exps_bias = expert_bias(names.ffn_down_exps, n_embd, config.n_expert);
+    }
     if (config.post_norms) {
       layer.attn_post_norm = norm(names.attn_post_norm);
       layer.ffn_post_norm = norm(names.ffn_post_norm);

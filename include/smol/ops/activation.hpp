@@ -1,8 +1,10 @@
 // The gates of feed-forward blocks: SwiGLU, silu(gate) * up (the Llama block), through
 // the context's kernel table (vectorised exp; the scalar set holds the reference), and
-// GeGLU, gelu(gate) * up with GELU's tanh approximation (Gemma).
+// GeGLU, gelu(gate) * up with GELU's tanh approximation (Gemma), and GPT-OSS's clamped
+// SwiGLU.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -11,9 +13,14 @@
 
 namespace smol {
 
-// The feed-forward's gate: SiLU (SwiGLU, the Llama block) or GELU with the tanh
-// approximation (GeGLU, Gemma); an architecture's BlockRule names one.
-enum class FfnActivation { silu, gelu_tanh };
+// The feed-forward's gate: SiLU (SwiGLU, the Llama block), GELU with the tanh
+// approximation (GeGLU, Gemma) or the clamped SwiGLU (GPT-OSS); an architecture's
+// BlockRule names one.
+enum class FfnActivation {
+  silu,        // SwiGLU: silu(gate) * up
+  gelu_tanh,   // GEGLU with GELU's tanh form, as ggml computes it (Gemma)
+  swiglu_oai,  // GPT-OSS's clamped SwiGLU (swiglu_oai below)
+};
 
 // out[i] = silu(gate[i]) * up[i]; `out` may alias either input.
 inline void swiglu(const Context& ctx, const float* gate, const float* up, float* out,
@@ -42,14 +49,31 @@ inline void geglu(const float* gate, const float* up, float* out, std::size_t n)
   for (std::size_t i = 0; i < n; ++i) out[i] = gelu_tanh_like_ggml(gate[i]) * up[i];
 }
 
+// GPT-OSS's gate (ggml_swiglu_oai with the alpha and limit llama.cpp fixes for it): the
+// gate clamped from above at 7, x * sigmoid(1.702 x), times the up projection clamped
+// to [-7, 7] plus one. Its own loop rather than a kernel-table entry: an expert's gate
+// is a few thousand values per token, next to the matrices' millions of products.
+inline float swiglu_oai(float gate, float up) noexcept {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  const float x = std::min(gate, kLimit);
+  const float y = std::clamp(up, -kLimit, kLimit);
+  return x / (1.0f + std::exp(kAlpha * -x)) * (y + 1.0f);
+}
+
 // The feed-forward's gate of the config's activation.
 inline void gated_activation(const Context& ctx, FfnActivation activation, const float* gate,
                              const float* up, float* out, std::size_t n) noexcept {
-  if (activation == FfnActivation::gelu_tanh) {
-    geglu(gate, up, out, n);
-  } else {
-    swiglu(ctx, gate, up, out, n);
+  switch (activation) {
+    case FfnActivation::gelu_tanh:
+      geglu(gate, up, out, n);
+      return;
+    case FfnActivation::swiglu_oai:
+      for (std::size_t i = 0; i < n; ++i) out[i] = swiglu_oai(gate[i], up[i]);
+      return;
+    case FfnActivation::silu:
+      break;
   }
+  swiglu(ctx, gate, up, out, n);
 }
 
 }  // namespace smol

@@ -56,6 +56,10 @@ struct AttentionShape {
   std::size_t n_head_kv = 0;
   std::size_t head_dim = 0;
   float scale = 0.0f;  // of the scores; 0: 1/sqrt(head_dim)
+  // Attention sinks (GPT-OSS), n_head values or null: query head h's softmax counts
+  // exp(sinks[h]) in its denominator, as a score whose value vector is zero (ggml's
+  // soft_max with sinks), so a head may attend to nothing.
+  const float* sinks = nullptr;
 };
 
 namespace detail {
@@ -111,6 +115,7 @@ struct AttentionCall {
   std::size_t dim, group, row_stride;
   std::size_t partial_size;  // one token's record for one block: group * (dim + 2)
   float scale;
+  const float* sinks;  // AttentionShape::sinks
   void (*attend)(const AttendBlock&);
   std::size_t value_rotation_block;  // of a quantized value cache's rows; 0: none
 
@@ -245,19 +250,21 @@ class TileAttention {
   }
 
   // Merges token i's blocks in block order: the shared ones, else from where its window
-  // starts, then its own.
+  // starts, then its own. A head's sink joins as one more score with a zero value.
   void merge_token(std::size_t i) const {
     const std::size_t dim = c_.dim;
     const std::size_t n_blocks = blocks_of(visible(i));
     const std::size_t from = shared_ > 0 ? 0 : first_block(i);
     for (std::size_t j = 0; j < c_.group; ++j) {
+      const std::size_t head = g_ * c_.group + j;
       float global_max = -std::numeric_limits<float>::infinity();
       for (std::size_t b = from; b < n_blocks; ++b) {
         global_max = std::max(global_max, partial_of(i, b, j).max);
       }
-      float* result = c_.out + (t0_ + i) * c_.row_stride + (g_ * c_.group + j) * dim;
+      if (c_.sinks != nullptr) global_max = std::max(global_max, c_.sinks[head]);
+      float* result = c_.out + (t0_ + i) * c_.row_stride + head * dim;
       std::fill(result, result + dim, 0.0f);
-      double total = 0.0;
+      double total = c_.sinks != nullptr ? std::exp(c_.sinks[head] - global_max) : 0.0;
       for (std::size_t b = from; b < n_blocks; ++b) {
         const BlockPartial part = partial_of(i, b, j);
         const float rescale = std::exp(part.max - global_max);
@@ -326,6 +333,7 @@ void attention_rows(Context& ctx, const AttentionShape& shape, const float* q, s
       .row_stride = shape.n_head * dim,
       .partial_size = group * (dim + 2),
       .scale = shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(dim)),
+      .sinks = shape.sinks,
       .attend = ctx.kernels().attend_block,
       .value_rotation_block = value_rotation(rows.kv(0).types().value, dim)};
   const std::vector<std::size_t> tile_start = query_tiles(rows, n_tokens);

@@ -1,10 +1,10 @@
-// Which experts a token goes through in a mixture of experts, and with what weights:
-// the router's scores through a softmax, the k most probable experts, their
-// probabilities renormalised over the chosen ones where the family says so.
+// Which experts a token goes through in a mixture of experts, and with what weights.
 //
-// As llama.cpp's build_moe_ffn with a softmax gate (ggml_soft_max, ggml_top_k,
-// ggml_get_rows, then ggml_sum_rows and ggml_div for norm_w): the softmax is ggml's
-// (ops/softmax.hpp), the choice in descending probability, ties to the lower expert.
+// As llama.cpp's build_moe_ffn: with a softmax gate (Qwen3-MoE), ggml_soft_max over every
+// expert's score, ggml_top_k, ggml_get_rows, then ggml_sum_rows and ggml_div for norm_w;
+// with SOFTMAX_WEIGHT (GPT-OSS), ggml_top_k on the scores themselves and ggml_soft_max
+// over the chosen ones. The softmax is ggml's (ops/softmax.hpp), the choice in
+// descending score, ties to the lower expert.
 #pragma once
 
 #include <algorithm>
@@ -14,12 +14,24 @@
 
 namespace smol {
 
-// `scores`: one token's n_expert router outputs, turned into probabilities in place.
-// `chosen[0..k)`: the experts in descending probability, `weights[0..k)` theirs
-// (renormalised to sum to one with `normalize_chosen`). 1 <= k <= n_expert.
+// How a mixture's router scores become the chosen experts' weights.
+enum class ExpertWeighting {
+  // A softmax over every expert's score; the most probable are chosen, weighted by
+  // their probabilities (llama.cpp's SOFTMAX gate; Qwen3-MoE).
+  softmax_all,
+  // The highest scores are chosen, weighted by a softmax over theirs alone (llama.cpp's
+  // SOFTMAX_WEIGHT gate; GPT-OSS).
+  softmax_chosen,
+};
+
+// `scores`: one token's n_expert router outputs (with softmax_all turned into
+// probabilities in place). `chosen[0..k)`: the experts in descending score,
+// `weights[0..k)` theirs as `weighting` says (renormalised to sum to one with
+// `normalize_chosen`). 1 <= k <= n_expert.
 inline void choose_experts(float* scores, std::size_t n_expert, std::size_t k,
-                           bool normalize_chosen, std::size_t* chosen, float* weights) {
-  softmax(scores, n_expert);
+                           ExpertWeighting weighting, bool normalize_chosen, std::size_t* chosen,
+                           float* weights) {
+  if (weighting == ExpertWeighting::softmax_all) softmax(scores, n_expert);
   // A selection of the k largest, k passes: k is a handful of up to a few hundred.
   for (std::size_t i = 0; i < k; ++i) {
     std::size_t best = n_expert;
@@ -30,6 +42,7 @@ inline void choose_experts(float* scores, std::size_t n_expert, std::size_t k,
     chosen[i] = best;
     weights[i] = scores[best];
   }
+  if (weighting == ExpertWeighting::softmax_chosen) softmax(weights, k);
   if (!normalize_chosen) return;
   double sum = 0;
   for (std::size_t i = 0; i < k; ++i) sum += weights[i];

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -55,12 +56,25 @@ class ReferenceForward {
                          row_vector(layer.attn_v_bias), row_vector(layer.attn_q_norm),
                          row_vector(layer.attn_k_norm), row_vector(layer.attn_post_norm),
                          row_vector(layer.ffn_post_norm)});
+      Layer& reference = layers_.back();
+      reference.attn_output_bias = row_vector(layer.attn_output_bias);
+      reference.attn_sinks = layer.attn_sinks;
       if (!model.config().has_experts()) continue;
-      Layer& dense_layer = layers_.back();
-      dense_layer.router = dense(layer.ffn_gate_inp);
-      for (std::size_t e = 0; e < model.config().n_expert; ++e) {
-        dense_layer.experts.push_back({dense(layer.ffn_gate_exps[e]), dense(layer.ffn_up_exps[e]),
-                                       dense(layer.ffn_down_exps[e])});
+      reference.router = dense(layer.ffn_gate_inp);
+      reference.router_bias = row_vector(layer.ffn_gate_inp_bias);
+      const ModelConfig& c = model.config();
+      for (std::size_t e = 0; e < c.n_expert; ++e) {
+        const auto bias = [&](const std::vector<float>& all, std::size_t width) {
+          return all.empty() ? Vector()
+                             : Vector(row_vector(all).segment(static_cast<Eigen::Index>(e * width),
+                                                              static_cast<Eigen::Index>(width)));
+        };
+        reference.experts.push_back({dense(layer.ffn_gate_exps[e]),
+                                     dense(layer.ffn_up_exps[e]),
+                                     dense(layer.ffn_down_exps[e]),
+                                     {bias(layer.ffn_gate_exps_bias, c.n_ff_expert),
+                                      bias(layer.ffn_up_exps_bias, c.n_ff_expert),
+                                      bias(layer.ffn_down_exps_bias, c.n_embd)}});
       }
     }
   }
@@ -91,18 +105,20 @@ class ReferenceForward {
         head_rmsnorm(k, layer.attn_k_norm, c.n_head_kv);
       }
       if (c.uses_rope(il)) {
-        const RopeTable& table = c.is_local(il) ? local_rope_table_ : rope_table_;
+        const RopeTable& table = c.uses_local_rope(il) ? local_rope_table_ : rope_table_;
         rope(q, c.n_head, table);
         rope(k, c.n_head_kv, table);
       }
-      Matrix attended = product(attention(q, k, v, c.attention_window(il)), layer.attn_output);
+      Matrix attended =
+          product(attention(q, k, v, c.attention_window(il), layer.attn_sinks), layer.attn_output);
+      if (c.output_bias) attended.rowwise() += layer.attn_output_bias;
       if (c.post_norms) attended = rmsnorm(attended, layer.attn_post_norm);
       x += attended;
 
       normed = rmsnorm(x, layer.ffn_norm);
       Matrix down = c.has_experts()
                         ? mixture(normed, layer)
-                        : feed_forward(normed, layer.ffn_gate, layer.ffn_up, layer.ffn_down);
+                        : feed_forward(normed, layer.ffn_gate, layer.ffn_up, layer.ffn_down, {});
       if (c.post_norms) down = rmsnorm(down, layer.ffn_post_norm);
       x += down;
     }
@@ -114,64 +130,90 @@ class ReferenceForward {
     Matrix values;                       // dequantized, [out features][in features]
     GgmlType stored_as = GgmlType::F32;  // the file's type, which decides activation rounding
   };
+  // A feed-forward's biases after its gate, up and down projections; empty: none.
+  struct FfnBiases {
+    Vector gate, up, down;
+  };
   struct Expert {
     Dense gate, up, down;
+    FfnBiases biases;
   };
   struct Layer {
     Vector attn_norm;
     Dense attn_q, attn_k, attn_v, attn_output;
     Vector ffn_norm;
-    Dense ffn_gate, ffn_up, ffn_down;  // empty in a mixture of experts
+    Dense ffn_gate, ffn_up, ffn_down;              // empty in a mixture of experts
     Vector attn_q_bias, attn_k_bias, attn_v_bias;  // empty without config.attention_biases
     Vector attn_q_norm, attn_k_norm;               // empty without config.qk_norm
     Vector attn_post_norm, ffn_post_norm;          // empty without config.post_norms
     Dense router = {};                             // a mixture's (config.has_experts())
     std::vector<Expert> experts = {};
+    Vector attn_output_bias = {};        // empty without config.output_bias
+    std::vector<float> attn_sinks = {};  // empty without config.attention_sinks
+    Vector router_bias = {};             // empty without config.expert_biases
   };
 
-  Matrix feed_forward(const Matrix& x, const Dense& gate, const Dense& up,
-                      const Dense& down) const {
-    const Matrix g = product(x, gate);
-    const Matrix u = product(x, up);
-    return product(g.unaryExpr([&](float v) { return activation(v); }).cwiseProduct(u), down);
+  Matrix feed_forward(const Matrix& x, const Dense& gate, const Dense& up, const Dense& down,
+                      const FfnBiases& biases) const {
+    Matrix g = product(x, gate);
+    Matrix u = product(x, up);
+    if (biases.gate.size() != 0) g.rowwise() += biases.gate;
+    if (biases.up.size() != 0) u.rowwise() += biases.up;
+    Matrix y = product(g.binaryExpr(u, [&](float a, float b) { return gated(a, b); }), down);
+    if (biases.down.size() != 0) y.rowwise() += biases.down;
+    return y;
   }
 
   // A mixture of experts as its description reads (architecture.hpp's MixtureRule): per
-  // token, a softmax over the router's scores, the experts sorted by probability (ties to
-  // the lower index), the first n_expert_used of them, their probabilities renormalised
-  // when the family says so, and the sum of their outputs so weighted, most probable
-  // first.
+  // token, the router's scores (plus its bias), a softmax over them unless the family
+  // softmaxes the chosen alone, the experts sorted by score (ties to the lower index),
+  // the first n_expert_used of them, their weights (renormalised when the family says
+  // so), and the sum of their outputs so weighted, best first.
   Matrix mixture(const Matrix& x, const Layer& layer) const {
     const ModelConfig& c = config_;
-    const Matrix scores = product(x, layer.router);
+    Matrix scores = product(x, layer.router);
+    if (layer.router_bias.size() != 0) scores.rowwise() += layer.router_bias;
+    const bool softmax_all = c.expert_weighting == ExpertWeighting::softmax_all;
     Matrix out = Matrix::Zero(x.rows(), x.cols());
     for (Eigen::Index t = 0; t < x.rows(); ++t) {
       const Vector p = (scores.row(t).array() - scores.row(t).maxCoeff()).exp().matrix();
-      const Vector probability = p / p.sum();
+      const Vector probability = softmax_all ? Vector(p / p.sum()) : Vector(scores.row(t));
       std::vector<std::size_t> order(c.n_expert);
       for (std::size_t e = 0; e < c.n_expert; ++e) order[e] = e;
       std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         return probability(static_cast<Eigen::Index>(a)) >
                probability(static_cast<Eigen::Index>(b));
       });
-      float chosen_sum = 0;
+      Vector weights(static_cast<Eigen::Index>(c.n_expert_used));
       for (std::size_t i = 0; i < c.n_expert_used; ++i) {
-        chosen_sum += probability(static_cast<Eigen::Index>(order[i]));
+        weights(static_cast<Eigen::Index>(i)) = probability(static_cast<Eigen::Index>(order[i]));
       }
+      if (!softmax_all) {  // the best scores' own softmax
+        weights = (weights.array() - weights.maxCoeff()).exp().matrix();
+        weights /= weights.sum();
+      }
+      if (c.normalize_chosen_experts) weights /= weights.sum();
       for (std::size_t i = 0; i < c.n_expert_used; ++i) {
         const Expert& expert = layer.experts[order[i]];
-        float weight = probability(static_cast<Eigen::Index>(order[i]));
-        if (c.normalize_chosen_experts) weight /= chosen_sum;
-        out.row(t) += weight * feed_forward(x.row(t), expert.gate, expert.up, expert.down);
+        out.row(t) += weights(static_cast<Eigen::Index>(i)) *
+                      feed_forward(x.row(t), expert.gate, expert.up, expert.down, expert.biases);
       }
     }
     return out;
   }
 
-  // The feed-forward's gate function: SiLU, or GELU as ggml computes it (activation.hpp).
-  float activation(float g) const {
-    if (config_.ffn_activation == FfnActivation::gelu_tanh) return gelu_tanh_like_ggml(g);
-    return g / (1.0f + std::exp(-g));
+  // The feed-forward's gate of gate value g and up value u: SiLU, GELU as ggml computes
+  // it, or GPT-OSS's clamped SwiGLU (activation.hpp).
+  float gated(float g, float u) const {
+    switch (config_.ffn_activation) {
+      case FfnActivation::gelu_tanh:
+        return gelu_tanh_like_ggml(g) * u;
+      case FfnActivation::swiglu_oai:
+        return swiglu_oai(g, u);
+      case FfnActivation::silu:
+        break;
+    }
+    return g / (1.0f + std::exp(-g)) * u;
   }
 
   static Dense dense(const WeightMatrix& w) {
@@ -271,7 +313,9 @@ class ReferenceForward {
   // Causal softmax(Q K^T / sqrt(d)) V per query head (d: head_dim, or the config's
   // attention_scale_dim), with query head h reading KV
   // head h / (n_head / n_head_kv); with a `window`, row i sees only rows (i - window, i].
-  Matrix attention(const Matrix& q, const Matrix& k, const Matrix& v, std::size_t window) const {
+  // With `sinks`, head h's softmax also counts exp(sinks[h]), a score with no value.
+  Matrix attention(const Matrix& q, const Matrix& k, const Matrix& v, std::size_t window,
+                   const std::vector<float>& sinks) const {
     const ModelConfig& c = config_;
     const auto d = static_cast<Eigen::Index>(c.head_dim);
     const Eigen::Index n = q.rows();
@@ -290,9 +334,10 @@ class ReferenceForward {
             window == 0 ? visible : std::min(visible, static_cast<Eigen::Index>(window));
         const Eigen::Index from = visible - seen;
         auto row = scores.row(i).segment(from, seen);
-        const float max = row.maxCoeff();
+        const float sink = sinks.empty() ? -std::numeric_limits<float>::infinity() : sinks[h];
+        const float max = std::max(row.maxCoeff(), sink);
         row = (row.array() - max).exp().matrix();
-        row /= row.sum();
+        row /= row.sum() + std::exp(sink - max);
         scores.row(i).head(from).setZero();
         scores.row(i).tail(n - visible).setZero();
       }

@@ -94,7 +94,14 @@ struct SyntheticSpec {
   bool qk_norm = false;            // blk.N.attn_{q,k}_norm.weight
   bool post_norms = false;         // blk.N.post_attention_norm, post_ffw_norm (Gemma 3)
   std::size_t sliding_window = 0;  // <arch>.attention.sliding_window; 0: no key
+  bool output_bias = false;        // blk.N.attn_output.bias (GPT-OSS)
+  bool attention_sinks = false;    // blk.N.attn_sinks.weight (GPT-OSS)
+  bool expert_biases = false;      // blk.N.ffn_gate_inp.bias, ffn_*_exps.bias (GPT-OSS)
   std::string pre_tokenizer = "llama-bpe";
+  // YaRN: rope.scaling.type "yarn" with this factor over this original context (GPT-OSS:
+  // 32 over 4096); a factor of 1 writes no scaling keys.
+  float yarn_factor = 1.0f;
+  std::size_t yarn_original_context = 0;
   // A mixture of experts in every block's feed-forward (the family's MixtureRule): the
   // router and 3-D expert tensors instead of ffn_gate/up/down. 0 experts: dense.
   std::size_t experts = 0;
@@ -118,14 +125,17 @@ struct SyntheticSpec {
       fail("synthetic model: head_dim ", effective_head_dim(), " must be even for RoPE");
     }
     const Architecture& family = find_architecture(arch);
-    if ((attention_biases && !family.optional.qkv_bias) || (qk_norm && !family.optional.qk_norm) ||
-        (post_norms && !family.block.post_norms) ||
-        (sliding_window != 0 && family.sliding_window.pattern == 0)) {
-      fail("synthetic model: a ", arch, " file carries no ",
-           attention_biases ? "QKV biases"
-           : qk_norm        ? "per-head Q/K norms"
-           : post_norms     ? "post-attention norms"
-                            : "sliding window");
+    const std::pair<bool, std::string_view> mechanisms[] = {
+        {attention_biases && !family.optional.qkv_bias, "QKV biases"},
+        {qk_norm && !family.optional.qk_norm, "per-head Q/K norms"},
+        {post_norms && !family.block.post_norms, "post-attention norms"},
+        {sliding_window != 0 && family.sliding_window.pattern == 0, "sliding window"},
+        {output_bias && !family.optional.output_bias, "attention output bias"},
+        {attention_sinks && !family.optional.attention_sinks, "attention sinks"},
+        {expert_biases && !family.optional.expert_biases, "expert biases"},
+    };
+    for (const auto& [foreign, what] : mechanisms) {
+      if (foreign) fail("synthetic model: a ", arch, " file carries no ", what);
     }
     if (family.mixture.experts != (experts != 0)) {
       fail("synthetic model: a ", arch, " file ",
@@ -150,9 +160,12 @@ struct SyntheticFamily {
   bool qk_norm = false;
   bool post_norms = false;
   std::size_t sliding_window = 0;
+  bool output_bias = false, attention_sinks = false, expert_biases = false;
   std::string_view pre_tokenizer = "llama-bpe";
   bool tied = false;
   std::size_t experts = 0, experts_used = 0;  // a mixture's default shape
+  float yarn_factor = 1.0f;                   // with yarn_original_context, as SyntheticSpec's
+  std::size_t yarn_original_context = 0;
 };
 
 inline constexpr SyntheticFamily kSyntheticFamilies[] = {
@@ -167,6 +180,20 @@ inline constexpr SyntheticFamily kSyntheticFamilies[] = {
      .experts_used = 4},
     // A window far shorter than Gemma 3's 512, so short tests cross it.
     {.arch = "gemma3", .qk_norm = true, .post_norms = true, .sliding_window = 16, .tied = true},
+    // GPT-OSS: every bias and sink its files have, YaRN by 32 over 4096 positions, a
+    // window of 16 (the real 128 would not be crossed by short tests) and o200k's
+    // pre-tokenizer.
+    {.arch = "gpt-oss",
+     .attention_biases = true,
+     .sliding_window = 16,
+     .output_bias = true,
+     .attention_sinks = true,
+     .expert_biases = true,
+     .pre_tokenizer = "gpt-4o",
+     .experts = 16,
+     .experts_used = 4,
+     .yarn_factor = 32.0f,
+     .yarn_original_context = 4096},
 };
 
 // Makes `spec` a file of family `arch`: its optional tensors, pre-tokenizer and LM head.
@@ -177,6 +204,11 @@ inline void set_synthetic_family(SyntheticSpec& spec, std::string_view arch) {
     spec.qk_norm = family.qk_norm;
     spec.post_norms = family.post_norms;
     spec.sliding_window = family.sliding_window;
+    spec.output_bias = family.output_bias;
+    spec.attention_sinks = family.attention_sinks;
+    spec.expert_biases = family.expert_biases;
+    spec.yarn_factor = family.yarn_factor;
+    spec.yarn_original_context = family.yarn_original_context;
     spec.pre_tokenizer = std::string(family.pre_tokenizer);
     spec.tied = family.tied;
     // A mixture keeps the shape a preset gave it; another family's takes the default.
@@ -211,6 +243,38 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     spec.kv_heads = 2;
     spec.head_dim = family == "qwen2" ? 0 : 128;
     spec.rope_base = 1e6f;
+    return spec;
+  }
+  if (name == "gpt-oss-tiny") {  // 8 heads of 64 over 256 (gpt-oss: 64 of 64 over 2880)
+    set_synthetic_family(spec, "gpt-oss");
+    spec.name = "smol-synthetic-gpt-oss-tiny";
+    spec.heads = 8;
+    spec.kv_heads = 2;
+    spec.head_dim = 64;
+    spec.context = 131072;
+    spec.rope_base = 150000.0f;
+    spec.rms_eps = 1e-5f;
+    return spec;
+  }
+  if (name == "gpt-oss-20b") {  // gpt-oss-20b's shape and MXFP4 experts (--layers N for a part)
+    set_synthetic_family(spec, "gpt-oss");
+    spec.name = "smol-synthetic-gpt-oss-20b";
+    spec.layers = 24;
+    spec.hidden = 2880;
+    spec.ffn = 2880;
+    spec.heads = 64;
+    spec.kv_heads = 8;
+    spec.head_dim = 64;
+    spec.experts = 32;
+    spec.experts_used = 4;
+    spec.expert_ffn = 2880;
+    spec.sliding_window = 128;
+    spec.vocab = 201088;
+    spec.context = 131072;
+    spec.rope_base = 150000.0f;
+    spec.rms_eps = 1e-5f;
+    spec.weights = SyntheticWeights::mxfp4_moe;
+    spec.fast = true;
     return spec;
   }
   if (name == "qwen3-30b-a3b") {  // Qwen3-30B-A3B's shape (--layers N for a part of it)
@@ -250,8 +314,8 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     return spec;
   }
   fail("unknown synthetic model preset \"", name,
-       "\" (known: tiny, smollm3-3b, qwen3-30b-a3b, qwen2-tiny, qwen3-tiny, qwen3moe-tiny (or "
-       "qwen3-moe-tiny), gemma3-tiny)");
+       "\" (known: tiny, smollm3-3b, qwen3-30b-a3b, gpt-oss-20b, qwen2-tiny, qwen3-tiny, "
+       "qwen3moe-tiny (or qwen3-moe-tiny), gemma3-tiny, gpt-oss-tiny)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -370,6 +434,7 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
   // Logits are token_embd . (RMSNorm(x) * w): with unit-RMS normalised activations
   // their spread is about 0.02 * w * sqrt(hidden); aim for 3, as in the fixture.
   const float output_norm_centre = 3.0f / (0.02f * std::sqrt(static_cast<float>(hidden)));
+  const Architecture& family = find_architecture(spec.arch);
 
   std::vector<SyntheticTensor> tensors;
   const auto matrix = [&](std::string name, std::string_view role, std::size_t layer,
@@ -420,8 +485,17 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
       norm(prefix + "attn_k_norm.weight", 1, spec.effective_head_dim());
     }
     matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 2);
+    if (spec.output_bias) bias(prefix + "attn_output.bias", hidden);
+    // Sinks of about the scores' own size, so that some heads give them much weight.
+    if (spec.attention_sinks) {
+      tensors.push_back({prefix + "attn_sinks.weight",
+                         GgmlType::F32,
+                         {spec.heads},
+                         SyntheticTensor::Init::gaussian,
+                         1.0f});
+    }
     if (spec.post_norms) norm(prefix + "post_attention_norm.weight", 1, hidden);
-    norm(prefix + "ffn_norm.weight", 1, hidden);
+    norm(prefix + std::string(family.tensors.ffn_norm) + ".weight", 1, hidden);
     if (spec.experts != 0) {
       // The router stays F32, as llama-quantize leaves ffn_gate_inp; the experts take
       // the dense matrices' types (ffn_down_exps gets ffn_down's extra bits), or MXFP4.
@@ -430,6 +504,24 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
                          {hidden, spec.experts},
                          SyntheticTensor::Init::gaussian,
                          1 / std::sqrt(static_cast<float>(hidden))});
+      if (spec.expert_biases) {
+        bias(prefix + "ffn_gate_inp.bias", spec.experts);
+        tensors.push_back({prefix + "ffn_gate_exps.bias",
+                           GgmlType::F32,
+                           {spec.expert_ffn, spec.experts},
+                           SyntheticTensor::Init::gaussian,
+                           0.1f});
+        tensors.push_back({prefix + "ffn_up_exps.bias",
+                           GgmlType::F32,
+                           {spec.expert_ffn, spec.experts},
+                           SyntheticTensor::Init::gaussian,
+                           0.1f});
+        tensors.push_back({prefix + "ffn_down_exps.bias",
+                           GgmlType::F32,
+                           {hidden, spec.experts},
+                           SyntheticTensor::Init::gaussian,
+                           0.1f});
+      }
       experts(prefix + "ffn_gate_exps.weight", "ffn_gate", il, hidden, spec.expert_ffn, 1);
       experts(prefix + "ffn_up_exps.weight", "ffn_up", il, hidden, spec.expert_ffn, 1);
       experts(prefix + "ffn_down_exps.weight", "ffn_down", il, spec.expert_ffn, hidden, 2);
@@ -723,6 +815,11 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set(arch + ".vocab_size", u32(spec.vocab));
   if (spec.sliding_window != 0) {
     writer.set(arch + ".attention.sliding_window", u32(spec.sliding_window));
+  }
+  if (spec.yarn_factor != 1.0f) {
+    writer.set(arch + ".rope.scaling.type", std::string("yarn"));
+    writer.set(arch + ".rope.scaling.factor", spec.yarn_factor);
+    writer.set(arch + ".rope.scaling.original_context_length", u32(spec.yarn_original_context));
   }
   if (spec.experts != 0) {
     writer.set(arch + ".expert_count", u32(spec.experts));
