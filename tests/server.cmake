@@ -17,7 +17,7 @@ endif()
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
              load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs
-             tool_families.test.mjs)
+             tool_families.test.mjs mixture.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -52,6 +52,25 @@ add_test(NAME server_tool_families
                  "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus")
 set_tests_properties(server_tool_families PROPERTIES LABELS "server;chat_template" TIMEOUT 300
                                                      FIXTURES_REQUIRED chat_template_corpus)
+
+# Mixture-of-experts files end to end (mixture.test.mjs): streamed, speculative and
+# grammar-constrained replies on smol-make-model's Qwen3-MoE (Q4_K_M) and GPT-OSS (its
+# MXFP4 mix) tiny files, two blocks each.
+set(moe_dir "${CMAKE_CURRENT_BINARY_DIR}/server-moe")
+file(MAKE_DIRECTORY "${moe_dir}")
+add_test(NAME server_mixture_qwen3moe_file
+         COMMAND $<TARGET_FILE:smol-make-model> --preset qwen3moe-tiny --layers 2
+                 -o "${moe_dir}/qwen3moe.gguf")
+add_test(NAME server_mixture_gpt_oss_file
+         COMMAND $<TARGET_FILE:smol-make-model> --preset gpt-oss-tiny --layers 2 --type mxfp4_moe
+                 -o "${moe_dir}/gpt-oss.gguf")
+set_tests_properties(server_mixture_qwen3moe_file server_mixture_gpt_oss_file PROPERTIES
+                     FIXTURES_SETUP server_mixture LABELS "server")
+add_test(NAME server_mixture
+         COMMAND ${SMOL_NODE} "${e2e_dir}/mixture.test.mjs" $<TARGET_FILE:smol-server>
+                 "${moe_dir}/qwen3moe.gguf" "${moe_dir}/gpt-oss.gguf")
+set_tests_properties(server_mixture PROPERTIES LABELS "server" TIMEOUT 300
+                                               FIXTURES_REQUIRED server_mixture)
 
 # A bounded load test (16 clients, 200 streams, a queue small enough for some 503s),
 # and two replicas behind nginx (round robin, unbuffered streaming, a replica that
