@@ -8,7 +8,7 @@ and through llama.cpp itself (llamacpp_oracle.mjs, node-llama-cpp's prebuilt CPU
     real_model_check.py synthetic --make-model smol-make-model --preset qwen3-tiny
                         --bin DIR --node NODE --oracle ... --work DIR [--prompts FILE]
                         [--steps N] [--top K] [--f32-tolerance MEAN MAX]
-                        [--tolerance MEAN MAX TOP1] [--also TYPE...]
+                        [--tolerance MEAN MAX TOP1] [--quantized TYPE...] [--also TYPE...]
                         [--quantized-make-flags='FLAGS']
 
 tokenize:   a corpus (ASCII, code, numbers, whitespace runs, accents, CJK, emoji) gives
@@ -288,13 +288,14 @@ def check_synthetic(args):
     """A family's synthetic files, written here by smol-make-model --preset (random
     weights in the family's real layout), each against llama.cpp with greedy's fixed
     bounds: F32 with float activations and an F32 K/V cache on both sides (--exact)
-    within --f32-tolerance, then Q4_K_M and each --also type within --tolerance, written
+    within --f32-tolerance, then each --quantized type (Q4_K_M unless told) and each --also
+    type within --tolerance, written
     with --quantized-make-flags (a mixture's --experts-used N: with every expert used, no
     near-tie in the router's choice can tip on the activations' rounding)."""
     ok = True
     quantized = args.tolerance or Q4_K_M_TOLERANCE
-    for weights, tolerance in ([("f32", args.f32_tolerance + [1.0]), ("q4_k_m", quantized)] +
-                               [(also, quantized) for also in args.also]):
+    for weights, tolerance in ([("f32", args.f32_tolerance + [1.0])] +
+                               [(each, quantized) for each in args.quantized + args.also]):
         path = os.path.join(args.work, "%s.%s.gguf" % (args.preset, weights))
         extra = args.quantized_make_flags.split() if weights != "f32" else []
         print(run([args.make_model, "--preset", args.preset, "--type", weights, "-o", path] +
@@ -314,6 +315,8 @@ def main():
     parser.add_argument("--model", help="the GGUF file (all but synthetic)")
     parser.add_argument("--make-model", help="synthetic: smol-make-model")
     parser.add_argument("--preset", help="synthetic: smol-make-model's preset (qwen3-tiny)")
+    parser.add_argument("--quantized", nargs="+", default=["q4_k_m"], metavar="TYPE",
+                        help="synthetic: the quantized --type files to check (q4_k_m)")
     parser.add_argument("--also", nargs="*", default=[], metavar="TYPE",
                         help="synthetic: more of smol-make-model's --type to check (mxfp4_moe)")
     parser.add_argument("--quantized-make-flags", default="",
