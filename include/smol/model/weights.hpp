@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -294,10 +295,8 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
       return claims.optional_vector(TensorNames::block(il, name), {config.head_dim}, config.qk_norm,
                                     applied.qk_norm, "per-head Q/K norms");
     };
-    const auto expert_bias = [&](std::string_view name, std::size_t n, std::size_t experts) {
-      return claims.optional_vector(TensorNames::block(il, name, "bias"),
-                                    experts == 1 ? std::initializer_list<std::size_t>{n}
-                                                 : std::initializer_list<std::size_t>{n, experts},
+    const auto expert_bias = [&](std::string_view name, std::initializer_list<std::size_t> shape) {
+      return claims.optional_vector(TensorNames::block(il, name, "bias"), shape,
                                     config.expert_biases, applied.expert_biases,
                                     "the router's and the experts' biases");
     };
@@ -333,11 +332,11 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
         claims.optional_vector(TensorNames::block(il, names.attn_sinks), {config.n_head},
                                config.attention_sinks, applied.attention_sinks, "attention sinks");
     if (config.has_experts()) {
-      layer.ffn_gate_inp_bias = expert_bias(names.ffn_gate_inp, config.n_expert, 1);
-      layer.ffn_gate_exps_bias =
-          expert_bias(names.ffn_gate_exps, config.n_ff_expert, config.n_expert);
-      layer.ffn_up_exps_bias = expert_bias(names.ffn_up_exps, config.n_ff_expert, config.n_expert);
-      layer.ffn_down_exps_bias = expert_bias(names.ffn_down_exps, n_embd, config.n_expert);
+      const std::size_t n_expert = config.n_expert, n_ff = config.n_ff_expert;
+      layer.ffn_gate_inp_bias = expert_bias(names.ffn_gate_inp, {n_expert});
+      layer.ffn_gate_exps_bias = expert_bias(names.ffn_gate_exps, {n_ff, n_expert});
+      layer.ffn_up_exps_bias = expert_bias(names.ffn_up_exps, {n_ff, n_expert});
+      layer.ffn_down_exps_bias = expert_bias(names.ffn_down_exps, {n_embd, n_expert});
     }
     if (config.post_norms) {
       layer.attn_post_norm = norm(names.attn_post_norm);
