@@ -2,7 +2,7 @@
 // keeps every integer, the reference dot on the copy equals the scalar dot on the file's
 // rows bit for bit, and each ISA's kernel equals the reference to float rounding, for one
 // token and for several. The sixteen-row copies (quant/rows16.hpp: Q4_1, Q8_0, Q4_0, IQ4_NL, Q5_0,
-// Q5_1, IQ4_XS) are tested at the end.
+// Q5_1, IQ4_XS, MXFP4) are tested at the end.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -341,8 +341,8 @@ TEST_CASE_TEMPLATE("the x86 sets have rows8 kernels of their own, the scalar set
   }
 }
 
-// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q5_0
-// and Q5_1:
+// Rows interleaved by sixteen (quant/rows16.hpp), for Q4_1, Q8_0, Q4_0, IQ4_NL, IQ4_XS, Q5_0,
+// Q5_1 and MXFP4:
 // repacking keeps
 // every quant and factor (a partial last group padded with zero rows), every ISA's
 // kernel equals the reference bit for bit (the same float steps), the reference is the
@@ -470,6 +470,35 @@ struct IQ4NLCopy {
   static double min_term(const Block&, const BlockQ8_0&) { return 0; }
   static double magnitude(const Block& b, const BlockQ8_0& x) {
     return block32_magnitude<IQ4NLCopy>(b, x);
+  }
+  static const auto& quads(const Rows16& p) { return p.qs; }
+};
+
+// MXFP4: IQ4_NL's nibble order, each a code into kMxfp4Values, under a row's E8M0 byte.
+struct MXFP4Copy {
+  using W = weight_type_t<GgmlType::MXFP4>;
+  using Block = BlockMXFP4;
+  using Rows16 = BlockMXFP4Rows16;
+  static constexpr GgmlType type = GgmlType::MXFP4;
+  static constexpr auto repack = repack_mxfp4_rows16;
+  static constexpr auto reference = rows16_mxfp4_reference;
+  static std::vector<Block> blocks(std::size_t n, Pattern p, std::mt19937& rng) {
+    return mxfp4_blocks(n, p, rng);
+  }
+  static int quant(const Block& b, std::size_t i) {
+    return kMxfp4Values[i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)];
+  }
+  static int copy_quant(const Rows16& p, std::size_t r, std::size_t i) {
+    return kMxfp4Values[rows16_nibble(p, r, i)];
+  }
+  static bool same_factors(const Rows16& p, std::size_t r, const Block& b) { return p.e[r] == b.e; }
+  // A padding row's codes are 0, the value 0: its results are 0 whatever its scale.
+  static bool zero_factors(const Rows16& p, std::size_t r) { return p.e[r] == 0; }
+  static double min_term(const Block&, const BlockQ8_0&) { return 0; }
+  static double magnitude(const Block& b, const BlockQ8_0& x) {
+    double s = 0;
+    for (std::size_t i = 0; i < 32; ++i) s += std::abs(quant(b, i) * x.qs[i]);
+    return std::fabs(e8m0_half(b.e) * f16_to_f32(x.d)) * s;
   }
   static const auto& quads(const Rows16& p) { return p.qs; }
 };
@@ -699,8 +728,9 @@ void check_rows16_kernels() {
           // AMX's prefill reads the copy with tiles (the 32-value types) or with its matrix
           // unit (IQ4_XS), AVX-512 VNNI IQ4_XS's with the tokens in the lanes (test_matmul
           // compares those, on the copy and the file's rows, with this kernel bit for bit).
+          // MXFP4 has no AMX tiles: its prefill there takes this kernel (rows16_prefills).
           const bool iq4xs = T::type == GgmlType::IQ4_XS;
-          const bool amx_tiles = isa == Isa::amx && !iq4xs;
+          const bool amx_tiles = isa == Isa::amx && !iq4xs && T::type != GgmlType::MXFP4;
           const bool vnni = isa == Isa::avx512vnni || isa == Isa::amx;
           CHECK(((k.tile_dots_rows16 != nullptr) == amx_tiles));
           CHECK(((k.packed_rows16 != nullptr) == (vnni && iq4xs)));
@@ -750,6 +780,9 @@ TEST_CASE("rows16 repacking keeps every quant and factor in its lane, pads with 
   SUBCASE("Q5_1") {
     check_rows16_repack<Q5_1Copy>();
   }
+  SUBCASE("MXFP4") {
+    check_rows16_repack<MXFP4Copy>();
+  }
 }
 
 TEST_CASE(
@@ -775,6 +808,9 @@ TEST_CASE(
   }
   SUBCASE("Q5_1") {
     check_rows16_kernels<Q5_1Copy>();
+  }
+  SUBCASE("MXFP4") {
+    check_rows16_kernels<MXFP4Copy>();
   }
 }
 
@@ -843,8 +879,10 @@ TEST_CASE("rows16 over several tokens: each token's bits as alone, on every ISA"
   SUBCASE("Q5_1") {
     check(Q5_1Copy{});
   }
+  SUBCASE("MXFP4") {
+    check(MXFP4Copy{});
+  }
 }
-
 
 TEST_CASE("interleaved rows: one mechanism for both group sizes") {
   // The K-quants take groups of eight, whole groups only; the 32-value types and IQ4_XS
@@ -859,7 +897,7 @@ TEST_CASE("interleaved rows: one mechanism for both group sizes") {
     CHECK(interleaved_bytes(type, 24, 512) == 3 * interleaved_bytes(type, 8, 512));
   }
   for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                        GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+                        GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4}) {
     CAPTURE(ggml_type_name(type));
     CHECK(interleaved_group_rows(type) == 16);
     CHECK(can_interleave(type, 20));

@@ -101,7 +101,7 @@ inline std::vector<GgmlType> rows8_types_without_kernels(std::optional<Isa> isa 
   return types;
 }
 
-// The sixteen-row copies (quant/rows16.hpp: Q4_0, Q4_1, IQ4_NL, Q8_0, IQ4_XS) where the prefill
+// The sixteen-row copies (quant/rows16.hpp: the 32-value types, IQ4_XS) where the prefill
 // reads them too (AMX: tiles or the matrix unit; the other x86 sets: the copy's own kernel), so
 // the file's pages stay released. A set whose prefill read the file's rows would bring those
 // pages back: the weights resident twice.

@@ -1,7 +1,7 @@
 // RepackedWeights: load-time copies of a model's weight matrices in huge pages, which the
-// kernels read instead of the memory map. Q4_K, Q5_K and Q6_K matrices interleaved by eight
-// rows, Q4_0, Q4_1, IQ4_NL, IQ4_XS and Q8_0 by sixteen; every other matrix (Q2_K, Q3_K, Q5_0,
-// Q5_1, floats, and those whose interleaved copy is not made) copied in the file's order.
+// kernels read instead of the memory map. The K-quants' matrices interleaved by eight
+// rows, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q8_0 and MXFP4 by sixteen; every other matrix
+// (floats, and those whose interleaved copy is not made) copied in the file's order.
 //
 // Why the plain copy: a file's page cache comes in 4 KB pages, so a weight pass over the map
 // misses the TLB every 4 KB; in huge pages the same kernels decode and prefill the 3B Q2_K
@@ -39,7 +39,7 @@ inline std::size_t repacked_bytes(const WeightMatrix& w) noexcept {
 
 // Which layouts to make: the K-quants' eight-row copies (quant/rows8.hpp's Rows8Of:
 // Q4_K, Q5_K, Q6_K, Q2_K, Q3_K), the sixteen-row ones
-// (quant/rows16.hpp's Rows16Of: Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q8_0), and the file's order
+// (quant/rows16.hpp's Rows16Of: the 32-value types, IQ4_XS), and the file's order
 // in huge pages for every matrix that gets neither.
 struct RepackLayouts {
   bool rows8 = true;
@@ -56,8 +56,8 @@ class RepackedWeights {
   RepackedWeights() = default;
 
   // Repacks every K-quant matrix of `weights` whose rows come in whole groups of 8
-  // (layouts.rows8, but the types it leaves out) and every Q4_0, Q4_1, IQ4_NL, IQ4_XS and
-  // Q8_0 matrix (layouts.rows16; a partial last group is padded), copies every other one as
+  // (layouts.rows8, but the types it leaves out) and every 32-value-type or IQ4_XS
+  // matrix (layouts.rows16; a partial last group is padded), copies every other one as
   // it is (layouts.file_order), and points its view at the copy.
   // `cancel` is polled between matrices (throws Cancelled).
   RepackedWeights(ModelWeights& weights, const gguf::GgufFile& file, RepackLayouts layouts = {},

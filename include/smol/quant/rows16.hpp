@@ -1,6 +1,7 @@
 // Rows interleaved by sixteen for the 32-value block types: block b of sixteen
 // consecutive rows, laid side by side at load time (BlockQ4_1Rows16, BlockQ4_0Rows16,
-// BlockIQ4NLRows16, BlockQ8_0Rows16, BlockQ5_0Rows16, BlockQ5_1Rows16), and for IQ4_XS, whose
+// BlockIQ4NLRows16, BlockQ8_0Rows16, BlockQ5_0Rows16, BlockQ5_1Rows16, BlockMXFP4Rows16), and for
+// IQ4_XS, whose
 // 256-value super-block is eight such blocks under integer sub-block scales (BlockIQ4XSRows16). A
 // type has such a copy when Rows16Of names one (the end of this header); what follows from
 // that (which types, bytes, the repack of a group) is quant/interleaved_rows.hpp's, for both
@@ -40,6 +41,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/mxfp4.hpp"
 #include "smol/quant/weight_types.hpp"
 
 namespace smol {
@@ -82,6 +84,32 @@ struct alignas(32) BlockIQ4NLRows16 {
 };
 static_assert(sizeof(BlockIQ4NLRows16) == kRows16 * sizeof(BlockIQ4NL) &&
               offsetof(BlockIQ4NLRows16, d) == 256);
+
+// MXFP4: IQ4_NL's nibble layout, each nibble a code into kMxfp4Values (quant/mxfp4.hpp: the
+// doubled E2M1 values, -12..12, plus 128 for vpdpbusd's unsigned operand), and each row's
+// E8M0 byte in place of an f16 d: the copy has the file's size (16 x 17 bytes), so only
+// 16-byte alignment (a 64-byte load straddles two lines, which costs decode less than 18 %
+// more bytes per token would). The kernels widen the sixteen E8M0 bytes to their halved
+// scales (e8m0_half) with a shift per lane.
+struct alignas(16) BlockMXFP4Rows16 {
+  std::uint8_t qs[4][kRows16][4];
+  std::uint8_t e[kRows16];  // E8M0 of row r
+  static constexpr std::int32_t kOffset = 128;
+  static constexpr std::size_t kSubBlocks = 1;
+};
+static_assert(sizeof(BlockMXFP4Rows16) == kRows16 * sizeof(BlockMXFP4) &&
+              offsetof(BlockMXFP4Rows16, e) == 256);
+
+// Row r's factor in a group's block: its f16 d, or MXFP4's halved E8M0 scale (exact in
+// float either way).
+template <class Group>
+inline float rows16_row_scale(const Group& w, std::size_t r) noexcept {
+  if constexpr (std::is_same_v<Group, BlockMXFP4Rows16>) {
+    return e8m0_half(w.e[r]);
+  } else {
+    return f16_to_f32(w.d[r]);
+  }
+}
 
 // IQ4_XS: a super-block of 256 values, whose eight 32-value sub-blocks each lie as
 // IQ4_NL's copy (qs[j]), with the rows' d and the sub-block scales s_j - 32 unpacked to
@@ -157,9 +185,9 @@ struct alignas(32) BlockQ8_0Rows16 {
 static_assert(sizeof(BlockQ8_0Rows16) == kRows16 * sizeof(BlockQ8_0) &&
               offsetof(BlockQ8_0Rows16, d) == 512);
 
-// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1, Q4_0, IQ4_NL, Q5_0 or Q5_1 blocks,
-// `row_bytes` apart, into out[0 .. nblocks); rows past n_rows are zeros (d = m = 0), so
-// their results are 0.
+// Interleaves `n_rows` (1 to 16) rows of `nblocks` Q4_1, Q4_0, IQ4_NL, Q5_0, Q5_1 or MXFP4
+// blocks, `row_bytes` apart, into out[0 .. nblocks); rows past n_rows are zeros (d = m = 0;
+// MXFP4's codes 0, the value 0), so their results are 0.
 template <class Block, class Group>
 inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_bytes,
                                  std::size_t n_rows, std::size_t nblocks, Group* out) noexcept {
@@ -168,7 +196,11 @@ inline void repack_nibble_rows16(const std::byte* first_row, std::size_t row_byt
     const auto* row = reinterpret_cast<const Block*>(first_row + r * row_bytes);
     for (std::size_t b = 0; b < nblocks; ++b) {
       for (std::size_t c = 0; c < 4; ++c) std::memcpy(out[b].qs[c][r], row[b].qs + 4 * c, 4);
-      out[b].d[r] = row[b].d;
+      if constexpr (requires { row[b].e; }) {
+        out[b].e[r] = row[b].e;
+      } else {
+        out[b].d[r] = row[b].d;
+      }
       if constexpr (requires { row[b].m; }) out[b].m[r] = row[b].m;
       if constexpr (requires { row[b].qh; }) q5_fifth_bits_rows16(row[b].qh, out[b].qh[r]);
     }
@@ -179,6 +211,7 @@ inline constexpr auto repack_q4_0_rows16 = repack_nibble_rows16<BlockQ4_0, Block
 inline constexpr auto repack_iq4nl_rows16 = repack_nibble_rows16<BlockIQ4NL, BlockIQ4NLRows16>;
 inline constexpr auto repack_q5_0_rows16 = repack_nibble_rows16<BlockQ5_0, BlockQ5_0Rows16>;
 inline constexpr auto repack_q5_1_rows16 = repack_nibble_rows16<BlockQ5_1, BlockQ5_1Rows16>;
+inline constexpr auto repack_mxfp4_rows16 = repack_nibble_rows16<BlockMXFP4, BlockMXFP4Rows16>;
 
 // The same for IQ4_XS: sub-block j's nibbles as IQ4_NL's, its scale unpacked.
 inline void repack_iq4xs_rows16(const std::byte* first_row, std::size_t row_bytes,
@@ -222,7 +255,7 @@ inline void repack_q8_0_rows16(const std::byte* first_row, std::size_t row_bytes
 }
 
 // The 4-bit quant of value i (0..31) of row r (Q4_0: its level is this minus 8; IQ4_NL:
-// kIq4nlValues of it).
+// kIq4nlValues of it; MXFP4: kMxfp4Values of it).
 template <class Group>
 inline int rows16_nibble(const Group& w, std::size_t r, std::size_t i) noexcept {
   const std::uint8_t byte = w.qs[(i % 16) / 4][r][i % 4];
@@ -347,8 +380,11 @@ inline void rows16_min_reference(const Group* w, std::size_t nblocks, std::size_
 inline constexpr auto rows16_q4_1_reference = rows16_min_reference<BlockQ4_1Rows16>;
 inline constexpr auto rows16_q5_1_reference = rows16_min_reference<BlockQ5_1Rows16>;
 
-// Q8_0, Q4_0, IQ4_NL and Q5_0 (no min), their levels taken from the quants directly (the kernels
-// reach the same sums through the terms' offsets, unused here).
+// Q8_0, Q4_0, IQ4_NL, Q5_0 and MXFP4 (no min), their levels taken from the quants directly (the
+// kernels reach the same sums through the terms' offsets, unused here). MXFP4's scale is a
+// power of two, so float(isum) * wd rounds nothing, and then one fma by the token's d: not
+// the order of the file rows' dot (d_y times the scale, then times the sum, then added),
+// which a model reads only where it has no copy.
 template <class Group>
 inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::size_t n_rows,
                                     const BlockQ8_0* x, std::size_t x_stride, std::size_t n_tokens,
@@ -361,6 +397,8 @@ inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::si
       return static_cast<int>(kIq4nlValues[rows16_nibble(blk, r, i)]);
     } else if constexpr (std::is_same_v<Group, BlockQ5_0Rows16>) {
       return rows16_q5_quant(blk, r, i) - 16;
+    } else if constexpr (std::is_same_v<Group, BlockMXFP4Rows16>) {
+      return static_cast<int>(kMxfp4Values[rows16_nibble(blk, r, i)]);
     } else {
       return rows16_nibble(blk, r, i) - 8;
     }
@@ -372,7 +410,7 @@ inline void rows16_no_min_reference(const Group* w, std::size_t nblocks, std::si
       for (std::size_t b = 0; b < nblocks; ++b) {
         std::int32_t isum = 0;
         for (std::size_t i = 0; i < 32; ++i) isum += level(w[b], r, i) * xt[b].qs[i];
-        const float v = static_cast<float>(isum) * f16_to_f32(w[b].d[r]);
+        const float v = static_cast<float>(isum) * rows16_row_scale(w[b], r);
         acc = std::fma(v, f16_to_f32(xt[b].d), acc);
       }
       y[t * y_stride + r] = acc;
@@ -383,6 +421,7 @@ inline constexpr auto rows16_q8_0_reference = rows16_no_min_reference<BlockQ8_0R
 inline constexpr auto rows16_q4_0_reference = rows16_no_min_reference<BlockQ4_0Rows16>;
 inline constexpr auto rows16_iq4nl_reference = rows16_no_min_reference<BlockIQ4NLRows16>;
 inline constexpr auto rows16_q5_0_reference = rows16_no_min_reference<BlockQ5_0Rows16>;
+inline constexpr auto rows16_mxfp4_reference = rows16_no_min_reference<BlockMXFP4Rows16>;
 
 // IQ4_XS: each 32-value sub-block's integer sum times its scale s_j - 32, summed in
 // integers over the super-block (|sum| <= 8 x 32 x 32 x 127 x 127 < 2^31), then floats
@@ -432,6 +471,8 @@ template <>
 struct Rows16Of<BlockQ5_0> : std::type_identity<BlockQ5_0Rows16> {};
 template <>
 struct Rows16Of<BlockQ5_1> : std::type_identity<BlockQ5_1Rows16> {};
+template <>
+struct Rows16Of<BlockMXFP4> : std::type_identity<BlockMXFP4Rows16> {};
 
 // Interleaves `n_rows` rows of `nblocks` blocks into their sixteen-row groups.
 template <class Block>

@@ -1,8 +1,7 @@
 // AVX-512 and AVX2 kernels on sixteen interleaved rows (quant/rows16.hpp) times a few
-// tokens: Q4_1 and Q5_1 rows times Q8_1 tokens, Q4_0, IQ4_NL, Q8_0 and Q5_0 rows times
-// Q8_0 tokens,
-// IQ4_XS rows (eight 32-value sub-blocks a group block, each a unit as the others' block)
-// times Q8_K tokens. Decode (one token); on AMX the passes of a few tokens (speculative
+// tokens: Q4_1 and Q5_1 rows times Q8_1 tokens, Q4_0, IQ4_NL, Q8_0, Q5_0 and MXFP4 rows times
+// Q8_0 tokens, IQ4_XS rows (eight 32-value sub-blocks a group block, each a unit as the others'
+// block) times Q8_K tokens. Decode (one token); on AMX the passes of a few tokens (speculative
 // verification, small batches), where AMX's tiles cost more than they save; on the other
 // sets every prefill on the copy (kRows16Prefills).
 //
@@ -19,8 +18,8 @@
 // gives a token the prefill tiles' result bit for bit, however many tokens share the
 // call (tested). Intrinsics, because xsimd 8.1 has no u8 x s8 dot.
 //
-// Q8_0's copy holds each quant plus 128, and IQ4_NL's nibbles become their levels plus 128
-// (one byte shuffle of a 16-entry table). With VNNI these bytes are vpdpbusd's unsigned
+// Q8_0's copy holds each quant plus 128, and IQ4_NL's and MXFP4's nibbles become their levels
+// plus 128 (one byte shuffle of a 16-entry table). With VNNI these bytes are vpdpbusd's unsigned
 // operand as they are, and each block's int32 sums start from minus the token's offset
 // sum, so they end exact. Without VNNI, vpmaddubsw would saturate on 255 x 127 pairs: the
 // kernels flip the bytes back to the signed levels and move each weight's sign onto the
@@ -42,6 +41,7 @@
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
+#include "smol/quant/mxfp4.hpp"
 #include "smol/quant/rows16.hpp"
 #include "smol/simd/arch.hpp"
 
@@ -140,8 +140,13 @@ struct Rows16Traits<BlockQ5_1Rows16> {
   using Token = BlockQ8_1;
   static constexpr bool kMin = true, kOffset = false;
 };
+template <>
+struct Rows16Traits<BlockMXFP4Rows16> {
+  using Token = BlockQ8_0;
+  static constexpr bool kMin = false, kOffset = true;
+};
 
-// Whether a copy's unsigned operands are its levels plus 128 (Q8_0's, IQ4_NL's): too wide
+// Whether a copy's unsigned operands are its levels plus 128 (Q8_0's, IQ4_NL's, MXFP4's): too wide
 // for vpmaddubsw's pairs, so without VNNI the kernels move the signs instead.
 template <class Group>
 inline constexpr bool kLevelsPlus128 = Group::kOffset == 128;
@@ -153,16 +158,48 @@ template <class Arch, class Group>
 inline constexpr bool kSubtractsOffset = Rows16Traits<Group>::kOffset &&
                                          (has_vnni_v<Arch> || !kLevelsPlus128<Group>);
 
-// IQ4_NL's sixteen levels plus 128 (the sign bit flipped), in every 128-bit lane: a byte
-// shuffle by the nibbles gives vpdpbusd's unsigned operand.
+// A nibble type's sixteen levels (kIq4nlValues, kMxfp4Values) plus 128 (the sign bit
+// flipped), in every 128-bit lane: a byte shuffle by the nibbles gives vpdpbusd's unsigned
+// operand.
 template <class Arch>
-inline __m512i iq4nl_levels_plus128_512() noexcept {
-  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues));
+inline __m512i levels_plus128_512(const std::int8_t (&values)[16]) noexcept {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
   return _mm512_broadcast_i32x4(_mm_xor_si128(levels, _mm_set1_epi8(static_cast<char>(0x80))));
 }
 
+// The sixteen rows' factors of a group's block as floats: the f16 d converted, or MXFP4's
+// E8M0 bytes as e8m0_half's bits (2^(e - 128): (e - 1) << 23, and below e = 2 the
+// subnormals 2^21 << e), both exact.
+template <class Arch, class Group>
+inline __m512 row_scales_512(const Group& blk) noexcept {
+  if constexpr (std::is_same_v<Group, BlockMXFP4Rows16>) {
+    const __m512i e =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.e)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.d)));
+  }
+}
+// Rows 8h to 8h + 7 of them.
+template <class Arch, class Group>
+inline __m256 row_scales_256(const Group& blk, std::size_t h) noexcept {
+  if constexpr (std::is_same_v<Group, BlockMXFP4Rows16>) {
+    const __m256i e =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.e + 8 * h)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+  }
+}
+
 // A block's eight quad vectors (quad c of all sixteen rows) as vpdpbusd's unsigned
-// operand: Q4_1's and Q4_0's nibbles split, IQ4_NL's split and looked up, Q8_0's stored
+// operand: Q4_1's and Q4_0's nibbles split, IQ4_NL's and MXFP4's split and looked up, Q8_0's stored
 // bytes (quants plus 128) as they are.
 template <class Arch, class Group>
 requires std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>
@@ -175,10 +212,11 @@ inline void unsigned_quads(const Group& blk, std::size_t /*unit*/, __m512i q[8])
   }
 }
 template <class Arch>
-inline void iq4_unsigned_quads(const std::uint8_t (*qs)[kRows16][4], __m512i q[8]) noexcept {
-  const __m512i low = _mm512_set1_epi8(0x0F), table = iq4nl_levels_plus128_512<Arch>();
+inline void looked_up_unsigned_quads(const std::uint8_t (*qs)[kRows16][4],
+                                     const std::int8_t (&values)[16], __m512i q[8]) noexcept {
+  const __m512i low = _mm512_set1_epi8(0x0F), table = levels_plus128_512<Arch>(values);
   for (std::size_t c = 0; c < 4; ++c) {
-    const __m512i v = _mm512_loadu_si512(qs[c]);  // 32-byte aligned
+    const __m512i v = _mm512_loadu_si512(qs[c]);  // 32- or 16-byte aligned
     q[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
     q[c + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
   }
@@ -186,11 +224,16 @@ inline void iq4_unsigned_quads(const std::uint8_t (*qs)[kRows16][4], __m512i q[8
 template <class Arch>
 inline void unsigned_quads(const BlockIQ4NLRows16& blk, std::size_t /*unit*/,
                            __m512i q[8]) noexcept {
-  iq4_unsigned_quads<Arch>(blk.qs, q);
+  looked_up_unsigned_quads<Arch>(blk.qs, kIq4nlValues, q);
 }
 template <class Arch>
 inline void unsigned_quads(const BlockIQ4XSRows16& blk, std::size_t unit, __m512i q[8]) noexcept {
-  iq4_unsigned_quads<Arch>(blk.qs[unit], q);
+  looked_up_unsigned_quads<Arch>(blk.qs[unit], kIq4nlValues, q);
+}
+template <class Arch>
+inline void unsigned_quads(const BlockMXFP4Rows16& blk, std::size_t /*unit*/,
+                           __m512i q[8]) noexcept {
+  looked_up_unsigned_quads<Arch>(blk.qs, kMxfp4Values, q);
 }
 template <class Arch>
 inline void unsigned_quads(const BlockQ8_0Rows16& blk, std::size_t /*unit*/,
@@ -316,7 +359,7 @@ inline void rows16_tokens_512(const Group* w, std::size_t nblocks, __mmask16 row
   for (auto& m : mins) m = _mm512_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Group& blk = w[b];
-    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.d)));
+    const __m512 d = row_scales_512<Arch>(blk);
     [[maybe_unused]] __m512 wm = _mm512_setzero_ps();
     if constexpr (Traits::kMin) {
       wm = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk.m)));
@@ -422,9 +465,9 @@ inline constexpr bool kNibbleWords =
     std::is_same_v<Group, BlockQ4_1Rows16> || std::is_same_v<Group, BlockQ4_0Rows16>;
 
 // The eight quads of unit `unit` for rows 8h to 8h + 7, as calls f(c, w): Q4_1's and Q4_0's
-// nibbles (vpmaddubsw's unsigned operand), IQ4's levels and Q8_0's quants (signed, for the
-// sign-moving dot), Q5's 5-bit quants (0..31, which the sign-moving dot takes as they are:
-// abs and sign leave non-negative bytes alone).
+// nibbles (vpmaddubsw's unsigned operand), IQ4's and MXFP4's levels and Q8_0's quants (signed, for
+// the sign-moving dot), Q5's 5-bit quants (0..31, which the sign-moving dot takes as they are: abs
+// and sign leave non-negative bytes alone).
 template <class Arch, class Group, class F>
 requires kNibbleWords<Group>
 inline void half_quads_256(const Group& blk, std::size_t /*unit*/, std::size_t h, F&& f) noexcept {
@@ -436,13 +479,14 @@ inline void half_quads_256(const Group& blk, std::size_t /*unit*/, std::size_t h
   }
 }
 template <class Arch, class F>
-inline void iq4_half_quads_256(const std::uint8_t (*qs)[kRows16][4], std::size_t h,
-                               F&& f) noexcept {
+inline void looked_up_half_quads_256(const std::uint8_t (*qs)[kRows16][4],
+                                     const std::int8_t (&values)[16], std::size_t h,
+                                     F&& f) noexcept {
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i levels =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  for (std::size_t c = 0; c < 4; ++c) {
-    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs[c][8 * h]));
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  for (std::size_t c = 0; c < 4; ++c) {  // (MXFP4's groups: 16-byte aligned)
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs[c][8 * h]));
     f(c, _mm256_shuffle_epi8(levels, _mm256_and_si256(v, low)));
     f(c + 4, _mm256_shuffle_epi8(levels, _mm256_and_si256(_mm256_srli_epi16(v, 4), low)));
   }
@@ -450,12 +494,17 @@ inline void iq4_half_quads_256(const std::uint8_t (*qs)[kRows16][4], std::size_t
 template <class Arch, class F>
 inline void half_quads_256(const BlockIQ4NLRows16& blk, std::size_t /*unit*/, std::size_t h,
                            F&& f) noexcept {
-  iq4_half_quads_256<Arch>(blk.qs, h, f);
+  looked_up_half_quads_256<Arch>(blk.qs, kIq4nlValues, h, f);
 }
 template <class Arch, class F>
 inline void half_quads_256(const BlockIQ4XSRows16& blk, std::size_t unit, std::size_t h,
                            F&& f) noexcept {
-  iq4_half_quads_256<Arch>(blk.qs[unit], h, f);
+  looked_up_half_quads_256<Arch>(blk.qs[unit], kIq4nlValues, h, f);
+}
+template <class Arch, class F>
+inline void half_quads_256(const BlockMXFP4Rows16& blk, std::size_t /*unit*/, std::size_t h,
+                           F&& f) noexcept {
+  looked_up_half_quads_256<Arch>(blk.qs, kMxfp4Values, h, f);
 }
 template <class Arch, class Group, class F>
 requires kFifthBits<Group>
@@ -521,8 +570,7 @@ inline void rows16_half_tokens_256(const Group* w, std::size_t nblocks, std::siz
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nblocks; ++b) {
     const Group& blk = w[b];
-    const __m256 wd =
-        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+    const __m256 wd = row_scales_256<Arch>(blk, h);
     [[maybe_unused]] __m256i whole[T];  // kSumsWholeBlock: the block's integer sums
     if constexpr (kSumsWholeBlock<Group>) {
       for (auto& s : whole) s = _mm256_setzero_si256();
@@ -615,16 +663,14 @@ void rows16_token_256(const Group* w, std::size_t nblocks, std::size_t n_rows,
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.scales[u] + 8 * h)));
           whole[h] = _mm256_add_epi32(whole[h], _mm256_mullo_epi32(isum, scales));
         } else {
-          const __m256 wd =
-              _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+          const __m256 wd = row_scales_256<Arch>(blk, h);
           acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), wd), yd, acc[h]);
         }
       }
     }
     for (std::size_t h = 0; h < 2; ++h) {
       if constexpr (kSumsWholeBlock<Group>) {
-        const __m256 wd =
-            _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(blk.d + 8 * h)));
+        const __m256 wd = row_scales_256<Arch>(blk, h);
         acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole[h]), wd), yd, acc[h]);
       }
       if constexpr (Traits::kMin) {
