@@ -151,3 +151,27 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/examples/inspect")
     FIXTURES_REQUIRED synthetic_llama
     PASS_REGULAR_EXPRESSION "architecture: llama.*output.weight +F16")
 endif()
+
+# smol-chat on the mixtures, end to end (the server's side: server_mixture): a greedy
+# reply is the same with ngram-simple speculation as without, and its drafts were made
+# (/stats: "drafted N", N > 0; verified by the batch engine, which groups a pass's tokens
+# by expert); a GBNF grammar holds every reply token (lower-case words only; raw prompts,
+# as these files carry synthetic vocabularies).
+if(EXISTS "${PROJECT_SOURCE_DIR}/examples/chat")
+  find_program(SMOL_MOE_SH sh REQUIRED)
+  foreach(moe IN ITEMS qwen3moe gpt_oss)
+    if(moe STREQUAL "qwen3moe")
+      set(moe_file "${make_model_moe}")
+    else()
+      set(moe_file "${make_model_gpt_oss}")
+    endif()
+    set(moe_chat "$<TARGET_FILE:smol-chat> -m ${moe_file} --raw --temp 0 --ignore-eos -t 2")
+    set(moe_prompt "the cat sat on the mat and the cat sat on the")
+    add_test(NAME chat_mixture_${moe}_speculation COMMAND ${SMOL_MOE_SH} -c
+      "a=$(printf '${moe_prompt}\\n' | ${moe_chat} -n 64 2>/dev/null) && b=$(printf '${moe_prompt}\\n/stats\\n' | ${moe_chat} -n 64 --spec-type ngram-simple --spec-ngram-size-n 1 2>/dev/null) && [ -n \"$a\" ] && printf '%s' \"$b\" | grep -Eq 'drafted [1-9]' && case \"$b\" in \"$a\"*) ;; *) exit 1 ;; esac")
+    add_test(NAME chat_mixture_${moe}_grammar COMMAND ${SMOL_MOE_SH} -c
+      "out=$(${moe_chat} -n 24 -p 'Once upon a time' --grammar 'root ::= [a-z ]+' 2>/dev/null) && [ -n \"$out\" ] && printf '%s' \"$out\" | grep -Eqx '[a-z ]+'")
+    set_tests_properties(chat_mixture_${moe}_speculation chat_mixture_${moe}_grammar PROPERTIES
+      FIXTURES_REQUIRED synthetic_${moe} TIMEOUT 120)
+  endforeach()
+endif()
