@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "smol/grammar/recognizer.hpp"
+#include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/template/chat_template.hpp"
 
@@ -1086,6 +1087,180 @@ TEST_CASE("timings carry llama-server's draft_n and draft_n_accepted when someth
   const Json timings = smol::serve::timings_json(stats);
   CHECK(timings["draft_n"] == 12);
   CHECK(timings["draft_n_accepted"] == 7);
+}
+
+// Anthropic's Messages API (serve/anthropic_messages.hpp): a request becomes the chat
+// request it means, field by field; the reply's blocks and events.
+namespace anthropic = smol::serve::anthropic;
+
+namespace {
+
+Json translated(const std::string& text) {
+  return Json::parse(anthropic::chat_request_text(text));
+}
+
+ApiError messages_rejection(const std::string& text) {
+  try {
+    anthropic::chat_request_text(text);
+  } catch (const ApiError& error) {
+    return error;
+  }
+  FAIL("accepted: " << text);
+  return ApiError(0, "", "");
+}
+
+}  // namespace
+
+TEST_CASE("anthropic: a Messages request becomes the chat request it means") {
+  const Json chat = translated(R"({
+    "model": "m", "max_tokens": 32, "temperature": 0.5, "top_k": 7, "stream": true,
+    "stop_sequences": ["END"],
+    "system": [{"type": "text", "text": "Be terse."}, {"type": "text", "text": " Really."}],
+    "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "tools": [{"name": "f", "description": "d",
+               "input_schema": {"type": "object", "properties": {"z": {"type": "integer"},
+                                                                 "a": {"type": "string"}}}}],
+    "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true},
+    "messages": [
+      {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Hmm.", "signature": "x"},
+        {"type": "text", "text": "Calling."},
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"z": 1, "a": "b"}}]},
+      {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"},
+        {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+         "content": [{"type": "text", "text": "boom"}]},
+        {"type": "text", "text": "Go on."}]}]})");
+  const Json& m = chat["messages"];
+  REQUIRE(m.size() == 6);
+  CHECK(m[0] == Json{{"role", "system"}, {"content", "Be terse. Really."}});
+  CHECK(m[1] == Json{{"role", "user"}, {"content", "Hi"}});
+  CHECK(m[2]["content"] == "Calling.");
+  CHECK(m[2]["reasoning_content"] == "Hmm.");
+  CHECK(m[2]["tool_calls"][0]["id"] == "toolu_1");
+  CHECK(m[2]["tool_calls"][0]["function"]["arguments"] == R"({"z":1,"a":"b"})");  // client's order
+  CHECK(m[3] == Json{{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "42"}});
+  CHECK(m[4]["content"] == "Error: boom");
+  CHECK(m[5] == Json{{"role", "user"}, {"content", "Go on."}});
+  CHECK(chat["max_tokens"] == 32);
+  CHECK(chat["top_k"] == 7);
+  CHECK(chat["stop"] == Json::array({"END"}));
+  CHECK(chat["chat_template_kwargs"]["enable_thinking"] == true);
+  CHECK(chat["tool_choice"]["function"]["name"] == "f");
+  CHECK(chat["parallel_tool_calls"] == false);
+  CHECK(chat["reasoning_format"] == "deepseek");
+  // The schema's properties keep the client's order (its grammar writes them so).
+  const std::string text = anthropic::chat_request_text(
+      R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+          "tools": [{"name": "f", "input_schema": {"type": "object",
+                     "properties": {"z": {}, "a": {}}}}]})");
+  CHECK(text.find(R"("properties":{"z":{},"a":{}})") != std::string::npos);
+  // And the chat parser takes it: one request model behind both wire formats.
+  const auto parsed = parse_chat_request(anthropic::chat_request_text(
+      R"({"max_tokens": 5, "tool_choice": {"type": "any"},
+          "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+          "messages": [{"role": "user", "content": "x"}]})"));
+  CHECK(parsed.params.max_tokens == 5);
+  REQUIRE(parsed.tools);
+  CHECK(parsed.tools->choice == smol::serve::ToolChoice::required);
+}
+
+TEST_CASE("anthropic: what a Messages request gets wrong is named") {
+  const auto param = [](const std::string& text) { return messages_rejection(text).param; };
+  const std::string hi = R"("messages": [{"role": "user", "content": "Hi"}])";
+  CHECK(param("{" + hi + "}") == "max_tokens");
+  CHECK(anthropic::chat_request_text("{" + hi + "}", /*count_only=*/true).size() > 0);
+  CHECK(param(R"({"max_tokens": 1, "messages": []})") == "messages");
+  CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "system", "content": "x"}]})") ==
+        "messages[0].role");
+  CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": [
+                 {"type": "image", "source": {}}]}]})") == "messages[0].content[0].type");
+  CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": [
+                 {"type": "tool_use", "id": "a", "name": "f", "input": {}}]}]})") ==
+        "messages[0].content[0].type");
+  CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "assistant", "content": [
+                 {"type": "tool_use", "id": "a", "name": "f", "input": 3}]}]})") ==
+        "messages[0].content[0].input");
+  CHECK(param("{\"max_tokens\": 1, " + hi + R"(, "tools": [{"type": "web_search_20250305",
+                 "name": "web_search"}]})") == "tools[0].type");
+  CHECK(param("{\"max_tokens\": 1, " + hi + R"(, "tool_choice": {"type": "maybe"}})") ==
+        "tool_choice.type");
+  CHECK(param("{\"max_tokens\": 1, " + hi + R"(, "thinking": {"type": "sometimes"}})") ==
+        "thinking.type");
+  CHECK(messages_rejection("[1]").status == 400);
+  CHECK(messages_rejection("{\"max_tokens\": 1, \"messages\": [{\"role\": \"user\", \"content\": " +
+                           std::string(300, '[') + std::string(300, ']') + "}]}")
+            .status == 400);
+  const Json error = anthropic::error_body(ApiError(401, "bad key", "authentication_error"));
+  CHECK(error == Json{{"type", "error"},
+                      {"error", {{"type", "authentication_error"}, {"message", "bad key"}}}});
+  CHECK(anthropic::error_type(503) == "overloaded_error");
+}
+
+// The `data:` JSON of each event of an Anthropic stream, checking each `event:` line names it.
+static std::vector<Json> anthropic_events(const std::string& sse) {
+  std::vector<Json> events;
+  std::size_t at = 0;
+  while ((at = sse.find("event: ", at)) != std::string::npos) {
+    const std::size_t name_end = sse.find('\n', at);
+    const std::string name = sse.substr(at + 7, name_end - at - 7);
+    const std::size_t data = sse.find("data: ", name_end) + 6;
+    const std::size_t end = sse.find("\n\n", data);
+    events.push_back(Json::parse(sse.substr(data, end - data)));
+    CHECK(events.back()["type"] == name);
+    at = end;
+  }
+  return events;
+}
+
+TEST_CASE("anthropic: a streamed message's blocks add up to the whole message") {
+  using smol::PieceKind;
+  const smol::serve::ReplyHeader header{"msg_1", 0, "m"};
+  smol::GenerationResult result;
+  result.stop = smol::StopReason::stop_string;
+  result.stop_string = "END";
+  result.stats.prompt_tokens = 7;
+  result.stats.reused_tokens = 3;
+  result.stats.generated_tokens = 5;
+  anthropic::MessageStream stream(header, 10, nullptr);
+  smol::serve::ReplyText whole(smol::serve::ReasoningFormat::separate);
+  std::string sse = stream.first();
+  for (const smol::TextPiece piece :
+       {smol::TextPiece{"Let me ", PieceKind::thinking},
+        smol::TextPiece{"think.", PieceKind::thinking}, smol::TextPiece{"\n\n", PieceKind::answer},
+        smol::TextPiece{"Hello", PieceKind::answer},
+        smol::TextPiece{" there", PieceKind::answer}}) {
+    sse += stream.piece(piece);
+    whole.add(piece);
+  }
+  sse += stream.finish(result);
+  const std::vector<Json> events = anthropic_events(sse);
+  std::vector<std::string> types;
+  for (const Json& e : events) types.push_back(e["type"]);
+  CHECK(types == std::vector<std::string>{"message_start", "content_block_start",
+                                          "content_block_delta", "content_block_delta",
+                                          "content_block_stop", "content_block_start",
+                                          "content_block_delta", "content_block_delta",
+                                          "content_block_stop", "message_delta", "message_stop"});
+  CHECK(events[0]["message"]["usage"]["input_tokens"] == 10);
+  CHECK(events[1]["index"] == 0);
+  CHECK(events[1]["content_block"]["type"] == "thinking");
+  CHECK(events[3]["delta"] == Json{{"type", "thinking_delta"}, {"thinking", "think."}});
+  CHECK(events[5]["index"] == 1);
+  CHECK(events[6]["index"] == 1);
+  CHECK(events[6]["delta"] == Json{{"type", "text_delta"}, {"text", "Hello"}});
+  CHECK(events[9]["delta"]["stop_reason"] == "stop_sequence");
+  CHECK(events[9]["delta"]["stop_sequence"] == "END");
+  CHECK(events[9]["usage"]["cache_read_input_tokens"] == 3);
+  const Json message = anthropic::message_json(header, whole, result, nullptr);
+  CHECK(message["content"] ==
+        Json::array({{{"type", "thinking"}, {"thinking", "Let me think."}, {"signature", ""}},
+                     {{"type", "text"}, {"text", "Hello there"}}}));
+  CHECK(message["stop_reason"] == "stop_sequence");
+  CHECK(message["usage"]["input_tokens"] == 7);
+  CHECK(anthropic::stop_reason(smol::StopReason::end_of_generation, true) == "tool_use");
+  CHECK(anthropic::stop_reason(smol::StopReason::max_tokens, false) == "max_tokens");
 }
 
 }  // namespace test_serve_protocol

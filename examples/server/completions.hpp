@@ -210,8 +210,12 @@ inline void answer(State& state, Service& service, server::ClientWatch& client,
             shared->finished = true;
             cancel_all(*ids);
             const ApiError error = cancelled_by_server(state);
-            write(smol::serve::sse_event(smol::serve::error_body(error)));
-            write(std::string(smol::serve::kSseDone));
+            if constexpr (requires { Stream::error(error); }) {  // a wire format's own shape
+              write(Stream::error(error));
+            } else {
+              write(smol::serve::sse_event(smol::serve::error_body(error)));
+              write(std::string(smol::serve::kSseDone));
+            }
             sink.done();
             return true;
           }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "completions.hpp"
+#include "messages.hpp"
 #include "service.hpp"
 #include "web_page.hpp"
 
@@ -103,9 +104,9 @@ inline httplib::Server::Handler guarded(State& state, Handler handler) {
     } catch (const ApiError& error) {
       // 499: the client went away (nginx's code; nobody reads it), not a bad request.
       if (error.status >= 400 && error.status < 499) state.metrics.request_invalid();
-      send_error(res, error);
+      send_error(res, error, req);
     } catch (const std::exception& error) {
-      send_error(res, ApiError(500, error.what(), "server_error"));
+      send_error(res, ApiError(500, error.what(), "server_error"), req);
     }
   };
 }
@@ -127,10 +128,12 @@ inline httplib::Server::HandlerWithContentReader posted(State& state, Handler ha
     if (!complete) {  // over --max-body (httplib set 413), or the client went away
       const int status = res.status == 413 ? 413 : 400;
       state.metrics.request_invalid();
-      send_error(res, ApiError(status,
-                               status == 413 ? "the request body is larger than the server accepts"
-                                             : "the request body could not be read",
-                               std::string(smol::serve::error_type_for(status))));
+      send_error(res,
+                 ApiError(status,
+                          status == 413 ? "the request body is larger than the server accepts"
+                                        : "the request body could not be read",
+                          std::string(smol::serve::error_type_for(status))),
+                 req);
       return;
     }
     guarded(state, handler)(with_body, res);
@@ -173,6 +176,8 @@ inline void add_routes(httplib::Server& server, State& state) {
   for (const char* path : {"/v1/completions", "/completions"}) {
     server.Post(path, posted(state, completions));
   }
+  server.Post("/v1/messages", posted(state, messages));
+  server.Post("/v1/messages/count_tokens", posted(state, count_message_tokens));
   server.Post("/apply-template", posted(state, apply_template));
   server.Post("/tokenize", posted(state, tokenize));
   server.Post("/detokenize", posted(state, detokenize));
@@ -180,18 +185,22 @@ inline void add_routes(httplib::Server& server, State& state) {
   // Every request is counted until its response is written (service.hpp's responding).
   server.set_logger(
       [&state](const httplib::Request&, const httplib::Response&) { response_written(state); });
-  // The API key guards everything but the page and the health check.
+  // The API key guards everything but the page and the health check: as a bearer token,
+  // or in x-api-key (Anthropic's header, which its clients send).
   server.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
     count_request(state);
     if (state.options.api_key.empty() || req.path == "/" || req.path == "/health") {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    if (req.get_header_value("Authorization") == "Bearer " + state.options.api_key) {
+    if (req.get_header_value("Authorization") == "Bearer " + state.options.api_key ||
+        req.get_header_value("x-api-key") == state.options.api_key) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     state.metrics.request_invalid();
-    send_error(res, ApiError(401, "invalid API key: send Authorization: Bearer KEY",
-                             "authentication_error"));
+    send_error(res,
+               ApiError(401, "invalid API key: send Authorization: Bearer KEY (or x-api-key: KEY)",
+                        "authentication_error"),
+               req);
     return httplib::Server::HandlerResponse::Handled;
   });
   // httplib's own refusals (404, 413 for a body over --max-body, 400 for bad HTTP) get
@@ -202,7 +211,8 @@ inline void add_routes(httplib::Server& server, State& state) {
     if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
     if (res.status == 413) message = "the request body is larger than the server accepts";
     send_error(res,
-               ApiError(res.status, message, std::string(smol::serve::error_type_for(res.status))));
+               ApiError(res.status, message, std::string(smol::serve::error_type_for(res.status))),
+               req);
   });
 }
 

@@ -22,6 +22,7 @@
 #include "smol/generate/drafter.hpp"
 #include "smol/generate/model_drafter.hpp"
 #include "smol/generate/ngram_drafter.hpp"
+#include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
 #include "smol/serve/openai_protocol.hpp"
@@ -228,6 +229,17 @@ inline void send_json(httplib::Response& res, const Json& json, int status = 200
 inline void send_error(httplib::Response& res, const ApiError& error) {
   if (error.status == 503) res.set_header("Retry-After", "1");
   send_json(res, smol::serve::error_body(error), error.status);
+}
+
+// Anthropic's routes (messages.hpp) answer in Anthropic's error shape, the others in
+// OpenAI's.
+inline bool anthropic_route(const httplib::Request& req) {
+  return req.path.starts_with("/v1/messages");
+}
+inline void send_error(httplib::Response& res, const ApiError& error, const httplib::Request& req) {
+  if (!anthropic_route(req)) return send_error(res, error);
+  if (error.status == 503) res.set_header("Retry-After", "1");
+  send_json(res, smol::serve::anthropic::error_body(error), error.status);
 }
 
 inline ApiError unavailable(std::string message) {

@@ -26,6 +26,7 @@ using RequestId = std::uint64_t;
 struct GenerationResult {
   StopReason stop = StopReason::end_of_generation;
   std::string text, thinking, answer;  // as ReplyStream keeps them
+  std::string stop_string;             // the one reached (stop == stop_string)
   std::vector<TokenId> tokens;         // the generated tokens
   // With GenerationRequest::logprobs: one per generated token but the end-of-generation
   // one (the tokens whose text makes the reply, reasoning included).

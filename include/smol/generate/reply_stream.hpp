@@ -71,10 +71,7 @@ class ReplyStream {
     const bool opens = token == markers_.open, closes = token == markers_.close;
     if (tokenizer_->is_control(token) &&
         std::find(spelled_.begin(), spelled_.end(), token) != spelled_.end()) {
-      const auto result =
-          matcher_.push(tokenizer_->token_to_piece(token, {.render_special = true}));
-      release(result.released);
-      return result.matched;
+      return stopped(matcher_.push(tokenizer_->token_to_piece(token, {.render_special = true})));
     }
     if (opens || closes || tokenizer_->is_control(token)) {
       // Markers are part of the message but never shown; whatever text was held back
@@ -86,9 +83,7 @@ class ReplyStream {
       if (closes) kind_ = PieceKind::answer;
       return false;
     }
-    const auto result = matcher_.push(tokenizer_->token_to_piece(token));
-    release(result.released);
-    return result.matched;
+    return stopped(matcher_.push(tokenizer_->token_to_piece(token)));
   }
 
   // Releases what was held back (the reply ended without a stop string).
@@ -102,8 +97,16 @@ class ReplyStream {
   // The streamed pieces, concatenated by kind.
   const std::string& thinking() const noexcept { return thinking_; }
   const std::string& answer() const noexcept { return answer_; }
+  // The stop string the reply reached (take() returned true), else empty.
+  const std::string& stop_string() const noexcept { return stop_string_; }
 
  private:
+  bool stopped(const StopStringMatcher::Result& result) {
+    release(result.released);
+    if (result.matched) stop_string_ = result.stop;
+    return result.matched;
+  }
+
   void release(const std::string& bytes) {
     if (bytes.empty()) return;
     text_ += bytes;
@@ -123,6 +126,7 @@ class ReplyStream {
   PieceCallback on_piece_;
   PieceKind kind_;
   std::vector<TokenId> spelled_;
+  std::string stop_string_;
   std::string text_, thinking_, answer_;
 };
 

@@ -586,6 +586,7 @@ class Scheduler {
       result.text = a.stream->text();
       result.thinking = a.stream->thinking();
       result.answer = a.stream->answer();
+      result.stop_string = a.stream->stop_string();
     }
     result.stats.prompt_tokens = a.prompt_evaluated;
     result.stats.prefill_seconds = a.prefill_seconds;

@@ -54,6 +54,7 @@ class StopStringMatcher {
   struct Result {
     std::string released;  // safe to show: cannot be part of a stop string
     bool matched = false;  // a stop string was found; `released` is the text before it
+    std::string stop;      // which one (the earliest in the text; on a tie, the first given)
   };
 
   Result push(std::string_view text) {
@@ -61,7 +62,11 @@ class StopStringMatcher {
     Result result;
     std::size_t first_match = std::string::npos;
     for (const std::string& stop : stop_strings_) {
-      first_match = std::min(first_match, held_.find(stop));
+      const std::size_t at = held_.find(stop);
+      if (at < first_match) {
+        first_match = at;
+        result.stop = stop;
+      }
     }
     if (first_match != std::string::npos) {
       result.released = held_.substr(0, first_match);
