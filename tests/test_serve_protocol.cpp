@@ -1150,6 +1150,14 @@ TEST_CASE("anthropic: a Messages request becomes the chat request it means") {
   CHECK(chat["tool_choice"]["function"]["name"] == "f");
   CHECK(chat["parallel_tool_calls"] == false);
   CHECK(chat["reasoning_format"] == "deepseek");
+  // Claude Code's reminders come as system turns: they join the system prompt, first.
+  const Json reminded =
+      translated(R"({"max_tokens": 1, "system": "S", "thinking": {"type": "adaptive"},
+      "messages": [{"role": "user", "content": "Hi"},
+                   {"role": "system", "content": [{"type": "text", "text": "R"}]}]})");
+  CHECK(reminded["messages"] == Json::array({{{"role", "system"}, {"content", "S\n\nR"}},
+                                             {{"role", "user"}, {"content", "Hi"}}}));
+  CHECK_FALSE(reminded.contains("chat_template_kwargs"));  // adaptive: the server's default
   // The schema's properties keep the client's order (its grammar writes them so).
   const std::string text = anthropic::chat_request_text(
       R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
@@ -1172,7 +1180,7 @@ TEST_CASE("anthropic: what a Messages request gets wrong is named") {
   CHECK(param("{" + hi + "}") == "max_tokens");
   CHECK(anthropic::chat_request_text("{" + hi + "}", /*count_only=*/true).size() > 0);
   CHECK(param(R"({"max_tokens": 1, "messages": []})") == "messages");
-  CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "system", "content": "x"}]})") ==
+  CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "tool", "content": "x"}]})") ==
         "messages[0].role");
   CHECK(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": [
                  {"type": "image", "source": {}}]}]})") == "messages[0].content[0].type");
@@ -1261,6 +1269,46 @@ TEST_CASE("anthropic: a streamed message's blocks add up to the whole message") 
   CHECK(message["usage"]["input_tokens"] == 7);
   CHECK(anthropic::stop_reason(smol::StopReason::end_of_generation, true) == "tool_use");
   CHECK(anthropic::stop_reason(smol::StopReason::max_tokens, false) == "max_tokens");
+}
+
+TEST_CASE("tools: what a tool's schema cannot enforce is left unenforced, named; the root is not") {
+  // Claude Code's own tools carry these three (SendMessage, WebFetch, Workflow).
+  const auto r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object",
+        "properties": {
+          "to": {"type": "string", "description": "who",
+                 "allOf": [{"pattern": "^[^\\n]*$"}, {"pattern": "^.{0,300}$"}]},
+          "url": {"type": "string", "format": "uri"},
+          "script": {"type": "string", "maxLength": 100000},
+          "n": {"type": "integer", "minimum": 1, "maximum": 3}},
+        "required": ["to", "url", "script", "n"]}}}]})");
+  REQUIRE(r.tools);
+  const smol::serve::ToolFunction& f = r.tools->functions.at(0);
+  REQUIRE(f.unenforced.size() == 3);
+  CHECK(f.unenforced[0].find("pattern") != std::string::npos);
+  CHECK(f.unenforced[0].find("#/properties/to") != std::string::npos);
+  CHECK(f.unenforced[1].find("uri") != std::string::npos);
+  CHECK(f.unenforced[2].find("maxLength") != std::string::npos);
+  const auto& properties = f.parameters["properties"];
+  CHECK(properties["to"] == smol::serve::OrderedJson{{"type", "string"}, {"description", "who"}});
+  CHECK(properties["url"] == smol::serve::OrderedJson{{"type", "string"}});
+  CHECK(properties["n"]["maximum"] == 3);  // what it can enforce, it does
+  // The reply grammar takes the relaxed schema: a call with any string there parses.
+  REQUIRE(r.params.output);
+  CHECK(grammar_accepts(
+      *r.params.output,
+      R"({"tool_calls": [{"name": "f", "arguments": {"to": "a\nb", "url": "not a uri", "script": "s", "n": 2}}]})"));
+  CHECK_FALSE(grammar_accepts(
+      *r.params.output,
+      R"({"tool_calls": [{"name": "f", "arguments": {"to": "a", "url": "u", "script": "s", "n": 4}}]})"));
+  // A root the converter refuses stays a 400, and response_format is never relaxed.
+  CHECK(rejection(body(R"("tools": [{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "format": "uri", "pattern": "a", "allOf": [{"pattern": "b"}]}}}])"))
+            .param == "tools[0].function.parameters");
+  CHECK(rejection(body(R"("response_format": {"type": "json_schema", "json_schema": {"name": "s",
+      "schema": {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}}}}})"))
+            .status == 400);
 }
 
 }  // namespace test_serve_protocol

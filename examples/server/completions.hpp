@@ -233,6 +233,15 @@ inline void answer(State& state, Service& service, server::ClientWatch& client,
       });
 }
 
+// What the request's tool grammar leaves unenforced (tool_calls.hpp's relax_parameters):
+// said in the log, once per request.
+inline void log_unenforced(const smol::serve::ChatCompletionRequest& chat) {
+  if (!chat.tools) return;
+  for (const smol::serve::ToolFunction& f : chat.tools->functions) {
+    for (const std::string& why : f.unenforced) log("tool " + f.name + ": not enforced: " + why);
+  }
+}
+
 // What the template renders a chat request with.
 inline smol::ChatOptions chat_options(const smol::serve::ChatCompletionRequest& chat) {
   return {.add_generation_prompt = true,
@@ -259,6 +268,7 @@ inline void chat_completions(State& state, const httplib::Request& req, httplib:
   Service& service = ready_service(state);
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
+  log_unenforced(chat);
   server::ClientWatch client(req);
   std::shared_ptr<smol::TokenMaskTable> grammar =
       compile_grammar(state, service, chat.params, client);

@@ -63,6 +63,7 @@ inline void messages(State& state, const httplib::Request& req, httplib::Respons
   Service& service = ready_service(state);
   TranslatedMessages request = translate_messages(service, req, /*count_only=*/false);
   smol::serve::ChatCompletionRequest& chat = request.chat;
+  log_unenforced(chat);
   server::ClientWatch client(req);
   std::shared_ptr<smol::TokenMaskTable> grammar =
       compile_grammar(state, service, chat.params, client);

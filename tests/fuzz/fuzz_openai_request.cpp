@@ -1,4 +1,5 @@
-// libFuzzer target: bytes as the body of POST /v1/chat/completions and /v1/completions.
+// libFuzzer target: bytes as the body of POST /v1/chat/completions, /v1/completions and
+// /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp).
 //
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
 // out-of-bounds read, a hang or another exception. A parsed chat request then goes on
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "smol/gguf/gguf_file.hpp"
+#include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/template/chat_prompt.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
@@ -88,6 +90,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (reply.calls.empty() && !reply.content) __builtin_trap();  // calls or text, always
   try {
     smol::serve::parse_completion_request(body);
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  // As an Anthropic Messages request: a chat request the chat parser takes, or a 400.
+  try {
+    const smol::serve::ChatCompletionRequest chat = smol::serve::parse_chat_request(
+        smol::serve::anthropic::chat_request_text(body, /*count_only=*/true));
+    const auto tokens = text().encoder.encode(smol::ChatFormat::smollm3, chat.messages,
+                                              {.enable_thinking = chat.enable_thinking});
+    if (tokens.empty()) __builtin_trap();
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }

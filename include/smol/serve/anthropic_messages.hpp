@@ -15,7 +15,9 @@
 //   tool_choice auto / any / tool / none    -> "auto" / "required" / the function / "none"
 //     (disable_parallel_tool_use: parallel_tool_calls false)
 //   max_tokens, stop_sequences, temperature, top_p, top_k, stream: the same meaning
+//   messages[i] system (Claude Code's reminders) -> joined to the system prompt
 //   thinking {type: enabled | disabled}     -> chat_template_kwargs.enable_thinking
+//     (adaptive: the server's default)
 // The translated request keeps the client's key order (ordered_json): a schema's property
 // order decides the order its grammar writes them in. Images and documents are refused by
 // name (smol reads text only), as are Anthropic's server tools (web search and the like).
@@ -231,8 +233,9 @@ inline std::string chat_request_text(std::string_view body, bool count_only = fa
     if (!request.is_object()) throw invalid_request("the request body must be a JSON object");
     Ordered chat = Ordered::object();
     Ordered messages = Ordered::array();
-    if (const Ordered* system = detail::member(request, "system")) {
-      messages.push_back({{"role", "system"}, {"content", detail::plain_text(*system, "system")}});
+    std::string system;
+    if (const Ordered* top = detail::member(request, "system")) {
+      system = detail::plain_text(*top, "system");
     }
     const Ordered* turns = detail::member(request, "messages");
     if (turns == nullptr || !turns->is_array() || turns->empty()) {
@@ -248,14 +251,22 @@ inline std::string chat_request_text(std::string_view body, bool count_only = fa
         throw invalid_request(at + ".content must be a string or a list of content blocks",
                               at + ".content");
       }
-      if (role == "user") {
+      if (role == "system") {
+        // Claude Code sends reminders as system turns among the messages; templates take
+        // one system prompt, first, so they join the top one.
+        const std::string text = detail::plain_text(*content, at + ".content");
+        system += system.empty() || text.empty() ? text : "\n\n" + text;
+      } else if (role == "user") {
         detail::add_user(messages, *content, at + ".content");
       } else if (role == "assistant") {
         detail::add_assistant(messages, *content, at + ".content");
       } else {
-        throw invalid_request(at + ".role \"" + role + "\" is not user or assistant", at + ".role");
+        throw invalid_request(at + ".role \"" + role + "\" is not user, assistant or system",
+                              at + ".role");
       }
     }
+    if (!system.empty())
+      messages.insert(messages.begin(), Ordered::object({{"role", "system"}, {"content", system}}));
     chat["messages"] = std::move(messages);
     const Ordered* max_tokens = detail::member(request, "max_tokens");
     if (max_tokens != nullptr) {
@@ -274,11 +285,15 @@ inline std::string chat_request_text(std::string_view body, bool count_only = fa
     }
     if (const Ordered* thinking = detail::member(request, "thinking")) {
       const Ordered* type = thinking->is_object() ? detail::member(*thinking, "type") : nullptr;
-      if (type == nullptr || (*type != "enabled" && *type != "disabled")) {
-        throw invalid_request("thinking must be {\"type\": \"enabled\" | \"disabled\"}",
-                              "thinking.type");
+      if (type == nullptr || (*type != "enabled" && *type != "disabled" && *type != "adaptive")) {
+        throw invalid_request(
+            "thinking must be {\"type\": \"enabled\" | \"disabled\" | \"adaptive\"}",
+            "thinking.type");
       }
-      chat["chat_template_kwargs"] = {{"enable_thinking", *type == "enabled"}};
+      // adaptive: the model's own choice, so the server's default (--no-think or not).
+      if (*type != "adaptive") {
+        chat["chat_template_kwargs"] = {{"enable_thinking", *type == "enabled"}};
+      }
     }
     chat["reasoning_format"] = "deepseek";  // reasoning apart: thinking blocks
     return chat.dump();

@@ -53,6 +53,9 @@ struct ToolFunction {
   std::string name;
   std::string description;  // empty: none given
   OrderedJson parameters;   // a JSON schema, properties in the client's order
+  // The constraints of `parameters` the grammar does not enforce (relaxed_parameters),
+  // each as the converter's reason; `parameters` holds the schema as enforced.
+  std::vector<std::string> unenforced;
 };
 
 enum class ToolChoice { none, automatic, required, named };
@@ -125,6 +128,60 @@ inline const Json* member(const Json& object, const char* name) {
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
+// A tool's parameters as a grammar can enforce them. Agents' tools carry schemas written
+// for validators and for the model's eyes (Claude Code's: two regex patterns under one
+// allOf, "format": "uri", a maxLength of 100000), and the model needs its calls made all
+// the same: as llama.cpp does, what the converter cannot enforce is left unenforced, at
+// the finest grain it can name. Each refusal names the subschema at fault (its "(at
+// #/...)"), which becomes any value of its declared type (its description kept), and the
+// conversion is tried again: at most kMaxRelaxations times, and never the schema's root
+// (a root nothing can enforce stays the 400 it was). The model still reads the client's
+// schema, in the prompt; the server logs each reason (`unenforced`). response_format's
+// schemas are not relaxed: there the client asked for replies valid under the schema.
+inline constexpr std::size_t kMaxRelaxations = 16;
+
+// The subschema a converter's message points at ("... (at #/properties/to)"; a merged
+// allOf's "/allOf" tail names the schema that holds it), if that path is a schema of
+// `schema` other than its root: null otherwise (a path through a cut or escaped key, a
+// value that is not a schema).
+inline OrderedJson* refused_subschema(OrderedJson& schema, const std::string& message) {
+  const std::size_t at = message.rfind("(at #");
+  if (at == std::string::npos || message.back() != ')') return nullptr;
+  std::string path = message.substr(at + 5, message.size() - at - 6);
+  if (path.ends_with("/allOf")) path.resize(path.size() - 6);
+  if (path.empty()) return nullptr;
+  try {
+    OrderedJson* found = &schema.at(OrderedJson::json_pointer(path));
+    return found->is_object() ? found : nullptr;
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;
+  }
+}
+
+inline void relax_parameters(ToolFunction& f, const std::string& param) {
+  for (std::size_t tries = 0;; ++tries) {
+    std::string reason;
+    try {
+      grammar_from_schema(f.parameters, param);
+      return;
+    } catch (const ApiError& error) {
+      reason = error.what();
+      OrderedJson* sub = refused_subschema(f.parameters, reason);
+      if (sub == nullptr || tries == kMaxRelaxations) throw;
+      OrderedJson loose = OrderedJson::object();
+      if (sub->is_object()) {
+        const auto type = sub->find("type");
+        if (type != sub->end() && type->is_string() && *type != "null") loose["type"] = *type;
+        const auto description = sub->find("description");
+        if (description != sub->end()) loose["description"] = *description;
+      }
+      if (*sub == loose) throw;  // nothing left to relax there
+      *sub = std::move(loose);
+    }
+    f.unenforced.push_back(reason.substr(reason.find(": ") + 2));
+  }
+}
+
 // tools[i] (`at` names it), checked: its name (unique among `earlier`), description and
 // parameters. `ordered_tools` is the request's `tools` with each object's keys in the
 // client's order, parsed from `body_text` the first time a tool has parameters.
@@ -170,8 +227,8 @@ inline ToolFunction tool_function(const Json& tool, std::size_t i, const std::st
     // No parameters: a function that takes none.
     f.parameters = {{"type", "object"}, {"properties", OrderedJson::object()}};
   }
-  // The schema must be one the grammar can enforce: checked here, named by its tool.
-  grammar_from_schema(f.parameters, at + ".function.parameters");
+  // The schema as the grammar can enforce it: checked here, named by its tool.
+  relax_parameters(f, at + ".function.parameters");
   return f;
 }
 
