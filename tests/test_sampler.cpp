@@ -178,4 +178,32 @@ TEST_CASE("presence and frequency penalties") {
   CHECK(by_frequency.sample(std::vector<float>{1.0f, 0.6f}) == 1);  // 0.4 < 0.6
 }
 
+TEST_CASE("logit bias: added first, -infinity bans, a masked token stays masked") {
+  SamplerSettings settings = SamplerSettings::greedy();
+  settings.logit_bias = {{1, 0.5f}};
+  CHECK(Sampler(settings).sample(std::vector<float>{1.0f, 0.6f}) == 1);  // 1.1 > 1.0
+  settings.logit_bias = {{0, -std::numeric_limits<float>::infinity()}};
+  CHECK(Sampler(settings).sample(std::vector<float>{1.0f, 0.6f}) == 1);
+  settings.logit_bias = {{1, 100.0f}};
+  const float masked = -std::numeric_limits<float>::infinity();
+  CHECK(Sampler(settings).sample(std::vector<float>{1.0f, masked}) == 0);
+  // Before the penalties, as llama.cpp orders them: 0.6 + 0.5 = 1.1, then / 2 = 0.55.
+  settings.logit_bias = {{1, 0.5f}};
+  settings.repeat_penalty = 2.0f;
+  Sampler penalized(settings);
+  penalized.accept(1);
+  CHECK(penalized.sample(std::vector<float>{0.6f, 0.6f}) == 0);
+  // Sampling sees it too: a banned token is never drawn.
+  SamplerSettings sampled;
+  sampled.seed = 7;
+  sampled.logit_bias = {{0, -std::numeric_limits<float>::infinity()}};
+  Sampler drawing(sampled);
+  for (int i = 0; i < 200; ++i) CHECK(drawing.sample(std::vector<float>{5.0f, 0.0f, 0.0f}) != 0);
+  // Ids the vocabulary lacks are refused, named.
+  settings.logit_bias = {{3, 1.0f}};
+  CHECK_THROWS_WITH(smol::check_logit_bias(settings, 3),
+                    doctest::Contains("token 3 is not in this model's vocabulary (0 to 2)"));
+  CHECK_NOTHROW(smol::check_logit_bias(settings, 4));
+}
+
 }  // namespace test_sampler

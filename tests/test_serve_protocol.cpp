@@ -1311,4 +1311,19 @@ TEST_CASE("tools: what a tool's schema cannot enforce is left unenforced, named;
             .status == 400);
 }
 
+TEST_CASE("logit_bias: OpenAI's object or llama.cpp's pairs, false bans") {
+  const auto r = parse_chat_request(body(R"("logit_bias": {"5": 2.5, "7": -100})"));
+  CHECK(r.params.sampling.logit_bias ==
+        std::vector<std::pair<smol::TokenId, float>>{{5, 2.5f}, {7, -100.0f}});
+  const auto pairs = parse_chat_request(body(R"("logit_bias": [[3, 1], [4, false]])"));
+  REQUIRE(pairs.params.sampling.logit_bias.size() == 2);
+  CHECK(pairs.params.sampling.logit_bias[1].second == -std::numeric_limits<float>::infinity());
+  for (const char* bad :
+       {R"("logit_bias": {"x": 1})", R"("logit_bias": {"5": 101})", R"("logit_bias": {"-1": 1})",
+        R"("logit_bias": [[5]])", R"("logit_bias": [[5, true]])", R"("logit_bias": 3)"}) {
+    CAPTURE(bad);
+    CHECK(rejection(body(bad)).param == "logit_bias");
+  }
+}
+
 }  // namespace test_serve_protocol

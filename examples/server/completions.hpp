@@ -61,6 +61,11 @@ inline smol::GenerationRequest generation_request(Service& service,
   smol::GenerationRequest request;
   request.prompt = std::move(prompt);
   request.sampling = params.sampling;
+  try {
+    smol::check_logit_bias(request.sampling, service.tokenizer.size());
+  } catch (const smol::Error& error) {
+    throw smol::serve::invalid_request(error.what(), "logit_bias");
+  }
   if (request.sampling.penalty_window < 0) {  // -1: the whole context
     request.sampling.penalty_window =
         static_cast<int>(std::min<std::size_t>(service.context_length(), INT_MAX));

@@ -2,8 +2,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "chat_template_flags.hpp"
 #include "cli.hpp"
@@ -92,6 +97,38 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
 
   program.group("generation defaults (a request's fields override them)");
   smol::cli::add_sampling(program, options.sampling);
+  // llama-server's -l / --logit-bias TOKEN_ID(+/-)BIAS, repeatable ("15043+1", "2-inf":
+  // never token 2); a request's logit_bias replaces them.
+  app.add_option_function<std::vector<std::string>>(
+         "-l,--logit-bias",
+         [&options](const std::vector<std::string>& values) {
+           for (const std::string& value : values) {
+             const std::size_t sign = value.find_first_of("+-", 1);
+             std::int64_t token = -1;
+             float bias = 0.0f;
+             try {
+               std::size_t used = 0;
+               token = std::stoll(value.substr(0, sign), &used);
+               if (used != sign || sign == std::string::npos) throw std::invalid_argument(value);
+               const std::string amount = value.substr(sign + 1);
+               bias = amount == "inf" ? std::numeric_limits<float>::infinity()
+                                      : std::stof(amount, &used);
+               if (amount != "inf" && used != amount.size()) throw std::invalid_argument(value);
+             } catch (const std::exception&) {
+               throw CLI::ValidationError(
+                   "--logit-bias",
+                   "expected TOKEN_ID+BIAS or TOKEN_ID-BIAS, got \"" + value + "\"");
+             }
+             if (token < 0 || token > std::numeric_limits<smol::TokenId>::max()) {
+               throw CLI::ValidationError("--logit-bias", "no token id " + std::to_string(token));
+             }
+             options.sampling.logit_bias.emplace_back(static_cast<smol::TokenId>(token),
+                                                      value[sign] == '-' ? -bias : bias);
+           }
+         },
+         "add BIAS to a token's logit (TOKEN_ID+BIAS, TOKEN_ID-BIAS; -inf bans it);\nrepeatable")
+      ->type_name("ID+BIAS")
+      ->allow_extra_args(false);
   smol::cli::add_speculation_flags(program, options.speculation);
   app.add_flag("--think,!--no-think", options.thinking,
                "the reasoning mode of templates that have one (SmolLM3,\n"

@@ -80,6 +80,7 @@ struct Service {
         encoder(tokenizer),
         engine_thread(scheduler) {
     defaults.sampling = o.sampling;
+    smol::check_logit_bias(defaults.sampling, tokenizer.size());  // --logit-bias
     defaults.reasoning = *smol::serve::parse_reasoning_format(o.reasoning_format);
     defaults.enable_thinking = o.thinking;
     defaults.tool_syntax = smol::serve::tool_call_syntax_of(chat_template);

@@ -1,6 +1,8 @@
 // Choosing the next token from a row of logits.
 //
 // The steps run in llama.cpp's default order, each skipped when its setting is off:
+//   0. logit bias: a fixed amount added to chosen tokens' logits (-infinity bans one;
+//      a token a grammar masked stays masked);
 //   1. penalties over the last `penalty_window` accepted tokens: repetition (a
 //      positive logit is divided by repeat_penalty, a negative one multiplied),
 //      then frequency (count * frequency_penalty) and presence (presence_penalty);
@@ -24,6 +26,7 @@
 #include <random>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "smol/core/error.hpp"
@@ -42,6 +45,9 @@ struct SamplerSettings {
   float presence_penalty = 0.0f;
   int penalty_window = 64;            // how many recent accepted tokens the penalties see
   std::optional<std::uint64_t> seed;  // unset: a random seed; set: reproducible choices
+  // (token, amount) added to the token's logit first (OpenAI's and llama.cpp's
+  // logit_bias; ids past the logits' row are the caller's to refuse: check_logit_bias).
+  std::vector<std::pair<TokenId, float>> logit_bias;
 
   static SamplerSettings greedy() {
     SamplerSettings settings;
@@ -57,6 +63,19 @@ struct SamplerSettings {
     return settings;
   }
 };
+
+// Refuses a bias on a token the vocabulary does not have, naming it.
+inline void check_logit_bias(const SamplerSettings& settings, std::size_t vocabulary_size) {
+  for (const auto& [token, bias] : settings.logit_bias) {
+    if (token < 0 || static_cast<std::size_t>(token) >= vocabulary_size) {
+      fail("logit_bias: token ", token, " is not in this model's vocabulary (0 to ",
+           vocabulary_size - 1, ")");
+    }
+    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity()) {
+      fail("logit_bias: token ", token, "'s bias must be a number or -infinity");
+    }
+  }
+}
 
 // The highest logit; the lowest id wins a tie (as in llama.cpp's greedy goldens).
 inline TokenId greedy_token(std::span<const float> logits) {
@@ -163,6 +182,11 @@ class Sampler {
       // A NaN would break the sort's ordering; it can only mean "never this one".
       const float logit = std::isnan(logits[i]) ? -kInfinity : logits[i];
       candidates_[i] = {static_cast<TokenId>(i), logit};
+    }
+    for (const auto& [token, bias] : settings_.logit_bias) {
+      if (token >= 0 && static_cast<std::size_t>(token) < candidates_.size()) {
+        candidates_[static_cast<std::size_t>(token)].logit += bias;
+      }
     }
     apply_penalties();
     if (settings_.temperature <= 0.0f) return false;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "smol/generate/draft_length.hpp"
@@ -198,6 +199,52 @@ inline constexpr std::size_t kMaxStopStrings = 16;
 // Choices per request (OpenAI allows 128; each holds a slot, so smol keeps it small).
 inline constexpr std::int64_t kMaxChoices = 16;
 inline constexpr std::int64_t kMaxDraftTokens = 1024;  // as smol-chat's --draft-max
+inline constexpr std::size_t kMaxLogitBiases = 1024;
+
+// logit_bias: OpenAI's {"token id": bias} or llama.cpp's [[id, bias], ...], a bias a
+// number from -100 to 100 (OpenAI's range) or false (the token banned, as llama.cpp
+// reads it). Whether each id is the model's is checked where the vocabulary is known.
+inline std::vector<std::pair<TokenId, float>> parse_logit_bias(const Json& value) {
+  static constexpr const char* kForm =
+      "logit_bias must be {\"token id\": bias} or [[token id, bias], ...], each bias -100 to "
+      "100 or false, at most 1024 of them";
+  std::vector<std::pair<TokenId, float>> out;
+  const auto add = [&](const Json& id, const Json& bias) {
+    std::int64_t token = -1;
+    if (id.is_number_integer()) {
+      token = id.get<std::int64_t>();
+    } else if (id.is_string()) {
+      const std::string& text = id.get_ref<const std::string&>();
+      if (!text.empty() && text.size() <= 10 &&
+          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        token = std::stoll(text);
+      }
+    }
+    if (token < 0 || token > std::numeric_limits<TokenId>::max()) {
+      throw invalid_request(kForm, "logit_bias");
+    }
+    float amount = 0.0f;
+    if (bias.is_boolean() && !bias.get<bool>()) {
+      amount = -std::numeric_limits<float>::infinity();
+    } else if (bias.is_number() && bias.get<double>() >= -100 && bias.get<double>() <= 100) {
+      amount = bias.get<float>();
+    } else {
+      throw invalid_request(kForm, "logit_bias");
+    }
+    out.emplace_back(static_cast<TokenId>(token), amount);
+  };
+  if (value.is_object() && value.size() <= kMaxLogitBiases) {
+    for (const auto& [id, bias] : value.items()) add(Json(id), bias);
+  } else if (value.is_array() && value.size() <= kMaxLogitBiases) {
+    for (const Json& pair : value) {
+      if (!pair.is_array() || pair.size() != 2) throw invalid_request(kForm, "logit_bias");
+      add(pair[0], pair[1]);
+    }
+  } else {
+    throw invalid_request(kForm, "logit_bias");
+  }
+  return out;
+}
 
 // llama-server's `speculative.n_max` and `speculative.n_min`, over the server's default.
 // They tune drafting where the server drafts (--spec-type); they are checked either way,
@@ -270,6 +317,7 @@ inline CompletionParams parse_params(const Json& body, std::string_view body_tex
     }
     std::erase(p.stop, std::string());
   }
+  if (const Json* bias = field(body, "logit_bias")) s.logit_bias = parse_logit_bias(*bias);
   p.ignore_eos = boolean(body, "ignore_eos", false);
   p.post_sampling_probs = boolean(body, "post_sampling_probs", false);
   p.stream = boolean(body, "stream", false);
