@@ -75,6 +75,28 @@ add_test(NAME server_mixture
 set_tests_properties(server_mixture PROPERTIES LABELS "server" TIMEOUT 300
                                                FIXTURES_REQUIRED server_mixture)
 
+# A real agent CLI (tests/agents): Claude Code, pinned by tests/agents/package-lock.json and
+# installed into the build tree, completes a turn over the Messages API
+# (claude_code.test.mjs says how it is kept to one short turn). spawn_server.mjs is the
+# server tests'.
+set(agents_dir "${CMAKE_CURRENT_BINARY_DIR}/agents-e2e")
+foreach(file package.json package-lock.json claude_code.test.mjs)
+  configure_file("${CMAKE_CURRENT_SOURCE_DIR}/agents/${file}" "${agents_dir}/${file}" COPYONLY)
+endforeach()
+configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/spawn_server.mjs" "${agents_dir}/spawn_server.mjs"
+               COPYONLY)
+add_custom_command(
+  OUTPUT "${agents_dir}/node_modules/.package-lock.json"
+  COMMAND ${SMOL_NPM} ci --no-audit --no-fund --loglevel=error
+  WORKING_DIRECTORY "${agents_dir}"
+  DEPENDS "${agents_dir}/package-lock.json"
+  COMMENT "Installing Claude Code (npm) for the agent test")
+add_custom_target(smol_agents_npm ALL DEPENDS "${agents_dir}/node_modules/.package-lock.json")
+add_test(NAME server_agent_claude_code
+         COMMAND ${SMOL_NODE} "${agents_dir}/claude_code.test.mjs" $<TARGET_FILE:smol-server>
+                 "${e2e_model}" "${agents_dir}/node_modules/.bin/claude")
+set_tests_properties(server_agent_claude_code PROPERTIES LABELS "server" TIMEOUT 300)
+
 # A bounded load test (16 clients, 200 streams, a queue small enough for some 503s),
 # and two replicas behind nginx (round robin, unbuffered streaming, a replica that
 # goes away). nginx is Debian's package; the test runs it with its own config and
