@@ -24,8 +24,9 @@ set(SMOL_DISPATCH_FLAGS "" CACHE STRING "extra compile options for the per-ISA k
 # CPUs like this one. The sanitize stage of scripts/test.sh builds "native": a unit the
 # CPU cannot run is never executed there, and the AMX unit alone was 38 CPU s of its
 # compile on a CPU without AMX.
-set(SMOL_DISPATCH_ISAS "all" CACHE STRING "per-ISA kernel units: all, or native (the sets this CPU runs)")
-set_property(CACHE SMOL_DISPATCH_ISAS PROPERTY STRINGS all native)
+set(SMOL_DISPATCH_ISAS "all" CACHE STRING
+    "per-ISA kernel units: all, native (the sets this CPU runs) or best (the best of them)")
+set_property(CACHE SMOL_DISPATCH_ISAS PROPERTY STRINGS all native best)
 
 # smol_cpu_runs(<isa> <var>): whether this machine's CPU runs `isa` (avx2, avx512,
 # avx512vnni, amx): /proc/cpuinfo lists every flag that simd/cpu_features.hpp checks for
@@ -62,15 +63,25 @@ function(_smol_make_dispatch_targets)
   else()
     return()  # no vector sets for this processor: the scalar kernels serve
   endif()
-  if(NOT SMOL_DISPATCH_ISAS MATCHES "^(all|native)$")
-    message(FATAL_ERROR "SMOL_DISPATCH_ISAS is '${SMOL_DISPATCH_ISAS}': all or native")
+  if(NOT SMOL_DISPATCH_ISAS MATCHES "^(all|native|best)$")
+    message(FATAL_ERROR "SMOL_DISPATCH_ISAS is '${SMOL_DISPATCH_ISAS}': all, native or best")
   endif()
   # Every includer and every unit must agree on which units exist (kernels.hpp).
   set(without "")
-  if(SMOL_DISPATCH_ISAS STREQUAL "native")
+  if(SMOL_DISPATCH_ISAS MATCHES "^(native|best)$")
+    # best: the last vector set of the list (each contains the ones before it) that this
+    # CPU runs, and scalar: a build that proves the units compile, link and run, as the
+    # consumer tests do, without compiling the sets the program would never pick.
+    set(best "")
     foreach(isa IN LISTS isas)
       smol_cpu_runs(${isa} runs)
-      if(NOT runs)
+      if(runs AND NOT isa STREQUAL "scalar")
+        set(best ${isa})
+      endif()
+    endforeach()
+    foreach(isa IN LISTS isas)
+      smol_cpu_runs(${isa} runs)
+      if(NOT runs OR (SMOL_DISPATCH_ISAS STREQUAL "best" AND NOT isa MATCHES "^(${best}|scalar)$"))
         list(REMOVE_ITEM isas ${isa})
         string(TOUPPER ${isa} upper)
         list(APPEND without SMOL_DISPATCH_WITHOUT_${upper}=1)
