@@ -247,6 +247,19 @@ inline void log_unenforced(const smol::serve::ChatCompletionRequest& chat) {
   }
 }
 
+// A chat request's choices (both wire formats': chat_completions, messages.hpp). A reply
+// read in the template's tool syntax shows that syntax's marker tokens as text.
+inline std::vector<smol::GenerationRequest> chat_choice_requests(
+    Service& service, const smol::serve::ChatCompletionRequest& chat,
+    std::vector<smol::TokenId> prompt, std::shared_ptr<smol::TokenMaskTable> grammar) {
+  std::vector<smol::GenerationRequest> requests =
+      choice_requests(service, chat.params, std::move(prompt), std::move(grammar));
+  if (chat.tools && chat.tools->syntax != nullptr) {
+    for (smol::GenerationRequest& request : requests) request.spelled_tokens = service.tool_markers;
+  }
+  return requests;
+}
+
 // What the template renders a chat request with.
 inline smol::ChatOptions chat_options(const smol::serve::ChatCompletionRequest& chat) {
   return {.add_generation_prompt = true,
@@ -291,11 +304,7 @@ inline void chat_completions(State& state, const httplib::Request& req, httplib:
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
   std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
   std::vector<smol::GenerationRequest> requests =
-      choice_requests(service, chat.params, std::move(prompt), std::move(grammar));
-  // The reply is read in the template's tool syntax: its marker tokens are text.
-  if (tools && tools->syntax != nullptr) {
-    for (smol::GenerationRequest& request : requests) request.spelled_tokens = service.tool_markers;
-  }
+      chat_choice_requests(service, chat, std::move(prompt), std::move(grammar));
   answer(state, service, client, res, std::move(ticket), std::move(requests), "messages",
          std::move(stream),
          [header, format, logprobs, tools](

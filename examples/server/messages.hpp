@@ -73,10 +73,7 @@ inline void messages(State& state, const httplib::Request& req, httplib::Respons
   std::optional<MessageStreams> stream;
   if (chat.params.stream) stream.emplace(header, request.prompt.size(), tools);
   std::vector<smol::GenerationRequest> requests =
-      choice_requests(service, chat.params, std::move(request.prompt), std::move(grammar));
-  if (tools && tools->syntax != nullptr) {
-    for (smol::GenerationRequest& r : requests) r.spelled_tokens = service.tool_markers;
-  }
+      chat_choice_requests(service, chat, std::move(request.prompt), std::move(grammar));
   answer(state, service, client, res, std::move(ticket), std::move(requests), "messages",
          std::move(stream),
          [header, tools](const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
