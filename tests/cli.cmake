@@ -148,3 +148,16 @@ smol_cli_expect(cli_tokenize_help 0 "^usage: smol-tokenize.*--no-special, --no-p
 smol_cli_expect(cli_inspect_help 0 "^usage: smol-inspect.*--tensors PATTERN.*-h, --help +show this text" 0 ${cli_inspect} -h)
 smol_cli_expect(cli_make_model_help 0 "^usage: smol-make-model.*options:.*--kv-heads N.*-h, --help +show this text" 0
   ${cli_make_model} --help)
+
+# ---- smol-server: its own flags --------------------------------------------------------
+set(cli_server $<TARGET_FILE:smol-server>)
+smol_cli_expect(cli_server_store_responses_range 2
+  "^smol-server: --store-responses: expected an integer from 0 to 100000, got \"100001\"" 1
+  ${cli_server} -m ${cli_no_model} --store-responses 100001)
+smol_cli_expect(cli_server_logit_bias_syntax 2
+  "^smol-server: --logit-bias: expected TOKEN_ID\\+BIAS or TOKEN_ID-BIAS, got \"5x\"" 1
+  ${cli_server} -m ${cli_no_model} --logit-bias 5x)
+# A token the model lacks is known only once its vocabulary is read: exit 1, named.
+smol_cli_expect(cli_server_logit_bias_token 1
+  "smol-server: logit_bias: token 5000 is not in this model's vocabulary \\(0 to 1023\\)" 0
+  ${cli_server} -m ${cli_fixture} --port 0 --logit-bias 5000+1)

@@ -17,7 +17,7 @@ endif()
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
              load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs
-             tool_families.test.mjs mixture.test.mjs anthropic.test.mjs)
+             tool_families.test.mjs mixture.test.mjs anthropic.test.mjs responses.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -43,7 +43,10 @@ add_test(NAME server_browser
 add_test(NAME server_structured_output
          COMMAND ${SMOL_NODE} "${e2e_dir}/structured_output.test.mjs" $<TARGET_FILE:smol-server>
                  "${e2e_model}")
-set_tests_properties(server_openai_client server_anthropic_client server_browser server_structured_output
+# OpenAI's Responses API through OpenAI's own npm client (responses.test.mjs).
+add_test(NAME server_responses_client
+         COMMAND ${SMOL_NODE} "${e2e_dir}/responses.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
+set_tests_properties(server_openai_client server_anthropic_client server_responses_client server_browser server_structured_output
                      PROPERTIES LABELS "server" TIMEOUT 300)
 # The browser test clicks while a reply streams: it runs alone, not beside the load test.
 set_tests_properties(server_browser PROPERTIES RUN_SERIAL TRUE)
@@ -75,12 +78,12 @@ add_test(NAME server_mixture
 set_tests_properties(server_mixture PROPERTIES LABELS "server" TIMEOUT 300
                                                FIXTURES_REQUIRED server_mixture)
 
-# A real agent CLI (tests/agents): Claude Code, pinned by tests/agents/package-lock.json and
-# installed into the build tree, completes a turn over the Messages API
-# (claude_code.test.mjs says how it is kept to one short turn). spawn_server.mjs is the
-# server tests'.
+# Real agent CLIs (tests/agents), pinned by tests/agents/package-lock.json and installed
+# into the build tree, each complete a turn: Claude Code over the Messages API, Codex CLI
+# over the Responses API (their tests say how each is kept to one short turn).
+# spawn_server.mjs is the server tests'.
 set(agents_dir "${CMAKE_CURRENT_BINARY_DIR}/agents-e2e")
-foreach(file package.json package-lock.json claude_code.test.mjs)
+foreach(file package.json package-lock.json claude_code.test.mjs codex.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/agents/${file}" "${agents_dir}/${file}" COPYONLY)
 endforeach()
 configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/spawn_server.mjs" "${agents_dir}/spawn_server.mjs"
@@ -90,12 +93,17 @@ add_custom_command(
   COMMAND ${SMOL_NPM} ci --no-audit --no-fund --loglevel=error
   WORKING_DIRECTORY "${agents_dir}"
   DEPENDS "${agents_dir}/package-lock.json"
-  COMMENT "Installing Claude Code (npm) for the agent test")
+  COMMENT "Installing Claude Code and Codex CLI (npm) for the agent tests")
 add_custom_target(smol_agents_npm ALL DEPENDS "${agents_dir}/node_modules/.package-lock.json")
 add_test(NAME server_agent_claude_code
          COMMAND ${SMOL_NODE} "${agents_dir}/claude_code.test.mjs" $<TARGET_FILE:smol-server>
                  "${e2e_model}" "${agents_dir}/node_modules/.bin/claude")
-set_tests_properties(server_agent_claude_code PROPERTIES LABELS "server" TIMEOUT 300)
+add_test(NAME server_agent_codex
+         COMMAND ${SMOL_NODE} "${agents_dir}/codex.test.mjs" $<TARGET_FILE:smol-server>
+                 "${e2e_model}" "${agents_dir}/node_modules/.bin/codex"
+                 "${CMAKE_CURRENT_BINARY_DIR}/data/chat_template_corpus/Qwen-Qwen2.5-7B-Instruct.jinja")
+set_tests_properties(server_agent_claude_code server_agent_codex PROPERTIES LABELS "server" TIMEOUT 300)
+set_tests_properties(server_agent_codex PROPERTIES FIXTURES_REQUIRED chat_template_corpus)
 
 # A bounded load test (16 clients, 200 streams, a queue small enough for some 503s),
 # and two replicas behind nginx (round robin, unbuffered streaming, a replica that

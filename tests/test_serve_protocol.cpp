@@ -10,6 +10,8 @@
 #include "smol/grammar/recognizer.hpp"
 #include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/serve/openai_responses.hpp"
+#include "smol/serve/response_store.hpp"
 #include "smol/template/chat_template.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
@@ -1269,6 +1271,261 @@ TEST_CASE("anthropic: a streamed message's blocks add up to the whole message") 
   CHECK(message["usage"]["input_tokens"] == 7);
   CHECK(anthropic::stop_reason(smol::StopReason::end_of_generation, true) == "tool_use");
   CHECK(anthropic::stop_reason(smol::StopReason::max_tokens, false) == "max_tokens");
+}
+
+// OpenAI's Responses API (serve/openai_responses.hpp): a request becomes the chat request
+// it means, after the stored conversation it continues; the reply's items and events.
+namespace responses = smol::serve::responses;
+
+namespace {
+
+Json responses_translated(const std::string& text,
+                          const responses::Ordered& earlier = responses::Ordered::array()) {
+  return Json::parse(responses::translate(responses::read_request(text), earlier).chat);
+}
+
+ApiError responses_rejection(const std::string& text) {
+  try {
+    responses::translate(responses::read_request(text), responses::Ordered::array());
+  } catch (const ApiError& error) {
+    return error;
+  }
+  FAIL("accepted: " << text);
+  return ApiError(0, "", "");
+}
+
+}  // namespace
+
+TEST_CASE("responses: a Responses request becomes the chat request it means") {
+  const std::string text = R"({
+    "model": "m", "instructions": "Be terse.", "max_output_tokens": 32, "temperature": 0.5,
+    "stream": true, "store": false, "parallel_tool_calls": false,
+    "reasoning": {"effort": "none", "summary": "auto"},
+    "tools": [{"type": "function", "name": "f", "description": "d", "strict": false,
+               "parameters": {"type": "object", "properties": {"z": {"type": "integer"},
+                                                               "a": {"type": "string"}}}},
+              {"type": "namespace", "name": "ns", "description": "n",
+               "tools": [{"type": "function", "name": "g", "parameters": {"type": "object"}}]},
+              {"type": "web_search", "external_web_access": false}],
+    "tool_choice": {"type": "function", "name": "f"},
+    "input": [
+      {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Dev."}]},
+      {"role": "user", "content": "Hi"},
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "Hmm."}]},
+      {"type": "message", "role": "assistant",
+       "content": [{"type": "output_text", "text": "Calling.", "annotations": []}]},
+      {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{\"z\":1,\"a\":\"b\"}"},
+      {"type": "function_call", "call_id": "call_2", "name": "g", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "42"},
+      {"type": "function_call_output", "call_id": "call_2",
+       "output": [{"type": "input_text", "text": "ok"}]},
+      {"role": "user", "content": [{"type": "input_text", "text": "Go on."}]}]})";
+  const responses::ResponsesRequest request = responses::read_request(text);
+  CHECK_FALSE(request.store);
+  CHECK(request.stream);
+  const responses::Translation translation =
+      responses::translate(request, responses::Ordered::array());
+  CHECK(translation.dropped_tools == std::vector<std::string>{"tools[2]: web_search"});
+  const Json chat = Json::parse(translation.chat);
+  const Json& m = chat["messages"];
+  REQUIRE(m.size() == 6);
+  CHECK(m[0] == Json{{"role", "system"}, {"content", "Be terse.\n\nDev."}});
+  CHECK(m[1] == Json{{"role", "user"}, {"content", "Hi"}});
+  CHECK(m[2]["content"] == "Calling.");
+  CHECK(m[2]["reasoning_content"] == "Hmm.");
+  REQUIRE(m[2]["tool_calls"].size() == 2);  // both calls join the turn's text
+  CHECK(m[2]["tool_calls"][0]["id"] == "call_1");
+  CHECK(m[2]["tool_calls"][1]["function"]["name"] == "g");
+  CHECK(m[3] == Json{{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}});
+  CHECK(m[4] == Json{{"role", "tool"}, {"tool_call_id", "call_2"}, {"content", "ok"}});
+  CHECK(m[5] == Json{{"role", "user"}, {"content", "Go on."}});
+  CHECK(chat["max_tokens"] == 32);
+  CHECK(chat["parallel_tool_calls"] == false);
+  CHECK(chat["chat_template_kwargs"]["enable_thinking"] == false);
+  REQUIRE(chat["tools"].size() == 2);  // f, and the namespace's g
+  CHECK(chat["tools"][1]["function"]["name"] == "g");
+  CHECK(chat["tool_choice"]["function"]["name"] == "f");
+  CHECK(chat["reasoning_format"] == "deepseek");
+  // The schema's properties keep the client's order (its grammar writes them so).
+  CHECK(translation.chat.find(R"("properties":{"z":{"type":"integer"},"a":)") != std::string::npos);
+  // A text input is one user message; text.format is response_format; the stored
+  // conversation comes first, then this input.
+  const responses::Ordered earlier = responses::Ordered::parse(
+      R"([{"role": "user", "content": "Before"},
+          {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Yes"}]}])");
+  const Json next = responses_translated(
+      R"({"input": "Now", "instructions": "I",
+          "text": {"format": {"type": "json_schema", "name": "s", "strict": true,
+                              "schema": {"type": "object", "properties": {"b": {}, "a": {}}}}}})",
+      earlier);
+  CHECK(next["messages"] == Json::array({{{"role", "system"}, {"content", "I"}},
+                                         {{"role", "user"}, {"content", "Before"}},
+                                         {{"role", "assistant"}, {"content", "Yes"}},
+                                         {{"role", "user"}, {"content", "Now"}}}));
+  CHECK(next["response_format"]["json_schema"]["name"] == "s");
+  CHECK(next["response_format"]["json_schema"]["strict"] == true);
+  // And the chat parser takes it: one request model behind every wire format.
+  const auto parsed = parse_chat_request(
+      responses::translate(responses::read_request(
+                               R"({"input": "x", "max_output_tokens": 5, "tool_choice": "required",
+                                   "tools": [{"type": "function", "name": "f",
+                                              "parameters": {"type": "object"}}]})"),
+                           responses::Ordered::array())
+          .chat);
+  CHECK(parsed.params.max_tokens == 5);
+  REQUIRE(parsed.tools);
+  CHECK(parsed.tools->choice == smol::serve::ToolChoice::required);
+  CHECK(
+      parse_chat_request(responses::translate(
+                             responses::read_request(
+                                 R"({"input": "x", "text": {"format": {"type": "json_object"}}})"),
+                             responses::Ordered::array())
+                             .chat)
+          .params.output);
+}
+
+TEST_CASE("responses: what a Responses request gets wrong is named") {
+  const auto param = [](const std::string& text) { return responses_rejection(text).param; };
+  CHECK(param("{}") == "input");
+  CHECK(param(R"({"input": 3})") == "input");
+  CHECK(param(R"({"input": []})") == "input");
+  CHECK(param(R"({"input": [{"role": "tool", "content": "x"}]})") == "input[0].role");
+  CHECK(
+      param(
+          R"({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]})") ==
+      "input[0].content[0].type");
+  CHECK(param(R"({"input": [{"type": "item_reference", "id": "x"}]})") == "input[0].type");
+  CHECK(
+      param(
+          R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}]})") ==
+      "input[0].arguments");
+  CHECK(param(R"({"input": [{"type": "function_call_output", "call_id": "c"}]})") ==
+        "input[0].output");
+  CHECK(param(R"({"input": "x", "tools": [{"type": "function"}]})") == "tools[0].name");
+  CHECK(param(R"({"input": "x", "tools": [{"type": "function", "name": "f"}],
+                  "tool_choice": {"type": "web_search"}})") == "tool_choice");
+  CHECK(param(R"({"input": "x", "text": {"format": {"type": "xml"}}})") == "text.format.type");
+  CHECK(param(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}})") ==
+        "text.format.schema");
+  CHECK(param(R"({"input": "x", "store": "yes"})") == "store");
+  CHECK(param(R"({"input": "x", "previous_response_id": 7})") == "previous_response_id");
+  CHECK(param(R"({"input": "x", "reasoning": {"effort": 3}})") == "reasoning.effort");
+  CHECK(responses_rejection("[1]").status == 400);
+  CHECK(responses_rejection("{\"input\": " + std::string(300, '[') + std::string(300, ']') + "}")
+            .status == 400);
+}
+
+// The `data:` JSON of each event of a Responses stream, checking each `event:` line names it
+// and the sequence numbers count up from 0.
+static std::vector<Json> responses_events(const std::string& sse) {
+  std::vector<Json> events;
+  std::size_t at = 0;
+  while ((at = sse.find("event: ", at)) != std::string::npos) {
+    const std::size_t name_end = sse.find('\n', at);
+    const std::string name = sse.substr(at + 7, name_end - at - 7);
+    const std::size_t data = sse.find("data: ", name_end) + 6;
+    const std::size_t end = sse.find("\n\n", data);
+    events.push_back(Json::parse(sse.substr(data, end - data)));
+    CHECK(events.back()["type"] == name);
+    CHECK(events.back()["sequence_number"] == events.size() - 1);
+    at = end;
+  }
+  return events;
+}
+
+TEST_CASE("responses: a streamed response's items add up to the whole response") {
+  using smol::PieceKind;
+  const smol::serve::ReplyHeader header{"resp_1", 5, "m"};
+  const auto request = std::make_shared<const responses::ResponsesRequest>(
+      responses::read_request(R"({"input": "Hi", "max_output_tokens": 9})"));
+  smol::GenerationResult result;
+  result.stop = smol::StopReason::max_tokens;
+  result.stats.prompt_tokens = 7;
+  result.stats.reused_tokens = 3;
+  result.stats.generated_tokens = 5;
+  responses::ResponseStream stream(header, request, nullptr);
+  smol::serve::ReplyText whole(smol::serve::ReasoningFormat::separate);
+  std::string sse = stream.first();
+  for (const smol::TextPiece piece :
+       {smol::TextPiece{"Let me ", PieceKind::thinking},
+        smol::TextPiece{"think.", PieceKind::thinking}, smol::TextPiece{"\n\n", PieceKind::answer},
+        smol::TextPiece{"Hello", PieceKind::answer},
+        smol::TextPiece{" there", PieceKind::answer}}) {
+    sse += stream.piece(piece);
+    whole.add(piece);
+  }
+  Json final_response;
+  sse += stream.finish(result, final_response);
+  const std::vector<Json> events = responses_events(sse);
+  std::vector<std::string> types;
+  for (const Json& e : events) types.push_back(e["type"]);
+  CHECK(types == std::vector<std::string>{
+                     "response.created", "response.in_progress", "response.output_item.added",
+                     "response.reasoning_text.delta", "response.reasoning_text.delta",
+                     "response.reasoning_text.done", "response.output_item.done",
+                     "response.output_item.added", "response.content_part.added",
+                     "response.output_text.delta", "response.output_text.delta",
+                     "response.output_text.done", "response.content_part.done",
+                     "response.output_item.done", "response.incomplete"});
+  CHECK(events[0]["response"]["status"] == "in_progress");
+  CHECK(events[0]["response"]["max_output_tokens"] == 9);
+  CHECK(events[2]["item"]["type"] == "reasoning");
+  CHECK(events[6]["item"]["content"][0]["text"] == "Let me think.");
+  CHECK(events[7]["output_index"] == 1);
+  CHECK(events[9]["delta"] == "Hello");
+  CHECK(events[11]["text"] == "Hello there");
+  // The last event carries the response the non-streamed path builds for the same reply.
+  const Json response = responses::finished_response(header, *request, whole, result, nullptr, 2);
+  CHECK(events.back()["response"] == response);
+  CHECK(final_response == response);
+  CHECK(response["status"] == "incomplete");
+  CHECK(response["incomplete_details"]["reason"] == "max_output_tokens");
+  REQUIRE(response["output"].size() == 2);
+  CHECK(response["output"][0]["id"] == events[2]["item"]["id"]);
+  CHECK(response["output"][1]["id"] == events[7]["item"]["id"]);
+  CHECK(response["output"][1]["content"][0]["text"] == "Hello there");
+  CHECK(response["usage"]["input_tokens"] == 10);
+  CHECK(response["usage"]["input_tokens_details"]["cached_tokens"] == 3);
+  CHECK(response["usage"]["output_tokens_details"]["reasoning_tokens"] == 2);
+  CHECK(response["usage"]["total_tokens"] == 15);
+  // Stored, its conversation is the input, then the output, ready for the next request.
+  const responses::Ordered items =
+      responses::conversation_items(responses::Ordered::array(), *request, response);
+  REQUIRE(items.size() == 3);
+  CHECK(items[0]["content"] == "Hi");
+  CHECK(items[2]["type"] == "message");
+  const Json next = responses_translated(R"({"input": "More"})", items);
+  CHECK(next["messages"][1]["reasoning_content"] == "Let me think.");
+  CHECK(next["messages"][1]["content"] == "Hello there");
+}
+
+TEST_CASE("responses: the store keeps the most recently used, within its count and bytes") {
+  smol::serve::ResponseStore store(2, 1000);
+  const auto entry = [](std::size_t bytes) {
+    return smol::serve::ResponseStore::Entry{responses::Ordered::array({std::string(bytes, 'x')}),
+                                             Json::object()};
+  };
+  store.put("a", entry(10));
+  store.put("b", entry(10));
+  CHECK(store.get("a"));  // now the most recent: b goes first
+  store.put("c", entry(10));
+  CHECK(store.get("a"));
+  CHECK_FALSE(store.get("b"));
+  CHECK(store.get("c"));
+  store.put("d", entry(900));  // over the count: a, the least recent, goes
+  CHECK_FALSE(store.get("a"));
+  CHECK(store.get("c"));
+  store.put("f", entry(980));  // over the bytes: c and d go
+  CHECK(store.size() == 1);
+  CHECK(store.get("f"));
+  store.put("e", entry(2000));  // larger than the whole budget: not kept
+  CHECK_FALSE(store.get("e"));
+  CHECK(store.erase("f"));
+  CHECK_FALSE(store.erase("f"));
+  smol::serve::ResponseStore none(0, 1000);
+  none.put("a", entry(1));
+  CHECK_FALSE(none.get("a"));
 }
 
 TEST_CASE("tools: what a tool's schema cannot enforce is left unenforced, named; the root is not") {

@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   server::State state;
   if (const auto status = server::parse_options(argc, argv, state.options)) return *status;
   const server::Options& options = state.options;
+  state.responses.emplace(options.stored_responses, std::size_t{256} << 20);
 
   // Block the stop signals in every thread (those started later inherit the mask);
   // the signal thread takes them with sigwait.

@@ -43,6 +43,7 @@ struct Options {
   std::size_t batch = 512;       // tokens per forward pass
   std::size_t queue_limit = 64;  // requests waiting beyond the slots before 503
   std::size_t max_body = 8u << 20;
+  std::size_t stored_responses = 256;  // the Responses API's, for previous_response_id
   double grace_seconds = 10;
   int threads = 0;
   std::string api_key;
@@ -87,6 +88,11 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   app.add_option("--api-key", options.api_key,
                  "require `Authorization: Bearer KEY` (not for / and /health)")
       ->type_name("KEY");
+  app.add_option("--store-responses", options.stored_responses,
+                 "responses kept in memory for /v1/responses'\nprevious_response_id, up to 100000; "
+                 "0: none\n(default 256, and 256 MiB at most)")
+      ->type_name("N")
+      ->transform(integer(0, 100000));
   app.add_option("--max-body", options.max_body, "largest request body in bytes (default 8 MiB)")
       ->type_name("N")
       ->transform(integer(1024, std::int64_t{1} << 30));

@@ -11,6 +11,7 @@
 
 #include "completions.hpp"
 #include "messages.hpp"
+#include "responses.hpp"
 #include "service.hpp"
 #include "web_page.hpp"
 
@@ -178,6 +179,11 @@ inline void add_routes(httplib::Server& server, State& state) {
   }
   server.Post("/v1/messages", posted(state, messages));
   server.Post("/v1/messages/count_tokens", posted(state, count_message_tokens));
+  for (const char* path : {"/v1/responses", "/responses"}) {
+    server.Post(path, posted(state, create_response));
+  }
+  server.Get(R"(/v1/responses/([A-Za-z0-9_.-]+))", guarded(state, get_response));
+  server.Delete(R"(/v1/responses/([A-Za-z0-9_.-]+))", guarded(state, delete_response));
   server.Post("/apply-template", posted(state, apply_template));
   server.Post("/tokenize", posted(state, tokenize));
   server.Post("/detokenize", posted(state, detokenize));

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -26,6 +27,7 @@
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/serve/response_store.hpp"
 #include "smol/serve/token_mask_cache.hpp"
 #include "smol/smol.hpp"
 #include "smol/template/chat_prompt.hpp"
@@ -152,6 +154,8 @@ struct State {
   std::unique_ptr<Service> service;  // set once, before `ready`
   std::atomic<bool> ready{false}, stopping{false};
   smol::serve::ServerMetrics metrics;
+  // The Responses API's stored conversations (set once the options are read).
+  std::optional<smol::serve::ResponseStore> responses;
 
   std::mutex flight_mutex;
   std::condition_variable flight_changed;

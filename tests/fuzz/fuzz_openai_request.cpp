@@ -1,5 +1,6 @@
-// libFuzzer target: bytes as the body of POST /v1/chat/completions, /v1/completions and
-// /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp).
+// libFuzzer target: bytes as the body of POST /v1/chat/completions, /v1/completions,
+// /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp)
+// and /v1/responses (OpenAI's Responses API: serve/openai_responses.hpp).
 //
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
 // out-of-bounds read, a hang or another exception. A parsed chat request then goes on
@@ -15,6 +16,7 @@
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/serve/openai_responses.hpp"
 #include "smol/template/chat_prompt.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
@@ -100,6 +102,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto tokens = text().encoder.encode(smol::ChatFormat::smollm3, chat.messages,
                                               {.enable_thinking = chat.enable_thinking});
     if (tokens.empty()) __builtin_trap();
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  // As a Responses request, alone and after a stored conversation of its own input: a
+  // chat request the chat parser takes, or a 400.
+  try {
+    namespace responses = smol::serve::responses;
+    const responses::ResponsesRequest request = responses::read_request(body);
+    for (const responses::Ordered& earlier : {responses::Ordered::array(), request.input}) {
+      const smol::serve::ChatCompletionRequest chat =
+          smol::serve::parse_chat_request(responses::translate(request, earlier).chat);
+      const auto tokens = text().encoder.encode(smol::ChatFormat::smollm3, chat.messages,
+                                                {.enable_thinking = chat.enable_thinking});
+      if (tokens.empty()) __builtin_trap();
+    }
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }
