@@ -9,6 +9,7 @@
 
 #include "smol/grammar/recognizer.hpp"
 #include "smol/serve/anthropic_messages.hpp"
+#include "smol/serve/context_shift.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/openai_responses.hpp"
 #include "smol/serve/response_store.hpp"
@@ -1526,6 +1527,66 @@ TEST_CASE("responses: the store keeps the most recently used, within its count a
   smol::serve::ResponseStore none(0, 1000);
   none.put("a", entry(1));
   CHECK_FALSE(none.get("a"));
+}
+
+TEST_CASE(
+    "context shift: the fewest oldest whole turns go; the system prompt and the last turn stay") {
+  using smol::ChatMessage;
+  // One token per message and per character of its content: a stand-in for a template.
+  const auto encode = [](const std::vector<ChatMessage>& messages) {
+    std::size_t n = 0;
+    for (const ChatMessage& m : messages) n += 1 + m.content.size();
+    return std::vector<smol::TokenId>(n, 0);
+  };
+  const auto message = [](const char* role, std::size_t size) {
+    ChatMessage m;
+    m.role = role;
+    m.content = std::string(size, 'x');
+    return m;
+  };
+  const std::vector<ChatMessage> conversation = {
+      message("system", 9),    message("user", 19), message("assistant", 9),  message("tool", 9),
+      message("assistant", 9), message("user", 19), message("assistant", 19), message("user", 9)};
+  // 10 + 20 + 10 + 10 + 10 + 20 + 20 + 10 = 110 tokens.
+  {
+    std::vector<ChatMessage> messages = conversation;
+    smol::serve::ContextShift shift;
+    CHECK(smol::serve::shift_context(messages, 110, encode, shift).size() == 110);
+    CHECK_FALSE(shift.shifted());
+    CHECK(messages.size() == 8);
+  }
+  {
+    // 109: the first turn (user, assistant, tool, assistant: 50 tokens) goes, whole.
+    std::vector<ChatMessage> messages = conversation;
+    smol::serve::ContextShift shift;
+    CHECK(smol::serve::shift_context(messages, 109, encode, shift).size() == 60);
+    CHECK(shift.dropped_messages == 4);
+    CHECK(shift.dropped_tokens == 50);
+    REQUIRE(messages.size() == 4);
+    CHECK(messages[0].role == "system");
+    CHECK(messages[1].role == "user");
+    CHECK(messages[1].content.size() == 19);
+  }
+  {
+    // 20: only the system prompt and the last turn are left, and still too many (the
+    // caller refuses it as before).
+    std::vector<ChatMessage> messages = conversation;
+    smol::serve::ContextShift shift;
+    CHECK(smol::serve::shift_context(messages, 15, encode, shift).size() == 20);
+    CHECK(shift.dropped_messages == 6);
+    REQUIRE(messages.size() == 2);
+    CHECK(messages[1].content.size() == 9);
+  }
+  {
+    // One turn only: nothing can go.
+    std::vector<ChatMessage> messages = {message("system", 50), message("user", 50)};
+    smol::serve::ContextShift shift;
+    CHECK(smol::serve::shift_context(messages, 10, encode, shift).size() == 102);
+    CHECK_FALSE(shift.shifted());
+  }
+  CHECK(smol::serve::prompt_budget(1000, std::nullopt) == 750);
+  CHECK(smol::serve::prompt_budget(1000, 100) == 900);
+  CHECK(smol::serve::prompt_budget(1000, 900) == 500);
 }
 
 TEST_CASE("tools: what a tool's schema cannot enforce is left unenforced, named; the root is not") {

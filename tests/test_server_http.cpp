@@ -558,6 +558,80 @@ TEST_CASE("a conversation's next turn reuses the cached prefix") {
   CHECK(two["timings"]["cache_n"] == cached);
 }
 
+TEST_CASE(
+    "--context-shift: a conversation of three contexts loses its oldest turns; without, 400") {
+  // Twelve turns of about 60 tokens each, in a context of 512: about three contexts.
+  Json messages = Json::array({{{"role", "system"}, {"content", "You are a test."}}});
+  for (int turn = 0; turn < 12; ++turn) {
+    std::string text = "Turn " + std::to_string(turn) + ":";
+    for (int word = 0; word < 30; ++word) text += " word" + std::to_string(word);
+    messages.push_back({{"role", "user"}, {"content", text}});
+    messages.push_back({{"role", "assistant"}, {"content", "Reply " + std::to_string(turn) + "."}});
+  }
+  messages.push_back({{"role", "user"}, {"content", "The last question."}});
+  const Json request = {{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}};
+  {
+    ServerProcess plain({"-c", "512", "-np", "1"});
+    httplib::Client client = plain.client();
+    const Refusal refused = post(client, "/v1/chat/completions", request.dump());
+    CHECK(refused.status == 400);
+    CHECK(refused.error["error"]["message"].get<std::string>().find("512") != std::string::npos);
+  }
+  ServerProcess server({"-c", "512", "-np", "1", "--context-shift"});
+  httplib::Client client = server.client();
+  const auto res = client.Post("/v1/chat/completions", request.dump(), "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  const Json reply = Json::parse(res->body);
+  const Json& shift = reply["timings"]["context_shift"];
+  const std::size_t dropped = shift["dropped_messages"];
+  CHECK(dropped > 0);
+  CHECK(dropped % 2 == 0);  // whole turns: a user message and its reply
+  CHECK(res->get_header_value("X-Context-Shift") ==
+        "dropped_messages=" + std::to_string(dropped) +
+            "; dropped_tokens=" + std::to_string(shift["dropped_tokens"].get<std::size_t>()));
+  // Which turns went: the prompt read is exactly the system prompt and the turns after
+  // the dropped ones, as the template renders them.
+  Json kept = Json::array({messages[0]});
+  for (std::size_t i = 1 + dropped; i < messages.size(); ++i) kept.push_back(messages[i]);
+  const auto rendered =
+      client.Post("/apply-template", Json{{"messages", kept}}.dump(), "application/json");
+  REQUIRE(rendered);
+  const auto tokens = client.Post(
+      "/tokenize",
+      Json{{"content", Json::parse(rendered->body)["prompt"]}, {"parse_special", true}}.dump(),
+      "application/json");
+  REQUIRE(tokens);
+  const std::size_t prompt = Json::parse(tokens->body)["tokens"].size();
+  CHECK(reply["usage"]["prompt_tokens"] == prompt);
+  CHECK(prompt <= 512 - 8);
+  // One turn fewer would not have left the reply its room.
+  Json one_more = Json::array({messages[0]});
+  for (std::size_t i = 1 + dropped - 2; i < messages.size(); ++i) one_more.push_back(messages[i]);
+  const auto longer =
+      client.Post("/apply-template", Json{{"messages", one_more}}.dump(), "application/json");
+  const auto longer_tokens = client.Post(
+      "/tokenize",
+      Json{{"content", Json::parse(longer->body)["prompt"]}, {"parse_special", true}}.dump(),
+      "application/json");
+  CHECK(Json::parse(longer_tokens->body)["tokens"].size() > 512 - 8);
+  CHECK(server.wait_for_log("context shift: dropped the oldest", 5));
+  // Streamed, the last chunk's timings say the same.
+  Json streamed = request;
+  streamed["stream"] = true;
+  bool said = false;
+  for (const std::string& event : stream_events(client, streamed.dump())) {
+    if (event == "[DONE]") continue;
+    const Json chunk = Json::parse(event);
+    if (chunk.contains("timings")) said = chunk["timings"]["context_shift"] == shift;
+  }
+  CHECK(said);
+  // A last turn that alone is over the context is still refused.
+  const Json huge = {{"messages", {{{"role", "user"}, {"content", std::string(6000, 'x')}}}},
+                     {"max_tokens", 8}};
+  CHECK(post(client, "/v1/chat/completions", huge.dump()).status == 400);
+}
+
 TEST_CASE("SIGTERM: a reply still running after the grace period is ended; exit 0") {
   ServerProcess server({"-c", "4096", "--grace", "0"});
   std::atomic<bool> streaming{false};

@@ -18,6 +18,7 @@
 
 #include "client_watch.hpp"
 #include "service.hpp"
+#include "smol/serve/context_shift.hpp"
 #include "smol/serve/reply_channel.hpp"
 #include "streams.hpp"
 
@@ -268,6 +269,42 @@ inline smol::ChatOptions chat_options(const smol::serve::ChatCompletionRequest& 
           .template_kwargs = chat.template_kwargs};
 }
 
+// A chat request's prompt (a template's refusal: the client's 400, naming `param`). With
+// --context-shift, a conversation that leaves its reply too little room loses its oldest
+// turns (serve/context_shift.hpp): `chat.messages` keeps what the prompt holds, `shift`
+// what went, which the log says and the reply's header `X-Context-Shift` (and a chat
+// reply's timings) repeat. `may_shift` false: the whole conversation's prompt (what
+// count_tokens counts, so that a client sees its conversation grow).
+inline std::vector<smol::TokenId> chat_prompt(State& state, Service& service,
+                                              smol::serve::ChatCompletionRequest& chat,
+                                              const char* param, smol::serve::ContextShift& shift,
+                                              httplib::Response& res, bool may_shift = true) {
+  const smol::ChatOptions options = chat_options(chat);
+  const auto encode = [&](const std::vector<smol::ChatMessage>& messages) {
+    return service.encoder.encode(service.chat_template, messages, options);
+  };
+  try {
+    if (!state.options.context_shift || !may_shift) return encode(chat.messages);
+    const std::size_t context = service.context_length();  // the pool holds a whole one
+    const std::optional<std::size_t> max_tokens =
+        chat.params.max_tokens > 0 ? std::optional(chat.params.max_tokens) : std::nullopt;
+    std::vector<smol::TokenId> prompt = smol::serve::shift_context(
+        chat.messages, smol::serve::prompt_budget(context, max_tokens), encode, shift);
+    if (shift.shifted()) {
+      const std::string said = std::to_string(shift.dropped_messages) + " messages, " +
+                               std::to_string(shift.dropped_tokens) + " tokens";
+      log("context shift: dropped the oldest " + said + " (the prompt now " +
+          std::to_string(prompt.size()) + " of " + std::to_string(context) + ")");
+      res.set_header("X-Context-Shift",
+                     "dropped_messages=" + std::to_string(shift.dropped_messages) +
+                         "; dropped_tokens=" + std::to_string(shift.dropped_tokens));
+    }
+    return prompt;
+  } catch (const smol::ChatTemplateError& error) {  // a conversation the template refuses
+    throw smol::serve::invalid_request(error.what(), param);
+  }
+}
+
 // POST /apply-template (llama-server's): a chat request's prompt as the template renders
 // it, without generating: {"prompt": "..."}.
 inline void apply_template(State& state, const httplib::Request& req, httplib::Response& res) {
@@ -290,31 +327,32 @@ inline void chat_completions(State& state, const httplib::Request& req, httplib:
   server::ClientWatch client(req);
   std::shared_ptr<smol::TokenMaskTable> grammar =
       compile_grammar(state, service, chat.params, client);
-  std::vector<smol::TokenId> prompt;
-  try {
-    prompt = service.encoder.encode(service.chat_template, chat.messages, chat_options(chat));
-  } catch (const smol::ChatTemplateError& error) {  // a conversation the template refuses
-    throw smol::serve::invalid_request(error.what(), "messages");
-  }
+  smol::serve::ContextShift shift;
+  std::vector<smol::TokenId> prompt = chat_prompt(state, service, chat, "messages", shift, res);
   auto ticket = FlightTicket::admit(state);
   const smol::serve::ReplyHeader header{next_reply_id("chatcmpl-"), unix_time(), state.model_name};
   std::optional<ChatStreams> stream;
   const bool logprobs = chat.params.logprobs.has_value();
-  if (chat.params.stream) stream.emplace(header, chat);
+  if (chat.params.stream) stream.emplace(header, chat, shift);
   const smol::serve::ReasoningFormat format = chat.params.reasoning;
   std::shared_ptr<const smol::serve::ToolRequest> tools = chat.tools;
   std::vector<smol::GenerationRequest> requests =
       chat_choice_requests(service, chat, std::move(prompt), std::move(grammar));
   answer(state, service, client, res, std::move(ticket), std::move(requests), "messages",
          std::move(stream),
-         [header, format, logprobs, tools](
+         [header, format, logprobs, tools, shift](
              const std::vector<std::vector<smol::serve::ReplyEvent>>& pieces,
              const std::vector<smol::GenerationResult>& results) {
            std::vector<smol::serve::ReplyText> texts(pieces.size(), smol::serve::ReplyText(format));
            for (std::size_t i = 0; i < pieces.size(); ++i) {
              for (const auto& piece : pieces[i]) texts[i].add({piece.text, piece.kind});
            }
-           return smol::serve::chat_completion_json(header, texts, results, logprobs, tools.get());
+           Json reply =
+               smol::serve::chat_completion_json(header, texts, results, logprobs, tools.get());
+           if (shift.shifted()) {
+             reply["timings"]["context_shift"] = smol::serve::context_shift_json(shift);
+           }
+           return reply;
          });
 }
 

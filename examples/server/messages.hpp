@@ -45,23 +45,20 @@ struct TranslatedMessages {
   std::vector<smol::TokenId> prompt;
 };
 
-inline TranslatedMessages translate_messages(Service& service, const httplib::Request& req,
+inline TranslatedMessages translate_messages(State& state, Service& service,
+                                             const httplib::Request& req, httplib::Response& res,
                                              bool count_only) {
   TranslatedMessages out;
   out.chat = smol::serve::parse_chat_request(
       smol::serve::anthropic::chat_request_text(req.body, count_only), service.defaults);
-  try {
-    out.prompt =
-        service.encoder.encode(service.chat_template, out.chat.messages, chat_options(out.chat));
-  } catch (const smol::ChatTemplateError& error) {
-    throw smol::serve::invalid_request(error.what(), "messages");
-  }
+  smol::serve::ContextShift shift;
+  out.prompt = chat_prompt(state, service, out.chat, "messages", shift, res, !count_only);
   return out;
 }
 
 inline void messages(State& state, const httplib::Request& req, httplib::Response& res) {
   Service& service = ready_service(state);
-  TranslatedMessages request = translate_messages(service, req, /*count_only=*/false);
+  TranslatedMessages request = translate_messages(state, service, req, res, /*count_only=*/false);
   smol::serve::ChatCompletionRequest& chat = request.chat;
   log_unenforced(chat);
   server::ClientWatch client(req);
@@ -88,7 +85,8 @@ inline void messages(State& state, const httplib::Request& req, httplib::Respons
 inline void count_message_tokens(State& state, const httplib::Request& req,
                                  httplib::Response& res) {
   Service& service = ready_service(state);
-  const TranslatedMessages request = translate_messages(service, req, /*count_only=*/true);
+  const TranslatedMessages request =
+      translate_messages(state, service, req, res, /*count_only=*/true);
   send_json(res, {{"input_tokens", request.prompt.size()}});
 }
 

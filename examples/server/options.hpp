@@ -44,6 +44,7 @@ struct Options {
   std::size_t queue_limit = 64;  // requests waiting beyond the slots before 503
   std::size_t max_body = 8u << 20;
   std::size_t stored_responses = 256;  // the Responses API's, for previous_response_id
+  bool context_shift = false;          // drop a conversation's oldest turns rather than refuse it
   double grace_seconds = 10;
   int threads = 0;
   std::string api_key;
@@ -88,6 +89,9 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   app.add_option("--api-key", options.api_key,
                  "require `Authorization: Bearer KEY` (not for / and /health)")
       ->type_name("KEY");
+  app.add_flag("--context-shift", options.context_shift,
+               "a conversation that leaves its reply too little room\nloses its oldest turns "
+               "(the system prompt and the\nlatest turn kept) instead of a 400");
   app.add_option("--store-responses", options.stored_responses,
                  "responses kept in memory for /v1/responses'\nprevious_response_id, up to 100000; "
                  "0: none\n(default 256, and 256 MiB at most)")

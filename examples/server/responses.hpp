@@ -89,12 +89,8 @@ inline void create_response(State& state, const httplib::Request& req, httplib::
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(translation.chat, service.defaults);
   log_unenforced(chat);
-  std::vector<smol::TokenId> prompt;
-  try {
-    prompt = service.encoder.encode(service.chat_template, chat.messages, chat_options(chat));
-  } catch (const smol::ChatTemplateError& error) {
-    throw smol::serve::invalid_request(error.what(), "input");
-  }
+  smol::serve::ContextShift shift;
+  std::vector<smol::TokenId> prompt = chat_prompt(state, service, chat, "input", shift, res);
   server::ClientWatch client(req);
   std::shared_ptr<smol::TokenMaskTable> grammar =
       compile_grammar(state, service, chat.params, client);

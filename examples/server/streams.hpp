@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "service.hpp"
+#include "smol/serve/context_shift.hpp"
 
 namespace server {
 
@@ -16,11 +17,15 @@ namespace server {
 class ChatStreams {
  public:
   ChatStreams(const smol::serve::ReplyHeader& header,
-              const smol::serve::ChatCompletionRequest& chat)
+              const smol::serve::ChatCompletionRequest& chat,
+              const smol::serve::ContextShift& shift = {})
       : header_(header), include_usage_(chat.params.include_usage) {
     for (std::size_t i = 0; i < chat.params.n; ++i) {
       choices_.emplace_back(header, chat.params.reasoning, chat.params.include_usage,
                             chat.params.logprobs.has_value(), chat.tools, i);
+      if (shift.shifted()) {
+        choices_.back().add_to_timings("context_shift", smol::serve::context_shift_json(shift));
+      }
     }
   }
   std::string first() const {

@@ -386,8 +386,13 @@ class ChatStream {
         header_, choice(Json::object(), chat_finish_reason(result.stop, reply ? &*reply : nullptr),
                         pending_.empty() ? Json(nullptr) : take_logprobs()));
     last["timings"] = timings_json(result.stats);
+    last["timings"].update(more_timings_);
     return out + sse_event(last);
   }
+
+  // A member the last chunk's timings carry beside the engine's (the server's context
+  // shift: serve/context_shift.hpp).
+  void add_to_timings(const std::string& key, Json value) { more_timings_[key] = std::move(value); }
 
   // The reply's end, once every choice has finished: the usage chunk when asked, [DONE].
   static std::string close(const ReplyHeader& header, bool include_usage,
@@ -456,6 +461,7 @@ class ChatStream {
   ToolReplyScanner scanner_;
   std::optional<ToolCallReader> reader_;  // with a template family's tool syntax
   std::vector<TokenLogprob> pending_;
+  Json more_timings_ = Json::object();
 };
 
 // POST /v1/completions replies: the whole text, control tokens unshown; `logprobs` the
