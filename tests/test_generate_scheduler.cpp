@@ -265,6 +265,58 @@ TEST_CASE("a cached prefix that leaves too little room is given up, not waited f
   }
 }
 
+TEST_CASE(
+    "a host cache: a conversation evicted from the pool comes back copied, as if never gone") {
+  // A pool of three pages (768 positions) and conversations of about 300 tokens (two
+  // pages): each one evicts the one before. With a host cache the first comes back from
+  // host memory (two pages, and a third for its last page copied on write), its whole
+  // prompt reused, its reply what it is alone; without, it is read again.
+  std::vector<std::string> conversations;
+  for (int c = 0; c < 4; ++c) {
+    std::string text = "Conversation " + std::to_string(c) + ".";
+    while (prompt_of(text).size() < 300) text += " Talk number " + std::to_string(c) + " goes on.";
+    conversations.push_back(text);
+  }
+  for (const std::size_t host_bytes : {std::size_t{0}, std::size_t{64} << 20}) {
+    CAPTURE(host_bytes);
+    smol::Context ctx(1);
+    smol::BatchTransformer engine(fixture().model, ctx, {.total_positions = 3 * 256});
+    smol::Scheduler scheduler(
+        engine, fixture().tokenizer,
+        {.max_sequences = 1, .step_tokens = 256, .host_cache_bytes = host_bytes});
+    const auto run = [&](const std::vector<smol::TokenId>& prompt) {
+      auto request = request_for(0, false);
+      request.prompt = prompt;
+      request.max_tokens = 4;
+      smol::GenerationResult result;
+      request.on_done = [&](const smol::GenerationResult& r) { result = r; };
+      scheduler.submit(request);
+      scheduler.run_until_idle();
+      return result;
+    };
+    std::vector<smol::GenerationResult> first;
+    for (const std::string& text : conversations) first.push_back(run(prompt_of(text)));
+    // Three others came after: at most one fits the pool beside nothing else.
+    CHECK(scheduler.host_cache().size() == (host_bytes > 0 ? 3u : 0u));
+    // The first conversation's next turn.
+    std::vector<smol::TokenId> next = prompt_of(conversations[0]);
+    next.insert(next.end(), first[0].tokens.begin(), first[0].tokens.end());
+    const auto more = prompt_of(" And then?");
+    next.insert(next.end(), more.begin(), more.end());
+    const smol::GenerationResult back = run(next);
+    if (host_bytes > 0) {
+      CHECK(back.stats.reused_tokens ==
+            prompt_of(conversations[0]).size() + first[0].tokens.size() - 1);
+    } else {
+      CHECK(back.stats.reused_tokens == 0);
+    }
+    auto fresh = request_for(0, false);
+    fresh.prompt = next;
+    fresh.max_tokens = 4;
+    CHECK(back.tokens == alone(fresh).tokens);
+  }
+}
+
 TEST_CASE("a full KV pool makes requests wait; one that can never fit is refused") {
   // 3 pages of 256 positions; each request needs 2 (a 300-token prompt and its reply).
   std::vector<smol::GenerationRequest> requests;

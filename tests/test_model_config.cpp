@@ -124,7 +124,8 @@ TEST_CASE("a missing, mis-shaped or unsupported tensor is an error naming it") {
       original, [](const auto&, auto&) { return false; },
       [](auto& writer) { writer.set("general.architecture", "gpt2"); });
   CHECK(wrong_arch.find("gpt2") != std::string::npos);
-  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss") != std::string::npos);
+  CHECK(wrong_arch.find("llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss") !=
+        std::string::npos);
 
   const std::string no_blocks = load_error(
       original, [](const auto&, auto&) { return false; },

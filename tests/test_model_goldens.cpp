@@ -152,7 +152,9 @@ const char* const kPrompts[] = {"P1", "P2", "P3"};
 // each call the next in turn, so that the cases between them still run the short (20
 // tokens), middle (125) and long (324) prefill. Every check in a loop over these holds
 // for each prompt alone; a check across prompts loops over kPrompts itself.
-std::vector<const char*> all_prompts() { return {std::begin(kPrompts), std::end(kPrompts)}; }
+std::vector<const char*> all_prompts() {
+  return {std::begin(kPrompts), std::end(kPrompts)};
+}
 std::vector<const char*> prompts() {
   if (!smol::test::fewer_repeats()) return all_prompts();
   static std::size_t turn = 0;

@@ -632,6 +632,54 @@ TEST_CASE(
   CHECK(post(client, "/v1/chat/completions", huge.dump()).status == 400);
 }
 
+TEST_CASE(
+    "--cache-ram: of eight alternating conversations in a pool of three pages, one returns from "
+    "RAM") {
+  // A pool of 2048 positions (-np 1 -c 2048, eight pages) and conversations of 769 to
+  // 1024 tokens (four pages, SmolLM3's long system block most of it): a new one evicts
+  // all but the one before from the pool.
+  std::vector<Json> conversations;
+  for (int c = 0; c < 8; ++c) {
+    std::string text = "Conversation " + std::to_string(c) + ":";
+    for (int word = 0; word < 50; ++word)
+      text += " talk" + std::to_string(c) + "x" + std::to_string(word);
+    conversations.push_back({{{"role", "user"}, {"content", text}}});
+  }
+  const auto ask = [](httplib::Client& client, const Json& messages) {
+    const auto res =
+        client.Post("/v1/chat/completions",
+                    Json{{"messages", messages}, {"max_tokens", 4}, {"temperature", 0}}.dump(),
+                    "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    return Json::parse(res->body);
+  };
+  for (const bool host : {false, true}) {
+    CAPTURE(host);
+    std::vector<std::string> args = {"-c", "2048", "-np", "1"};
+    if (host) args.insert(args.end(), {"--cache-ram", "64"});
+    ServerProcess server(args);
+    httplib::Client client = server.client();
+    std::vector<Json> replies;
+    for (const Json& messages : conversations) replies.push_back(ask(client, messages));
+    const std::size_t first_prompt = replies[0]["usage"]["prompt_tokens"];
+    REQUIRE(first_prompt > 768);
+    REQUIRE(first_prompt <= 1024);
+    // The first conversation's next turn, after seven others took the pool.
+    Json next = conversations[0];
+    next.push_back(
+        {{"role", "assistant"}, {"content", replies[0]["choices"][0]["message"]["content"]}});
+    next.push_back({{"role", "user"}, {"content", "And then?"}});
+    const Json back = ask(client, next);
+    const std::size_t cached = back["usage"]["prompt_tokens_details"]["cached_tokens"];
+    if (host) {
+      CHECK(cached >= first_prompt);  // the prompt and the reply, from RAM
+    } else {
+      CHECK(cached < first_prompt - 200);  // at most the system block, shared by all
+    }
+  }
+}
+
 TEST_CASE("SIGTERM: a reply still running after the grace period is ended; exit 0") {
   ServerProcess server({"-c", "4096", "--grace", "0"});
   std::atomic<bool> streaming{false};

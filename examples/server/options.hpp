@@ -45,6 +45,7 @@ struct Options {
   std::size_t max_body = 8u << 20;
   std::size_t stored_responses = 256;  // the Responses API's, for previous_response_id
   bool context_shift = false;          // drop a conversation's oldest turns rather than refuse it
+  std::size_t cache_ram_mib = 0;       // host memory for prompts evicted from the KV pool
   double grace_seconds = 10;
   int threads = 0;
   std::string api_key;
@@ -89,6 +90,11 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   app.add_option("--api-key", options.api_key,
                  "require `Authorization: Bearer KEY` (not for / and /health)")
       ->type_name("KEY");
+  app.add_option("--cache-ram", options.cache_ram_mib,
+                 "MiB of host memory that keep the K/V of prompts\nevicted from the KV pool, "
+                 "copied back when a\nconversation returns (default 0: none)")
+      ->type_name("MIB")
+      ->transform(integer(0, std::int64_t{1} << 20));
   app.add_flag("--context-shift", options.context_shift,
                "a conversation that leaves its reply too little room\nloses its oldest turns "
                "(the system prompt and the\nlatest turn kept) instead of a 400");

@@ -77,7 +77,8 @@ struct Service {
         scheduler(engine, tokenizer,
                   {.max_sequences = o.slots,
                    .step_tokens = o.batch,
-                   .context = sequence_length(o, model)},
+                   .context = sequence_length(o, model),
+                   .host_cache_bytes = o.cache_ram_mib << 20},
                   batch_drafter(o)),
         encoder(tokenizer),
         engine_thread(scheduler) {

@@ -16,7 +16,10 @@
 // needed: a request whose prompt starts with a cached or running sequence's tokens
 // forks that prefix instead of computing it again (a shared system prompt is computed
 // once, a chat's next turn reuses the previous turns); one whose prompt a running
-// sequence is still reading waits for it to be read, then forks it.
+// sequence is still reading waits for it to be read, then forks it. With a host cache
+// (SchedulerOptions::host_cache_bytes), a cached sequence evicted for its pages is
+// copied to host memory first, and copied back when a prompt shares more with it than
+// with anything in the pool (host_prompt_cache.hpp).
 //
 // Speculative decoding per sequence (GenerationRequest::draft): a generating sequence's
 // step may carry, after its next token, up to k tokens guessed by the scheduler's
@@ -65,6 +68,7 @@
 #include "smol/generate/draft_verification.hpp"
 #include "smol/generate/drafter.hpp"
 #include "smol/generate/generation_request.hpp"
+#include "smol/generate/host_prompt_cache.hpp"
 #include "smol/generate/ngram_drafter.hpp"
 #include "smol/generate/reply_stream.hpp"
 #include "smol/generate/sampler.hpp"
@@ -81,6 +85,8 @@ struct SchedulerOptions {
   std::size_t max_sequences = 8;  // requests generating at once (llama-server's -np)
   std::size_t step_tokens = 512;  // tokens per forward pass, decode and prompt chunks
   std::size_t context = 0;        // the longest sequence; 0: the model's context
+  // Host memory for cached prompts evicted from the pool (host_prompt_cache.hpp); 0: none.
+  std::size_t host_cache_bytes = 0;
 };
 
 class Scheduler {
@@ -91,6 +97,7 @@ class Scheduler {
       : engine_(&engine),
         tokenizer_(&tokenizer),
         options_(options),
+        host_(options.host_cache_bytes),
         drafter_(drafter
                      ? std::move(drafter)
                      : std::make_unique<EachSequenceDrafter>(std::make_unique<NgramDrafter>())) {
@@ -173,6 +180,8 @@ class Scheduler {
     return waiting_.size() + incoming_.size();
   }
   std::size_t running() const { return running_.size(); }
+  // The host cache's bytes and entries (the engine thread's view, as above).
+  const HostPromptCache& host_cache() const { return host_; }
   std::size_t cached_sequences() const { return cache_.size(); }
   // Sequences preempted so far: their K/V dropped for want of pages, to be recomputed.
   std::size_t preemptions() const { return preemptions_; }
@@ -250,6 +259,7 @@ class Scheduler {
     KvPool& pool = engine_->pool();
     while (!waiting_.empty() && running_.size() < options_.max_sequences) {
       Active& next = *waiting_.front();
+      restore_from_host(next.tokens);
       // The longest prefix of its tokens that a live or cached sequence holds; at least
       // one token is left to evaluate (its logits pick the first reply token).
       std::size_t best = 0;
@@ -309,10 +319,33 @@ class Scheduler {
         ++it;
         continue;
       }
+      if (host_.enabled()) host_.keep({std::move(it->tokens), pool.copy_out(it->sequence)});
       pool.remove(it->sequence);
       it = cache_.erase(it);
     }
     return pool.free_pages() >= pages;
+  }
+
+  // Copies back from the host cache the entry that shares more of `prompt` than any
+  // sequence in the pool (and a page at least: less is computed as fast as copied), as a
+  // cached sequence that admit() then forks. When the pool cannot make room for it, it
+  // goes back to the host cache.
+  void restore_from_host(std::span<const TokenId> prompt) {
+    if (!host_.enabled() || host_.size() == 0 || prompt.size() < 2) return;
+    std::size_t held = kKvPagePositions - 1;
+    for (const Cached& c : cache_) held = std::max(held, common_prefix(c.tokens, prompt));
+    for (const auto& r : running_) {
+      held = std::max(held, common_prefix(std::span(r->tokens).first(r->evaluated), prompt));
+    }
+    std::optional<HostPromptCache::Entry> entry = host_.take_longest(prompt, held);
+    if (!entry) return;
+    KvPool& pool = engine_->pool();
+    if (!make_room(KvPool::pages_for(entry->tokens.size()))) {
+      host_.keep(std::move(*entry));
+      return;
+    }
+    const SequenceId sequence = pool.copy_in(entry->tokens.size(), entry->pages);
+    cache_.push_back({sequence, std::move(entry->tokens)});
   }
 
   // A cached sequence whose prefix was just used moves to the back: freed last.
@@ -621,6 +654,7 @@ class Scheduler {
   BatchTransformer* engine_;
   const Tokenizer* tokenizer_;
   SchedulerOptions options_;
+  HostPromptCache host_;  // the engine thread's own
   ThinkMarkers think_;
   std::unique_ptr<BatchDrafter> drafter_;
   double drafting_seconds_ = 0;  // the current step's drafting

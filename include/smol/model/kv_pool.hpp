@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -208,6 +209,40 @@ class KvPool {
       store_key(types_.key, keys + g * dim, k + g * key_head_bytes_, offset, dim);
       store_value(types_.value, values + g * dim, v + g * value_head_bytes_, offset, dim);
     }
+  }
+
+  // The K/V of a sequence's positions, page by page as the pool stores them (its key and
+  // value types, every block): what copy_in() takes back. A host-memory prompt cache keeps
+  // an evicted sequence's K/V so (generate/host_prompt_cache.hpp).
+  std::size_t used_page_bytes() const noexcept { return shape_.n_layer * layer_bytes(); }
+  std::vector<std::byte> copy_out(SequenceId id) const {
+    const Sequence& s = sequence(id);
+    const std::size_t used = used_page_bytes();
+    std::vector<std::byte> bytes(s.pages.size() * used);
+    for (std::size_t i = 0; i < s.pages.size(); ++i) {
+      std::memcpy(bytes.data() + i * used, page_address(s.pages[i]), used);
+    }
+    return bytes;
+  }
+
+  // A new sequence of `length` positions holding `bytes` (copy_out()'s of a sequence as
+  // long). Throws KvPoolFull, changing nothing, when the free pages do not suffice.
+  SequenceId copy_in(std::size_t length, std::span<const std::byte> bytes) {
+    const std::size_t used = used_page_bytes();
+    if (bytes.size() != pages_for(length) * used) {
+      fail("KV pool: ", bytes.size(), " bytes are not the pages of ", length, " positions");
+    }
+    if (pages_for(length) > free_.size()) {
+      throw KvPoolFull(cat("KV pool: ", pages_for(length), " pages needed, ", free_.size(), " of ",
+                           n_pages_, " free"));
+    }
+    const SequenceId id = add();
+    prepare(id, 0, length);
+    const Sequence& s = sequences_[id];
+    for (std::size_t i = 0; i < s.pages.size(); ++i) {
+      std::memcpy(page_address(s.pages[i]), bytes.data() + i * used, used);
+    }
+    return id;
   }
 
   // The attention view of block `layer` of a sequence.
