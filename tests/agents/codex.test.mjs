@@ -10,8 +10,9 @@
 // what it wrote. So the server reads tool calls in the Hermes syntax (Qwen2.5's template,
 // from the template corpus), where a reply is free text until it writes `<tool_call>`,
 // and bans the token that text begins with in this vocabulary (`<`, `--logit-bias ID-inf`):
-// the model answers in text. It also biases the end-of-turn token, as the Claude Code
-// test does, so that the answer ends within a few tokens (tests/server/responses.test.mjs
+// the model answers in text. It also biases the end-of-turn token (+3: less than the
+// Claude Code test's +6, which often ends the reply before its first token), so that the
+// answer ends within some tens of tokens (tests/server/responses.test.mjs
 // covers tools and a function call round trip through OpenAI's own SDK).
 //
 // CODEX_HOME, HOME and the working directory are fresh temporary directories: no
@@ -72,7 +73,7 @@ test('Codex CLI completes a turn against smol-server', async () => {
   const [end, angle] = await tokenIds(['<|im_end|>', '<']);
   const server = await startServer(serverBinary, [
     '-m', model, '-c', '32768', '--rope-scaling', 'yarn', '--rope-scale', '8', '-t', '2', '-np', '1',
-    '--api-key', 'agent-key', '--logit-bias', `${end}+6`, '--logit-bias', `${angle}-inf`,
+    '--api-key', 'agent-key', '--logit-bias', `${end}+3`, '--logit-bias', `${angle}-inf`,
     '--chat-template-file', template,
   ]);
   const home = await mkdtemp(path.join(tmpdir(), 'smol-codex-home-'));
@@ -100,13 +101,18 @@ test('Codex CLI completes a turn against smol-server', async () => {
     console.error(`codex: ${JSON.stringify(events.filter((e) => e.type !== 'thread.started'))}`);
     const failed = events.find((e) => e.type === 'turn.failed' || e.type === 'error');
     assert.equal(failed, undefined, JSON.stringify(failed));
-    const message = events.find((e) => e.type === 'item.completed' && e.item.type === 'agent_message');
-    assert.ok(message, 'Codex printed no agent message');
-    assert.equal(typeof message.item.text, 'string');
     const completed = events.find((e) => e.type === 'turn.completed');
     assert.ok(completed, 'the turn did not complete');
     assert.ok(completed.usage.input_tokens > 2000, `the prompt read was only ${completed.usage.input_tokens} tokens`);
-    assert.ok(completed.usage.output_tokens > 0);
+    // The model's text, printed as Codex's message: a random model's reply may also be
+    // empty (its first token the end of turn: output_tokens 1), and then Codex has none.
+    const message = events.find((e) => e.type === 'item.completed' && e.item.type === 'agent_message');
+    if (completed.usage.output_tokens > 1) {
+      assert.ok(message, 'Codex printed no agent message for a reply of text');
+      assert.ok(message.item.text.length > 0);
+    } else {
+      assert.equal(message, undefined);
+    }
   } finally {
     await rm(home, { recursive: true, force: true });
     await rm(work, { recursive: true, force: true });
