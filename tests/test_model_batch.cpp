@@ -14,6 +14,7 @@
 
 #include "smol/model/batch_transformer.hpp"
 #include "smol/model/model.hpp"
+#include "smol/model/session_file.hpp"
 #include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/testing/synthetic.hpp"
@@ -322,6 +323,38 @@ TEST_CASE("the KV pool shares a forked prefix, copies on write and returns its p
   pool.remove(base);
   CHECK(pool.free_pages() == 5);
   CHECK_NOTHROW(engine.forward(batch));
+}
+
+TEST_CASE("a Transformer's session file restores into the pool and continues as it does") {
+  // The pool keeps a page's positions tiled as KvCache does, and a session file keeps
+  // rows: a slot saved from a server's pool (smol-server's /slots) and a session saved by
+  // smol-chat are one format. A 300-token prompt (across a page) saved by a Transformer,
+  // restored into the pool: the next token's logits are the Transformer's, and the pool's
+  // sequence saves back to the same bytes.
+  smol::Context ctx(2);
+  ctx.activation_precision = smol::ActivationPrecision::f32;
+  for (const smol::KvType type : {smol::KvType::f32, smol::KvType::f16, smol::KvType::q8_0}) {
+    CAPTURE(static_cast<int>(type));
+    const std::vector<std::int32_t> tokens = some_tokens(301, 77);
+    const std::span<const std::int32_t> prompt = std::span(tokens).first(300);
+    smol::Transformer session(model(), ctx, {.context = 1024, .kv_type = type});
+    session.forward(prompt, 0);
+    const std::vector<std::byte> bytes = smol::encode_session(session, prompt);
+    const auto next = session.forward(std::span(tokens).subspan(300, 1), 300);
+    const std::vector<float> expected(next.begin(), next.end());
+
+    smol::BatchTransformer engine(model(), ctx, {.total_positions = 1024, .kv_type = type});
+    const smol::SessionFingerprint fingerprint =
+        smol::session_fingerprint(model(), engine.pool().types());
+    const smol::SessionImage image = smol::decode_session(bytes, "saved", &fingerprint);
+    const smol::SequenceId id =
+        smol::restore_pool_session(image, engine.pool(), fingerprint, "saved");
+    CHECK(engine.pool().length(id) == 300);
+    CHECK(smol::encode_pool_session(engine.pool(), id, fingerprint, prompt) == bytes);
+    const auto logits = engine.forward(std::vector<smol::BatchEntry>{
+        {.sequence = id, .token = tokens[300], .position = 300, .logits = true}});
+    CHECK(max_delta(row(logits, 0), expected) <= 1e-4);
+  }
 }
 
 TEST_CASE("a cancelled batch leaves every sequence as it was") {

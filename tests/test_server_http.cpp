@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -678,6 +680,78 @@ TEST_CASE(
       CHECK(cached < first_prompt - 200);  // at most the system block, shared by all
     }
   }
+}
+
+TEST_CASE("/slots: save a conversation, restart, restore; the next turn reads it from the file") {
+  const std::filesystem::path dir = smol::test::scratch_dir() / "slots";
+  std::filesystem::create_directories(dir);
+  const Json first = {{"messages", {{{"role", "user"}, {"content", "Remember the number 42."}}}},
+                      {"max_tokens", 4},
+                      {"temperature", 0}};
+  std::string reply_text;
+  std::size_t saved = 0;
+  {
+    ServerProcess server({"-c", "2048", "-np", "1", "--slot-save-path", dir.string()});
+    httplib::Client client = server.client();
+    const auto res = client.Post("/v1/chat/completions", first.dump(), "application/json");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    reply_text = Json::parse(res->body)["choices"][0]["message"]["content"];
+    const auto slots = client.Get("/slots");
+    REQUIRE(slots);
+    const Json list = Json::parse(slots->body);
+    REQUIRE(list.size() == 1);
+    const auto save =
+        client.Post("/slots/0?action=save", R"({"filename": "chat.bin"})", "application/json");
+    REQUIRE(save);
+    REQUIRE(save->status == 200);
+    const Json said = Json::parse(save->body);
+    saved = said["n_saved"];
+    CHECK(saved == list[0]["n_tokens"]);
+    CHECK(said["n_written"] == std::filesystem::file_size(dir / "chat.bin"));
+    // Refusals: a path, a slot that holds nothing, an unknown action.
+    CHECK(post(client, "/slots/0?action=save", R"({"filename": "../x.bin"})").status == 400);
+    CHECK(post(client, "/slots/5?action=save", R"({"filename": "x.bin"})").status == 400);
+    CHECK(post(client, "/slots/0?action=move", "{}").status == 400);
+    CHECK(server.stop() == 0);
+  }
+  ServerProcess server({"-c", "2048", "-np", "1", "--slot-save-path", dir.string()});
+  httplib::Client client = server.client();
+  CHECK(post(client, "/slots/0?action=restore", R"({"filename": "missing.bin"})").status == 404);
+  const auto restore =
+      client.Post("/slots/0?action=restore", R"({"filename": "chat.bin"})", "application/json");
+  REQUIRE(restore);
+  REQUIRE(restore->status == 200);
+  CHECK(Json::parse(restore->body)["n_restored"] == saved);
+  // The next turn starts with the restored tokens: all of them are read from the file's K/V.
+  Json next = first;
+  next["messages"].push_back({{"role", "assistant"}, {"content", reply_text}});
+  next["messages"].push_back({{"role", "user"}, {"content", "Which number?"}});
+  const auto res = client.Post("/v1/chat/completions", next.dump(), "application/json");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  CHECK(Json::parse(res->body)["usage"]["prompt_tokens_details"]["cached_tokens"] == saved);
+  // Erased, the slot is gone.
+  const auto slots = Json::parse(client.Get("/slots")->body);
+  const std::size_t cached = slots.size();
+  const auto erase = client.Post("/slots/0?action=erase", "", "application/json");
+  REQUIRE(erase);
+  CHECK(erase->status == 200);
+  CHECK(Json::parse(client.Get("/slots")->body).size() == cached - 1);
+  // A file of another model is refused, by name; without --slot-save-path, 501.
+  std::filesystem::copy_file(dir / "chat.bin", dir / "other.bin");
+  {
+    std::fstream other(dir / "other.bin", std::ios::in | std::ios::out | std::ios::binary);
+    other.seekp(8 + 4 + 4);  // the magic, the version, the architecture name's length
+    other.put('X');
+  }
+  const Refusal other = post(client, "/slots/0?action=restore", R"({"filename": "other.bin"})");
+  CHECK(other.status == 400);
+  CHECK(other.error["error"]["message"].get<std::string>().find("another model") !=
+        std::string::npos);
+  ServerProcess plain({"-c", "512", "-np", "1"});
+  httplib::Client plain_client = plain.client();
+  CHECK(post(plain_client, "/slots/0?action=save", R"({"filename": "x.bin"})").status == 501);
 }
 
 TEST_CASE("SIGTERM: a reply still running after the grace period is ended; exit 0") {

@@ -46,6 +46,7 @@ struct Options {
   std::size_t stored_responses = 256;  // the Responses API's, for previous_response_id
   bool context_shift = false;          // drop a conversation's oldest turns rather than refuse it
   std::size_t cache_ram_mib = 0;       // host memory for prompts evicted from the KV pool
+  std::string slot_save_path;          // where /slots saves and restores; empty: nowhere
   double grace_seconds = 10;
   int threads = 0;
   std::string api_key;
@@ -90,6 +91,11 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
   app.add_option("--api-key", options.api_key,
                  "require `Authorization: Bearer KEY` (not for / and /health)")
       ->type_name("KEY");
+  app.add_option("--slot-save-path", options.slot_save_path,
+                 "directory where POST /slots/ID?action=save|restore\nwrites and reads "
+                 "session files")
+      ->type_name("DIR")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--cache-ram", options.cache_ram_mib,
                  "MiB of host memory that keep the K/V of prompts\nevicted from the KV pool, "
                  "copied back when a\nconversation returns (default 0: none)")

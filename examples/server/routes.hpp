@@ -13,6 +13,7 @@
 #include "messages.hpp"
 #include "responses.hpp"
 #include "service.hpp"
+#include "slots.hpp"
 #include "web_page.hpp"
 
 namespace server {
@@ -184,6 +185,8 @@ inline void add_routes(httplib::Server& server, State& state) {
   }
   server.Get(R"(/v1/responses/([A-Za-z0-9_.-]+))", guarded(state, get_response));
   server.Delete(R"(/v1/responses/([A-Za-z0-9_.-]+))", guarded(state, delete_response));
+  server.Get("/slots", guarded(state, list_slots));
+  server.Post(R"(/slots/(\d{1,9}))", posted(state, slot_action));
   server.Post("/apply-template", posted(state, apply_template));
   server.Post("/tokenize", posted(state, tokenize));
   server.Post("/detokenize", posted(state, detokenize));

@@ -77,6 +77,7 @@
 #include "smol/generate/token_constraints.hpp"
 #include "smol/generate/token_logprobs.hpp"
 #include "smol/model/batch_transformer.hpp"
+#include "smol/model/session_file.hpp"
 #include "smol/text/tokenizer.hpp"
 
 namespace smol {
@@ -182,6 +183,38 @@ class Scheduler {
   std::size_t running() const { return running_.size(); }
   // The host cache's bytes and entries (the engine thread's view, as above).
   const HostPromptCache& host_cache() const { return host_; }
+
+  // The cached sequences as llama-server's slots show theirs (a server's /slots; the
+  // engine thread's): `index` 0 is the most recently used. Each is saved as a session
+  // file's bytes (session_file.hpp, `fingerprint` the model's and the pool's), restored
+  // from one as the most recently used, or erased. Out of range is a smol::Error.
+  std::span<const TokenId> cached_tokens(std::size_t index) const { return cached(index).tokens; }
+  std::vector<std::byte> save_cached(std::size_t index,
+                                     const SessionFingerprint& fingerprint) const {
+    const Cached& c = cached(index);
+    return encode_pool_session(engine_->pool(), c.sequence, fingerprint, c.tokens);
+  }
+  // Throws KvPoolFull, changing nothing, when running sequences hold the pages it needs.
+  std::size_t restore_cached(const SessionImage& image, const SessionFingerprint& fingerprint,
+                             std::string_view name) {
+    check_fingerprint(image.fingerprint, fingerprint, name);
+    const std::size_t n = image.tokens.size();
+    if (n >= std::min(options_.context, engine_->pool().capacity())) {
+      fail(name, ": holds ", n, " tokens, more than a sequence here holds (",
+           std::min(options_.context, engine_->pool().capacity()), ")");
+    }
+    make_room(KvPool::pages_for(n));
+    const SequenceId sequence = restore_pool_session(image, engine_->pool(), fingerprint, name);
+    cache_.push_back({sequence, image.tokens});
+    return n;
+  }
+  std::size_t erase_cached(std::size_t index) {
+    const Cached& c = cached(index);
+    const std::size_t n = c.tokens.size();
+    engine_->pool().remove(c.sequence);
+    cache_.erase(cache_.end() - 1 - static_cast<std::ptrdiff_t>(index));
+    return n;
+  }
   std::size_t cached_sequences() const { return cache_.size(); }
   // Sequences preempted so far: their K/V dropped for want of pages, to be recomputed.
   std::size_t preemptions() const { return preemptions_; }
@@ -346,6 +379,13 @@ class Scheduler {
     }
     const SequenceId sequence = pool.copy_in(entry->tokens.size(), entry->pages);
     cache_.push_back({sequence, std::move(entry->tokens)});
+  }
+
+  const Cached& cached(std::size_t index) const {
+    if (index >= cache_.size()) {
+      fail("no cached sequence ", index, " (", cache_.size(), " are cached)");
+    }
+    return cache_[cache_.size() - 1 - index];
   }
 
   // A cached sequence whose prefix was just used moves to the back: freed last.

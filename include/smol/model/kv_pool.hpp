@@ -245,6 +245,37 @@ class KvPool {
     return id;
   }
 
+  // Bytes of one block's rows of `positions` positions, as KvCache::layer_bytes_for:
+  // the tile-free layout of a saved session (session_file.hpp).
+  std::size_t layer_rows_bytes(std::size_t positions) const noexcept {
+    return shape_.n_head_kv * positions *
+           (kv_row_bytes(types_.key, shape_.head_dim) +
+            kv_row_bytes(types_.value, shape_.head_dim));
+  }
+
+  // Copies the rows of positions [0, positions) of block `layer` of a sequence to `out`
+  // in KvCache::copy_rows_out's layout (every KV head's keys, position by position, then
+  // every KV head's values), page by page: a pool's sequence saves as a session file.
+  void copy_rows_out(SequenceId id, std::size_t layer, std::size_t positions,
+                     std::byte* out) const {
+    rows(id, layer, positions,
+         [&](std::byte* key, std::byte* value, std::size_t pos, std::size_t value_row,
+             std::size_t key_at, std::size_t value_at) {
+           copy_key_row<false>(types_.key, key, pos, shape_.head_dim, out + key_at);
+           std::memcpy(out + value_at, value + pos * value_row, value_row);
+         });
+  }
+  // The inverse of copy_rows_out, into positions the sequence holds; `in` may be
+  // unaligned (a file's bytes).
+  void copy_rows_in(SequenceId id, std::size_t layer, std::size_t positions, const std::byte* in) {
+    rows(id, layer, positions,
+         [&](std::byte* key, std::byte* value, std::size_t pos, std::size_t value_row,
+             std::size_t key_at, std::size_t value_at) {
+           copy_key_row<true>(types_.key, key, pos, shape_.head_dim, in + key_at);
+           std::memcpy(value + pos * value_row, in + value_at, value_row);
+         });
+  }
+
   // The attention view of block `layer` of a sequence.
   PagedKv view(SequenceId id, std::size_t layer) const {
     const Sequence& s = sequence(id);
@@ -277,6 +308,30 @@ class KvPool {
   const Sequence& sequence(SequenceId id) const {
     if (!contains(id)) fail("KV pool: no sequence ", id);
     return sequences_[id];
+  }
+
+  // Calls `each(key_region, value_region, pos_in_page, value_row, key_at, value_at)` for
+  // every KV head and position below `positions` of block `layer`: the
+  // head's key and value regions in the position's page, and where the position's rows
+  // sit in copy_rows_out's layout.
+  template <class Each>
+  void rows(SequenceId id, std::size_t layer, std::size_t positions, Each each) const {
+    const Sequence& s = sequence(id);
+    if (positions > s.length) {
+      fail("KV pool: ", positions, " positions asked of a sequence of ", s.length);
+    }
+    const std::size_t key_row = kv_row_bytes(types_.key, shape_.head_dim);
+    const std::size_t value_row = kv_row_bytes(types_.value, shape_.head_dim);
+    const std::size_t heads = shape_.n_head_kv;
+    for (std::size_t g = 0; g < heads; ++g) {
+      for (std::size_t p = 0; p < positions; ++p) {
+        std::byte* k = page_address(s.pages[p / kKvPagePositions]) + layer * layer_bytes();
+        std::byte* v = k + heads * key_head_bytes_;
+        each(k + g * key_head_bytes_, v + g * value_head_bytes_, p % kKvPagePositions, value_row,
+             (g * positions + p) * key_row,
+             heads * positions * key_row + (g * positions + p) * value_row);
+      }
+    }
   }
 
   std::byte* page_address(std::uint32_t page) const noexcept {

@@ -18,6 +18,7 @@
 #include "smol/core/error.hpp"
 #include "smol/core/mapped_file.hpp"
 #include "smol/model/kv_cache.hpp"
+#include "smol/model/kv_pool.hpp"
 #include "smol/model/model.hpp"
 #include "smol/model/session_format.hpp"
 #include "smol/model/transformer.hpp"
@@ -102,11 +103,46 @@ inline std::vector<std::int32_t> restore_session(const SessionImage& image,
   return image.tokens;
 }
 
+// A KV pool's sequence (a server's cached conversation) as a session file's bytes:
+// `tokens` and the rows of their positions, the same file a Transformer saves.
+inline std::vector<std::byte> encode_pool_session(const KvPool& pool, KvPool::SequenceId id,
+                                                  const SessionFingerprint& f,
+                                                  std::span<const std::int32_t> tokens) {
+  std::vector<std::byte> out = encode_session_header(f, tokens);
+  const std::size_t layer_bytes = pool.layer_rows_bytes(tokens.size());
+  std::size_t at = out.size();
+  out.resize(at + f.n_layer * layer_bytes);
+  for (std::size_t layer = 0; layer < f.n_layer; ++layer, at += layer_bytes) {
+    pool.copy_rows_out(id, layer, tokens.size(), out.data() + at);
+  }
+  return out;
+}
+
+// A decoded session as a new sequence of the pool (its fingerprint checked against
+// `expected`). Throws KvPoolFull, changing nothing, when the free pages do not suffice.
+inline KvPool::SequenceId restore_pool_session(const SessionImage& image, KvPool& pool,
+                                               const SessionFingerprint& expected,
+                                               std::string_view name) {
+  check_fingerprint(image.fingerprint, expected, name);
+  const std::size_t n = image.tokens.size();
+  if (n == 0) fail(name, ": holds no tokens");
+  if (KvPool::pages_for(n) > pool.free_pages()) {
+    throw KvPoolFull(
+        cat(name, ": ", KvPool::pages_for(n), " pages needed, ", pool.free_pages(), " free"));
+  }
+  const KvPool::SequenceId id = pool.add();
+  pool.prepare(id, 0, n);
+  const std::size_t layer_bytes = pool.layer_rows_bytes(n);
+  for (std::size_t layer = 0; layer < image.fingerprint.n_layer; ++layer) {
+    pool.copy_rows_in(id, layer, n, image.kv.data() + layer * layer_bytes);
+  }
+  return id;
+}
+
 // Writes the session to `path` through a temporary file renamed into place, so a
 // crash or a full disk never leaves a half-written session under that name.
-inline void save_session(const std::filesystem::path& path, const Transformer& transformer,
-                         std::span<const std::int32_t> tokens) {
-  const std::vector<std::byte> bytes = encode_session(transformer, tokens);
+inline void write_session_file(const std::filesystem::path& path,
+                               std::span<const std::byte> bytes) {
   std::filesystem::path temporary = path;
   temporary += ".tmp";
   {
@@ -120,6 +156,11 @@ inline void save_session(const std::filesystem::path& path, const Transformer& t
   std::error_code error;
   std::filesystem::rename(temporary, path, error);
   if (error) fail(path.string(), ": cannot write the session: ", error.message());
+}
+
+inline void save_session(const std::filesystem::path& path, const Transformer& transformer,
+                         std::span<const std::int32_t> tokens) {
+  write_session_file(path, encode_session(transformer, tokens));
 }
 
 // Loads the session at `path` into `transformer`; returns its tokens.

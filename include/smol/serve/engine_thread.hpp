@@ -11,10 +11,14 @@
 #include <cstddef>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "smol/generate/scheduler.hpp"
 
@@ -62,6 +66,25 @@ class EngineThread {
     if (thread_.joinable()) thread_.join();
   }
 
+  // Runs `task(scheduler)` on the engine thread, between steps, and returns what it
+  // returns (or throws what it throws): what only the engine thread may touch (the
+  // cached sequences behind /slots). Throws smol::Error once stop() has begun.
+  template <class Task>
+  auto call(Task task) -> decltype(task(std::declval<Scheduler&>())) {
+    using Result = decltype(task(std::declval<Scheduler&>()));
+    std::packaged_task<Result(Scheduler&)> packaged(std::move(task));
+    std::future<Result> result = packaged.get_future();
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) fail("the engine is stopping");
+      tasks_.emplace_back([shared = std::make_shared<decltype(packaged)>(std::move(packaged))](
+                              Scheduler& s) { (*shared)(s); });
+      ++work_;
+    }
+    wake_.notify_one();
+    return result.get();
+  }
+
   std::size_t slots_busy() const { return running_.load(std::memory_order_relaxed); }
   std::size_t queue_depth() const { return waiting_.load(std::memory_order_relaxed); }
   std::size_t failures() const { return failures_.load(std::memory_order_relaxed); }
@@ -83,6 +106,12 @@ class EngineThread {
         if (stopping_) break;
         seen = work_;
       }
+      std::vector<std::function<void(Scheduler&)>> tasks;
+      {
+        std::lock_guard lock(mutex_);
+        tasks.swap(tasks_);
+      }
+      for (auto& task : tasks) task(*scheduler_);  // a packaged task keeps its exception
       bool worked = false;
       try {
         worked = scheduler_->step();
@@ -100,6 +129,11 @@ class EngineThread {
       wake_.wait(lock, [&] { return stopping_ || work_ != seen; });
     }
     scheduler_->cancel_all();
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& task : tasks_) task(*scheduler_);  // none is left waiting
+      tasks_.clear();
+    }
     running_.store(0, std::memory_order_relaxed);
     waiting_.store(0, std::memory_order_relaxed);
   }
@@ -108,6 +142,7 @@ class EngineThread {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::size_t work_ = 0;  // submits and cancels so far: a change means work to look at
+  std::vector<std::function<void(Scheduler&)>> tasks_;  // call()'s, run between steps
   bool stopping_ = false;
   std::atomic<std::size_t> running_{0}, waiting_{0}, failures_{0};
   std::thread thread_;  // last: starts once the members above exist
