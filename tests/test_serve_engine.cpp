@@ -3,7 +3,6 @@
 // ThreadSanitizer too (scripts/test.sh's tsan stage).
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -147,6 +146,47 @@ TEST_CASE("a connection cancels its request mid-reply; stop() ends the rest") {
   CHECK(thread->slots_busy() == 0);
   thread.reset();
   CHECK(engine.pool().free_pages() == engine.pool().total_pages());
+}
+
+TEST_CASE("call(): connection threads read and erase cached sequences between the engine's steps") {
+  // Two connections generate while two others list, save and erase the cached sequences
+  // (what /slots does), each call run on the engine thread; a call that throws gives the
+  // caller its exception; after stop() a call is refused.
+  Fixture& f = fixture();
+  smol::BatchTransformer engine(f.model, f.context, {.total_positions = 2048});
+  smol::Scheduler scheduler(engine, f.tokenizer, {.max_sequences = 2, .step_tokens = 64});
+  smol::serve::EngineThread thread(scheduler);
+  const smol::SessionFingerprint fingerprint =
+      smol::session_fingerprint(f.model, engine.pool().types());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto channel = std::make_shared<smol::serve::ReplyChannel>();
+      smol::GenerationRequest request = request_for(i, 6);
+      smol::serve::ReplyChannel::connect(channel, request);
+      thread.submit(std::move(request));
+      CHECK(read_all(*channel).result.stop == smol::StopReason::max_tokens);
+    });
+  }
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) {
+        const std::size_t bytes = thread.call([&](smol::Scheduler& s) -> std::size_t {
+          return s.cached_sequences() > 0 ? s.save_cached(0, fingerprint).size() : 0;
+        });
+        CHECK((bytes == 0 || bytes > 64));  // none cached yet, or a whole session file
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(thread.call([](smol::Scheduler& s) { return s.cached_sequences(); }) == 2);
+  CHECK_THROWS_AS(thread.call([](smol::Scheduler& s) { return s.erase_cached(5); }), smol::Error);
+  CHECK(thread.call([](smol::Scheduler& s) { return s.erase_cached(0); }) > 0);
+  CHECK(thread.call([](smol::Scheduler& s) { return s.cached_sequences(); }) == 1);
+  thread.stop();
+  CHECK_THROWS_AS(thread.call([](smol::Scheduler& s) { return s.cached_sequences(); }),
+                  smol::Error);
 }
 
 namespace {
