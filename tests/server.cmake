@@ -83,7 +83,7 @@ set_tests_properties(server_mixture PROPERTIES LABELS "server" TIMEOUT 300
 # over the Responses API (their tests say how each is kept to one short turn).
 # spawn_server.mjs is the server tests'.
 set(agents_dir "${CMAKE_CURRENT_BINARY_DIR}/agents-e2e")
-foreach(file package.json package-lock.json claude_code.test.mjs codex.test.mjs)
+foreach(file package.json package-lock.json claude_code.test.mjs codex.test.mjs run_program.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/agents/${file}" "${agents_dir}/${file}" COPYONLY)
 endforeach()
 configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/spawn_server.mjs" "${agents_dir}/spawn_server.mjs"

@@ -18,34 +18,16 @@
 //   node claude_code.test.mjs SERVER_BINARY MODEL_GGUF CLAUDE_BINARY
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { runProgram } from './run_program.mjs';
 import { startServer } from './spawn_server.mjs';
 
 const [serverBinary, model, claude] = process.argv.slice(2);
 if (!serverBinary || !model || !claude) {
   console.error('usage: node claude_code.test.mjs SERVER_BINARY MODEL_GGUF CLAUDE_BINARY');
   process.exit(2);
-}
-
-// Runs a program with no stdin (Claude Code otherwise waits for piped input): its exit
-// code and output.
-function run(program, args, options) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeout);
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? signal, stdout, stderr });
-    });
-  });
 }
 
 // The fixture's end-of-turn token, as the server's own tokenizer reads it.
@@ -73,7 +55,7 @@ test('Claude Code completes a turn against smol-server', async () => {
   const home = await mkdtemp(path.join(tmpdir(), 'smol-claude-home-'));
   const work = await mkdtemp(path.join(tmpdir(), 'smol-claude-work-'));
   try {
-    const { code, stdout, stderr } = await run(
+    const { code, stdout, stderr } = await runProgram(
       claude, ['-p', 'Say hi in one short sentence.', '--output-format', 'json', '--tools', ''],
       {
         cwd: work,

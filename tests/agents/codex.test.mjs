@@ -21,32 +21,16 @@
 //   node codex.test.mjs SERVER_BINARY MODEL_GGUF CODEX_BINARY QWEN25_TEMPLATE
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { runProgram } from './run_program.mjs';
 import { startServer } from './spawn_server.mjs';
 
 const [serverBinary, model, codex, template] = process.argv.slice(2);
 if (!serverBinary || !model || !codex || !template) {
   console.error('usage: node codex.test.mjs SERVER_BINARY MODEL_GGUF CODEX_BINARY QWEN25_TEMPLATE');
   process.exit(2);
-}
-
-function run(program, args, options) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(program, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeout);
-    child.on('error', reject);
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? signal, stdout, stderr });
-    });
-  });
 }
 
 // Tokens of the fixture, each one text as the server's own tokenizer reads it.
@@ -89,7 +73,7 @@ test('Codex CLI completes a turn against smol-server', async () => {
       'env_key = "SMOL_API_KEY"',
       '',
     ].join('\n'));
-    const { code, stdout, stderr } = await run(
+    const { code, stdout, stderr } = await runProgram(
       codex, ['exec', '--json', '--skip-git-repo-check', 'Say hi in one short sentence.'],
       {
         cwd: work,
