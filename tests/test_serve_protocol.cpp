@@ -30,15 +30,21 @@ std::string body(const std::string& fields) {
   return "{" + kHi + (fields.empty() ? "" : ", " + fields) + "}";
 }
 
-// The 400 a body gets, as (param, message).
-ApiError rejection(const std::string& text) {
+// The ApiError `parse` throws for `text` (each wire format's parser).
+template <class Parse>
+ApiError refusal_of(Parse parse, const std::string& text) {
   try {
-    parse_chat_request(text);
+    parse(text);
   } catch (const ApiError& error) {
     return error;
   }
   FAIL("accepted: " << text);
   return ApiError(0, "", "");
+}
+
+// The 400 a body gets, as (param, message).
+ApiError rejection(const std::string& text) {
+  return refusal_of([](const std::string& t) { parse_chat_request(t); }, text);
 }
 
 // The JSON of each `data:` event of an SSE text, [DONE] as a string.
@@ -1103,13 +1109,7 @@ Json translated(const std::string& text) {
 }
 
 ApiError messages_rejection(const std::string& text) {
-  try {
-    anthropic::chat_request_text(text);
-  } catch (const ApiError& error) {
-    return error;
-  }
-  FAIL("accepted: " << text);
-  return ApiError(0, "", "");
+  return refusal_of([](const std::string& t) { anthropic::chat_request_text(t); }, text);
 }
 
 }  // namespace
@@ -1287,13 +1287,11 @@ Json responses_translated(const std::string& text,
 }
 
 ApiError responses_rejection(const std::string& text) {
-  try {
-    responses::translate(responses::read_request(text), responses::Ordered::array());
-  } catch (const ApiError& error) {
-    return error;
-  }
-  FAIL("accepted: " << text);
-  return ApiError(0, "", "");
+  return refusal_of(
+      [](const std::string& t) {
+        responses::translate(responses::read_request(t), responses::Ordered::array());
+      },
+      text);
 }
 
 }  // namespace
