@@ -17,6 +17,7 @@
 #                              SHA-256 checked (fetch_gemma3.py; network, 253 MB, once)
 #   real_model_gemma3_server   a greedy chat over smol-server on it answers with Paris
 #   real_model_gemma3_tokenize / _greedy / _perplexity   the same checks on Gemma 3 270M
+#   synthetic_embeddings       smol-server's embeddings == llama.cpp's, every pooling
 #   synthetic_{qwen2,qwen3,gemma3}_greedy   smol-make-model's F32 and Q4_K_M files in the
 #                              family's layout, logits against llama.cpp's (no download
 #                              beyond real_model_npm)
@@ -227,6 +228,18 @@ foreach(family IN ITEMS qwen2 qwen3 qwen3moe gemma3 gpt-oss)
   set_tests_properties(synthetic_${family}_greedy PROPERTIES FIXTURES_REQUIRED real_model_npm
                                                              TIMEOUT 300 LABELS real_model)
 endforeach()
+
+# Embeddings (issue 73): smol-server --embeddings against llama.cpp's embedding context on
+# smol-make-model's files: every pooling (mean, cls, last with the eos added, none),
+# without a causal mask, F32 and quantized (embedding_check.py gives the floors).
+add_test(NAME synthetic_embeddings
+         COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/embedding_check.py"
+                 --make-model $<TARGET_FILE:smol-make-model> --server $<TARGET_FILE:smol-server>
+                 --node "${SMOL_NODE}" --oracle "${real_npm}/llamacpp_oracle.mjs"
+                 --work "${real_dir}/synthetic-embeddings"
+                 --texts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/embedding_texts.json")
+set_tests_properties(synthetic_embeddings PROPERTIES FIXTURES_REQUIRED real_model_npm
+                                                     TIMEOUT 300 LABELS real_model)
 
 # o200k's pre-tokenizer (tokenizer.ggml.pre "gpt-4o": gpt-oss, Llama 4) against
 # llama.cpp's on the tokenize corpus, through a one-block gpt-oss-tiny file (its

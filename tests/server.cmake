@@ -17,7 +17,8 @@ endif()
 set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
              load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs
-             tool_families.test.mjs mixture.test.mjs anthropic.test.mjs responses.test.mjs)
+             tool_families.test.mjs mixture.test.mjs anthropic.test.mjs responses.test.mjs
+             embeddings.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -46,8 +47,11 @@ add_test(NAME server_structured_output
 # OpenAI's Responses API through OpenAI's own npm client (responses.test.mjs).
 add_test(NAME server_responses_client
          COMMAND ${SMOL_NODE} "${e2e_dir}/responses.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
+# Embeddings (--embeddings) through OpenAI's npm client (embeddings.test.mjs).
+add_test(NAME server_embeddings_client
+         COMMAND ${SMOL_NODE} "${e2e_dir}/embeddings.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
 set_tests_properties(server_openai_client server_anthropic_client server_responses_client server_browser server_structured_output
-                     PROPERTIES LABELS "server" TIMEOUT 300)
+                     server_embeddings_client PROPERTIES LABELS "server" TIMEOUT 300)
 # The browser test clicks while a reply streams: it runs alone, not beside the load test.
 set_tests_properties(server_browser PROPERTIES RUN_SERIAL TRUE)
 # Tool calls in each model family's own syntax (tool_call_formats.hpp): one server per

@@ -74,7 +74,9 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                              {"qwen3moe-tiny", std::string("qwen3moe-tiny")},
                              {"qwen3-moe-tiny", std::string("qwen3-moe-tiny")},
                              {"gemma3-tiny", std::string("gemma3-tiny")},
-                             {"gpt-oss-tiny", std::string("gpt-oss-tiny")}},
+                             {"gpt-oss-tiny", std::string("gpt-oss-tiny")},
+                             {"qwen3-embedding-tiny", std::string("qwen3-embedding-tiny")},
+                             {"qwen3-embedding-0.6b", std::string("qwen3-embedding-0.6b")}},
                             "tiny (8 layers, 256 hidden, like the test fixture),\n"
                             "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast),\n"
                             "qwen3-30b-a3b (Qwen3-30B-A3B's shape: 128 experts, 8 used, Q4_K_M,\n"
@@ -83,7 +85,9 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                             "the rest Q8_0, ~12 GB at 24 layers; --layers N; implies --fast),\n"
                             "qwen2-tiny, qwen3-tiny, qwen3moe-tiny (also qwen3-moe-tiny: 16\n"
                             "experts, 4 used), gemma3-tiny or gpt-oss-tiny (16 experts, 4 used)\n"
-                            "(the tiny shape in that family's layout)");
+                            "(the tiny shape in that family's layout), qwen3-embedding-tiny\n"
+                            "(qwen3-tiny pooling its last token, eos added) or\n"
+                            "qwen3-embedding-0.6b (Qwen3-Embedding-0.6B's shape, Q8_0, fast)");
   preset->type_name("NAME");
   std::string arch;
   CLI::Option* arch_option =
@@ -124,6 +128,23 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
   app.add_option_function<std::uint64_t>("--seed", edit(&Spec::seed), "random seed (default 1)")
       ->type_name("N")
       ->transform(smol::cli::integer(0, std::numeric_limits<std::int64_t>::max()));
+  smol::Pooling pooling{};
+  CLI::Option* pooling_option =
+      smol::cli::add_choice(app, "--pooling", pooling,
+                            {{"none", smol::Pooling::none},
+                             {"mean", smol::Pooling::mean},
+                             {"cls", smol::Pooling::cls},
+                             {"last", smol::Pooling::last}},
+                            "an embedding model's <arch>.pooling_type: none, mean, cls or last\n"
+                            "(default: no key, or the preset's)");
+  pooling_option->type_name("NAME");
+  app.add_flag_callback(
+      "--non-causal",
+      [&options] { options.edits.push_back([](Spec& spec) { spec.causal = false; }); },
+      "write <arch>.attention.causal = false: every token sees its whole sequence");
+  app.add_flag_callback(
+      "--add-eos", [&options] { options.edits.push_back([](Spec& spec) { spec.add_eos = true; }); },
+      "write tokenizer.ggml.add_eos_token = true: embedding inputs end in eos");
   smol::SyntheticWeights weights{};
   CLI::Option* type = smol::cli::add_choice(app, "--type", weights,
                                             {{"f32", smol::SyntheticWeights::f32},
@@ -153,7 +174,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                    "fill quantized tensors with random valid blocks instead of\n"
                    "quantizing Gaussian weights (much faster; for benchmarks)");
 
-  program.check([&, preset, arch_option, type, tied_option, fast_option] {
+  program.check([&, preset, arch_option, type, tied_option, fast_option, pooling_option] {
     if (options.output.empty()) smol::cli::usage_error("no output file given: use -o FILE");
     smol::SyntheticSpec spec = smol::synthetic_preset(options.preset);
     if (preset->count() == 0) spec.name = "smol-synthetic";
@@ -164,6 +185,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
     if (type->count() > 0) spec.weights = weights;
     if (tied_option->count() > 0) spec.tied = tied;
     if (fast_option->count() > 0) spec.fast = fast;
+    if (pooling_option->count() > 0) spec.pooling = pooling;
     try {
       spec.validate();
     } catch (const smol::Error& error) {

@@ -15,6 +15,7 @@
 #include "smol/grammar/grammar_limits.hpp"
 #include "smol/model/kv_cache.hpp"
 #include "smol/model/model.hpp"
+#include "smol/ops/pooling.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "speculation.hpp"
 
@@ -30,7 +31,7 @@ else a small demo model with random weights.)";
 
 inline constexpr const char* kFooter =
     R"(endpoints: GET / (chat page), POST /v1/chat/completions, POST /v1/completions,
-GET /v1/models, GET /health, GET /metrics, GET /props, POST /tokenize,
+POST /v1/embeddings and /embedding (with --embeddings), GET /v1/models, GET /health, GET /metrics, GET /props, POST /tokenize,
 POST /detokenize. SIGTERM or Ctrl-C: stop accepting, let replies finish for
 --grace seconds, cancel the rest, exit 0.)";
 
@@ -43,10 +44,12 @@ struct Options {
   std::size_t batch = 512;       // tokens per forward pass
   std::size_t queue_limit = 64;  // requests waiting beyond the slots before 503
   std::size_t max_body = 8u << 20;
-  std::size_t stored_responses = 256;  // the Responses API's, for previous_response_id
-  bool context_shift = false;          // drop a conversation's oldest turns rather than refuse it
-  std::size_t cache_ram_mib = 0;       // host memory for prompts evicted from the KV pool
-  std::string slot_save_path;          // where /slots saves and restores; empty: nowhere
+  std::size_t stored_responses = 256;    // the Responses API's, for previous_response_id
+  bool context_shift = false;            // drop a conversation's oldest turns rather than refuse it
+  std::size_t cache_ram_mib = 0;         // host memory for prompts evicted from the KV pool
+  std::string slot_save_path;            // where /slots saves and restores; empty: nowhere
+  bool embeddings = false;               // serve /v1/embeddings and /embedding
+  std::optional<smol::Pooling> pooling;  // --pooling; unset: the file's
   double grace_seconds = 10;
   int threads = 0;
   std::string api_key;
@@ -101,6 +104,19 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
                  "copied back when a\nconversation returns (default 0: none)")
       ->type_name("MIB")
       ->transform(integer(0, std::int64_t{1} << 20));
+  app.add_flag("--embeddings,--embedding", options.embeddings,
+               "serve POST /v1/embeddings and /embedding (the model's\nembeddings, beside chat)");
+  app.add_option_function<std::string>(
+         "--pooling",
+         [&options](const std::string& name) {
+           const auto pooling = smol::pooling_named(name);
+           if (!pooling || *pooling == smol::Pooling::rank) {
+             smol::cli::usage_error("--pooling ", name, " is not none, mean, cls or last");
+           }
+           options.pooling = pooling;
+         },
+         "how --embeddings pools a sequence: none, mean, cls or\nlast (default: as the file says)")
+      ->type_name("NAME");
   app.add_flag("--context-shift", options.context_shift,
                "a conversation that leaves its reply too little room\nloses its oldest turns "
                "(the system prompt and the\nlatest turn kept) instead of a 400");

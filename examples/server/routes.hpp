@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "completions.hpp"
+#include "embeddings.hpp"
 #include "messages.hpp"
 #include "responses.hpp"
 #include "service.hpp"
@@ -185,6 +186,10 @@ inline void add_routes(httplib::Server& server, State& state) {
   }
   server.Get(R"(/v1/responses/([A-Za-z0-9_.-]+))", guarded(state, get_response));
   server.Delete(R"(/v1/responses/([A-Za-z0-9_.-]+))", guarded(state, delete_response));
+  for (const char* path : {"/v1/embeddings", "/embeddings"}) {
+    server.Post(path, posted(state, embeddings));
+  }
+  server.Post("/embedding", posted(state, native_embedding));
   server.Get("/slots", guarded(state, list_slots));
   server.Post(R"(/slots/(\d{1,9}))", posted(state, slot_action));
   server.Post("/apply-template", posted(state, apply_template));

@@ -23,6 +23,7 @@
 #include "smol/generate/drafter.hpp"
 #include "smol/generate/model_drafter.hpp"
 #include "smol/generate/ngram_drafter.hpp"
+#include "smol/model/embedder.hpp"
 #include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
@@ -63,6 +64,12 @@ struct Service {
                {.total_positions = o.slots * sequence_length(o, model),
                 .kv_type = o.kv_type,
                 .max_batch = o.batch}),
+        embedder(o.embeddings
+                     ? std::make_unique<smol::Embedder>(
+                           model, context,
+                           smol::EmbedderOptions{
+                               .batch = o.batch, .kv_type = o.kv_type, .pooling = o.pooling})
+                     : nullptr),
         draft_model(open_draft_model(o, tokenizer)),
         draft_engine(draft_model
                          ? std::make_unique<smol::BatchTransformer>(
@@ -93,6 +100,11 @@ struct Service {
             : std::string("tool calls: the generic JSON format (the template has no tool-call "
                           "syntax smol knows)"));
     if (o.speculation.enabled()) defaults.draft = o.speculation.length();
+    if (embedder) {
+      log("embeddings: pooling " + std::string(smol::pooling_name(embedder->pooling())) + ", " +
+          std::to_string(embedder->width()) + " values, inputs up to " +
+          std::to_string(embedder->max_tokens()) + " tokens");
+    }
   }
 
   // -md: the draft model, whose token ids must mean what the model's do; null without.
@@ -138,6 +150,9 @@ struct Service {
   smol::serve::TokenMaskCache masks;  // structured output's grammars over this vocabulary
   smol::Context context;
   smol::BatchTransformer engine;
+  // --embeddings: the model's embeddings, on a pool of its own, run on the engine thread
+  // between the scheduler's steps (embeddings.hpp); null without.
+  std::unique_ptr<smol::Embedder> embedder;
   // -md: the draft model and its own engine (its own KV pool), run on the engine thread
   // between the model's passes; null without.
   std::unique_ptr<smol::Model> draft_model;

@@ -11,6 +11,7 @@
 #include "smol/generate/chat_session.hpp"          // IWYU pragma: export
 #include "smol/generate/sampler.hpp"               // IWYU pragma: export
 #include "smol/gguf/gguf.hpp"                      // IWYU pragma: export
+#include "smol/model/embedder.hpp"                 // IWYU pragma: export
 #include "smol/model/model.hpp"                    // IWYU pragma: export
 #include "smol/model/transformer.hpp"              // IWYU pragma: export
 #include "smol/ops/context.hpp"                    // IWYU pragma: export

@@ -1,6 +1,7 @@
 // libFuzzer target: bytes as the body of POST /v1/chat/completions, /v1/completions,
 // /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp)
-// and /v1/responses (OpenAI's Responses API: serve/openai_responses.hpp).
+// and /v1/responses (OpenAI's Responses API: serve/openai_responses.hpp), and of
+// /v1/embeddings and /embedding (serve/openai_embeddings.hpp).
 //
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
 // out-of-bounds read, a hang or another exception. A parsed chat request then goes on
@@ -15,6 +16,7 @@
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/anthropic_messages.hpp"
+#include "smol/serve/openai_embeddings.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/openai_responses.hpp"
 #include "smol/template/chat_prompt.hpp"
@@ -119,6 +121,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
+  }
+  // As an embeddings request (`input`, and /embedding's `content`): token lists within
+  // the vocabulary, none empty, each vector made what it asks (dimensions, norm), or a 400.
+  for (const char* field : {"input", "content"}) {
+    try {
+      const smol::serve::EmbeddingRequest request =
+          smol::serve::parse_embedding_request(body, text().tokenizer, field);
+      if (request.inputs.empty()) __builtin_trap();
+      for (const auto& input : request.inputs) {
+        if (input.empty()) __builtin_trap();
+        for (const smol::TokenId id : input) {
+          if (id < 0 || static_cast<std::size_t>(id) >= text().tokenizer.size()) __builtin_trap();
+        }
+      }
+      const std::vector<float> finished =
+          smol::serve::finish_embedding(std::vector<float>(16, 0.5f), request);
+      smol::serve::embeddings_reply("m", std::span(&finished, 1), request);
+    } catch (const smol::serve::ApiError& error) {
+      if (error.status != 400) __builtin_trap();
+    }
   }
   return 0;
 }

@@ -8,6 +8,9 @@
 //   node llamacpp_oracle.mjs score      MODEL RUNS.json          greedy's tokens fed back: the
 //                                                                logits of greedy's ids per step
 //   node llamacpp_oracle.mjs perplexity MODEL TEXT CTX           llama-perplexity's protocol
+//   node llamacpp_oracle.mjs embed      MODEL TEXTS.json         each text's embedding, pooled
+//                                                                as the file says, unnormalized
+//                                                                (pooling none: the last token's)
 //
 // RUNS.json is greedy's output; `score --flash on` after `greedy --flash off` runs the
 // same tokens through llama.cpp's other attention path, a second valid way to compute
@@ -105,6 +108,15 @@ if (command === "tokenize") {
     }));
   }
   console.log(JSON.stringify(scored));
+} else if (command === "embed") {
+  // An embedding context: llama.cpp with embeddings on, the file's pooling, bos and eos
+  // added as its vocabulary says; texts tokenized without special tokens.
+  const texts = JSON.parse(readFileSync(rest[0], "utf8"));
+  const context = await model.createEmbeddingContext({ contextSize: 1024, batchSize: 1024, threads: 1 });
+  const vectors = [];
+  for (const text of texts) vectors.push([...(await context.getEmbeddingFor(text)).vector]);
+  await context.dispose();
+  console.log(JSON.stringify(vectors));
 } else if (command === "perplexity") {
   // As llama-perplexity (and smol-perplexity): chunks of CTX tokens, each from an empty
   // cache, the second half of each scored. A model that adds bos (Gemma) gets it before

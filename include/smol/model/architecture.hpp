@@ -49,6 +49,11 @@ struct HyperparameterKeys {
   std::string_view expert_count = "expert_count";
   std::string_view expert_used_count = "expert_used_count";
   std::string_view expert_feed_forward_length = "expert_feed_forward_length";
+  // Embedding models (ops/pooling.hpp), both optional: how a sequence's states become
+  // one vector (llama.cpp's numbers; absent: none), and whether a token sees the tokens
+  // after it (absent: true, the decoders' causal mask).
+  std::string_view pooling_type = "pooling_type";
+  std::string_view causal_attention = "attention.causal";
 };
 
 // Tensor names: the model's own as they are, a block's after "blk.<il>.". Each is

@@ -38,8 +38,12 @@ struct BatchEntry {
   SequenceId sequence = 0;
   std::int32_t token = 0;
   std::size_t position = 0;
-  bool logits = false;  // whether this entry's next-token logits are wanted
+  bool logits = false;  // whether this entry's row is wanted (logits, or its hidden state)
 };
+
+// What forward() returns for each entry that asks: its next-token logits (n_vocab), or
+// its final hidden state (n_embd, after the output norm: what embeddings pool).
+enum class RowOutput { logits, hidden };
 
 struct BatchOptions {
   // Positions the pool holds over all sequences; 0 means the model's context length.
@@ -79,15 +83,24 @@ class BatchTransformer {
 
   // Runs a batch. The entries of one sequence must be consecutive positions in order,
   // the first at most the sequence's length (a smaller one rewinds it); sequences may
-  // come in any order and interleave. Returns one row of n_vocab logits per entry that
-  // asked for them, in entry order, valid until the next call.
+  // come in any order and interleave. Returns one row per entry that asked for one (of
+  // n_vocab logits, or n_embd hidden values as `output` says), in entry order, valid
+  // until the next call.
+  //
+  // A model whose attention is not causal (config.causal_attention false: encoders,
+  // bidirectional embedders) lets every token see its whole sequence, so each sequence
+  // must come whole, from position 0, in a batch of at most max_batch entries.
   //
   // Throws KvPoolFull, changing nothing, when the pool has too few free pages (check
   // pages_needed first), and Cancelled when `cancel` fires (polled as LayerPass does);
   // every sequence of the batch is then as it was before the call.
   std::span<const float> forward(std::span<const BatchEntry> entries,
-                                 const CancelCheck& cancel = {}) {
+                                 const CancelCheck& cancel = {},
+                                 RowOutput output = RowOutput::logits) {
     const ModelConfig& c = model_->config();
+    output_ = output;
+    const std::size_t width = output == RowOutput::logits ? c.n_vocab : c.n_embd;
+    if (!c.causal_attention) check_whole_sequences(entries);
     std::size_t n_rows = 0;
     for (const BatchEntry& e : entries) {
       if (e.token < 0 || static_cast<std::size_t>(e.token) >= c.n_vocab) {
@@ -98,7 +111,7 @@ class BatchTransformer {
       }
       n_rows += e.logits ? 1 : 0;
     }
-    logits_.resize(n_rows * c.n_vocab);
+    logits_.resize(n_rows * width);
     float* out = logits_.data();
     for (std::size_t begin = 0; begin < entries.size(); begin += options_.max_batch) {
       const auto chunk =
@@ -122,6 +135,21 @@ class BatchTransformer {
     SequenceId sequence;
     std::size_t first, count;
   };
+
+  // Without a causal mask a token sees its sequence's later tokens, so they must all be
+  // in the one pass: whole sequences, from position 0, at most max_batch entries.
+  void check_whole_sequences(std::span<const BatchEntry> entries) const {
+    if (entries.size() > options_.max_batch) {
+      fail("a model without a causal mask runs its sequences in one pass: ", entries.size(),
+           " tokens exceed the batch of ", options_.max_batch);
+    }
+    for (const Span& s : spans_of(entries)) {
+      if (s.first != 0) {
+        fail("sequence ", s.sequence, " starts at position ", s.first,
+             ": a model without a causal mask runs each sequence whole, from position 0");
+      }
+    }
+  }
 
   // One span per sequence; checks that each sequence's positions are consecutive.
   std::vector<Span> spans_of(std::span<const BatchEntry> entries) const {
@@ -164,6 +192,7 @@ class BatchTransformer {
 
     tokens_.resize(entries.size());
     slot_.resize(entries.size());
+    visible_.resize(entries.size());
     rows_.clear();
     for (std::size_t t = 0; t < entries.size(); ++t) {
       tokens_[t] = entries[t].token;
@@ -172,6 +201,10 @@ class BatchTransformer {
                        [&](const Span& s) { return s.sequence == entries[t].sequence; }) -
           spans.begin());
       if (entries[t].logits) rows_.push_back(t);
+      // Causal: the positions up to its own; else its whole sequence (the span).
+      const Span& span = spans[slot_[t]];
+      visible_[t] =
+          model_->config().causal_attention ? entries[t].position + 1 : span.first + span.count;
     }
     Paged kv{this, entries, spans};
     try {
@@ -182,6 +215,10 @@ class BatchTransformer {
         pool_.truncate(spans[i].sequence, std::min(spans[i].first, old_length[i]));
       }
       throw;
+    }
+    if (output_ == RowOutput::hidden) {
+      pass_.final_norm(rows_, out);
+      return out + rows_.size() * model_->config().n_embd;
     }
     pass_.logits(rows_, out);
     return out + rows_.size() * model_->config().n_vocab;
@@ -203,16 +240,16 @@ class BatchTransformer {
       std::vector<PagedKv> views;
       views.reserve(spans.size());
       for (const Span& s : spans) views.push_back(self->pool_.view(s.sequence, layer));
-      const Rows rows{entries, self->slot_, views};
+      const Rows rows{self->visible_, self->slot_, views};
       detail::attention_rows(*self->context_, shape, q, n, rows, out, c.attention_window(layer));
     }
   };
 
   struct Rows {
-    std::span<const BatchEntry> entries;
+    const std::vector<std::size_t>& visible_count;
     const std::vector<std::size_t>& slot;
     const std::vector<PagedKv>& views;
-    std::size_t visible(std::size_t t) const noexcept { return entries[t].position + 1; }
+    std::size_t visible(std::size_t t) const noexcept { return visible_count[t]; }
     const PagedKv& kv(std::size_t t) const noexcept { return views[slot[t]]; }
   };
 
@@ -223,8 +260,9 @@ class BatchTransformer {
   KvPool pool_;
   BlockRopes rope_;
   std::vector<std::int32_t> tokens_;
-  std::vector<std::size_t> slot_, rows_;
-  std::vector<float> logits_;
+  std::vector<std::size_t> slot_, rows_, visible_;
+  RowOutput output_ = RowOutput::logits;
+  std::vector<float> logits_;  // the rows forward() returns: logits or hidden states
 };
 
 }  // namespace smol

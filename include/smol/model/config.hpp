@@ -17,6 +17,7 @@
 #include "smol/core/error.hpp"
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/model/architecture.hpp"
+#include "smol/ops/pooling.hpp"
 #include "smol/ops/rope.hpp"
 
 namespace smol {
@@ -36,6 +37,11 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   // RoPE scaling from the file's rope.scaling.* keys, or set by ModelOptions::rope.
   RopeScaling rope_scaling;
+  // What an embedding of this model is (<arch>.pooling_type; none for a file without
+  // it: each token's state, as llama.cpp), and whether its attention is causal
+  // (<arch>.attention.causal; an encoder's or a bidirectional embedder's is not).
+  Pooling pooling = Pooling::none;
+  bool causal_attention = true;
 
   // rope_layers[il]: whether block il applies RoPE (the architecture's NoPE rule:
   // SmolLM3 leaves it out of every fourth block). Public so experiments and tests can
@@ -314,6 +320,10 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
                    has_block_tensor(file, config.n_layer,
                                     {arch.tensors.attn_q_norm, arch.tensors.attn_k_norm}, "weight");
   read_experts(file, arch, config);
+  if (const auto pooling = file.get_optional<std::uint64_t>(key(keys.pooling_type))) {
+    config.pooling = pooling_from_number(*pooling, cat(file.name(), ": ", key(keys.pooling_type)));
+  }
+  config.causal_attention = file.get_optional<bool>(key(keys.causal_attention)).value_or(true);
   return config;
 }
 

@@ -144,13 +144,20 @@ class LayerPass {
   // Logits (n_vocab floats each) of the hidden states of the last run's tokens
   // `rows`, in that order, into `out`.
   void logits(std::span<const std::size_t> rows, float* out) {
+    final_norm(rows, normed_.data());
+    project(model_->weights().output, normed_.data(), rows.size(), out);
+  }
+
+  // The final hidden states (after the output norm, before the LM head: what llama.cpp
+  // pools into embeddings, its "result_norm") of the last run's tokens `rows`, in that
+  // order, n_embd floats each, into `out`.
+  void final_norm(std::span<const std::size_t> rows, float* out) {
     const ModelConfig& c = model_->config();
     const ModelWeights& w = model_->weights();
     for (std::size_t r = 0; r < rows.size(); ++r) {
-      rmsnorm(x_.data() + rows[r] * c.n_embd, w.output_norm.data(), normed_.data() + r * c.n_embd,
-              c.n_embd, c.rms_eps);
+      rmsnorm(x_.data() + rows[r] * c.n_embd, w.output_norm.data(), out + r * c.n_embd, c.n_embd,
+              c.rms_eps);
     }
-    project(w.output, normed_.data(), rows.size(), out);
   }
 
  private:

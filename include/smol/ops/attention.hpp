@@ -291,15 +291,17 @@ class TileAttention {
   std::vector<std::size_t> own_start_;
 };
 
-// Tiles: runs of up to kQueryTile tokens with the same view and consecutive positions;
-// the starts of each, then n_tokens.
+// Tiles: runs of up to kQueryTile tokens with the same view and consecutive positions
+// (or, without a causal mask, the same visible positions); the starts of each, then
+// n_tokens.
 template <class Rows>
 std::vector<std::size_t> query_tiles(const Rows& rows, std::size_t n_tokens) {
   std::vector<std::size_t> tile_start;
   for (std::size_t t = 0; t < n_tokens; ++t) {
-    const bool continues = !tile_start.empty() && t - tile_start.back() < kQueryTile &&
-                           &rows.kv(t) == &rows.kv(t - 1) &&
-                           rows.visible(t) == rows.visible(t - 1) + 1;
+    const bool continues =
+        !tile_start.empty() && t - tile_start.back() < kQueryTile &&
+        &rows.kv(t) == &rows.kv(t - 1) &&
+        (rows.visible(t) == rows.visible(t - 1) + 1 || rows.visible(t) == rows.visible(t - 1));
     if (!continues) tile_start.push_back(t);
   }
   tile_start.push_back(n_tokens);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,7 @@
 #include "smol/core/half.hpp"
 #include "smol/gguf/writer.hpp"
 #include "smol/model/architecture.hpp"
+#include "smol/ops/pooling.hpp"
 #include "smol/quant/blocks.hpp"
 #include "smol/quant/iq4.hpp"
 #include "smol/quant/legacy_blocks.hpp"
@@ -107,6 +109,12 @@ struct SyntheticSpec {
   std::size_t experts = 0;
   std::size_t experts_used = 0;
   std::size_t expert_ffn = 0;
+  // An embedding model's keys (ops/pooling.hpp): <arch>.pooling_type when set,
+  // <arch>.attention.causal = false when not causal, and tokenizer.ggml.add_eos_token,
+  // so that inputs end in eos (Qwen3-Embedding pools that token's state).
+  std::optional<Pooling> pooling = std::nullopt;
+  bool causal = true;
+  bool add_eos = false;
 
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
 
@@ -245,6 +253,31 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     spec.rope_base = 1e6f;
     return spec;
   }
+  if (name == "qwen3-embedding-tiny") {  // Qwen3-Embedding's habits on the qwen3-tiny shape
+    SyntheticSpec spec = synthetic_preset("qwen3-tiny");
+    spec.name = "smol-synthetic-qwen3-embedding-tiny";
+    spec.pooling = Pooling::last;
+    spec.add_eos = true;
+    return spec;
+  }
+  if (name == "qwen3-embedding-0.6b") {  // Qwen3-Embedding-0.6B's shape, Q8_0 as it ships
+    set_synthetic_family(spec, "qwen3");
+    spec.name = "smol-synthetic-qwen3-embedding-0.6b";
+    spec.layers = 28;
+    spec.hidden = 1024;
+    spec.ffn = 3072;
+    spec.heads = 16;
+    spec.kv_heads = 8;
+    spec.head_dim = 128;
+    spec.vocab = 151669;
+    spec.context = 32768;
+    spec.rope_base = 1e6f;
+    spec.weights = SyntheticWeights::q8_0;
+    spec.fast = true;
+    spec.pooling = Pooling::last;
+    spec.add_eos = true;
+    return spec;
+  }
   if (name == "gpt-oss-tiny") {  // 8 heads of 64 over 256 (gpt-oss: 64 of 64 over 2880)
     set_synthetic_family(spec, "gpt-oss");
     spec.name = "smol-synthetic-gpt-oss-tiny";
@@ -315,7 +348,8 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
   }
   fail("unknown synthetic model preset \"", name,
        "\" (known: tiny, smollm3-3b, qwen3-30b-a3b, gpt-oss-20b, qwen2-tiny, qwen3-tiny, "
-       "qwen3moe-tiny (or qwen3-moe-tiny), gemma3-tiny, gpt-oss-tiny)");
+       "qwen3moe-tiny (or qwen3-moe-tiny), gemma3-tiny, gpt-oss-tiny, qwen3-embedding-tiny, "
+       "qwen3-embedding-0.6b)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -827,6 +861,9 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
     writer.set(arch + ".expert_feed_forward_length", u32(spec.expert_ffn));
   }
 
+  if (spec.pooling) writer.set(arch + ".pooling_type", static_cast<std::uint32_t>(*spec.pooling));
+  if (!spec.causal) writer.set(arch + ".attention.causal", false);
+
   writer.set("tokenizer.ggml.model", vocab.model);
   writer.set("tokenizer.ggml.pre", spec.pre_tokenizer);
   writer.set("tokenizer.ggml.tokens", gguf::Value::strings(vocab.tokens));
@@ -839,6 +876,7 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(*vocab.bos_id));
   writer.set("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(*vocab.eos_id));
   writer.set("tokenizer.ggml.add_bos_token", false);
+  if (spec.add_eos) writer.set("tokenizer.ggml.add_eos_token", true);
   writer.set("tokenizer.chat_template", kSmolLM3ChatTemplate);
   writer.set("general.file_type", detail::file_type_id(spec.weights));
   if (spec.weights != SyntheticWeights::f32) writer.set("general.quantization_version", 2u);

@@ -69,6 +69,7 @@ inline Vocabulary load_vocabulary(const gguf::GgufFile& file, const WarningHandl
   const PreTokenizerSpec* pre = find_pre_tokenizer(vocab.pre_tokenizer);
   const bool bos_by_default = vocab.model == "llama" || (pre != nullptr && pre->add_bos);
   vocab.add_bos = file.get_optional<bool>("tokenizer.ggml.add_bos_token").value_or(bos_by_default);
+  vocab.add_eos = file.get_optional<bool>("tokenizer.ggml.add_eos_token").value_or(false);
   vocab.add_space_prefix =
       file.get_optional<bool>("tokenizer.ggml.add_space_prefix").value_or(true);
 

@@ -31,6 +31,10 @@ struct EncodeOptions {
   bool parse_special = false;
   // Prepend bos; unset: as the vocabulary says (tokenizer.ggml.add_bos_token).
   std::optional<bool> add_bos = std::nullopt;
+  // Append eos. llama.cpp does where the vocabulary says so (tokenizer.ggml.add_eos_token,
+  // Vocabulary::add_eos) and it adds special tokens: embedding inputs (Qwen3-Embedding
+  // pools the state of that eos). Chat prompts end where their template ends them.
+  bool add_eos = false;
 };
 
 struct DecodeOptions {
@@ -78,6 +82,10 @@ class Tokenizer {
         encode_byte_level(fragment.text, ids);
       }
       previous_was_special = false;
+    }
+    if (options.add_eos) {
+      if (!vocab_.eos_id) fail("tokenizer: asked to add eos, but the vocabulary has no eos token");
+      ids.push_back(*vocab_.eos_id);
     }
     return ids;
   }

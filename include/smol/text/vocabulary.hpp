@@ -37,6 +37,7 @@ struct Vocabulary {
   std::optional<TokenId> padding_id;
   std::optional<TokenId> unknown_id;
   bool add_bos = false;
+  bool add_eos = false;  // tokenizer.ggml.add_eos_token: inputs that add special tokens end in eos
   bool add_space_prefix = true;  // SentencePiece only: a leading space becomes "▁"
 
   std::size_t size() const { return tokens.size(); }
