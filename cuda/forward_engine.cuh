@@ -193,6 +193,7 @@ class ForwardEngine {
     need(c.output_bias, "a bias on the attention's output");
     need(c.attention_sinks, "attention sinks");
     need(c.attention_scale_dim != 0, "an attention scale other than 1/sqrt(head_dim)");
+    need(c.encoder, "an encoder's post-norm blocks");
     if (!missing.empty()) {
       fail("smol cuda: this ", c.architecture, " model needs ", missing,
            ", which the GPU pass does not implement yet; run it on the CPU");

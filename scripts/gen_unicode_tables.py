@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Generates include/smol/text/unicode_tables.hpp: the code point classes that the
-pre-tokenizer regexes need (\\p{L}, \\p{N}, \\p{P}, \\s), as sorted ranges.
+pre-tokenizer regexes need (\\p{L}, \\p{N}, \\p{P}, \\s) and WordPiece's normalization
+needs (\\p{C}, \\p{S}), as sorted ranges; and two maps WordPiece reads as llama.cpp does
+(its unicode_map_lowercase and unicode_ranges_nfd): each code point's simple lowercase,
+and the first code point of its canonical decomposition (NFD), Hangul syllables left to
+their algorithm.
 
 Letters, numbers and punctuation come from Python's unicodedata (general categories
 L*, N* and P*; llama.cpp's \\p{P} is the P* category too).
@@ -13,7 +17,8 @@ Usage: python3 scripts/gen_unicode_tables.py > include/smol/text/unicode_tables.
 import sys
 import unicodedata
 
-LETTER, NUMBER, WHITESPACE, PUNCTUATION = 1, 2, 4, 8
+LETTER, NUMBER, WHITESPACE, PUNCTUATION, CONTROL, SYMBOL = 1, 2, 4, 8, 16, 32
+HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
 # PropList.txt, White_Space=yes (unchanged since Unicode 6.3).
 WHITE_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
@@ -30,7 +35,22 @@ def class_of(cp, whitespace):
         flags |= NUMBER
     elif category[0] == "P":
         flags |= PUNCTUATION
+    elif category[0] == "C":  # unassigned code points (Cn) too, as regex's \\p{C}
+        flags |= CONTROL
+    elif category[0] == "S":
+        flags |= SYMBOL
     return flags
+
+
+def simple_lowercase(cp):
+    """UnicodeData's simple lowercase mapping; str.lower() is the full one, which differs
+    only for U+0130 (to "i" plus a combining dot), whose simple mapping is "i"."""
+    lower = chr(cp).lower()
+    return ord(lower[0]) if lower != chr(cp) else cp
+
+
+def nfd_first(cp):
+    return ord(unicodedata.normalize("NFD", chr(cp))[0])
 
 
 def main():
@@ -54,7 +74,9 @@ def main():
     out.write(f"inline constexpr std::uint8_t kLetter = {LETTER};\n")
     out.write(f"inline constexpr std::uint8_t kNumber = {NUMBER};\n")
     out.write(f"inline constexpr std::uint8_t kWhitespace = {WHITESPACE};\n")
-    out.write(f"inline constexpr std::uint8_t kPunctuation = {PUNCTUATION};\n\n")
+    out.write(f"inline constexpr std::uint8_t kPunctuation = {PUNCTUATION};\n")
+    out.write(f"inline constexpr std::uint8_t kControl = {CONTROL};\n")
+    out.write(f"inline constexpr std::uint8_t kSymbol = {SYMBOL};\n\n")
     out.write("struct CodepointRange {\n  char32_t first;\n  char32_t last;\n"
               "  std::uint8_t flags;\n};\n\n")
     out.write("// Sorted, disjoint; code points in no range have no flags.\n")
@@ -62,6 +84,22 @@ def main():
     out.write(f"inline constexpr std::array<CodepointRange, {len(ranges)}> kRanges{{{{\n")
     for first, last, flags in ranges:
         out.write(f"    {{0x{first:X}, 0x{last:X}, {flags}}},\n")
+    out.write("}};\n// clang-format on\n\n")
+
+    out.write("struct CodepointMapping {\n  char32_t from;\n  char32_t to;\n};\n\n")
+    lower = [(cp, simple_lowercase(cp)) for cp in range(0x110000) if simple_lowercase(cp) != cp]
+    out.write("// Each code point whose simple lowercase differs, sorted.\n// clang-format off\n")
+    out.write(f"inline constexpr std::array<CodepointMapping, {len(lower)}> kLowercase{{{{\n")
+    for cp, to in lower:
+        out.write(f"    {{0x{cp:X}, 0x{to:X}}},\n")
+    out.write("}};\n// clang-format on\n\n")
+    nfd = [(cp, nfd_first(cp)) for cp in range(0x110000)
+           if not HANGUL_FIRST <= cp <= HANGUL_LAST and nfd_first(cp) != cp]
+    out.write("// Each code point whose canonical decomposition starts with another, that one;\n")
+    out.write("// Hangul syllables (U+AC00..U+D7A3) are not listed. Sorted.\n// clang-format off\n")
+    out.write(f"inline constexpr std::array<CodepointMapping, {len(nfd)}> kNfdFirst{{{{\n")
+    for cp, to in nfd:
+        out.write(f"    {{0x{cp:X}, 0x{to:X}}},\n")
     out.write("}};\n// clang-format on\n\n}  // namespace smol::unicode::tables\n")
 
 

@@ -47,9 +47,11 @@ add_test(NAME server_structured_output
 # OpenAI's Responses API through OpenAI's own npm client (responses.test.mjs).
 add_test(NAME server_responses_client
          COMMAND ${SMOL_NODE} "${e2e_dir}/responses.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
-# Embeddings (--embeddings) through OpenAI's npm client (embeddings.test.mjs).
+# Embeddings (--embeddings) through OpenAI's npm client, reranking (--reranking) through
+# curl (embeddings.test.mjs).
 add_test(NAME server_embeddings_client
-         COMMAND ${SMOL_NODE} "${e2e_dir}/embeddings.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
+         COMMAND ${SMOL_NODE} "${e2e_dir}/embeddings.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
+                 $<TARGET_FILE:smol-make-model>)
 set_tests_properties(server_openai_client server_anthropic_client server_responses_client server_browser server_structured_output
                      server_embeddings_client PROPERTIES LABELS "server" TIMEOUT 300)
 # The browser test clicks while a reply streams: it runs alone, not beside the load test.

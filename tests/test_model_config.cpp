@@ -200,14 +200,28 @@ TEST_CASE("each architecture is one table entry: keys, NoPE rule, RoPE style, op
   CHECK_FALSE(llama.block.post_norms);
   CHECK(llama.sliding_window.pattern == 0);
 
-  CHECK(smol::known_architectures() == "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss");
+  // BERT: an encoder, its epsilon LayerNorm's key.
+  const smol::Architecture& bert = smol::find_architecture("bert");
+  CHECK(bert.encoder.encoder);
+  CHECK(bert.key(bert.keys.rms_epsilon) == "bert.attention.layer_norm_epsilon");
+  CHECK(bert.encoder.learned_positions);
+  CHECK_FALSE(llama.encoder.encoder);
+  // nomic-bert: the encoder with RoPE and a gated feed-forward.
+  const smol::Architecture& nomic = smol::find_architecture("nomic-bert");
+  CHECK(nomic.encoder.encoder);
+  CHECK_FALSE(nomic.encoder.learned_positions);
+  CHECK(nomic.encoder.gated_ffn);
+  CHECK(nomic.rope.style == smol::RopeStyle::neox);
+
+  CHECK(smol::known_architectures() ==
+        "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, bert, nomic-bert");
   try {
     smol::find_architecture("gemma2", "model.gguf");
     FAIL("an unknown architecture must be refused");
   } catch (const smol::Error& error) {
     CHECK(std::string(error.what()) ==
           "model.gguf: architecture \"gemma2\" is not supported (smol runs llama, smollm3, qwen2, "
-          "qwen3, qwen3moe, gemma3, gpt-oss)");
+          "qwen3, qwen3moe, gemma3, gpt-oss, bert, nomic-bert)");
   }
 }
 

@@ -14,6 +14,7 @@
 #include "smol/model/config.hpp"
 #include "smol/model/embedder.hpp"
 #include "smol/model/model.hpp"
+#include "smol/model/transformer.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/ops/pooling.hpp"
 #include "smol/testing/synthetic.hpp"
@@ -167,6 +168,74 @@ TEST_CASE("without a causal mask a token sees the tokens after it; with one it d
     // without one.
     CHECK((row_of(rows[0], 0, width) == row_of(rows[1], 0, width)) == causal);
     CHECK(row_of(rows[0], 11, width) != row_of(rows[1], 11, width));
+  }
+}
+
+// BERT (EncoderRule): the tiny encoder's shape, small.
+smol::SyntheticSpec bert_spec(const char* preset, smol::SyntheticWeights weights) {
+  smol::SyntheticSpec spec = smol::synthetic_preset(preset);
+  spec.layers = 2;
+  spec.vocab = 512;
+  spec.weights = weights;
+  return spec;
+}
+
+TEST_CASE("an encoder: batched equals alone, every token sees the whole input, no LM head") {
+  for (const char* preset : {"bert-tiny", "nomic-bert-tiny"}) {
+    CAPTURE(preset);
+    const smol::Model model = model_of(bert_spec(preset, smol::SyntheticWeights::q8_0));
+    CHECK(model.config().encoder);
+    CHECK_FALSE(model.config().causal_attention);
+    CHECK(model.config().pooling != smol::Pooling::none);
+    smol::Context context(2);
+    const auto inputs = some_inputs();
+    smol::Embedder together(model, context, {.batch = 48});
+    const auto batched = together.embed(inputs);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      smol::Embedder alone(model, context, {.batch = 48});
+      CHECK(batched[i].values == alone.embed(std::span(inputs).subspan(i, 1))[0].values);
+    }
+    // The pooled state moves with the input's last token.
+    std::vector<std::int32_t> other = inputs[1];
+    other.back() = (other.back() + 1) % 512;
+    const std::vector<std::vector<std::int32_t>> pair = {inputs[1], other};
+    const auto states = together.embed(pair);
+    CHECK(states[0].values != states[1].values);
+
+    smol::Transformer transformer(model, context, {.context = 64});
+    const std::vector<std::int32_t> tokens = {1, 2, 3};
+    CHECK_THROWS_WITH_AS(transformer.forward(tokens, 0), doctest::Contains("no LM head"),
+                         smol::Error);
+  }
+}
+
+TEST_CASE("a reranker's score is its head on [CLS]'s state: tanh(cls x + b), then cls.output") {
+  const smol::Model model = model_of(bert_spec("bert-reranker-tiny", smol::SyntheticWeights::f32));
+  REQUIRE(model.config().n_labels == 1);
+  REQUIRE(model.config().pooling == smol::Pooling::rank);
+  smol::Context context(2);
+  const auto inputs = some_inputs();
+  smol::Embedder ranker(model, context, {.batch = 128});
+  smol::Embedder states(model, context, {.batch = 128, .pooling = smol::Pooling::cls});
+  REQUIRE(ranker.width() == 1);
+  const auto scores = ranker.embed(inputs);
+  const auto cls = states.embed(inputs);
+  const smol::EncoderWeights& head = model.weights().encoder;
+  const std::size_t width = model.config().n_embd;
+  const auto f32_row = [](const smol::WeightMatrix& m, std::size_t r) {
+    return reinterpret_cast<const float*>(m.row(r));
+  };
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    double score = head.classifier_output_bias[0];
+    for (std::size_t j = 0; j < width; ++j) {
+      double hidden = head.classifier_bias[j];
+      for (std::size_t k = 0; k < width; ++k) {
+        hidden += double(f32_row(head.classifier, j)[k]) * cls[i].values[k];
+      }
+      score += std::tanh(hidden) * f32_row(head.classifier_output, 0)[j];
+    }
+    REQUIRE(scores[i].rows == 1);
+    CHECK(scores[i].values[0] == doctest::Approx(score).epsilon(1e-4));
   }
 }
 

@@ -392,11 +392,13 @@ TEST_CASE("Out-of-range special token ids and token types are warnings, not refu
   CHECK_FALSE(vocab.eot_id.has_value());
   CHECK(vocab.type_of(5) == smol::TokenType::normal);
   CHECK(vocab.type_of(6) == smol::TokenType::normal);
-  REQUIRE(warnings.size() == 4);  // three ids, one line for the types
+  CHECK_FALSE(vocab.separator_id.has_value());
+  REQUIRE(warnings.size() == 5);  // four ids, one line for the types
   CHECK(warnings[0].find("tokenizer.ggml.token_type") != std::string::npos);
   CHECK(warnings[1].find("eot_token_id = 1048576 is outside the 1024 tokens") != std::string::npos);
   CHECK(warnings[2].find("padding_token_id = 4294967295") != std::string::npos);
   CHECK(warnings[3].find("unknown_token_id = -1") != std::string::npos);
+  CHECK(warnings[4].find("seperator_token_id = 4294967295") != std::string::npos);
   // And the tokenizer built from it works.
   const smol::Tokenizer tokenizer(vocab);
   CHECK(tokenizer.decode(tokenizer.encode("Hello there")) == "Hello there");

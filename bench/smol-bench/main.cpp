@@ -14,6 +14,7 @@
 
 #include "../memory_read.hpp"
 #include "decode_traffic.hpp"
+#include "embedding.hpp"
 #include "grammar_decode.hpp"
 #include "model_summary.hpp"
 #include "options.hpp"
@@ -153,6 +154,19 @@ int run(const BenchOptions& options) {
       options.model_path,
       ModelOptions{.repack = options.repack, .rope = options.rope, .repack_for = options.isa});
   if (!options.parallel_sequences.empty()) return run_parallel_tests(model, options);
+  if (options.embedding) {
+    Context context(options.threads.front(), options.isa);
+    std::printf("threads %d, isa %s%s, kv %s\n\n", context.threads(),
+                std::string(isa_name(context.isa())).c_str(),
+                model.repacked().matrices() > 0 ? "+repack" : "",
+                kv_types_text(options.kv_type).c_str());
+    RandomTokens tokens(options.seed, model.config().n_vocab);
+    return run_embedding_test(model, context, tokens,
+                              {.documents = options.embedding_documents,
+                               .document_tokens = options.embedding_tokens,
+                               .batch = options.embedding_batch},
+                              options.repetitions, options.kv_type);
+  }
   if (options.speculation.enabled()) return run_speculative_tests(model, options);
   BenchReport report;
   report.model = summarize_model(model, options.model_path);

@@ -60,6 +60,11 @@ struct BenchOptions {
   // beside plain decode, and the grammar's time per token.
   std::optional<std::string> json_schema_file;
   std::optional<std::string> grammar_file;
+  // --embedding (embedding.hpp): embedding throughput instead of the pp/tg tests.
+  bool embedding = false;
+  std::size_t embedding_documents = 256;
+  std::size_t embedding_tokens = 200;
+  std::size_t embedding_batch = 2048;
 };
 
 // Fills `options` from the command line. Returns the exit status when the program should
@@ -98,6 +103,20 @@ inline std::optional<int> parse_options(int argc, char** argv, BenchOptions& opt
       ->delimiter(',')
       ->allow_extra_args(false)
       ->transform(cli::integer(1, 256));
+  app.add_flag("--embedding", options.embedding,
+               "embedding throughput instead: --docs documents of\n--doc-tokens tokens each, "
+               "--embd-batch tokens per\npass (the file's pooling)");
+  app.add_option("--docs", options.embedding_documents, "--embedding: documents (default 256)")
+      ->type_name("N")
+      ->transform(cli::integer(1, 1 << 20));
+  app.add_option("--doc-tokens", options.embedding_tokens,
+                 "--embedding: tokens per document (default 200)")
+      ->type_name("N")
+      ->transform(cli::integer(1, cli::kMaxTokens));
+  app.add_option("--embd-batch", options.embedding_batch,
+                 "--embedding: tokens per pass (default 2048)")
+      ->type_name("N")
+      ->transform(cli::integer(1, cli::kMaxTokens));
   app.add_option("-t,--threads", options.threads,
                  "threads, 1 to the CPUs there are; more are capped\n(default 2)")
       ->type_name("N,...")

@@ -76,7 +76,11 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                              {"gemma3-tiny", std::string("gemma3-tiny")},
                              {"gpt-oss-tiny", std::string("gpt-oss-tiny")},
                              {"qwen3-embedding-tiny", std::string("qwen3-embedding-tiny")},
-                             {"qwen3-embedding-0.6b", std::string("qwen3-embedding-0.6b")}},
+                             {"qwen3-embedding-0.6b", std::string("qwen3-embedding-0.6b")},
+                             {"bert-tiny", std::string("bert-tiny")},
+                             {"bert-reranker-tiny", std::string("bert-reranker-tiny")},
+                             {"nomic-bert-tiny", std::string("nomic-bert-tiny")},
+                             {"bge-base", std::string("bge-base")}},
                             "tiny (8 layers, 256 hidden, like the test fixture),\n"
                             "smollm3-3b (the SmolLM3-3B shape, Q4_K_M, ~1.9 GB; implies --fast),\n"
                             "qwen3-30b-a3b (Qwen3-30B-A3B's shape: 128 experts, 8 used, Q4_K_M,\n"
@@ -87,7 +91,11 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                             "experts, 4 used), gemma3-tiny or gpt-oss-tiny (16 experts, 4 used)\n"
                             "(the tiny shape in that family's layout), qwen3-embedding-tiny\n"
                             "(qwen3-tiny pooling its last token, eos added) or\n"
-                            "qwen3-embedding-0.6b (Qwen3-Embedding-0.6B's shape, Q8_0, fast)");
+                            "qwen3-embedding-0.6b (Qwen3-Embedding-0.6B's shape, Q8_0, fast),\n"
+                            "bert-tiny (a BERT encoder pooling [CLS], WordPiece),\n"
+                            "bert-reranker-tiny (with a classifier head: rank pooling),\n"
+                            "nomic-bert-tiny (RoPE, fused QKV, SwiGLU; mean pooling) or\n"
+                            "bge-base (BGE-base-en-v1.5's shape, F16, ~220 MB)");
   preset->type_name("NAME");
   std::string arch;
   CLI::Option* arch_option =
@@ -98,11 +106,15 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                              {"qwen3", std::string("qwen3")},
                              {"qwen3moe", std::string("qwen3moe")},
                              {"gemma3", std::string("gemma3")},
-                             {"gpt-oss", std::string("gpt-oss")}},
+                             {"gpt-oss", std::string("gpt-oss")},
+                             {"bert", std::string("bert")},
+                             {"nomic-bert", std::string("nomic-bert")}},
                             "smollm3 (default), llama, qwen2 (QKV biases), qwen3 (Q/K norms),\n"
                             "qwen3moe (Qwen3 with a mixture of experts), gemma3 (post norms,\n"
                             "GeGLU, a sliding window of 16) or gpt-oss (biases, sinks, a window\n"
-                            "of 16, YaRN, a mixture of clamped-SwiGLU experts)");
+                            "of 16, YaRN, a mixture of clamped-SwiGLU experts) or bert (an\n"
+                            "encoder: post-norm blocks, learned positions, WordPiece) or\n"
+                            "nomic-bert (that encoder with RoPE and SwiGLU)");
   arch_option->type_name("NAME");
   app.add_option_function<std::string>("--name", edit(&Spec::name), "general.name")
       ->type_name("TEXT");

@@ -320,7 +320,7 @@ inline void apply_template(State& state, const httplib::Request& req, httplib::R
 }
 
 inline void chat_completions(State& state, const httplib::Request& req, httplib::Response& res) {
-  Service& service = ready_service(state);
+  Service& service = generating_service(state);
   smol::serve::ChatCompletionRequest chat =
       smol::serve::parse_chat_request(req.body, service.defaults);
   log_unenforced(chat);
@@ -357,7 +357,7 @@ inline void chat_completions(State& state, const httplib::Request& req, httplib:
 }
 
 inline void completions(State& state, const httplib::Request& req, httplib::Response& res) {
-  Service& service = ready_service(state);
+  Service& service = generating_service(state);
   smol::serve::TextCompletionRequest completion =
       smol::serve::parse_completion_request(req.body, service.defaults);
   server::ClientWatch client(req);

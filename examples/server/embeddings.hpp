@@ -1,5 +1,7 @@
 // POST /v1/embeddings (OpenAI's shape) and /embedding (llama-server's): the model's
-// embeddings (model/embedder.hpp) of the request's inputs, with --embeddings.
+// embeddings (model/embedder.hpp) of the request's inputs, with --embeddings; and
+// POST /v1/rerank (Jina's and Cohere's shape, as llama-server answers it): a reranker's
+// scores of (query, document) pairs, with --reranking.
 //
 // The inputs run on the engine thread between the scheduler's steps (EngineThread::call):
 // one model, its weights and threads, serves chat and embeddings, and no pass of one
@@ -16,6 +18,7 @@
 #include "service.hpp"
 #include "smol/model/embedder.hpp"
 #include "smol/serve/openai_embeddings.hpp"
+#include "smol/serve/rerank.hpp"
 
 namespace server {
 
@@ -28,28 +31,42 @@ inline smol::Embedder& ready_embedder(State& state) {
   return *service.embedder;
 }
 
-// The request's embeddings, as the Embedder gives them (pooled, or per token).
-inline std::vector<smol::Embedding> run_embeddings(State& state,
-                                                   const smol::serve::EmbeddingRequest& request) {
+// The inputs' embeddings, as the Embedder gives them (pooled, per token, or scores).
+inline std::vector<smol::Embedding> run_embeddings(
+    State& state, const std::vector<std::vector<smol::TokenId>>& inputs) {
   Service& service = ready_service(state);
   smol::Embedder& embedder = ready_embedder(state);
-  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
-    if (request.inputs[i].size() > embedder.max_tokens()) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].size() > embedder.max_tokens()) {
       throw smol::serve::invalid_request(
-          "input " + std::to_string(i) + " has " + std::to_string(request.inputs[i].size()) +
+          "input " + std::to_string(i) + " has " + std::to_string(inputs[i].size()) +
               " tokens, over the " + std::to_string(embedder.max_tokens()) +
               " one pass holds (the server's -b, and the model's context)",
           "input");
     }
   }
   auto ticket = FlightTicket::admit(state);
-  return service.engine_thread.call(
-      [&](smol::Scheduler&) { return embedder.embed(request.inputs); });
+  return service.engine_thread.call([&](smol::Scheduler&) { return embedder.embed(inputs); });
+}
+
+// A reranker (rank pooling) has scores, not embeddings; an embedder has no scores.
+inline void require_reranker(const smol::Embedder& embedder, bool wanted) {
+  if ((embedder.pooling() == smol::Pooling::rank) == wanted) return;
+  if (wanted) {
+    throw ApiError(501,
+                   "this server does not rerank: start it with --reranking on a reranker's file "
+                   "(one with a classifier head)",
+                   "not_supported_error");
+  }
+  throw smol::serve::invalid_request(
+      "this server runs a reranker (--reranking): it scores pairs at /v1/rerank and makes no "
+      "embeddings");
 }
 
 // POST /v1/embeddings: one vector per input, pooled as the model pools.
 inline void embeddings(State& state, const httplib::Request& req, httplib::Response& res) {
   smol::Embedder& embedder = ready_embedder(state);
+  require_reranker(embedder, false);
   if (embedder.pooling() == smol::Pooling::none) {
     throw smol::serve::invalid_request(
         "the model pools nothing (pooling none: a vector per token), which OpenAI's embeddings "
@@ -58,7 +75,7 @@ inline void embeddings(State& state, const httplib::Request& req, httplib::Respo
   const smol::serve::EmbeddingRequest request =
       smol::serve::parse_embedding_request(req.body, ready_service(state).tokenizer);
   std::vector<std::vector<float>> vectors;
-  for (smol::Embedding& embedding : run_embeddings(state, request)) {
+  for (smol::Embedding& embedding : run_embeddings(state, request.inputs)) {
     vectors.push_back(smol::serve::finish_embedding(std::move(embedding.values), request));
   }
   send_json(res, smol::serve::embeddings_reply(state.model_name, vectors, request));
@@ -69,13 +86,14 @@ inline void embeddings(State& state, const httplib::Request& req, httplib::Respo
 // says), every token's row, as the model computes it, with pooling none.
 inline void native_embedding(State& state, const httplib::Request& req, httplib::Response& res) {
   smol::Embedder& embedder = ready_embedder(state);
+  require_reranker(embedder, false);
   const Json body = smol::serve::detail::parse_body(req.body);
   const char* input = smol::serve::detail::field(body, "content") != nullptr ? "content" : "input";
   const smol::serve::EmbeddingRequest request =
       smol::serve::parse_embedding_request(req.body, ready_service(state).tokenizer, input);
   const std::size_t width = embedder.width();
   Json reply = Json::array();
-  const std::vector<smol::Embedding> results = run_embeddings(state, request);
+  const std::vector<smol::Embedding> results = run_embeddings(state, request.inputs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     Json rows = Json::array();
     if (embedder.pooling() == smol::Pooling::none) {
@@ -89,6 +107,18 @@ inline void native_embedding(State& state, const httplib::Request& req, httplib:
     reply.push_back({{"index", i}, {"embedding", std::move(rows)}});
   }
   send_json(res, reply);
+}
+
+// POST /v1/rerank: each document's relevance to the query, best first.
+inline void rerank(State& state, const httplib::Request& req, httplib::Response& res) {
+  require_reranker(ready_embedder(state), true);
+  const smol::serve::RerankRequest request =
+      smol::serve::parse_rerank_request(req.body, ready_service(state).tokenizer);
+  std::vector<float> scores;
+  for (const smol::Embedding& result : run_embeddings(state, request.inputs)) {
+    scores.push_back(result.values.at(0));
+  }
+  send_json(res, smol::serve::rerank_reply(state.model_name, scores, request));
 }
 
 }  // namespace server

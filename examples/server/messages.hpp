@@ -57,7 +57,7 @@ inline TranslatedMessages translate_messages(State& state, Service& service,
 }
 
 inline void messages(State& state, const httplib::Request& req, httplib::Response& res) {
-  Service& service = ready_service(state);
+  Service& service = generating_service(state);
   TranslatedMessages request = translate_messages(state, service, req, res, /*count_only=*/false);
   smol::serve::ChatCompletionRequest& chat = request.chat;
   log_unenforced(chat);

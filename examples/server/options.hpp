@@ -31,7 +31,8 @@ else a small demo model with random weights.)";
 
 inline constexpr const char* kFooter =
     R"(endpoints: GET / (chat page), POST /v1/chat/completions, POST /v1/completions,
-POST /v1/embeddings and /embedding (with --embeddings), GET /v1/models, GET /health, GET /metrics, GET /props, POST /tokenize,
+POST /v1/embeddings and /embedding (with --embeddings), POST /v1/rerank (with
+--reranking), GET /v1/models, GET /health, GET /metrics, GET /props, POST /tokenize,
 POST /detokenize. SIGTERM or Ctrl-C: stop accepting, let replies finish for
 --grace seconds, cancel the rest, exit 0.)";
 
@@ -106,6 +107,14 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& options)
       ->transform(integer(0, std::int64_t{1} << 20));
   app.add_flag("--embeddings,--embedding", options.embeddings,
                "serve POST /v1/embeddings and /embedding (the model's\nembeddings, beside chat)");
+  app.add_flag_callback(
+      "--reranking,--rerank",
+      [&options] {
+        options.embeddings = true;
+        options.pooling = smol::Pooling::rank;
+      },
+      "serve POST /v1/rerank: a reranker's relevance scores\n(a file with a classifier head; "
+      "implies --embeddings)");
   app.add_option_function<std::string>(
          "--pooling",
          [&options](const std::string& name) {

@@ -75,7 +75,7 @@ inline smol::serve::ResponseStore::Entry stored_response(State& state, const std
 }
 
 inline void create_response(State& state, const httplib::Request& req, httplib::Response& res) {
-  Service& service = ready_service(state);
+  Service& service = generating_service(state);
   auto request =
       std::make_shared<const responses::ResponsesRequest>(responses::read_request(req.body));
   auto earlier = std::make_shared<responses::Ordered>(responses::Ordered::array());

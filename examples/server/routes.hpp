@@ -190,6 +190,9 @@ inline void add_routes(httplib::Server& server, State& state) {
     server.Post(path, posted(state, embeddings));
   }
   server.Post("/embedding", posted(state, native_embedding));
+  for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking", "/reranking"}) {
+    server.Post(path, posted(state, rerank));
+  }
   server.Get("/slots", guarded(state, list_slots));
   server.Post(R"(/slots/(\d{1,9}))", posted(state, slot_action));
   server.Post("/apply-template", posted(state, apply_template));

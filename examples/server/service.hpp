@@ -100,6 +100,11 @@ struct Service {
             : std::string("tool calls: the generic JSON format (the template has no tool-call "
                           "syntax smol knows)"));
     if (o.speculation.enabled()) defaults.draft = o.speculation.length();
+    if (!model.config().has_lm_head() && !embedder) {
+      smol::fail("this ", model.config().architecture,
+                 " model is an encoder: it generates no text; start the server with --embeddings "
+                 "(or --reranking for a reranker)");
+    }
     if (embedder) {
       log("embeddings: pooling " + std::string(smol::pooling_name(embedder->pooling())) + ", " +
           std::to_string(embedder->width()) + " values, inputs up to " +
@@ -271,6 +276,20 @@ inline Service& ready_service(State& state) {
   if (state.stopping) throw unavailable("the server is shutting down");
   if (!state.ready) throw unavailable("the model is loading");
   return *state.service;
+}
+
+// The service for a route that generates text: refused (501) on an encoder, which has
+// no LM head (it serves /v1/embeddings and /v1/rerank only).
+inline Service& generating_service(State& state) {
+  Service& service = ready_service(state);
+  if (!service.model.config().has_lm_head()) {
+    throw ApiError(501,
+                   "this " + service.model.config().architecture +
+                       " model is an encoder: it makes embeddings (/v1/embeddings) or scores "
+                       "(/v1/rerank), and generates no text",
+                   "not_supported_error");
+  }
+  return service;
 }
 
 // Why the server ended a reply its client still waited for: it is stopping (503), or a

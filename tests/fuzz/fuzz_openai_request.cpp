@@ -1,7 +1,8 @@
 // libFuzzer target: bytes as the body of POST /v1/chat/completions, /v1/completions,
 // /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp)
 // and /v1/responses (OpenAI's Responses API: serve/openai_responses.hpp), and of
-// /v1/embeddings and /embedding (serve/openai_embeddings.hpp).
+// /v1/embeddings and /embedding (serve/openai_embeddings.hpp) and /v1/rerank
+// (serve/rerank.hpp).
 //
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
 // out-of-bounds read, a hang or another exception. A parsed chat request then goes on
@@ -13,12 +14,14 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/openai_embeddings.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/openai_responses.hpp"
+#include "smol/serve/rerank.hpp"
 #include "smol/template/chat_prompt.hpp"
 #include "smol/text/gguf_vocabulary.hpp"
 
@@ -141,6 +144,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const smol::serve::ApiError& error) {
       if (error.status != 400) __builtin_trap();
     }
+  }
+  // As a rerank request: one pair per document, each scored and sorted, or a 400.
+  try {
+    const smol::serve::RerankRequest request =
+        smol::serve::parse_rerank_request(body, text().tokenizer);
+    if (request.inputs.size() != request.documents.size() || request.inputs.empty()) {
+      __builtin_trap();
+    }
+    std::vector<float> scores(request.inputs.size());
+    for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<float>(i % 3);
+    const smol::serve::Json reply = smol::serve::rerank_reply("m", scores, request);
+    if (reply["results"].size() > scores.size()) __builtin_trap();
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
   }
   return 0;
 }

@@ -11,6 +11,8 @@
 //   node llamacpp_oracle.mjs embed      MODEL TEXTS.json         each text's embedding, pooled
 //                                                                as the file says, unnormalized
 //                                                                (pooling none: the last token's)
+//   node llamacpp_oracle.mjs rank       MODEL INPUTS.json        a reranker's score of each
+//                                                                token list (pair) as given
 //
 // RUNS.json is greedy's output; `score --flash on` after `greedy --flash off` runs the
 // same tokens through llama.cpp's other attention path, a second valid way to compute
@@ -108,15 +110,33 @@ if (command === "tokenize") {
     }));
   }
   console.log(JSON.stringify(scored));
-} else if (command === "embed") {
-  // An embedding context: llama.cpp with embeddings on, the file's pooling, bos and eos
-  // added as its vocabulary says; texts tokenized without special tokens.
-  const texts = JSON.parse(readFileSync(rest[0], "utf8"));
-  const context = await model.createEmbeddingContext({ contextSize: 1024, batchSize: 1024, threads: 1 });
-  const vectors = [];
-  for (const text of texts) vectors.push([...(await context.getEmbeddingFor(text)).vector]);
+} else if (command === "embed" || command === "rank") {
+  // An embedding context (rank: a ranking context, llama.cpp's rank pooling) on each
+  // input, as node-llama-cpp's getEmbeddingFor runs one, with --exact's cache if asked:
+  // embed's texts tokenized without special tokens, bos (WordPiece: [CLS]) and eos
+  // (WordPiece: [SEP]) added as the vocabulary says; rank's token lists as they are.
+  // The vectors unnormalized (pooling none: the last token's); rank's raw scores.
+  const ranking = command === "rank";
+  const inputs = JSON.parse(readFileSync(rest[0], "utf8"));
+  const context = await model.createContext({
+    contextSize: 1024, batchSize: 1024, threads: 1, _embeddings: true,
+    ...(ranking ? { _ranking: true } : {}), ...exactCache,
+  });
+  const sequence = context.getSequence();
+  const wordpiece = model.vocabularyType === "wpm";
+  const first = wordpiece || model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+  const last = wordpiece ? model.tokens.sep : (model.tokens.shouldAppendEosToken ? model.tokens.eos : null);
+  const out = [];
+  for (const input of inputs) {
+    const tokens = ranking ? input : [
+      ...(first === null ? [] : [first]), ...model.tokenize(input, false), ...(last === null ? [] : [last])];
+    await sequence.eraseContextTokenRanges([{ start: 0, end: sequence.nextTokenIndex }]);
+    for await (const _ of sequence.evaluate(tokens, { _noSampling: true })) break;
+    const values = [...context._ctx.getEmbedding(tokens.length, ranking ? 1 : 0)];
+    out.push(ranking ? values[0] : values);
+  }
   await context.dispose();
-  console.log(JSON.stringify(vectors));
+  console.log(JSON.stringify(out));
 } else if (command === "perplexity") {
   // As llama-perplexity (and smol-perplexity): chunks of CTX tokens, each from an empty
   // cache, the second half of each scored. A model that adds bos (Gemma) gets it before

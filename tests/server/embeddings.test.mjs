@@ -12,20 +12,28 @@
 //   4. errors in OpenAI's shape, each naming its field: an empty list, an empty string, a
 //      token id outside the vocabulary, an input over the batch (-b), a bad
 //      encoding_format, too many dimensions; a server without --embeddings answers 501;
-//      with --pooling none, /v1/embeddings is a 400 and /embedding gives a row per token.
+//      with --pooling none, /v1/embeddings is a 400 and /embedding gives a row per token;
+//   5. reranking (--reranking) on smol-make-model's tiny BERT reranker, through curl as
+//      its users call it: one score per document, sorted best first, equal to the pair's
+//      score alone, top_n and return_documents; its bad requests named; an embedder
+//      refuses /v1/rerank (501) and a reranker /v1/embeddings (400).
 //
 // The weights are random: only shapes, norms and equalities are checked (the vectors
 // themselves are held to llama.cpp's in tests/real_model/embedding_check.py).
 //
-//   node embeddings.test.mjs SERVER_BINARY MODEL_GGUF
+//   node embeddings.test.mjs SERVER_BINARY MODEL_GGUF MAKE_MODEL_BINARY
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { startServer } from './spawn_server.mjs';
 
-const [serverBinary, model] = process.argv.slice(2);
-if (!serverBinary || !model) {
-  console.error('usage: node embeddings.test.mjs SERVER_BINARY MODEL_GGUF');
+const [serverBinary, model, makeModel] = process.argv.slice(2);
+if (!serverBinary || !model || !makeModel) {
+  console.error('usage: node embeddings.test.mjs SERVER_BINARY MODEL_GGUF MAKE_MODEL_BINARY');
   process.exit(2);
 }
 
@@ -152,4 +160,57 @@ test('without --embeddings: 501; with --pooling none: /embedding gives each toke
   } finally {
     assert.equal(await none.stop(), 0);
   }
+});
+
+// curl, as a user calls the endpoint: the reply's status and JSON body.
+function curl(url, body) {
+  const out = execFileSync('curl', ['-s', '-w', '\n%{http_code}', '-H', 'Content-Type: application/json',
+                                    '-d', JSON.stringify(body), url], { encoding: 'utf8' });
+  const at = out.lastIndexOf('\n');
+  return { status: Number(out.slice(at + 1)), body: JSON.parse(out.slice(0, at)) };
+}
+
+test('reranking: a score per document, best first, through curl', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'smol-rerank-'));
+  const reranker = join(dir, 'reranker.gguf');
+  execFileSync(makeModel, ['--preset', 'bert-reranker-tiny', '--type', 'q8_0', '-o', reranker]);
+  const ranking = await startServer(serverBinary, ['-m', reranker, '-t', '2', '-np', '1', '--reranking']);
+  try {
+    const query = 'where is the lighthouse';
+    const documents = ['The lighthouse stands at the end of the road.', 'Bread needs flour.', 'a', 'Tides turn twice a day.'];
+    const { status, body } = curl(`${ranking.url}/v1/rerank`, { model: 'smol', query, documents });
+    assert.equal(status, 200);
+    assert.equal(body.object, 'list');
+    assert.equal(body.results.length, documents.length);
+    assert.deepEqual(body.results.map((r) => r.index).sort(), [0, 1, 2, 3]);
+    for (let i = 1; i < body.results.length; ++i) {
+      assert.ok(body.results[i - 1].relevance_score >= body.results[i].relevance_score);
+    }
+    assert.ok(body.usage.prompt_tokens > 0);
+    // Each pair scores alone as it does among the others (they share one pass).
+    for (const result of body.results) {
+      const alone = curl(`${ranking.url}/rerank`, { query, documents: [documents[result.index]] });
+      assert.equal(alone.body.results[0].relevance_score, result.relevance_score);
+    }
+    const top = curl(`${ranking.url}/v1/rerank`, { query, documents, top_n: 2, return_documents: true });
+    assert.deepEqual(top.body.results.map((r) => r.index), body.results.slice(0, 2).map((r) => r.index));
+    for (const r of top.body.results) assert.equal(r.document.text, documents[r.index]);
+
+    for (const [bad, param] of [[{ documents }, 'query'], [{ query }, 'documents'],
+                                [{ query, documents: [] }, 'documents'], [{ query, documents: [1] }, 'documents'],
+                                [{ query, documents, top_n: 0 }, 'top_n']]) {
+      const refused = curl(`${ranking.url}/v1/rerank`, bad);
+      assert.equal(refused.status, 400, JSON.stringify(bad));
+      assert.equal(refused.body.error.param, param, JSON.stringify(bad));
+    }
+    const embedding = await post(ranking.url, '/v1/embeddings', { input: 'x' });
+    assert.equal(embedding.status, 400);
+    assert.match(embedding.body.error.message, /reranker/);
+  } finally {
+    assert.equal(await ranking.stop(), 0);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const refused = curl(`${server.url}/v1/rerank`, { query: 'q', documents: ['d'] });
+  assert.equal(refused.status, 501);
+  assert.match(refused.body.error.message, /--reranking/);
 });

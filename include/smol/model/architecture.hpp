@@ -67,6 +67,9 @@ struct TensorNames {
   std::string_view attn_q = "attn_q";
   std::string_view attn_k = "attn_k";
   std::string_view attn_v = "attn_v";
+  // Q, K and V as one matrix [n_embd, q_dim + 2 kv_dim] (an encoder's file may fuse them:
+  // nomic-bert's always do), Q's rows first.
+  std::string_view attn_qkv = "attn_qkv";
   std::string_view attn_q_norm = "attn_q_norm";
   std::string_view attn_k_norm = "attn_k_norm";
   std::string_view attn_output = "attn_output";
@@ -86,6 +89,18 @@ struct TensorNames {
   // The norms after the attention and after the feed-forward (BlockRule::post_norms).
   std::string_view attn_post_norm = "post_attention_norm";
   std::string_view ffn_post_norm = "post_ffw_norm";
+  // An encoder's (EncoderRule): learned position rows [n_embd, n_ctx_train], token-type
+  // rows [n_embd, n_types], the LayerNorm of the embeddings, and each block's LayerNorms
+  // after its attention's and its feed-forward's residual sums.
+  std::string_view position_embd = "position_embd";
+  std::string_view token_types = "token_types";
+  std::string_view token_embd_norm = "token_embd_norm";
+  std::string_view attn_output_norm = "attn_output_norm";
+  std::string_view layer_output_norm = "layer_output_norm";
+  // A reranker's classifier head (pooling rank): cls [n_embd, n_embd] with its bias,
+  // then tanh, then cls.output [n_embd, n_labels] with its bias.
+  std::string_view classifier = "cls";
+  std::string_view classifier_output = "cls.output";
 
   static std::string block(std::size_t il, std::string_view name,
                            std::string_view kind = "weight") {
@@ -192,6 +207,23 @@ struct MixtureRule {
   ExpertWeighting weighting = ExpertWeighting::softmax_all;
 };
 
+// An encoder (BERT and the embedders and rerankers built on it): a bidirectional stack
+// whose block is laid out after the original Transformer rather than Llama. Its
+// embeddings are the token's row plus the first token-type row (and a learned position
+// row), LayerNorm'd; each block adds the attention to its input and LayerNorms the sum,
+// then adds the feed-forward and LayerNorms again; no final norm and no LM head: the
+// last block's states are what pooling reads (llama.cpp's build_bert). The biases on
+// the projections are taken where the file has them.
+struct EncoderRule {
+  bool encoder = false;
+  // Positions as learned rows added to the embeddings (BERT); else RoPE turns Q and K
+  // (nomic-bert), by the entry's RopeRule.
+  bool learned_positions = true;
+  // The feed-forward: up, GELU, down (BERT); or gated, the block's activation of the
+  // gate times up, then down (nomic-bert's SwiGLU).
+  bool gated_ffn = false;
+};
+
 struct Architecture {
   std::string_view name;        // general.architecture
   std::string_view key_prefix;  // of the hyperparameter keys; the name in every family so far
@@ -203,6 +235,7 @@ struct Architecture {
   BlockRule block = {};
   SlidingWindowRule sliding_window = {};
   MixtureRule mixture = {};
+  EncoderRule encoder = {};
 
   // The full metadata key, e.g. "smollm3.block_count".
   std::string key(std::string_view suffix) const {
@@ -288,9 +321,32 @@ inline constexpr std::array kArchitectures{
                     .normalize_chosen = false,
                     .weighting = ExpertWeighting::softmax_chosen},
     },
+    // BERT (BGE, all-MiniLM, E5, GTE and their cross-encoder rerankers): an encoder
+    // (EncoderRule) without RoPE, its norms LayerNorms with biases under
+    // attention.layer_norm_epsilon, its attention bidirectional (the converter writes
+    // attention.causal false) and the file's pooling_type saying how it embeds.
+    Architecture{
+        .name = "bert",
+        .key_prefix = "bert",
+        .keys = {.rms_epsilon = "attention.layer_norm_epsilon"},
+        .optional = {.qkv_bias = true, .output_bias = true},
+        .block = {.activation = FfnActivation::gelu_tanh},
+        .encoder = {.encoder = true},
+    },
+    // nomic-bert (nomic-embed-text v1 and v1.5): BERT's post-norm encoder with RoPE
+    // (rotate-half) instead of learned positions, Q, K and V fused in one matrix, and a
+    // SwiGLU feed-forward, its projections without biases.
+    Architecture{
+        .name = "nomic-bert",
+        .key_prefix = "nomic-bert",
+        .keys = {.rms_epsilon = "attention.layer_norm_epsilon"},
+        .optional = {.qkv_bias = true, .output_bias = true},
+        .rope = {.style = RopeStyle::neox},
+        .encoder = {.encoder = true, .learned_positions = false, .gated_ffn = true},
+    },
 };
 
-// "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss": for messages.
+// "llama, smollm3, qwen2, qwen3, qwen3moe, gemma3, gpt-oss, bert, nomic-bert": for messages.
 inline std::string known_architectures() {
   std::string names;
   for (const Architecture& architecture : kArchitectures) {

@@ -121,6 +121,10 @@ class BatchTransformer {
     return logits_;
   }
 
+  // A reranker's classifier head on n states (n_embd each, from forward()'s hidden rows):
+  // n_labels scores each into `out` (LayerPass::classify).
+  void classify(const float* states, std::size_t n, float* out) { pass_.classify(states, n, out); }
+
   // Pool pages a forward of `entries` would take (0 when they fit what is held).
   std::size_t pages_needed(std::span<const BatchEntry> entries) const {
     std::size_t needed = 0;

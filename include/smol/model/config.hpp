@@ -34,7 +34,7 @@ struct ModelConfig {
   std::size_t n_ctx_train = 0;  // the model's context length
   std::size_t n_vocab = 0;
   float rope_base = 10000.0f;
-  float rms_eps = 1e-5f;
+  float rms_eps = 1e-5f;  // the norms' epsilon (an encoder's LayerNorms' too)
   // RoPE scaling from the file's rope.scaling.* keys, or set by ModelOptions::rope.
   RopeScaling rope_scaling;
   // What an embedding of this model is (<arch>.pooling_type; none for a file without
@@ -42,6 +42,14 @@ struct ModelConfig {
   // (<arch>.attention.causal; an encoder's or a bidirectional embedder's is not).
   Pooling pooling = Pooling::none;
   bool causal_attention = true;
+  // An encoder (EncoderRule: BERT's post-norm block, no LM head), with learned
+  // positions or RoPE, and a gated feed-forward or GELU's.
+  bool encoder = false;
+  bool learned_positions = false;
+  bool gated_ffn = false;
+  // A classifier head on the pooled state (cls and cls.output: a reranker's), with
+  // n_labels outputs; 0: none.
+  std::size_t n_labels = 0;
 
   // rope_layers[il]: whether block il applies RoPE (the architecture's NoPE rule:
   // SmolLM3 leaves it out of every fourth block). Public so experiments and tests can
@@ -86,6 +94,8 @@ struct ModelConfig {
   float rope_base_local = 10000.0f;
 
   bool uses_rope(std::size_t il) const { return rope_layers.at(il); }
+  // Whether the model predicts tokens (an encoder has no LM head: it only embeds).
+  bool has_lm_head() const noexcept { return !encoder; }
   bool has_experts() const noexcept { return n_expert != 0; }
   // The widest feed-forward a token passes: the dense one, or one expert.
   std::size_t ffn_width() const noexcept { return has_experts() ? n_ff_expert : n_ff; }
@@ -324,6 +334,18 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
     config.pooling = pooling_from_number(*pooling, cat(file.name(), ": ", key(keys.pooling_type)));
   }
   config.causal_attention = file.get_optional<bool>(key(keys.causal_attention)).value_or(true);
+  config.encoder = arch.encoder.encoder;
+  if (config.encoder) {
+    config.learned_positions = arch.encoder.learned_positions;
+    config.gated_ffn = arch.encoder.gated_ffn;
+    // Learned positions, or RoPE in every block.
+    config.rope_layers.assign(config.n_layer, !arch.encoder.learned_positions);
+    if (const gguf::TensorInfo* head =
+            file.find_tensor(TensorNames::model(arch.tensors.classifier_output));
+        head != nullptr && head->n_dims == 2) {
+      config.n_labels = static_cast<std::size_t>(head->dims[1]);
+    }
+  }
   return config;
 }
 

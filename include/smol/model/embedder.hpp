@@ -2,7 +2,8 @@
 //
 // An embedding is the model's final hidden states (after the output norm, what
 // llama.cpp pools) pooled as the file says (ops/pooling.hpp): the mean, the first or
-// the last token's, or every token's with Pooling::none. The inputs go through a
+// the last token's, or every token's with Pooling::none; a reranker's (rank) first
+// token's state through its classifier head: its scores. The inputs go through a
 // BatchTransformer of the Embedder's own, as many whole sequences per pass as its batch
 // holds, each a sequence of its pool for the pass alone: a pass reads the weights once
 // for all of them, as chat's batching does. A model without a causal mask (the file's
@@ -54,14 +55,19 @@ class Embedder {
                                   .kv_type = options.kv_type,
                                   .max_batch = options.batch}) {
     if (options_.batch == 0) fail("embedder: the batch must hold at least one token");
-    if (pooling_ == Pooling::rank) {
+    if (pooling_ == Pooling::rank && model.config().n_labels == 0) {
       fail(model.file().name(),
-           ": rank pooling needs a reranker's classifier head, which smol does not run yet");
+           ": rank pooling needs a reranker's classifier head (cls.output), which this file has "
+           "not");
     }
   }
 
   Pooling pooling() const noexcept { return pooling_; }
-  std::size_t width() const noexcept { return model_->config().n_embd; }
+  // Values per embedding row: the hidden size, or with rank pooling the classifier's
+  // labels (a reranker's scores: the first is the relevance llama-server reports).
+  std::size_t width() const noexcept {
+    return pooling_ == Pooling::rank ? model_->config().n_labels : model_->config().n_embd;
+  }
   // The most tokens one input may have.
   std::size_t max_tokens() const noexcept {
     return std::min(options_.batch, model_->config().max_context());
@@ -106,8 +112,9 @@ class Embedder {
       const SequenceId sequence = pool.add();
       sequences.push_back(sequence);
       for (std::size_t p = 0; p < input.size(); ++p) {
-        const bool wanted = every_row || (pooling_ == Pooling::cls && p == 0) ||
-                            (pooling_ == Pooling::last && p + 1 == input.size());
+        const bool first = pooling_ == Pooling::cls || pooling_ == Pooling::rank;
+        const bool wanted =
+            every_row || (first && p == 0) || (pooling_ == Pooling::last && p + 1 == input.size());
         entries.push_back(
             {.sequence = sequence, .token = input[p], .position = p, .logits = wanted});
       }
@@ -119,7 +126,13 @@ class Embedder {
         for (const SequenceId s : sequences) pool.remove(s);
       }
     } release{pool, sequences};
-    const std::span<const float> rows = transformer_.forward(entries, cancel, RowOutput::hidden);
+    const std::span<const float> hidden = transformer_.forward(entries, cancel, RowOutput::hidden);
+    std::span<const float> rows = hidden;
+    if (pooling_ == Pooling::rank) {  // each first token's state through the head
+      scores_.resize(inputs.size() * width());
+      transformer_.classify(hidden.data(), inputs.size(), scores_.data());
+      rows = scores_;
+    }
     const std::size_t width = this->width();
     std::size_t row = 0;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -133,7 +146,7 @@ class Embedder {
         out[i].values.resize(width);
         out[i].rows = 1;
         pool_states(Pooling::mean, own, n, width, out[i].values);
-      } else {  // cls, last: the one row the pass kept
+      } else {  // cls, last, rank: the one row the pass kept (rank: its scores)
         out[i].values.assign(own.begin(), own.end());
         out[i].rows = 1;
       }
@@ -144,6 +157,7 @@ class Embedder {
   EmbedderOptions options_;
   Pooling pooling_;
   BatchTransformer transformer_;
+  std::vector<float> scores_;  // rank pooling's classifier outputs
 };
 
 }  // namespace smol

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -16,10 +17,12 @@
 #include <vector>
 
 #include "smol/core/cancel.hpp"
+#include "smol/core/error.hpp"
 #include "smol/model/model.hpp"
 #include "smol/ops/activation.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/ops/expert_choice.hpp"
+#include "smol/ops/layernorm.hpp"
 #include "smol/ops/matmul.hpp"
 #include "smol/ops/matvec.hpp"
 #include "smol/ops/rmsnorm.hpp"
@@ -67,6 +70,7 @@ class LayerPass {
            const CancelCheck& cancel) {
     const ModelConfig& c = model_->config();
     const ModelWeights& w = model_->weights();
+    if (c.encoder) return run_encoder(tokens, ropes, kv, cancel);
     const std::size_t n = tokens.size();
     reserve(n);
     for (std::size_t t = 0; t < n; ++t) {
@@ -144,23 +148,143 @@ class LayerPass {
   // Logits (n_vocab floats each) of the hidden states of the last run's tokens
   // `rows`, in that order, into `out`.
   void logits(std::span<const std::size_t> rows, float* out) {
+    const ModelConfig& c = model_->config();
+    if (!c.has_lm_head()) {
+      fail("this ", c.architecture,
+           " model is an encoder: it has no LM head to predict tokens with; "
+           "it makes embeddings (smol-server --embeddings)");
+    }
     final_norm(rows, normed_.data());
     project(model_->weights().output, normed_.data(), rows.size(), out);
   }
 
   // The final hidden states (after the output norm, before the LM head: what llama.cpp
-  // pools into embeddings, its "result_norm") of the last run's tokens `rows`, in that
-  // order, n_embd floats each, into `out`.
+  // pools into embeddings, its "result_norm"; an encoder's last block's output as it is)
+  // of the last run's tokens `rows`, in that order, n_embd floats each, into `out`.
   void final_norm(std::span<const std::size_t> rows, float* out) {
     const ModelConfig& c = model_->config();
     const ModelWeights& w = model_->weights();
     for (std::size_t r = 0; r < rows.size(); ++r) {
-      rmsnorm(x_.data() + rows[r] * c.n_embd, w.output_norm.data(), out + r * c.n_embd, c.n_embd,
-              c.rms_eps);
+      const float* x = x_.data() + rows[r] * c.n_embd;
+      if (c.encoder) {
+        std::copy(x, x + c.n_embd, out + r * c.n_embd);
+      } else {
+        rmsnorm(x, w.output_norm.data(), out + r * c.n_embd, c.n_embd, c.rms_eps);
+      }
     }
   }
 
+  // A reranker's classifier head (config.n_labels) on `n` pooled states: tanh(cls x +
+  // b), then cls.output with its bias: n_labels scores each, into `out` (llama.cpp's
+  // rank pooling).
+  void classify(const float* states, std::size_t n, float* out) {
+    const ModelConfig& c = model_->config();
+    const EncoderWeights& e = model_->weights().encoder;
+    if (c.n_labels == 0)
+      fail("this ", c.architecture, " model has no classifier head to rank with");
+    reserve(n);
+    project(e.classifier, states, n, projected_.data());
+    for (std::size_t t = 0; t < n; ++t) {
+      float* row = projected_.data() + t * c.n_embd;
+      for (std::size_t i = 0; i < c.n_embd; ++i) row[i] = std::tanh(row[i] + e.classifier_bias[i]);
+    }
+    project(e.classifier_output, projected_.data(), n, out);
+    add_to_rows(out, e.classifier_output_bias.data(), n, c.n_labels);
+  }
+
  private:
+  // An encoder's pass (EncoderRule, llama.cpp's build_bert): the embeddings with their
+  // type row (and BERT's position rows), LayerNorm'd; then each block adds its attention
+  // to its input and LayerNorms the sum, and the same for its feed-forward (BERT's up,
+  // GELU, down; nomic-bert's SwiGLU). The biases the file has are added; nomic-bert's
+  // queries and keys turn by RoPE.
+  template <KvAccess Kv>
+  void run_encoder(std::span<const std::int32_t> tokens, const BlockRopes& ropes, Kv& kv,
+                   const CancelCheck& cancel) {
+    const ModelConfig& c = model_->config();
+    const ModelWeights& w = model_->weights();
+    const EncoderWeights& e = w.encoder;
+    const std::size_t n = tokens.size(), width = c.n_embd;
+    reserve(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      float* row = x_.data() + t * width;
+      w.embed(tokens[t], row);
+      if (!e.token_type.empty()) add_in_place(row, e.token_type.data(), width);
+      if (c.learned_positions) {
+        const std::size_t position = kv.position(t);
+        if (position >= e.position_embd.rows) {
+          fail("position ", position, " is past the ", e.position_embd.rows,
+               " positions this encoder learned");
+        }
+        float* scratch = normed_.data() + t * width;
+        dequantize_row(e.position_embd.type, e.position_embd.row(position), scratch, width);
+        add_in_place(row, scratch, width);
+      }
+      layernorm(row, e.norm.data(), e.norm_bias.data(), row, width, c.rms_eps);
+    }
+    for (std::size_t il = 0; il < c.n_layer; ++il) {
+      cancel.throw_if_requested();
+      const LayerWeights& layer = w.layers[il];
+      project_shared_input({&layer.attn_q, &layer.attn_k, &layer.attn_v}, x_.data(), n,
+                           {q_.data(), k_.data(), v_.data()}, CancelCheck{});
+      const bool rotate = c.uses_rope(il);
+      const RopeTable& rope = ropes.of_block(c, il);
+      for_each_token(n, [&](std::size_t t) {
+        float* q = q_.data() + t * c.q_dim();
+        float* k = k_.data() + t * c.kv_dim();
+        float* v = v_.data() + t * c.kv_dim();
+        add_bias(q, layer.attn_q_bias, c.q_dim());
+        add_bias(k, layer.attn_k_bias, c.kv_dim());
+        add_bias(v, layer.attn_v_bias, c.kv_dim());
+        if (rotate) {
+          const std::size_t pos = kv.position(t);
+          apply_rope(q, c.n_head, c.head_dim, rope, pos, c.rope_layout);
+          apply_rope(k, c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
+        }
+        kv.store(il, t, k, v);
+      });
+      kv.attend(il, q_.data(), n, attended_.data());
+      project(layer.attn_output, attended_.data(), n, projected_.data());
+      if (!layer.attn_output_bias.empty()) {
+        add_to_rows(projected_.data(), layer.attn_output_bias.data(), n, width);
+      }
+      add_and_layernorm(layer.attn_out_norm, layer.attn_out_norm_bias, n);
+      cancel.throw_if_requested();
+
+      if (c.gated_ffn) {
+        feed_forward(layer.ffn_gate, layer.ffn_up, layer.ffn_down, x_.data(), n, projected_.data(),
+                     cancel,
+                     {.up = layer.ffn_up_bias.empty() ? nullptr : layer.ffn_up_bias.data(),
+                      .down = layer.ffn_down_bias.empty() ? nullptr : layer.ffn_down_bias.data()});
+      } else {
+        project(layer.ffn_up, x_.data(), n, up_.data());
+        for_each_token(n, [&](std::size_t t) {
+          float* u = up_.data() + t * c.n_ff;
+          add_bias(u, layer.ffn_up_bias, c.n_ff);
+          for (std::size_t i = 0; i < c.n_ff; ++i) u[i] = gelu_tanh_like_ggml(u[i]);
+        });
+        cancel.throw_if_requested();
+        project(layer.ffn_down, up_.data(), n, projected_.data());
+        if (!layer.ffn_down_bias.empty()) {
+          add_to_rows(projected_.data(), layer.ffn_down_bias.data(), n, width);
+        }
+      }
+      add_and_layernorm(layer.ffn_out_norm, layer.ffn_out_norm_bias, n);
+    }
+  }
+
+  // x = LayerNorm(projected + x) for the n rows: an encoder's residual sum and its norm.
+  void add_and_layernorm(const std::vector<float>& weight, const std::vector<float>& bias,
+                         std::size_t n) {
+    const ModelConfig& c = model_->config();
+    for_each_token(n, [&](std::size_t t) {
+      float* x = x_.data() + t * c.n_embd;
+      const float* delta = projected_.data() + t * c.n_embd;
+      for (std::size_t i = 0; i < c.n_embd; ++i) x[i] = delta[i] + x[i];
+      layernorm(x, weight.data(), bias.data(), x, c.n_embd, c.rms_eps);
+    });
+  }
+
   void reserve(std::size_t n) {
     const ModelConfig& c = model_->config();
     const auto grow = [n](std::vector<float>& buffer, std::size_t width) {
@@ -308,6 +432,10 @@ class LayerPass {
 
   static void add_in_place(float* x, const float* delta, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) x[i] += delta[i];
+  }
+  // A bias the file may not have (empty: nothing to add).
+  static void add_bias(float* x, const std::vector<float>& bias, std::size_t n) noexcept {
+    if (!bias.empty()) add_in_place(x, bias.data(), n);
   }
   // The same `width` values added to each of n rows (a bias).
   static void add_to_rows(float* rows, const float* bias, std::size_t n, std::size_t width) {

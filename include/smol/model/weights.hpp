@@ -11,6 +11,7 @@
 // silently left out of the computation (llama.cpp refuses such files too).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +72,20 @@ struct LayerWeights {
   // The norms of the attention's and the FFN's outputs (config.post_norms), [n_embd];
   // empty without.
   std::vector<float> attn_post_norm, ffn_post_norm;
+  // An encoder's (config.encoder): the LayerNorms of the sums after the attention and
+  // after the feed-forward (weights and biases, [n_embd]), and the feed-forward's biases.
+  std::vector<float> attn_out_norm, attn_out_norm_bias, ffn_out_norm, ffn_out_norm_bias;
+  std::vector<float> ffn_up_bias, ffn_down_bias;
+};
+
+// An encoder's embeddings beyond the token rows (config.encoder), and a reranker's
+// classifier head (config.n_labels != 0).
+struct EncoderWeights {
+  WeightMatrix position_embd;                  // [n_ctx_train rows of n_embd]
+  std::vector<float> token_type;               // the first token-type row ("sentence A"), [n_embd]
+  std::vector<float> norm, norm_bias;          // the embeddings' LayerNorm
+  WeightMatrix classifier, classifier_output;  // [n_embd rows], [n_labels rows]
+  std::vector<float> classifier_bias, classifier_output_bias;
 };
 
 struct ModelWeights {
@@ -83,6 +98,7 @@ struct ModelWeights {
   // null where the file or the family has none.
   const gguf::TensorInfo* rope_freqs = nullptr;
   std::vector<LayerWeights> layers;
+  EncoderWeights encoder;  // empty but for an encoder
 
   // Validates every tensor's presence, shape and type, and that the file holds no
   // tensor the forward pass would leave out; throws smol::Error naming the tensor.
@@ -187,6 +203,15 @@ inline std::vector<float> norm_vector(const gguf::GgufFile& file, const std::str
   return values;
 }
 
+// Rows [first, first + count) of `matrix`, as a matrix of their own (the parts of a
+// fused Q/K/V matrix).
+inline WeightMatrix row_range(const WeightMatrix& matrix, std::size_t first, std::size_t count) {
+  WeightMatrix view = matrix;
+  view.data = matrix.row(first);
+  view.rows = count;
+  return view;
+}
+
 // Looks tensors up by name and remembers which it gave out, so that what is left at
 // the end is what the loader does not know.
 class TensorClaims {
@@ -259,8 +284,96 @@ class TensorClaims {
 
 }  // namespace detail
 
+// An encoder's tensors (EncoderRule, llama.cpp's LLM_ARCH_BERT): no output norm or LM
+// head, biases on every projection, LayerNorms after the residual sums.
+inline ModelWeights encoder_weights(const gguf::GgufFile& file, const ModelConfig& config,
+                                    const Architecture& arch) {
+  const TensorNames& names = arch.tensors;
+  detail::TensorClaims claims(file, arch);
+  ModelWeights weights;
+  const std::size_t n_embd = config.n_embd;
+  weights.token_embd = claims.matrix(TensorNames::model(names.token_embd), n_embd, config.n_vocab);
+  EncoderWeights& encoder = weights.encoder;
+  if (config.learned_positions) {
+    encoder.position_embd =
+        claims.matrix(TensorNames::model(names.position_embd), n_embd, config.n_ctx_train);
+  }
+  const std::string types = TensorNames::model(names.token_types);
+  const gguf::TensorInfo* types_info = file.find_tensor(types);
+  if (types_info != nullptr) {
+    const std::size_t n_types = types_info->n_dims == 2 ? types_info->dims[1] : 0;
+    const WeightMatrix rows = claims.matrix(types, n_embd, std::max<std::size_t>(n_types, 1));
+    encoder.token_type.resize(n_embd);
+    dequantize_row(rows.type, rows.row(0), encoder.token_type.data(), n_embd);
+  }
+  encoder.norm = claims.norm(TensorNames::model(names.token_embd_norm), n_embd);
+  encoder.norm_bias = claims.norm(TensorNames::model(names.token_embd_norm, "bias"), n_embd);
+  if (config.n_labels != 0) {
+    encoder.classifier = claims.matrix(TensorNames::model(names.classifier), n_embd, n_embd);
+    encoder.classifier_bias = claims.norm(TensorNames::model(names.classifier, "bias"), n_embd);
+    encoder.classifier_output =
+        claims.matrix(TensorNames::model(names.classifier_output), n_embd, config.n_labels);
+    encoder.classifier_output_bias =
+        claims.norm(TensorNames::model(names.classifier_output, "bias"), config.n_labels);
+  }
+  weights.layers.resize(config.n_layer);
+  for (std::size_t il = 0; il < config.n_layer; ++il) {
+    const auto matrix = [&](std::string_view name, std::size_t cols, std::size_t rows) {
+      return claims.matrix(TensorNames::block(il, name), cols, rows);
+    };
+    const auto vector = [&](std::string_view name, std::string_view kind, std::size_t n) {
+      return claims.norm(TensorNames::block(il, name, kind), n);
+    };
+    // A bias the file may leave out (empty then: nothing is added).
+    const auto bias = [&](std::string_view name, std::size_t n) {
+      const std::string full = TensorNames::block(il, name, "bias");
+      return file.find_tensor(full) != nullptr ? claims.norm(full, n) : std::vector<float>{};
+    };
+    LayerWeights& layer = weights.layers[il];
+    const std::size_t q_dim = config.q_dim(), kv_dim = config.kv_dim();
+    if (file.find_tensor(TensorNames::block(il, names.attn_qkv)) != nullptr) {
+      // One matrix: Q's rows, K's, V's; each a view of its rows, as are the bias's parts.
+      const WeightMatrix qkv = matrix(names.attn_qkv, n_embd, q_dim + 2 * kv_dim);
+      layer.attn_q = detail::row_range(qkv, 0, q_dim);
+      layer.attn_k = detail::row_range(qkv, q_dim, kv_dim);
+      layer.attn_v = detail::row_range(qkv, q_dim + kv_dim, kv_dim);
+      const std::vector<float> fused = bias(names.attn_qkv, q_dim + 2 * kv_dim);
+      if (!fused.empty()) {
+        layer.attn_q_bias.assign(fused.begin(), fused.begin() + static_cast<std::ptrdiff_t>(q_dim));
+        layer.attn_k_bias.assign(fused.begin() + static_cast<std::ptrdiff_t>(q_dim),
+                                 fused.begin() + static_cast<std::ptrdiff_t>(q_dim + kv_dim));
+        layer.attn_v_bias.assign(fused.begin() + static_cast<std::ptrdiff_t>(q_dim + kv_dim),
+                                 fused.end());
+      }
+    } else {
+      layer.attn_q = matrix(names.attn_q, n_embd, q_dim);
+      layer.attn_k = matrix(names.attn_k, n_embd, kv_dim);
+      layer.attn_v = matrix(names.attn_v, n_embd, kv_dim);
+    }
+    if (layer.attn_q_bias.empty()) {
+      layer.attn_q_bias = bias(names.attn_q, q_dim);
+      layer.attn_k_bias = bias(names.attn_k, kv_dim);
+      layer.attn_v_bias = bias(names.attn_v, kv_dim);
+    }
+    layer.attn_output = matrix(names.attn_output, q_dim, n_embd);
+    layer.attn_output_bias = bias(names.attn_output, n_embd);
+    layer.attn_out_norm = vector(names.attn_output_norm, "weight", n_embd);
+    layer.attn_out_norm_bias = vector(names.attn_output_norm, "bias", n_embd);
+    if (config.gated_ffn) layer.ffn_gate = matrix(names.ffn_gate, n_embd, config.n_ff);
+    layer.ffn_up = matrix(names.ffn_up, n_embd, config.n_ff);
+    layer.ffn_down = matrix(names.ffn_down, config.n_ff, n_embd);
+    layer.ffn_up_bias = bias(names.ffn_up, config.n_ff);
+    layer.ffn_down_bias = bias(names.ffn_down, n_embd);
+    layer.ffn_out_norm = vector(names.layer_output_norm, "weight", n_embd);
+    layer.ffn_out_norm_bias = vector(names.layer_output_norm, "bias", n_embd);
+  }
+  claims.check_all_claimed();
+  return weights;
+}
+
 inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const ModelConfig& config) {
   const Architecture& arch = find_architecture(config.architecture, file.name());
+  if (config.encoder) return encoder_weights(file, config, arch);
   const TensorNames& names = arch.tensors;
   const OptionalTensors& may = arch.optional;
   const OptionalTensors& applied = kAppliedOptionalTensors;

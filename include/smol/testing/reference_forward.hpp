@@ -44,6 +44,10 @@ class ReferenceForward {
         options_(options),
         rope_table_(model.config().n_rot, rope_frequencies(model)),
         local_rope_table_(model.config().n_rot, model.config().local_rope_frequencies()) {
+    if (model.config().encoder) {
+      fail("the f32 reference runs decoders; this ", model.config().architecture,
+           " model is an encoder");
+    }
     const ModelWeights& w = model.weights();
     token_embd_ = dense(w.token_embd);
     output_ = w.tied_embeddings ? dense(w.token_embd) : dense(w.output);

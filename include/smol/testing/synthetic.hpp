@@ -115,6 +115,8 @@ struct SyntheticSpec {
   std::optional<Pooling> pooling = std::nullopt;
   bool causal = true;
   bool add_eos = false;
+  // An encoder's (bert) reranker head: cls and cls.output with this many labels; 0: none.
+  std::size_t labels = 0;
 
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
 
@@ -179,6 +181,8 @@ struct SyntheticFamily {
 inline constexpr SyntheticFamily kSyntheticFamilies[] = {
     {.arch = "llama"},
     {.arch = "smollm3", .tied = true},
+    {.arch = "bert"},
+    {.arch = "nomic-bert"},
     {.arch = "qwen2", .attention_biases = true, .pre_tokenizer = "qwen2", .tied = true},
     {.arch = "qwen3", .qk_norm = true, .pre_tokenizer = "qwen2", .tied = true},
     {.arch = "qwen3moe",
@@ -278,6 +282,47 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     spec.add_eos = true;
     return spec;
   }
+  if (name == "bert-tiny" || name == "bert-reranker-tiny") {  // BGE's habits, 4 small blocks
+    set_synthetic_family(spec, "bert");
+    spec.name = "smol-synthetic-" + std::string(name);
+    spec.layers = 4;
+    spec.ffn = 1024;
+    spec.kv_heads = 4;
+    spec.context = 512;
+    spec.rms_eps = 1e-12f;
+    spec.causal = false;
+    spec.pooling = name == "bert-tiny" ? Pooling::cls : Pooling::rank;
+    spec.labels = name == "bert-tiny" ? 0 : 1;
+    return spec;
+  }
+  if (name == "nomic-bert-tiny") {  // nomic-embed-text's habits, 4 small blocks
+    set_synthetic_family(spec, "nomic-bert");
+    spec.name = "smol-synthetic-nomic-bert-tiny";
+    spec.layers = 4;
+    spec.kv_heads = 4;
+    spec.context = 2048;
+    spec.rope_base = 1000.0f;
+    spec.rms_eps = 1e-12f;
+    spec.causal = false;
+    spec.pooling = Pooling::mean;
+    return spec;
+  }
+  if (name == "bge-base") {  // BGE-base-en-v1.5's shape, F16 as it ships
+    set_synthetic_family(spec, "bert");
+    spec.name = "smol-synthetic-bge-base";
+    spec.layers = 12;
+    spec.hidden = 768;
+    spec.ffn = 3072;
+    spec.heads = 12;
+    spec.kv_heads = 12;
+    spec.context = 512;
+    spec.vocab = 30522;
+    spec.rms_eps = 1e-12f;
+    spec.causal = false;
+    spec.pooling = Pooling::cls;
+    spec.weights = SyntheticWeights::f16;
+    return spec;
+  }
   if (name == "gpt-oss-tiny") {  // 8 heads of 64 over 256 (gpt-oss: 64 of 64 over 2880)
     set_synthetic_family(spec, "gpt-oss");
     spec.name = "smol-synthetic-gpt-oss-tiny";
@@ -349,7 +394,7 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
   fail("unknown synthetic model preset \"", name,
        "\" (known: tiny, smollm3-3b, qwen3-30b-a3b, gpt-oss-20b, qwen2-tiny, qwen3-tiny, "
        "qwen3moe-tiny (or qwen3-moe-tiny), gemma3-tiny, gpt-oss-tiny, qwen3-embedding-tiny, "
-       "qwen3-embedding-0.6b)");
+       "qwen3-embedding-0.6b, bert-tiny, bert-reranker-tiny, nomic-bert-tiny, bge-base)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -499,6 +544,57 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
     tensors.push_back(
         {std::move(name), GgmlType::F32, {size}, SyntheticTensor::Init::gaussian, 0.1f});
   };
+
+  if (family.encoder.encoder) {
+    // BERT's layout (EncoderRule): embeddings with position and type rows and their
+    // LayerNorm; per block Q, K, V and the output with biases, a LayerNorm after the
+    // attention's sum, up and down with biases, a LayerNorm after the FFN's sum.
+    // nomic-bert's instead: RoPE for positions, Q, K and V fused, a SwiGLU feed-forward,
+    // no biases on the projections.
+    const bool nomic = !family.encoder.learned_positions;
+    const auto layer_norm = [&](const std::string& name, std::uint64_t size) {
+      norm(name + ".weight", 1, size);
+      bias(name + ".bias", size);
+    };
+    const auto table = [&](std::string name, std::uint64_t rows) {
+      tensors.push_back(
+          {std::move(name), GgmlType::F32, {hidden, rows}, SyntheticTensor::Init::gaussian, 0.02f});
+    };
+    matrix("token_embd.weight", "token_embd", 0, hidden, spec.vocab, 1);
+    table("token_types.weight", 2);
+    if (!nomic) table("position_embd.weight", spec.context);
+    layer_norm("token_embd_norm", hidden);
+    for (std::size_t il = 0; il < spec.layers; ++il) {
+      const std::string prefix = "blk." + std::to_string(il) + ".";
+      if (nomic) {
+        matrix(prefix + "attn_qkv.weight", "attn_v", il, hidden, q_dim + 2 * kv_dim, 1.5f);
+        matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 1);
+      } else {
+        matrix(prefix + "attn_q.weight", "attn_q", il, hidden, q_dim, 1.5f);
+        bias(prefix + "attn_q.bias", q_dim);
+        matrix(prefix + "attn_k.weight", "attn_k", il, hidden, kv_dim, 1.5f);
+        bias(prefix + "attn_k.bias", kv_dim);
+        matrix(prefix + "attn_v.weight", "attn_v", il, hidden, kv_dim, 1);
+        bias(prefix + "attn_v.bias", kv_dim);
+        matrix(prefix + "attn_output.weight", "attn_output", il, q_dim, hidden, 1);
+        bias(prefix + "attn_output.bias", hidden);
+      }
+      layer_norm(prefix + "attn_output_norm", hidden);
+      if (nomic) matrix(prefix + "ffn_gate.weight", "ffn_gate", il, hidden, ffn, 1);
+      matrix(prefix + "ffn_up.weight", "ffn_up", il, hidden, ffn, 1);
+      if (!nomic) bias(prefix + "ffn_up.bias", ffn);
+      matrix(prefix + "ffn_down.weight", "ffn_down", il, ffn, hidden, 1);
+      if (!nomic) bias(prefix + "ffn_down.bias", hidden);
+      layer_norm(prefix + "layer_output_norm", hidden);
+    }
+    if (spec.labels != 0) {
+      matrix("cls.weight", "cls", 0, hidden, hidden, 1);
+      bias("cls.bias", hidden);
+      matrix("cls.output.weight", "cls_output", 0, hidden, spec.labels, 1);
+      bias("cls.output.bias", spec.labels);
+    }
+    return tensors;
+  }
 
   matrix("token_embd.weight", "token_embd", 0, hidden, spec.vocab, 1);
   norm("output_norm.weight", output_norm_centre, hidden);
@@ -822,11 +918,36 @@ inline std::uint32_t file_type_id(SyntheticWeights weights) {
 
 }  // namespace detail
 
+// The tensors' bytes, produced one tensor at a time as the writer writes them.
+inline void add_synthetic_tensors(gguf::GgufWriter& writer, const SyntheticSpec& spec,
+                                  const std::vector<SyntheticTensor>& tensors) {
+  for (const SyntheticTensor& tensor : tensors) {
+    const gguf::Shape shape(std::span<const std::uint64_t>(tensor.dims));
+    const std::uint64_t seed = detail::tensor_seed(spec.seed, tensor.name);
+    if (spec.fast && detail::is_block_quantized(tensor.type)) {
+      writer.add_tensor_generated(
+          tensor.name, tensor.type, shape,
+          [type = tensor.type, stddev = tensor.scale, seed](std::span<std::byte> out) {
+            detail::fill_random_blocks(type, stddev, seed, out);
+          });
+    } else {
+      writer.add_tensor_generated(
+          tensor.name, tensor.type, shape, [tensor, seed = spec.seed](std::span<std::byte> out) {
+            const auto values = detail::synthetic_values(tensor, seed);
+            quantize_row(tensor.type, values.data(), out.data(), values.size());
+          });
+    }
+  }
+}
+
 // A writer holding the whole synthetic model; tensor bytes are produced one tensor
 // at a time while it writes, so even a multi-gigabyte model needs little memory.
 inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   const auto tensors = plan_synthetic_tensors(spec);  // validates spec
-  const Vocabulary vocab = build_synthetic_vocabulary(spec.vocab);
+  const Architecture& family = find_architecture(spec.arch);
+  const bool encoder = family.encoder.encoder;
+  const Vocabulary vocab =
+      encoder ? build_wordpiece_vocabulary(spec.vocab) : build_synthetic_vocabulary(spec.vocab);
   const auto u32 = [](std::size_t value) { return static_cast<std::uint32_t>(value); };
 
   gguf::GgufWriter writer;
@@ -839,9 +960,11 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set(arch + ".feed_forward_length", u32(spec.ffn));
   writer.set(arch + ".attention.head_count", u32(spec.heads));
   writer.set(arch + ".attention.head_count_kv", u32(spec.kv_heads));
-  writer.set(arch + ".rope.freq_base", spec.rope_base);
-  writer.set(arch + ".attention.layer_norm_rms_epsilon", spec.rms_eps);
-  writer.set(arch + ".rope.dimension_count", u32(spec.effective_head_dim()));
+  writer.set(family.key(family.keys.rms_epsilon), spec.rms_eps);  // an encoder's LayerNorm's
+  if (!encoder || !family.encoder.learned_positions) {            // BERT's positions are learned
+    writer.set(arch + ".rope.freq_base", spec.rope_base);
+    writer.set(arch + ".rope.dimension_count", u32(spec.effective_head_dim()));
+  }
   if (spec.head_dim != 0 && spec.head_dim * spec.heads != spec.hidden) {
     writer.set(arch + ".attention.key_length", u32(spec.head_dim));
     writer.set(arch + ".attention.value_length", u32(spec.head_dim));
@@ -865,6 +988,23 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   if (!spec.causal) writer.set(arch + ".attention.causal", false);
 
   writer.set("tokenizer.ggml.model", vocab.model);
+  if (encoder) {  // WordPiece: no merges, no chat template; [CLS] and [SEP] frame inputs
+    writer.set("tokenizer.ggml.tokens", gguf::Value::strings(vocab.tokens));
+    std::vector<std::int32_t> types;
+    for (const TokenType type : vocab.token_types) types.push_back(static_cast<std::int32_t>(type));
+    writer.set("tokenizer.ggml.token_type", gguf::Value::array(types));
+    writer.set("tokenizer.ggml.token_type_count", 2u);
+    writer.set("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(*vocab.bos_id));
+    writer.set("tokenizer.ggml.cls_token_id", static_cast<std::uint32_t>(*vocab.bos_id));
+    writer.set("tokenizer.ggml.seperator_token_id",
+               static_cast<std::uint32_t>(*vocab.separator_id));
+    writer.set("tokenizer.ggml.unknown_token_id", static_cast<std::uint32_t>(*vocab.unknown_id));
+    writer.set("tokenizer.ggml.padding_token_id", static_cast<std::uint32_t>(*vocab.padding_id));
+    writer.set("general.file_type", detail::file_type_id(spec.weights));
+    if (spec.weights != SyntheticWeights::f32) writer.set("general.quantization_version", 2u);
+    add_synthetic_tensors(writer, spec, tensors);
+    return writer;
+  }
   writer.set("tokenizer.ggml.pre", spec.pre_tokenizer);
   writer.set("tokenizer.ggml.tokens", gguf::Value::strings(vocab.tokens));
   std::vector<std::int32_t> token_types;
@@ -881,23 +1021,7 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set("general.file_type", detail::file_type_id(spec.weights));
   if (spec.weights != SyntheticWeights::f32) writer.set("general.quantization_version", 2u);
 
-  for (const SyntheticTensor& tensor : tensors) {
-    const gguf::Shape shape(std::span<const std::uint64_t>(tensor.dims));
-    const std::uint64_t seed = detail::tensor_seed(spec.seed, tensor.name);
-    if (spec.fast && detail::is_block_quantized(tensor.type)) {
-      writer.add_tensor_generated(
-          tensor.name, tensor.type, shape,
-          [type = tensor.type, stddev = tensor.scale, seed](std::span<std::byte> out) {
-            detail::fill_random_blocks(type, stddev, seed, out);
-          });
-    } else {
-      writer.add_tensor_generated(
-          tensor.name, tensor.type, shape, [tensor, seed = spec.seed](std::span<std::byte> out) {
-            const auto values = detail::synthetic_values(tensor, seed);
-            quantize_row(tensor.type, values.data(), out.data(), values.size());
-          });
-    }
-  }
+  add_synthetic_tensors(writer, spec, tensors);
   return writer;
 }
 

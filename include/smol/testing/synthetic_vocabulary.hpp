@@ -23,7 +23,9 @@
 #include "smol/testing/synthetic_corpus.hpp"
 #include "smol/text/byte_unicode.hpp"
 #include "smol/text/pre_tokenizer.hpp"
+#include "smol/text/unicode.hpp"
 #include "smol/text/vocabulary.hpp"
+#include "smol/text/wordpiece.hpp"
 
 namespace smol {
 
@@ -166,6 +168,81 @@ inline Vocabulary build_synthetic_vocabulary(std::size_t size,
             vocab.token_types.end(), TokenType::control);
   vocab.bos_id = static_cast<TokenId>(first_control);      // <|begin_of_text|>
   vocab.eos_id = static_cast<TokenId>(first_control + 5);  // <|im_end|>, as SmolLM3
+  vocab.validate();
+  return vocab;
+}
+
+// A WordPiece vocabulary (BERT's: tokenizer.ggml.model "bert") of exactly `size`
+// tokens, spelled as llama.cpp's converter writes them: [PAD] [UNK] [CLS] [SEP] [MASK]
+// (control), then every character of the corpus as a word start ("▁a") and as a
+// continuation ("a"), then the corpus's words by frequency ("▁lighthouse") and their
+// endings by frequency ("ing", "ed"), then [unusedN] to fill. The words are the
+// WordPiece normalizer's own (lowercased, punctuation apart), so the corpus tokenizes
+// into whole words and pieces, with [UNK] for what it lacks.
+inline Vocabulary build_wordpiece_vocabulary(std::size_t size,
+                                             std::string_view corpus = kSyntheticCorpus) {
+  constexpr std::string_view kSpecials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  constexpr std::string_view kStart = WordPieceEncoder::kWordStart;
+  Vocabulary vocab;
+  vocab.model = "bert";
+  vocab.add_bos = true;
+  vocab.add_eos = true;
+  std::unordered_map<std::string, std::size_t> seen;
+  const auto add = [&](std::string token) {
+    if (vocab.tokens.size() >= size || seen.contains(token)) return;
+    seen.emplace(token, vocab.tokens.size());
+    vocab.tokens.push_back(std::move(token));
+  };
+  for (const std::string_view special : kSpecials) add(std::string(special));
+
+  const std::vector<std::string> words = WordPieceEncoder::words(corpus);
+  std::vector<std::string> characters;
+  std::unordered_map<std::string, std::size_t> word_count, ending_count;
+  for (const std::string& word : words) {
+    ++word_count[word];
+    for (std::size_t pos = 0; pos < word.size();) {
+      const std::size_t length = unicode::decode_utf8(word, pos).length;
+      characters.push_back(word.substr(pos, length));
+      if (pos > 0) ++ending_count[word.substr(pos)];
+      pos += length;
+    }
+  }
+  std::sort(characters.begin(), characters.end());
+  characters.erase(std::unique(characters.begin(), characters.end()), characters.end());
+  for (const std::string& c : characters) {
+    add(std::string(kStart) + c);
+    add(c);
+  }
+  // Most frequent first, ties by spelling, so the vocabulary is the same everywhere.
+  const auto by_frequency = [](const std::unordered_map<std::string, std::size_t>& counts) {
+    std::vector<std::pair<std::size_t, std::string>> sorted;
+    for (const auto& [text, count] : counts) sorted.emplace_back(count, text);
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    return sorted;
+  };
+  const auto frequent_words = by_frequency(word_count);
+  const auto frequent_endings = by_frequency(ending_count);
+  // Two words for every ending, while both last.
+  for (std::size_t w = 0, e = 0; w < frequent_words.size() || e < frequent_endings.size();) {
+    for (int k = 0; k < 2 && w < frequent_words.size(); ++k) {
+      add(std::string(kStart) + frequent_words[w++].second);
+    }
+    if (e < frequent_endings.size() && frequent_endings[e].first > 1) {
+      add(frequent_endings[e].second);
+    }
+    ++e;
+  }
+  for (std::size_t unused = 0; vocab.tokens.size() < size; ++unused) {
+    add("[unused" + std::to_string(unused) + "]");
+  }
+  vocab.token_types.assign(vocab.tokens.size(), TokenType::normal);
+  for (std::size_t i = 0; i < std::size(kSpecials); ++i) vocab.token_types[i] = TokenType::control;
+  vocab.padding_id = 0;
+  vocab.unknown_id = 1;
+  vocab.bos_id = 2;  // [CLS]
+  vocab.separator_id = 3;
   vocab.validate();
   return vocab;
 }

@@ -63,13 +63,18 @@ inline Vocabulary load_vocabulary(const gguf::GgufFile& file, const WarningHandl
   vocab.eot_id = token_id("tokenizer.ggml.eot_token_id");
   vocab.padding_id = token_id("tokenizer.ggml.padding_token_id");
   vocab.unknown_id = token_id("tokenizer.ggml.unknown_token_id");
+  vocab.separator_id = token_id("tokenizer.ggml.seperator_token_id");  // llama.cpp's spelling
 
   // Defaults when the keys are absent follow llama.cpp: SentencePiece vocabularies and
   // the pre-tokenizers whose row says so (Llama-3's) start with bos, others do not.
   const PreTokenizerSpec* pre = find_pre_tokenizer(vocab.pre_tokenizer);
-  const bool bos_by_default = vocab.model == "llama" || (pre != nullptr && pre->add_bos);
+  // WordPiece inputs are [CLS] (the bos) ... [SEP].
+  const bool wordpiece = vocab.model == "bert";
+  const bool bos_by_default =
+      vocab.model == "llama" || wordpiece || (pre != nullptr && pre->add_bos);
   vocab.add_bos = file.get_optional<bool>("tokenizer.ggml.add_bos_token").value_or(bos_by_default);
-  vocab.add_eos = file.get_optional<bool>("tokenizer.ggml.add_eos_token").value_or(false);
+  vocab.add_eos =
+      file.get_optional<bool>("tokenizer.ggml.add_eos_token").value_or(false) || wordpiece;
   vocab.add_space_prefix =
       file.get_optional<bool>("tokenizer.ggml.add_space_prefix").value_or(true);
 

@@ -21,6 +21,7 @@
 #include "smol/text/token_index.hpp"
 #include "smol/text/vocabulary.hpp"
 #include "smol/text/warning.hpp"
+#include "smol/text/wordpiece.hpp"
 
 namespace smol {
 
@@ -52,8 +53,11 @@ class Tokenizer {
     vocab_.validate();
     index_ = TokenIndex(vocab_.tokens);
     sentencepiece_ = vocab_.model == "llama";
+    wordpiece_ = vocab_.model == "bert";
     if (sentencepiece_) {
       spm_ = SentencePieceEncoder(vocab_, index_);
+    } else if (wordpiece_) {
+      wpm_ = WordPieceEncoder(vocab_, index_);
     } else {
       pre_tokenizer_.emplace(PreTokenizer::named(vocab_.pre_tokenizer));
       ignore_merges_ = pre_tokenizer_->spec().ignore_merges;
@@ -78,14 +82,20 @@ class Tokenizer {
       }
       if (sentencepiece_) {
         encode_sentencepiece(fragment.text, previous_was_special, ids);
+      } else if (wordpiece_) {
+        wpm_.encode(fragment.text, ids);
       } else {
         encode_byte_level(fragment.text, ids);
       }
       previous_was_special = false;
     }
-    if (options.add_eos) {
-      if (!vocab_.eos_id) fail("tokenizer: asked to add eos, but the vocabulary has no eos token");
-      ids.push_back(*vocab_.eos_id);
+    if (options.add_eos) {  // WordPiece's inputs end in [SEP]
+      const std::optional<TokenId> end = wordpiece_ ? vocab_.separator_id : vocab_.eos_id;
+      if (!end) {
+        fail("tokenizer: asked to end the input in ", wordpiece_ ? "[SEP]" : "eos",
+             ", but the vocabulary has no such token");
+      }
+      ids.push_back(*end);
     }
     return ids;
   }
@@ -108,7 +118,7 @@ class Tokenizer {
       case TokenType::unused:
         break;
     }
-    if (!sentencepiece_) return byte_unicode::decode_bytes(spelling);
+    if (!sentencepiece_ && !wordpiece_) return byte_unicode::decode_bytes(spelling);
     std::string piece;
     for (std::size_t pos = 0; pos < spelling.size();) {
       if (spelling.compare(pos, kSentencePieceSpace.size(), kSentencePieceSpace) == 0) {
@@ -126,7 +136,7 @@ class Tokenizer {
   std::string decode(std::span<const TokenId> ids, const DecodeOptions& options = {}) const {
     std::string text;
     for (const TokenId id : ids) text += token_to_piece(id, options);
-    if (sentencepiece_ && vocab_.add_space_prefix && !ids.empty() &&
+    if ((sentencepiece_ || wordpiece_) && vocab_.add_space_prefix && !ids.empty() &&
         vocab_.type_of(ids.front()) == TokenType::normal && !text.empty() && text.front() == ' ') {
       text.erase(0, 1);
     }
@@ -234,10 +244,12 @@ class Tokenizer {
   Vocabulary vocab_;
   TokenIndex index_;
   bool sentencepiece_ = false;
+  bool wordpiece_ = false;
   std::optional<PreTokenizer> pre_tokenizer_;  // byte-level BPE only
   bool ignore_merges_ = false;
   BytePairEncoder bpe_;
   SentencePieceEncoder spm_;
+  WordPieceEncoder wpm_;
   std::vector<SpecialToken> always_specials_;  // matched even without parse_special
   std::vector<SpecialToken> all_specials_;
   std::vector<TokenId> end_of_generation_;

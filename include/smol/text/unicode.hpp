@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -124,6 +125,44 @@ inline bool is_number(char32_t c) {
 }
 inline bool is_whitespace(char32_t c) {
   return (codepoint_flags(c) & tables::kWhitespace) != 0;
+}
+inline bool is_punctuation(char32_t c) {
+  return (codepoint_flags(c) & tables::kPunctuation) != 0;
+}
+// \p{C}: controls, formats, surrogates, private use and unassigned code points.
+inline bool is_control(char32_t c) {
+  return (codepoint_flags(c) & tables::kControl) != 0;
+}
+inline bool is_symbol(char32_t c) {
+  return (codepoint_flags(c) & tables::kSymbol) != 0;
+}
+
+// A code point's mapping in one of the generated tables, or the code point itself.
+inline char32_t mapped(std::span<const tables::CodepointMapping> table, char32_t c) {
+  const auto found = std::lower_bound(
+      table.begin(), table.end(), c,
+      [](const tables::CodepointMapping& m, char32_t value) { return m.from < value; });
+  return found != table.end() && found->from == c ? found->to : c;
+}
+
+// Unicode's simple lowercase mapping (one code point to one).
+inline char32_t to_lower(char32_t c) {
+  if (c < 128) return c >= U'A' && c <= U'Z' ? c + 32 : c;
+  return mapped(tables::kLowercase, c);
+}
+
+// The first code point of c's canonical decomposition (NFD): "é" gives "e". This is
+// what llama.cpp's WordPiece normalization keeps of each code point (its
+// unicode_cpts_normalize_nfd maps one to one), so the accents are dropped with the rest
+// of the decomposition. A Hangul syllable's first is its leading consonant (jamo).
+inline char32_t nfd_first(char32_t c) {
+  constexpr char32_t kHangulFirst = 0xAC00, kHangulLast = 0xD7A3, kLeadingBase = 0x1100;
+  constexpr char32_t kSyllablesPerLeading = 21 * 28;  // vowels x trailing consonants
+  if (c < 0xC0) return c;
+  if (c >= kHangulFirst && c <= kHangulLast) {
+    return kLeadingBase + (c - kHangulFirst) / kSyllablesPerLeading;
+  }
+  return mapped(tables::kNfdFirst, c);
 }
 
 // Replaces every ill-formed part of `text` by U+FFFD; valid text comes back unchanged.

@@ -25,7 +25,9 @@ enum class TokenType : std::int32_t {
 };
 
 struct Vocabulary {
-  std::string model = "gpt2";  // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama"
+  // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece) or "bert"
+  // (WordPiece)
+  std::string model = "gpt2";
   std::string pre_tokenizer = "default";  // tokenizer.ggml.pre: "llama-bpe", "smollm", "gpt2", ...
   std::vector<std::string> tokens;
   std::vector<TokenType> token_types;  // empty: every token is normal
@@ -36,8 +38,11 @@ struct Vocabulary {
   std::optional<TokenId> eot_id;
   std::optional<TokenId> padding_id;
   std::optional<TokenId> unknown_id;
+  std::optional<TokenId> separator_id;  // WordPiece's [SEP], which ends its inputs
   bool add_bos = false;
-  bool add_eos = false;  // tokenizer.ggml.add_eos_token: inputs that add special tokens end in eos
+  // tokenizer.ggml.add_eos_token: inputs that add special tokens end in eos (WordPiece's:
+  // in [SEP], always)
+  bool add_eos = false;
   bool add_space_prefix = true;  // SentencePiece only: a leading space becomes "▁"
 
   std::size_t size() const { return tokens.size(); }
@@ -69,8 +74,10 @@ struct Vocabulary {
     check_id(eot_id, "eot");
     check_id(padding_id, "padding");
     check_id(unknown_id, "unknown");
-    if (model != "gpt2" && model != "llama") {
-      fail("vocabulary: tokenizer model \"", model, "\" is not supported (only gpt2 and llama)");
+    check_id(separator_id, "separator");
+    if (model != "gpt2" && model != "llama" && model != "bert") {
+      fail("vocabulary: tokenizer model \"", model,
+           "\" is not supported (only gpt2, llama and bert)");
     }
   }
 };
