@@ -1,9 +1,10 @@
-// RMSNorm, softmax, the feed-forward gates and the experts' choice against their
-// textbook definitions.
+// RMSNorm, LayerNorm, softmax, the feed-forward gates (GELU's f16 table among them) and
+// the experts' choice against their textbook definitions.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <numeric>
 #include <random>
@@ -13,6 +14,7 @@
 #include "smol/ops/activation.hpp"
 #include "smol/ops/context.hpp"
 #include "smol/ops/expert_choice.hpp"
+#include "smol/ops/layernorm.hpp"
 #include "smol/ops/rmsnorm.hpp"
 #include "smol/ops/softmax.hpp"
 
@@ -26,6 +28,34 @@ TEST_CASE("rmsnorm divides by the root mean square and scales by the weight") {
   smol::rmsnorm(x.data(), w.data(), y.data(), 4, 1e-6f);
   const double rms = std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);
   for (std::size_t i = 0; i < 4; ++i) CHECK(y[i] == doctest::Approx(x[i] / rms * w[i]));
+}
+
+TEST_CASE("layernorm centres, divides by the standard deviation, scales and shifts") {
+  const std::vector<float> x{1, -2, 3, -4};
+  const std::vector<float> w{1, 0.5f, 2, 1}, b{0.5f, 0, -1, 0};
+  std::vector<float> y(4);
+  smol::layernorm(x.data(), w.data(), b.data(), y.data(), 4, 1e-5f);
+  const double mean = -0.5, variance = (2.25 + 2.25 + 12.25 + 12.25) / 4.0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(y[i] == doctest::Approx((x[i] - mean) / std::sqrt(variance + 1e-5) * w[i] + b[i]));
+  }
+}
+
+TEST_CASE("GELU by its f16 table is GELU of the input rounded to f16, rounded to f16") {
+  // Every f16 input of the table's range, and floats between them (rounded on the way in).
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float x = smol::f16_to_f32(static_cast<smol::f16_bits>(h));
+    if (!(std::abs(x) < 10.0f)) continue;  // beyond +-10, NaN and inf: x or 0 below
+    CHECK(smol::gelu_tanh_like_ggml(x) == smol::gelu_tanh_by_rounding(x));
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> values(-12.0f, 12.0f);
+  for (int i = 0; i < 10000; ++i) {
+    const float x = values(rng);
+    const float want = x <= -10.0f ? 0.0f : (x >= 10.0f ? x : smol::gelu_tanh_by_rounding(x));
+    CHECK(smol::gelu_tanh_like_ggml(x) == want);
+  }
+  CHECK(smol::gelu_tanh_like_ggml(1.0f) == doctest::Approx(0.8412).epsilon(1e-3));
 }
 
 TEST_CASE("softmax is stable for huge scores and sums to one") {

@@ -88,33 +88,7 @@ class LayerPass {
         rmsnorm(x_.data() + t * c.n_embd, layer.attn_norm.data(), normed_.data() + t * c.n_embd,
                 c.n_embd, c.rms_eps);
       });
-      project_shared_input({&layer.attn_q, &layer.attn_k, &layer.attn_v}, normed_.data(), n,
-                           {q_.data(), k_.data(), v_.data()}, CancelCheck{});
-      // The family's optional mechanisms (QKV biases, per-head Q/K norms), then RoPE;
-      // the config says which apply, the NoPE rule and the RoPE style come from the
-      // architecture's entry through it.
-      const bool rotate = c.uses_rope(il);
-      const RopeTable& rope = ropes.of_block(c, il);
-      for_each_token(n, [&](std::size_t t) {
-        float* q = q_.data() + t * c.q_dim();
-        float* k = k_.data() + t * c.kv_dim();
-        float* v = v_.data() + t * c.kv_dim();
-        if (c.attention_biases) {
-          add_in_place(q, layer.attn_q_bias.data(), c.q_dim());
-          add_in_place(k, layer.attn_k_bias.data(), c.kv_dim());
-          add_in_place(v, layer.attn_v_bias.data(), c.kv_dim());
-        }
-        if (c.qk_norm) {  // every head on its own, with the one weight vector
-          rmsnorm_rows(q, layer.attn_q_norm.data(), q, c.n_head, c.head_dim, c.rms_eps);
-          rmsnorm_rows(k, layer.attn_k_norm.data(), k, c.n_head_kv, c.head_dim, c.rms_eps);
-        }
-        if (rotate) {
-          const std::size_t pos = kv.position(t);
-          apply_rope(q, c.n_head, c.head_dim, rope, pos, c.rope_layout);
-          apply_rope(k, c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
-        }
-        kv.store(il, t, k, v);
-      });
+      queries_keys_values(layer, il, normed_.data(), n, ropes, kv);
       const auto attention_started = std::chrono::steady_clock::now();
       kv.attend(il, q_.data(), n, attended_.data());
       attention_seconds_ +=
@@ -225,24 +199,7 @@ class LayerPass {
     for (std::size_t il = 0; il < c.n_layer; ++il) {
       cancel.throw_if_requested();
       const LayerWeights& layer = w.layers[il];
-      project_shared_input({&layer.attn_q, &layer.attn_k, &layer.attn_v}, x_.data(), n,
-                           {q_.data(), k_.data(), v_.data()}, CancelCheck{});
-      const bool rotate = c.uses_rope(il);
-      const RopeTable& rope = ropes.of_block(c, il);
-      for_each_token(n, [&](std::size_t t) {
-        float* q = q_.data() + t * c.q_dim();
-        float* k = k_.data() + t * c.kv_dim();
-        float* v = v_.data() + t * c.kv_dim();
-        add_bias(q, layer.attn_q_bias, c.q_dim());
-        add_bias(k, layer.attn_k_bias, c.kv_dim());
-        add_bias(v, layer.attn_v_bias, c.kv_dim());
-        if (rotate) {
-          const std::size_t pos = kv.position(t);
-          apply_rope(q, c.n_head, c.head_dim, rope, pos, c.rope_layout);
-          apply_rope(k, c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
-        }
-        kv.store(il, t, k, v);
-      });
+      queries_keys_values(layer, il, x_.data(), n, ropes, kv);
       kv.attend(il, q_.data(), n, attended_.data());
       project(layer.attn_output, attended_.data(), n, projected_.data());
       if (!layer.attn_output_bias.empty()) {
@@ -271,6 +228,38 @@ class LayerPass {
       }
       add_and_layernorm(layer.ffn_out_norm, layer.ffn_out_norm_bias, n);
     }
+  }
+
+  // Block il's queries, keys and values of the n rows of `input`, into q_, k_ and v_:
+  // projected, then the family's optional mechanisms (the biases the file has, per-head
+  // Q/K norms), then RoPE (the config says which apply: the NoPE rule and the RoPE style
+  // come from the architecture's entry through it); K and V stored.
+  template <KvAccess Kv>
+  void queries_keys_values(const LayerWeights& layer, std::size_t il, const float* input,
+                           std::size_t n, const BlockRopes& ropes, Kv& kv) {
+    const ModelConfig& c = model_->config();
+    project_shared_input({&layer.attn_q, &layer.attn_k, &layer.attn_v}, input, n,
+                         {q_.data(), k_.data(), v_.data()}, CancelCheck{});
+    const bool rotate = c.uses_rope(il);
+    const RopeTable& rope = ropes.of_block(c, il);
+    for_each_token(n, [&](std::size_t t) {
+      float* q = q_.data() + t * c.q_dim();
+      float* k = k_.data() + t * c.kv_dim();
+      float* v = v_.data() + t * c.kv_dim();
+      add_bias(q, layer.attn_q_bias, c.q_dim());
+      add_bias(k, layer.attn_k_bias, c.kv_dim());
+      add_bias(v, layer.attn_v_bias, c.kv_dim());
+      if (c.qk_norm) {  // every head on its own, with the one weight vector
+        rmsnorm_rows(q, layer.attn_q_norm.data(), q, c.n_head, c.head_dim, c.rms_eps);
+        rmsnorm_rows(k, layer.attn_k_norm.data(), k, c.n_head_kv, c.head_dim, c.rms_eps);
+      }
+      if (rotate) {
+        const std::size_t pos = kv.position(t);
+        apply_rope(q, c.n_head, c.head_dim, rope, pos, c.rope_layout);
+        apply_rope(k, c.n_head_kv, c.head_dim, rope, pos, c.rope_layout);
+      }
+      kv.store(il, t, k, v);
+    });
   }
 
   // x = LayerNorm(projected + x) for the n rows: an encoder's residual sum and its norm.
