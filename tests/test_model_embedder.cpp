@@ -50,6 +50,18 @@ std::vector<std::vector<std::int32_t>> some_inputs() {
           smol::test::some_tokens(1, 512, 3), smol::test::some_tokens(19, 512, 4)};
 }
 
+// some_inputs() embedded together in a batch of 48 tokens (the four inputs, 67 tokens,
+// take two passes) give the bits each gets alone.
+void check_batched_equals_alone(const smol::Model& model, smol::Context& context) {
+  const auto inputs = some_inputs();
+  smol::Embedder together(model, context, {.batch = 48});
+  const auto batched = together.embed(inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    smol::Embedder alone(model, context, {.batch = 48});
+    CHECK(batched[i].values == alone.embed(std::span(inputs).subspan(i, 1))[0].values);
+  }
+}
+
 // Row r of a Pooling::none result.
 std::vector<float> row_of(const smol::Embedding& e, std::size_t r, std::size_t width) {
   return {e.values.begin() + static_cast<std::ptrdiff_t>(r * width),
@@ -140,15 +152,7 @@ TEST_CASE("inputs batched into one pass get the bits each gets alone, causal or 
     CAPTURE(causal);
     const smol::Model model = model_of(small_spec(smol::Pooling::mean, causal));
     smol::Context context(2);
-    const auto inputs = some_inputs();
-    // A batch of 48 tokens: the four inputs (67 tokens) take two passes together.
-    smol::Embedder together(model, context, {.batch = 48});
-    const auto batched = together.embed(inputs);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      smol::Embedder alone(model, context, {.batch = 48});
-      const auto solo = alone.embed(std::span(inputs).subspan(i, 1));
-      CHECK(batched[i].values == solo[0].values);
-    }
+    check_batched_equals_alone(model, context);
   }
 }
 
@@ -188,13 +192,9 @@ TEST_CASE("an encoder: batched equals alone, every token sees the whole input, n
     CHECK_FALSE(model.config().causal_attention);
     CHECK(model.config().pooling != smol::Pooling::none);
     smol::Context context(2);
+    check_batched_equals_alone(model, context);
     const auto inputs = some_inputs();
     smol::Embedder together(model, context, {.batch = 48});
-    const auto batched = together.embed(inputs);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      smol::Embedder alone(model, context, {.batch = 48});
-      CHECK(batched[i].values == alone.embed(std::span(inputs).subspan(i, 1))[0].values);
-    }
     // The pooled state moves with the input's last token.
     std::vector<std::int32_t> other = inputs[1];
     other.back() = (other.back() + 1) % 512;
