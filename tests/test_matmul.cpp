@@ -454,6 +454,54 @@ TEST_CASE("the vector sets carry their prefill and lane-packed kernels") {
     CHECK((k.of<GgmlType::Q2_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q3_K>().tile_dots != nullptr) == x86);
     CHECK((k.of<GgmlType::Q5_K>().tile_dots != nullptr) == x86);
+    CHECK((k.of<GgmlType::F16>().tile_dots != nullptr) == (isa != Isa::scalar));
+    CHECK((k.of<GgmlType::BF16>().tile_dots != nullptr) == (isa != Isa::scalar));
+    CHECK((k.of<GgmlType::F32>().tile_dots != nullptr) == (isa != Isa::scalar));
+  }
+}
+
+TEST_CASE("float rows' tiles: a token's bits depend on neither the token count nor the rows") {
+  // float_tiles.hpp: each (row, token) sum in one order whatever the tile's shape. Rows and
+  // tokens past whole tiles (37 rows, 1 to 9 tokens), lengths with a tail past whole batches.
+  std::mt19937 rng(27);
+  const std::size_t rows = 37, n_tokens = 9;
+  for (GgmlType type : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    for (std::size_t cols : {64, 771}) {
+      CAPTURE(ggml_type_name(type));
+      CAPTURE(cols);
+      const auto bytes = random_matrix(type, rows, cols, rng);
+      const WeightMatrix w = view(type, bytes, rows, cols);
+      const auto x = random_floats(n_tokens * cols, rng);
+      for (Isa isa : available_isas()) {
+        CAPTURE(isa_name(isa));
+        Context ctx(2, isa);
+        CHECK_FALSE(matvec_rounds_like_tiles(ctx, w));
+        std::vector<float> many(n_tokens * rows);
+        matmul(ctx, w, x.data(), n_tokens, many.data(), OneToken::tiles);
+        for (std::size_t few = 1; few < n_tokens; ++few) {
+          for (std::size_t t0 : {std::size_t{0}, n_tokens - few}) {
+            std::vector<float> part(few * rows);
+            matmul(ctx, w, x.data() + t0 * cols, few, part.data(), OneToken::tiles);
+            CAPTURE(few);
+            CAPTURE(t0);
+            CHECK(std::memcmp(part.data(), many.data() + t0 * rows, part.size() * sizeof(float)) ==
+                  0);
+          }
+        }
+        // Rows 1..36 alone: each row in another place of its tile.
+        const WeightMatrix shifted{
+            type, bytes.data() + w.row_bytes, rows - 1, cols, w.row_bytes, "test.shifted"};
+        std::vector<float> rest(n_tokens * (rows - 1));
+        matmul(ctx, shifted, x.data(), n_tokens, rest.data(), OneToken::tiles);
+        std::size_t differ = 0;
+        for (std::size_t t = 0; t < n_tokens; ++t) {
+          for (std::size_t r = 1; r < rows; ++r) {
+            differ += rest[t * (rows - 1) + r - 1] != many[t * rows + r];
+          }
+        }
+        CHECK(differ == 0);
+      }
+    }
   }
 }
 

@@ -1,8 +1,10 @@
 // The kernel units of the float weight types (F32, F16, BF16): dots of a float row with
-// float activations, written once over xsimd (float_kernels.hpp) for every vector set.
+// float activations, written once over xsimd (float_kernels.hpp) for every vector set, and
+// their prefill tiles (float_tiles.hpp).
 #pragma once
 
 #include "smol/simd/float_kernels.hpp"
+#include "smol/simd/float_tiles.hpp"
 #include "smol/simd/kernels.hpp"
 #include "smol/simd/scalar_kernels.hpp"
 
@@ -30,6 +32,7 @@ struct KernelUnit<WeightType<Type, Element, float>> {
     } else {
       k.dot = simd::dot_bf16_f32<Arch>;
     }
+    k.tile_dots = simd::tile_dots_float<Arch, Type>;
   }
 };
 
