@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates include/smol/text/unicode_tables.hpp: the code point classes that the
 pre-tokenizer regexes need (\\p{L}, \\p{N}, \\p{P}, \\s) and WordPiece's normalization
-needs (\\p{C}, \\p{S}), as sorted ranges; and two maps WordPiece reads as llama.cpp does
+needs (\\p{C}, \\p{S}, \\p{M}), as sorted ranges; and two maps WordPiece reads as llama.cpp does
 (its unicode_map_lowercase and unicode_ranges_nfd): each code point's simple lowercase,
 and the first code point of its canonical decomposition (NFD), Hangul syllables left to
 their algorithm.
@@ -17,7 +17,7 @@ Usage: python3 scripts/gen_unicode_tables.py > include/smol/text/unicode_tables.
 import sys
 import unicodedata
 
-LETTER, NUMBER, WHITESPACE, PUNCTUATION, CONTROL, SYMBOL = 1, 2, 4, 8, 16, 32
+LETTER, NUMBER, WHITESPACE, PUNCTUATION, CONTROL, SYMBOL, MARK = 1, 2, 4, 8, 16, 32, 64
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
 # PropList.txt, White_Space=yes (unchanged since Unicode 6.3).
@@ -39,6 +39,8 @@ def class_of(cp, whitespace):
         flags |= CONTROL
     elif category[0] == "S":
         flags |= SYMBOL
+    elif category[0] == "M":  # llama.cpp's is_accent_mark, which WordPiece drops
+        flags |= MARK
     return flags
 
 
@@ -76,7 +78,8 @@ def main():
     out.write(f"inline constexpr std::uint8_t kWhitespace = {WHITESPACE};\n")
     out.write(f"inline constexpr std::uint8_t kPunctuation = {PUNCTUATION};\n")
     out.write(f"inline constexpr std::uint8_t kControl = {CONTROL};\n")
-    out.write(f"inline constexpr std::uint8_t kSymbol = {SYMBOL};\n\n")
+    out.write(f"inline constexpr std::uint8_t kSymbol = {SYMBOL};\n")
+    out.write(f"inline constexpr std::uint8_t kMark = {MARK};\n\n")
     out.write("struct CodepointRange {\n  char32_t first;\n  char32_t last;\n"
               "  std::uint8_t flags;\n};\n\n")
     out.write("// Sorted, disjoint; code points in no range have no flags.\n")

@@ -18,6 +18,9 @@
 #   real_model_gemma3_server   a greedy chat over smol-server on it answers with Paris
 #   real_model_gemma3_tokenize / _greedy / _perplexity   the same checks on Gemma 3 270M
 #   synthetic_embeddings       smol-server's embeddings == llama.cpp's, every pooling
+#   wordpiece_tokenizers / synthetic_wordpiece   Hugging Face's tokenizers (PyPI, pinned)
+#                              into the build tree; WordPiece on the conformance corpus ==
+#                              Hugging Face's, or llama.cpp's where the two part
 #   synthetic_{qwen2,qwen3,gemma3}_greedy   smol-make-model's F32 and Q4_K_M files in the
 #                              family's layout, logits against llama.cpp's (no download
 #                              beyond real_model_npm)
@@ -240,6 +243,29 @@ add_test(NAME synthetic_embeddings
                  --texts "${CMAKE_CURRENT_SOURCE_DIR}/real_model/embedding_texts.json")
 set_tests_properties(synthetic_embeddings PROPERTIES FIXTURES_REQUIRED real_model_npm
                                                      TIMEOUT 300 LABELS real_model)
+
+# WordPiece against Hugging Face's own tokenizers (the Rust library's wheel, x86-64 and
+# AArch64 hashes) and llama.cpp's on the tokenizer conformance corpus (text.cmake's
+# tokenizer_reference writes it): wordpiece_check.py.
+set(wordpiece_tokenizers "${real_dir}/python-tokenizers")
+set(wordpiece_requirement
+    "tokenizers==0.21.1 --hash=sha256:2dd9a0061e403546f7377df940e866c3e678d7d4e9643d0461ea442b4f89e61a --hash=sha256:28da6b72d4fb14ee200a1bd386ff74ade8992d7f725f2bde2c495a9a98cf4d9f")
+add_test(NAME wordpiece_tokenizers
+         COMMAND ${CMAKE_COMMAND} "-DPYTHON=${Python3_EXECUTABLE}" "-DTARGET=${wordpiece_tokenizers}"
+                 "-DREQUIREMENT=${wordpiece_requirement}" -P
+                 "${CMAKE_CURRENT_SOURCE_DIR}/real_model/pip_install.cmake")
+set_tests_properties(wordpiece_tokenizers PROPERTIES FIXTURES_SETUP wordpiece_tokenizers
+                                                     TIMEOUT 600 LABELS "real_model;network")
+add_test(NAME synthetic_wordpiece
+         COMMAND ${Python3_EXECUTABLE} "${CMAKE_CURRENT_SOURCE_DIR}/real_model/wordpiece_check.py"
+                 --make-model $<TARGET_FILE:smol-make-model> --server $<TARGET_FILE:smol-server>
+                 --node "${SMOL_NODE}" --oracle "${real_npm}/llamacpp_oracle.mjs"
+                 --work "${real_dir}/synthetic-wordpiece"
+                 --corpus "${CMAKE_CURRENT_BINARY_DIR}/tokenizer_data/corpus.json"
+                 --tokenizers-path "${wordpiece_tokenizers}")
+set_tests_properties(synthetic_wordpiece PROPERTIES
+                     FIXTURES_REQUIRED "real_model_npm;tokenizer_reference;wordpiece_tokenizers"
+                     TIMEOUT 300 LABELS real_model)
 
 # o200k's pre-tokenizer (tokenizer.ggml.pre "gpt-4o": gpt-oss, Llama 4) against
 # llama.cpp's on the tokenize corpus, through a one-block gpt-oss-tiny file (its

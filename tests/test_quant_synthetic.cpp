@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -365,6 +366,31 @@ TEST_CASE("A synthetic file's vocabulary loads back through the GGUF reader") {
   CHECK(loaded.merges == built.merges);
   CHECK(loaded.pre_tokenizer == "llama-bpe");
   CHECK_FALSE(loaded.add_bos);
+}
+
+// BertNormalizer's options as llama.cpp reads them: both on when absent; strip_accents
+// follows lowercase unless named.
+TEST_CASE("WordPiece normalizer keys: lowercase, and strip_accents following it") {
+  const smol::SyntheticSpec spec = smol::synthetic_preset("tiny");
+  const auto load = [&](std::optional<bool> lowercase, std::optional<bool> strip) {
+    auto writer = smol::make_synthetic_writer(spec);
+    if (lowercase) writer.set("tokenizer.ggml.normalizer.lowercase", *lowercase);
+    if (strip) writer.set("tokenizer.ggml.normalizer.strip_accents", *strip);
+    const auto file = smol::gguf::GgufFile::from_bytes(writer.to_bytes(), "normalizer.gguf");
+    return smol::load_vocabulary(file).wordpiece_normalizer;
+  };
+  const auto both = load(std::nullopt, std::nullopt);
+  CHECK(both.lowercase);
+  CHECK(both.strip_accents);
+  const auto cased = load(false, std::nullopt);
+  CHECK_FALSE(cased.lowercase);
+  CHECK_FALSE(cased.strip_accents);
+  const auto lower_only = load(true, false);
+  CHECK(lower_only.lowercase);
+  CHECK_FALSE(lower_only.strip_accents);
+  const auto strip_only = load(false, true);
+  CHECK_FALSE(strip_only.lowercase);
+  CHECK(strip_only.strip_accents);
 }
 
 // llama.cpp's converters mark a special token the model lacks with 0xFFFFFFFF (models

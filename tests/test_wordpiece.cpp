@@ -1,9 +1,11 @@
 // WordPiece (BERT's tokenizer, text/wordpiece.hpp): the normalizer's words, as llama.cpp's
-// WPM preprocess makes them (each code point to the first of its decomposition, then
-// lowercase; punctuation, ASCII symbols and CJK ideographs apart; controls dropped); the
+// WPM preprocess makes them (each code point to the first of its decomposition and
+// combining marks dropped, then lowercase, as the file's options say; punctuation, ASCII
+// symbols and CJK ideographs apart; controls dropped); the
 // greedy longest-piece cut with "▁" at each word's start; [UNK] for a word that cannot be
 // cut whole; [CLS] ... [SEP] around an input; the Unicode maps it reads. (The synthetic
-// BERT file's tokens against llama.cpp's own: tests/real_model/embedding_check.py.)
+// BERT file's tokens against llama.cpp's own: tests/real_model/embedding_check.py; and
+// against Hugging Face's tokenizers on the conformance corpus: wordpiece_check.py.)
 #include <doctest/doctest.h>
 
 #include <string>
@@ -54,6 +56,22 @@ TEST_CASE("the normalizer's words are llama.cpp's WPM preprocess") {
   // A Hangul syllable keeps its leading consonant (llama.cpp's one-to-one NFD).
   CHECK(WordPieceEncoder::words("\uD55C") == Words{"\u1112"});
   CHECK(WordPieceEncoder::words("   ").empty());
+  // Combining marks are dropped: a decomposed "e\u0301" is "e" as the composed one is.
+  CHECK(WordPieceEncoder::words("e\u0301te\u0301 Cafe\u0301") == Words{"ete", "cafe"});
+}
+
+TEST_CASE("the file's BertNormalizer options: no lowercase, no accent stripping") {
+  using smol::WordPieceEncoder;
+  using smol::WordPieceNormalizer;
+  // Cased models (bert-base-cased) keep case and accents, combining marks included.
+  const WordPieceNormalizer cased{.lowercase = false, .strip_accents = false};
+  CHECK(WordPieceEncoder::words("Café e\u0301 ÄB", cased) == Words{"Café", "e\u0301", "ÄB"});
+  // Lowercase only (strip_accents set false on its own).
+  const WordPieceNormalizer lower_only{.lowercase = true, .strip_accents = false};
+  CHECK(WordPieceEncoder::words("Café ÄB", lower_only) == Words{"café", "äb"});
+  // Accents stripped, case kept.
+  const WordPieceNormalizer strip_only{.lowercase = false, .strip_accents = true};
+  CHECK(WordPieceEncoder::words("Café ÄB", strip_only) == Words{"Cafe", "AB"});
 }
 
 TEST_CASE("the Unicode maps: simple lowercase and the decomposition's first code point") {

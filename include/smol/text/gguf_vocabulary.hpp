@@ -77,6 +77,11 @@ inline Vocabulary load_vocabulary(const gguf::GgufFile& file, const WarningHandl
       file.get_optional<bool>("tokenizer.ggml.add_eos_token").value_or(false) || wordpiece;
   vocab.add_space_prefix =
       file.get_optional<bool>("tokenizer.ggml.add_space_prefix").value_or(true);
+  WordPieceNormalizer& normalizer = vocab.wordpiece_normalizer;
+  normalizer.lowercase =
+      file.get_optional<bool>("tokenizer.ggml.normalizer.lowercase").value_or(true);
+  normalizer.strip_accents = file.get_optional<bool>("tokenizer.ggml.normalizer.strip_accents")
+                                 .value_or(normalizer.lowercase);
 
   try {
     vocab.validate();

@@ -136,6 +136,10 @@ inline bool is_control(char32_t c) {
 inline bool is_symbol(char32_t c) {
   return (codepoint_flags(c) & tables::kSymbol) != 0;
 }
+// \p{M}: combining marks (llama.cpp's is_accent_mark).
+inline bool is_mark(char32_t c) {
+  return (codepoint_flags(c) & tables::kMark) != 0;
+}
 
 // A code point's mapping in one of the generated tables, or the code point itself.
 inline char32_t mapped(std::span<const tables::CodepointMapping> table, char32_t c) {

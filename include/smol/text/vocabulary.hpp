@@ -24,6 +24,14 @@ enum class TokenType : std::int32_t {
   byte = 6,  // SentencePiece byte fallback <0xNN>
 };
 
+// WordPiece's BertNormalizer options (tokenizer.ggml.normalizer.lowercase and
+// .strip_accents; llama.cpp: both on by default, and accents follow lowercase where the
+// file names only that).
+struct WordPieceNormalizer {
+  bool lowercase = true;
+  bool strip_accents = true;
+};
+
 struct Vocabulary {
   // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece) or "bert"
   // (WordPiece)
@@ -43,7 +51,8 @@ struct Vocabulary {
   // tokenizer.ggml.add_eos_token: inputs that add special tokens end in eos (WordPiece's:
   // in [SEP], always)
   bool add_eos = false;
-  bool add_space_prefix = true;  // SentencePiece only: a leading space becomes "▁"
+  bool add_space_prefix = true;              // SentencePiece only: a leading space becomes "▁"
+  WordPieceNormalizer wordpiece_normalizer;  // WordPiece only
 
   std::size_t size() const { return tokens.size(); }
 

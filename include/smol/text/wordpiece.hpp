@@ -5,8 +5,10 @@
 //
 // The converter spells a word's first piece with a leading U+2581 ("▁play") and a
 // continuation bare ("ing", Hugging Face's "##ing"). The text is normalized code point
-// by code point: each replaced by the first code point of its canonical decomposition
-// (so accents fall away: "é" is "e"), then lowercased; controls, NUL and U+FFFD dropped.
+// by code point as the file's BertNormalizer options say (WordPieceNormalizer): accents
+// stripped (each code point replaced by the first of its canonical decomposition, and
+// combining marks dropped: "é" and "e\u0301" are "e"), lowercased; controls, NUL and
+// U+FFFD dropped.
 // Words split at whitespace, and every punctuation mark, ASCII symbol and CJK ideograph
 // is a word of its own. Each word, with its "▁", is cut greedily into the longest
 // pieces the vocabulary has; a word that cannot be cut whole is one [UNK].
@@ -29,33 +31,36 @@ namespace smol {
 class WordPieceEncoder {
  public:
   WordPieceEncoder() = default;
-  WordPieceEncoder(const Vocabulary& vocab, const TokenIndex& index) : index_(&index) {
+  WordPieceEncoder(const Vocabulary& vocab, const TokenIndex& index)
+      : index_(&index), normalizer_(vocab.wordpiece_normalizer) {
     if (!vocab.unknown_id) fail("tokenizer: a WordPiece vocabulary needs an unknown token");
     unknown_ = *vocab.unknown_id;
     for (const std::string& token : vocab.tokens) longest_ = std::max(longest_, token.size());
   }
 
   // The words of `text` after normalization (llama.cpp's WPM preprocess).
-  static std::vector<std::string> words(std::string_view text) {
+  static std::vector<std::string> words(std::string_view text,
+                                        const WordPieceNormalizer& normalizer = {}) {
     std::vector<std::string> words(1);
     for (std::size_t pos = 0; pos < text.size();) {
       const unicode::DecodedCodepoint decoded = unicode::decode_utf8(text, pos);
       pos += decoded.length;
-      const char32_t c = decoded.status == unicode::Utf8Status::valid
-                             ? unicode::nfd_first(decoded.codepoint)
-                             : unicode::kReplacementCharacter;
+      char32_t c = decoded.status == unicode::Utf8Status::valid ? decoded.codepoint
+                                                                : unicode::kReplacementCharacter;
+      if (normalizer.strip_accents) c = unicode::nfd_first(c);
       if (unicode::is_whitespace(c)) {
         if (!words.back().empty()) words.emplace_back();
         continue;
       }
       if (c == 0 || c == unicode::kReplacementCharacter || unicode::is_control(c)) continue;
-      const std::string lower = unicode::to_utf8(unicode::to_lower(c));
+      if (normalizer.strip_accents && unicode::is_mark(c)) continue;
+      const std::string piece = unicode::to_utf8(normalizer.lowercase ? unicode::to_lower(c) : c);
       if (unicode::is_punctuation(c) || (c < 0x7F && unicode::is_symbol(c)) || is_cjk(c)) {
         if (!words.back().empty()) words.emplace_back();
-        words.back() = lower;
+        words.back() = piece;
         words.emplace_back();
       } else {
-        words.back() += lower;
+        words.back() += piece;
       }
     }
     if (words.back().empty()) words.pop_back();
@@ -64,7 +69,7 @@ class WordPieceEncoder {
 
   // Appends the pieces of `text` to `ids`.
   void encode(std::string_view text, std::vector<TokenId>& ids) const {
-    for (const std::string& word : words(text)) {
+    for (const std::string& word : words(text, normalizer_)) {
       const std::string marked = std::string(kWordStart) + word;
       const std::size_t before = ids.size();
       for (std::size_t i = 0; i < marked.size();) {
@@ -98,6 +103,7 @@ class WordPieceEncoder {
   }
 
   const TokenIndex* index_ = nullptr;
+  WordPieceNormalizer normalizer_;
   TokenId unknown_ = 0;
   std::size_t longest_ = 0;  // bytes of the longest token
 };
