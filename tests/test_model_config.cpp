@@ -655,4 +655,24 @@ TEST_CASE("Gemma 3 27B's attention scale: n_embd / n_head at 62 blocks") {
   CHECK(config_of("qwen3-tiny", 62).attention_scale_dim == 0);
 }
 
+TEST_CASE("a reranker's head: its rows are the labels; a label count that differs is refused") {
+  smol::SyntheticSpec spec = smol::synthetic_preset("qwen3-reranker-tiny");
+  spec.layers = 1;
+  spec.vocab = 512;
+  {
+    const auto file = smol::gguf::GgufFile::from_bytes(smol::make_synthetic_writer(spec).to_bytes(),
+                                                       "reranker.gguf");
+    const smol::ModelConfig config = smol::ModelConfig::from_gguf(file);
+    CHECK(config.n_labels == 2);
+    CHECK(config.rank_softmax);  // Qwen3's entry: llama.cpp softmaxes its head
+  }
+  auto writer = smol::make_synthetic_writer(spec);
+  writer.set("qwen3.classifier.output_labels",
+             smol::gguf::Value::strings(std::vector<std::string>{"yes", "no", "maybe"}));
+  const auto file = smol::gguf::GgufFile::from_bytes(writer.to_bytes(), "three-labels.gguf");
+  CHECK_THROWS_WITH_AS(smol::ModelConfig::from_gguf(file),
+                       doctest::Contains("names 3 labels, but cls.output.weight has 2 rows"),
+                       smol::Error);
+}
+
 }  // namespace test_model_config

@@ -220,23 +220,61 @@ TEST_CASE("a reranker's score is its head on [CLS]'s state: tanh(cls x + b), the
   REQUIRE(ranker.width() == 1);
   const auto scores = ranker.embed(inputs);
   const auto cls = states.embed(inputs);
-  const smol::EncoderWeights& head = model.weights().encoder;
+  const smol::ClassifierWeights& head = model.weights().classifier;
+  REQUIRE(head.has_hidden);
   const std::size_t width = model.config().n_embd;
   const auto f32_row = [](const smol::WeightMatrix& m, std::size_t r) {
     return reinterpret_cast<const float*>(m.row(r));
   };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    double score = head.classifier_output_bias[0];
+    double score = head.output_bias[0];
     for (std::size_t j = 0; j < width; ++j) {
-      double hidden = head.classifier_bias[j];
+      double hidden = head.hidden_bias[j];
       for (std::size_t k = 0; k < width; ++k) {
-        hidden += double(f32_row(head.classifier, j)[k]) * cls[i].values[k];
+        hidden += double(f32_row(head.hidden, j)[k]) * cls[i].values[k];
       }
-      score += std::tanh(hidden) * f32_row(head.classifier_output, 0)[j];
+      score += std::tanh(hidden) * f32_row(head.output, 0)[j];
     }
     REQUIRE(scores[i].rows == 1);
     CHECK(scores[i].values[0] == doctest::Approx(score).epsilon(1e-4));
   }
+}
+
+TEST_CASE("a decoder reranker's scores: softmax of cls.output on the last token's state") {
+  // Qwen3-Reranker as llama.cpp runs it: no cls, no biases; the causal model's last
+  // token (the end of the rerank prompt) through cls.output's two rows ("yes", "no"),
+  // softmaxed, so the first score is p(yes).
+  smol::SyntheticSpec spec = smol::synthetic_preset("qwen3-reranker-tiny");
+  spec.layers = 2;
+  spec.vocab = 512;
+  spec.weights = smol::SyntheticWeights::f32;
+  const smol::Model model = model_of(spec);
+  REQUIRE(model.config().n_labels == 2);
+  REQUIRE(model.config().rank_softmax);
+  REQUIRE(model.config().pooling == smol::Pooling::rank);
+  const smol::ClassifierWeights& head = model.weights().classifier;
+  CHECK_FALSE(head.has_hidden);
+  CHECK(head.output_bias.empty());
+  smol::Context context(2);
+  const auto inputs = some_inputs();
+  smol::Embedder ranker(model, context, {.batch = 128});
+  smol::Embedder states(model, context, {.batch = 128, .pooling = smol::Pooling::last});
+  REQUIRE(ranker.width() == 2);
+  const auto scores = ranker.embed(inputs);
+  const auto last = states.embed(inputs);
+  const std::size_t width = model.config().n_embd;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    double logits[2] = {0, 0};
+    for (std::size_t label = 0; label < 2; ++label) {
+      const auto* row = reinterpret_cast<const float*>(head.output.row(label));
+      for (std::size_t k = 0; k < width; ++k) logits[label] += double(row[k]) * last[i].values[k];
+    }
+    const double yes = 1 / (1 + std::exp(logits[1] - logits[0]));
+    REQUIRE(scores[i].rows == 1);
+    CHECK(scores[i].values[0] == doctest::Approx(yes).epsilon(1e-4));
+    CHECK(scores[i].values[0] + scores[i].values[1] == doctest::Approx(1.0).epsilon(1e-6));
+  }
+  check_batched_equals_alone(model, context);
 }
 
 TEST_CASE("bad inputs are refused by index; rank pooling without a head is refused") {

@@ -12,8 +12,10 @@
 #include "smol/serve/context_shift.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/openai_responses.hpp"
+#include "smol/serve/rerank.hpp"
 #include "smol/serve/response_store.hpp"
 #include "smol/template/chat_template.hpp"
+#include "smol/testing/synthetic_vocabulary.hpp"
 
 // One namespace per suite: the suite compiles in a unity build (tests/CMakeLists.txt).
 namespace test_serve_protocol {
@@ -1631,6 +1633,37 @@ TEST_CASE("logit_bias: OpenAI's object or llama.cpp's pairs, false bans") {
     CAPTURE(bad);
     CHECK(rejection(body(bad)).param == "logit_bias");
   }
+}
+
+}  // namespace test_serve_protocol
+
+namespace test_serve_protocol {
+
+TEST_CASE("rerank pairs: the file's rerank template filled in, its special tokens read as such") {
+  const smol::Tokenizer tokenizer(smol::build_synthetic_vocabulary(1024));
+  const std::string prompt_template = "<|im_start|>user\nQ: {query}\nD: {document}<|im_end|>";
+  const auto ids = smol::serve::rerank_input(tokenizer, "where", "here", prompt_template);
+  CHECK(ids == tokenizer.encode("<|im_start|>user\nQ: where\nD: here<|im_end|>",
+                                {.parse_special = true, .add_bos = false}));
+  const auto im_start = tokenizer.find_token("<|im_start|>");
+  REQUIRE(im_start.has_value());
+  CHECK(ids.front() == *im_start);
+  // llama-server's order: {query} first, then {document}, in what the query put in too;
+  // a replacement is not searched again.
+  CHECK(smol::serve::replace_all("{query} and {document}", "{query}", "{document}{query}") ==
+        "{document}{query} and {document}");
+  // Without a template, a vocabulary that adds eos ends both halves with it.
+  smol::Vocabulary with_eos = smol::build_synthetic_vocabulary(1024);
+  with_eos.add_eos = true;
+  const smol::Tokenizer eos_tokenizer(with_eos);
+  const auto plain = smol::serve::rerank_input(eos_tokenizer, "where", "here");
+  const auto q = eos_tokenizer.encode("where", {.add_bos = false});
+  const auto d = eos_tokenizer.encode("here", {.add_bos = false});
+  std::vector<smol::TokenId> want = q;
+  want.push_back(*with_eos.eos_id);
+  want.insert(want.end(), d.begin(), d.end());
+  want.push_back(*with_eos.eos_id);
+  CHECK(plain == want);
 }
 
 }  // namespace test_serve_protocol

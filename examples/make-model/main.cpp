@@ -77,6 +77,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                              {"gpt-oss-tiny", std::string("gpt-oss-tiny")},
                              {"qwen3-embedding-tiny", std::string("qwen3-embedding-tiny")},
                              {"qwen3-embedding-0.6b", std::string("qwen3-embedding-0.6b")},
+                             {"qwen3-reranker-tiny", std::string("qwen3-reranker-tiny")},
                              {"bert-tiny", std::string("bert-tiny")},
                              {"bert-reranker-tiny", std::string("bert-reranker-tiny")},
                              {"nomic-bert-tiny", std::string("nomic-bert-tiny")},
@@ -92,6 +93,8 @@ std::optional<int> parse_arguments(int argc, char** argv, Options& options) {
                             "(the tiny shape in that family's layout), qwen3-embedding-tiny\n"
                             "(qwen3-tiny pooling its last token, eos added) or\n"
                             "qwen3-embedding-0.6b (Qwen3-Embedding-0.6B's shape, Q8_0, fast),\n"
+                            "qwen3-reranker-tiny (qwen3-tiny with Qwen3-Reranker's head: rank\n"
+                            "pooling of the last token, a rerank prompt template),\n"
                             "bert-tiny (a BERT encoder pooling [CLS], WordPiece),\n"
                             "bert-reranker-tiny (with a classifier head: rank pooling),\n"
                             "nomic-bert-tiny (RoPE, fused QKV, SwiGLU; mean pooling) or\n"

@@ -112,8 +112,9 @@ inline void native_embedding(State& state, const httplib::Request& req, httplib:
 // POST /v1/rerank: each document's relevance to the query, best first.
 inline void rerank(State& state, const httplib::Request& req, httplib::Response& res) {
   require_reranker(ready_embedder(state), true);
+  const Service& service = ready_service(state);
   const smol::serve::RerankRequest request =
-      smol::serve::parse_rerank_request(req.body, ready_service(state).tokenizer);
+      smol::serve::parse_rerank_request(req.body, service.tokenizer, service.rerank_template);
   std::vector<float> scores;
   for (const smol::Embedding& result : run_embeddings(state, request.inputs)) {
     scores.push_back(result.values.at(0));

@@ -28,6 +28,7 @@
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
 #include "smol/serve/openai_protocol.hpp"
+#include "smol/serve/rerank.hpp"
 #include "smol/serve/response_store.hpp"
 #include "smol/serve/token_mask_cache.hpp"
 #include "smol/smol.hpp"
@@ -70,6 +71,7 @@ struct Service {
                            smol::EmbedderOptions{
                                .batch = o.batch, .kv_type = o.kv_type, .pooling = o.pooling})
                      : nullptr),
+        rerank_template(smol::serve::rerank_template(model.file()).value_or("")),
         draft_model(open_draft_model(o, tokenizer)),
         draft_engine(draft_model
                          ? std::make_unique<smol::BatchTransformer>(
@@ -158,6 +160,7 @@ struct Service {
   // --embeddings: the model's embeddings, on a pool of its own, run on the engine thread
   // between the scheduler's steps (embeddings.hpp); null without.
   std::unique_ptr<smol::Embedder> embedder;
+  std::string rerank_template;  // the file's tokenizer.chat_template.rerank, or empty
   // -md: the draft model and its own engine (its own KV pool), run on the engine thread
   // between the model's passes; null without.
   std::unique_ptr<smol::Model> draft_model;

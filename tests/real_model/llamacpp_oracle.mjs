@@ -114,7 +114,8 @@ if (command === "tokenize") {
   // An embedding context (rank: a ranking context, llama.cpp's rank pooling) on each
   // input, as node-llama-cpp's getEmbeddingFor runs one, with --exact's cache if asked:
   // embed's texts tokenized without special tokens, bos (WordPiece: [CLS]) and eos
-  // (WordPiece: [SEP]) added as the vocabulary says; rank's token lists as they are.
+  // (WordPiece: [SEP]) added as the vocabulary says; rank's token lists as they are, its
+  // texts tokenized with their special tokens.
   // The vectors unnormalized (pooling none: the last token's); rank's raw scores.
   const ranking = command === "rank";
   const inputs = JSON.parse(readFileSync(rest[0], "utf8"));
@@ -128,7 +129,9 @@ if (command === "tokenize") {
   const last = wordpiece ? model.tokens.sep : (model.tokens.shouldAppendEosToken ? model.tokens.eos : null);
   const out = [];
   for (const input of inputs) {
-    const tokens = ranking ? input : [
+    // rank: a token list, or a prompt text tokenized with its special tokens and nothing
+    // added (llama-server's tokenize_input_subprompt of a rerank template's prompt).
+    const tokens = ranking ? (typeof input === "string" ? model.tokenize(input, true) : input) : [
       ...(first === null ? [] : [first]), ...model.tokenize(input, false), ...(last === null ? [] : [last])];
     await sequence.eraseContextTokenRanges([{ start: 0, end: sequence.nextTokenIndex }]);
     for await (const _ of sequence.evaluate(tokens, { _noSampling: true })) break;

@@ -20,53 +20,12 @@ strings equal to Hugging Face's.
 import argparse
 import json
 import os
-import struct
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from embedding_check import post, start_server, stop  # noqa: E402
-
-SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-
-def gguf_tokens(path):
-    """tokenizer.ggml.tokens of a GGUF file (its metadata, read as the format lays it out)."""
-    with open(path, "rb") as f:
-        data = f.read(64 << 20)
-    if data[:4] != b"GGUF":
-        raise ValueError(f"{path}: not a GGUF file")
-    offset = 8
-    _, n_kv = struct.unpack_from("<QQ", data, offset)
-    offset += 16
-
-    def string():
-        nonlocal offset
-        (n,) = struct.unpack_from("<Q", data, offset)
-        value = data[offset + 8:offset + 8 + n].decode("utf-8")
-        offset += 8 + n
-        return value
-
-    def value(kind):
-        nonlocal offset
-        if kind == 8:
-            return string()
-        if kind == 9:
-            element, n = struct.unpack_from("<IQ", data, offset)
-            offset += 12
-            return [value(element) for _ in range(n)]
-        offset += SCALAR_SIZES[kind]
-        return None
-
-    for _ in range(n_kv):
-        key = string()
-        (kind,) = struct.unpack_from("<I", data, offset)
-        offset += 4
-        item = value(kind)
-        if key == "tokenizer.ggml.tokens":
-            return item
-    raise ValueError(f"{path}: no tokenizer.ggml.tokens")
-
+from gguf_metadata import gguf_value  # noqa: E402
 
 def bert_tokenizer_json(tokens):
     """The tokenizer.json of a BERT uncased model with this (llama.cpp-converted) vocabulary."""
@@ -108,7 +67,7 @@ def main():
     subprocess.run([args.make_model, "--preset", "bert-tiny", "--layers", "1", "-o", model],
                    check=True, stdout=subprocess.DEVNULL)
     corpus = json.load(open(args.corpus, encoding="utf-8"))
-    hf = Tokenizer.from_str(json.dumps(bert_tokenizer_json(gguf_tokens(model))))
+    hf = Tokenizer.from_str(json.dumps(bert_tokenizer_json(gguf_value(model, "tokenizer.ggml.tokens"))))
     theirs = [hf.encode(text, add_special_tokens=False).ids for text in corpus]
     llama = json.loads(subprocess.run([args.node, args.oracle, "tokenize", model, args.corpus],
                                       check=True, capture_output=True, text=True).stdout)

@@ -236,6 +236,9 @@ struct Architecture {
   SlidingWindowRule sliding_window = {};
   MixtureRule mixture = {};
   EncoderRule encoder = {};
+  // Whether rank pooling softmaxes the classifier's outputs, as llama.cpp does for this
+  // family (Qwen3-Reranker: the LM head's "yes" and "no" rows, so the score is p(yes)).
+  bool rank_softmax = false;
 
   // The full metadata key, e.g. "smollm3.block_count".
   std::string key(std::string_view suffix) const {
@@ -277,6 +280,7 @@ inline constexpr std::array kArchitectures{
         .key_prefix = "qwen3",
         .optional = {.qk_norm = true, .tied_output = true},
         .rope = {.style = RopeStyle::neox},
+        .rank_softmax = true,
     },
     // Qwen3-MoE (Qwen3-30B-A3B, Qwen3-Coder-30B-A3B): Qwen3's attention, and a mixture of
     // experts in every block's feed-forward (no shared expert).

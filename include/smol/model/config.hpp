@@ -48,8 +48,9 @@ struct ModelConfig {
   bool learned_positions = false;
   bool gated_ffn = false;
   // A classifier head on the pooled state (cls and cls.output: a reranker's), with
-  // n_labels outputs; 0: none.
+  // n_labels outputs; 0: none. rank_softmax: its outputs softmaxed (Architecture).
   std::size_t n_labels = 0;
+  bool rank_softmax = false;
 
   // rope_layers[il]: whether block il applies RoPE (the architecture's NoPE rule:
   // SmolLM3 leaves it out of every fourth block). Public so experiments and tests can
@@ -340,12 +341,21 @@ inline ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
     config.gated_ffn = arch.encoder.gated_ffn;
     // Learned positions, or RoPE in every block.
     config.rope_layers.assign(config.n_layer, !arch.encoder.learned_positions);
-    if (const gguf::TensorInfo* head =
-            file.find_tensor(TensorNames::model(arch.tensors.classifier_output));
-        head != nullptr && head->n_dims == 2) {
-      config.n_labels = static_cast<std::size_t>(head->dims[1]);
+  }
+  if (const gguf::TensorInfo* head =
+          file.find_tensor(TensorNames::model(arch.tensors.classifier_output));
+      head != nullptr && head->n_dims == 2) {
+    config.n_labels = static_cast<std::size_t>(head->dims[1]);
+    // llama.cpp sizes the head by the labels the file names, and refuses a file where
+    // the two differ.
+    const std::string labels_key = key("classifier.output_labels");
+    if (const auto labels = file.get_optional<std::vector<std::string>>(labels_key);
+        labels && labels->size() != config.n_labels) {
+      fail(file.name(), ": ", labels_key, " names ", labels->size(), " labels, but ",
+           TensorNames::model(arch.tensors.classifier_output), " has ", config.n_labels, " rows");
     }
   }
+  config.rank_softmax = arch.rank_softmax;
   return config;
 }
 

@@ -3,7 +3,8 @@
 // An embedding is the model's final hidden states (after the output norm, what
 // llama.cpp pools) pooled as the file says (ops/pooling.hpp): the mean, the first or
 // the last token's, or every token's with Pooling::none; a reranker's (rank) first
-// token's state through its classifier head: its scores. The inputs go through a
+// token's state (a cross-encoder's) or last (a decoder's) through its classifier head:
+// its scores. The inputs go through a
 // BatchTransformer of the Embedder's own, as many whole sequences per pass as its batch
 // holds, each a sequence of its pool for the pass alone: a pass reads the weights once
 // for all of them, as chat's batching does. A model without a causal mask (the file's
@@ -101,6 +102,18 @@ class Embedder {
   }
 
  private:
+  // The one row cls, last and rank pooling keep: rank's is the first token's where the
+  // attention sees the whole input (a cross-encoder's [CLS]) and the last's where it is
+  // causal (a decoder reranker's), as llama.cpp chooses.
+  bool takes_first() const noexcept {
+    return pooling_ == Pooling::cls ||
+           (pooling_ == Pooling::rank && !model_->config().causal_attention);
+  }
+  bool takes_last() const noexcept {
+    return pooling_ == Pooling::last ||
+           (pooling_ == Pooling::rank && model_->config().causal_attention);
+  }
+
   // Inputs that fit one pass, each its own sequence of the pool, removed after.
   void run_pass(std::span<const std::vector<std::int32_t>> inputs, std::span<Embedding> out,
                 const CancelCheck& cancel) {
@@ -112,9 +125,8 @@ class Embedder {
       const SequenceId sequence = pool.add();
       sequences.push_back(sequence);
       for (std::size_t p = 0; p < input.size(); ++p) {
-        const bool first = pooling_ == Pooling::cls || pooling_ == Pooling::rank;
         const bool wanted =
-            every_row || (first && p == 0) || (pooling_ == Pooling::last && p + 1 == input.size());
+            every_row || (takes_first() && p == 0) || (takes_last() && p + 1 == input.size());
         entries.push_back(
             {.sequence = sequence, .token = input[p], .position = p, .logits = wanted});
       }
@@ -128,7 +140,7 @@ class Embedder {
     } release{pool, sequences};
     const std::span<const float> hidden = transformer_.forward(entries, cancel, RowOutput::hidden);
     std::span<const float> rows = hidden;
-    if (pooling_ == Pooling::rank) {  // each first token's state through the head
+    if (pooling_ == Pooling::rank) {  // each input's one state through the head
       scores_.resize(inputs.size() * width());
       transformer_.classify(hidden.data(), inputs.size(), scores_.data());
       rows = scores_;

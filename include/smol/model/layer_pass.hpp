@@ -27,6 +27,7 @@
 #include "smol/ops/matvec.hpp"
 #include "smol/ops/rmsnorm.hpp"
 #include "smol/ops/rope.hpp"
+#include "smol/ops/softmax.hpp"
 
 namespace smol {
 
@@ -149,21 +150,28 @@ class LayerPass {
   }
 
   // A reranker's classifier head (config.n_labels) on `n` pooled states: tanh(cls x +
-  // b), then cls.output with its bias: n_labels scores each, into `out` (llama.cpp's
-  // rank pooling).
+  // b) where the file has cls, then cls.output with its bias: n_labels scores each, into
+  // `out`, softmaxed where the family's are (config.rank_softmax: Qwen3-Reranker's p(yes),
+  // p(no)). llama.cpp's rank pooling.
   void classify(const float* states, std::size_t n, float* out) {
     const ModelConfig& c = model_->config();
-    const EncoderWeights& e = model_->weights().encoder;
+    const ClassifierWeights& head = model_->weights().classifier;
     if (c.n_labels == 0)
       fail("this ", c.architecture, " model has no classifier head to rank with");
-    reserve(n);
-    project(e.classifier, states, n, projected_.data());
-    for (std::size_t t = 0; t < n; ++t) {
-      float* row = projected_.data() + t * c.n_embd;
-      for (std::size_t i = 0; i < c.n_embd; ++i) row[i] = std::tanh(row[i] + e.classifier_bias[i]);
+    const float* input = states;
+    if (head.has_hidden) {
+      reserve(n);
+      project(head.hidden, states, n, projected_.data());
+      if (!head.hidden_bias.empty())
+        add_to_rows(projected_.data(), head.hidden_bias.data(), n, c.n_embd);
+      for (float& value : std::span(projected_.data(), n * c.n_embd)) value = std::tanh(value);
+      input = projected_.data();
     }
-    project(e.classifier_output, projected_.data(), n, out);
-    add_to_rows(out, e.classifier_output_bias.data(), n, c.n_labels);
+    project(head.output, input, n, out);
+    if (!head.output_bias.empty()) add_to_rows(out, head.output_bias.data(), n, c.n_labels);
+    if (c.rank_softmax) {
+      for (std::size_t t = 0; t < n; ++t) softmax(out + t * c.n_labels, c.n_labels);
+    }
   }
 
  private:

@@ -78,14 +78,21 @@ struct LayerWeights {
   std::vector<float> ffn_up_bias, ffn_down_bias;
 };
 
-// An encoder's embeddings beyond the token rows (config.encoder), and a reranker's
-// classifier head (config.n_labels != 0).
+// An encoder's embeddings beyond the token rows (config.encoder).
 struct EncoderWeights {
-  WeightMatrix position_embd;                  // [n_ctx_train rows of n_embd]
-  std::vector<float> token_type;               // the first token-type row ("sentence A"), [n_embd]
-  std::vector<float> norm, norm_bias;          // the embeddings' LayerNorm
-  WeightMatrix classifier, classifier_output;  // [n_embd rows], [n_labels rows]
-  std::vector<float> classifier_bias, classifier_output_bias;
+  WeightMatrix position_embd;          // [n_ctx_train rows of n_embd]
+  std::vector<float> token_type;       // the first token-type row ("sentence A"), [n_embd]
+  std::vector<float> norm, norm_bias;  // the embeddings' LayerNorm
+};
+
+// A reranker's classifier head (config.n_labels != 0; llama.cpp's rank pooling): a
+// cross-encoder's `cls` [n_embd rows] then tanh, where the file has it, and `cls.output`
+// [n_labels rows]; a Qwen3-Reranker has only cls.output (the LM head's "yes" and "no"
+// rows). Biases where the file has them (empty: none).
+struct ClassifierWeights {
+  bool has_hidden = false;
+  WeightMatrix hidden, output;
+  std::vector<float> hidden_bias, output_bias;
 };
 
 struct ModelWeights {
@@ -98,7 +105,8 @@ struct ModelWeights {
   // null where the file or the family has none.
   const gguf::TensorInfo* rope_freqs = nullptr;
   std::vector<LayerWeights> layers;
-  EncoderWeights encoder;  // empty but for an encoder
+  EncoderWeights encoder;        // empty but for an encoder
+  ClassifierWeights classifier;  // empty but for a reranker
 
   // Validates every tensor's presence, shape and type, and that the file holds no
   // tensor the forward pass would leave out; throws smol::Error naming the tensor.
@@ -282,6 +290,27 @@ class TensorClaims {
   std::unordered_set<std::string> claimed_;
 };
 
+// The classifier head, for a file with cls.output (config.n_labels), of any architecture.
+inline ClassifierWeights classifier_weights(const gguf::GgufFile& file, TensorClaims& claims,
+                                            const ModelConfig& config, const TensorNames& names) {
+  ClassifierWeights head;
+  if (config.n_labels == 0) return head;
+  const auto bias = [&](std::string_view name, std::size_t n) {
+    const std::string full = TensorNames::model(name, "bias");
+    return file.find_tensor(full) != nullptr ? claims.norm(full, n) : std::vector<float>{};
+  };
+  const std::string hidden = TensorNames::model(names.classifier);
+  head.has_hidden = file.find_tensor(hidden) != nullptr;
+  if (head.has_hidden) {
+    head.hidden = claims.matrix(hidden, config.n_embd, config.n_embd);
+    head.hidden_bias = bias(names.classifier, config.n_embd);
+  }
+  head.output =
+      claims.matrix(TensorNames::model(names.classifier_output), config.n_embd, config.n_labels);
+  head.output_bias = bias(names.classifier_output, config.n_labels);
+  return head;
+}
+
 }  // namespace detail
 
 // An encoder's tensors (EncoderRule, llama.cpp's LLM_ARCH_BERT): no output norm or LM
@@ -308,14 +337,7 @@ inline ModelWeights encoder_weights(const gguf::GgufFile& file, const ModelConfi
   }
   encoder.norm = claims.norm(TensorNames::model(names.token_embd_norm), n_embd);
   encoder.norm_bias = claims.norm(TensorNames::model(names.token_embd_norm, "bias"), n_embd);
-  if (config.n_labels != 0) {
-    encoder.classifier = claims.matrix(TensorNames::model(names.classifier), n_embd, n_embd);
-    encoder.classifier_bias = claims.norm(TensorNames::model(names.classifier, "bias"), n_embd);
-    encoder.classifier_output =
-        claims.matrix(TensorNames::model(names.classifier_output), n_embd, config.n_labels);
-    encoder.classifier_output_bias =
-        claims.norm(TensorNames::model(names.classifier_output, "bias"), config.n_labels);
-  }
+  weights.classifier = detail::classifier_weights(file, claims, config, names);
   weights.layers.resize(config.n_layer);
   for (std::size_t il = 0; il < config.n_layer; ++il) {
     const auto matrix = [&](std::string_view name, std::size_t cols, std::size_t rows) {
@@ -391,6 +413,7 @@ inline ModelWeights ModelWeights::from_gguf(const gguf::GgufFile& file, const Mo
   weights.rope_freqs =
       claims.optional(TensorNames::model(names.rope_freqs), config.n_rot / 2, may.rope_freqs,
                       applied.rope_freqs, "per-dimension RoPE frequency factors");
+  weights.classifier = detail::classifier_weights(file, claims, config, names);
 
   weights.layers.resize(config.n_layer);
   for (std::size_t il = 0; il < config.n_layer; ++il) {

@@ -1,12 +1,15 @@
 // Reranking (POST /v1/rerank, /rerank): a query and documents in, each document's
 // relevance out, in the Jina/Cohere shape llama-server answers in.
 //
-// Each (query, document) pair is one input of a cross-encoder: [CLS] query [SEP]
-// document [SEP] for a WordPiece vocabulary (what BERT rerankers were trained on), else
-// llama-server's format_rerank: bos, the query, eos, the document, eos, each as the
-// vocabulary adds them. The score is the classifier's first output as it comes (a
-// logit: llama-server's relevance_score), the results sorted best first and cut to
-// top_n.
+// Each (query, document) pair is one input of the reranker, made as llama-server's
+// format_prompt_rerank makes it: where the file has a rerank template
+// (tokenizer.chat_template.rerank: Qwen3-Reranker's instruction, query and document in
+// its chat format), that text with {query} and {document} put in, its special tokens
+// read as such; else [CLS] query [SEP] document [SEP] for a WordPiece vocabulary (what
+// BERT cross-encoders were trained on), or bos, the query, eos, the document, eos, each
+// as the vocabulary adds them. The score is the classifier's first output as it comes
+// (a cross-encoder's logit; a Qwen3-Reranker's p(yes)), llama-server's relevance_score,
+// the results sorted best first and cut to top_n.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/api_error.hpp"
 #include "smol/serve/openai_embeddings.hpp"
 #include "smol/serve/openai_request.hpp"
@@ -38,9 +42,31 @@ struct RerankRequest {
   }
 };
 
-// The cross-encoder's input for one pair (see the top of this file).
+// The file's rerank template (the named chat template "rerank"), if it has one.
+inline std::optional<std::string> rerank_template(const gguf::GgufFile& file) {
+  return file.get_optional<std::string>("tokenizer.chat_template.rerank");
+}
+
+// Every `from` in `text` replaced by `to`, left to right, the replacement not searched
+// again (llama.cpp's string_replace_all).
+inline std::string replace_all(std::string text, std::string_view from, std::string_view to) {
+  for (std::size_t at = text.find(from); at != std::string::npos;
+       at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// The reranker's input for one pair (see the top of this file). `prompt_template`: the
+// file's rerank template, empty if it has none.
 inline std::vector<TokenId> rerank_input(const Tokenizer& tokenizer, std::string_view query,
-                                         std::string_view document) {
+                                         std::string_view document,
+                                         std::string_view prompt_template = {}) {
+  if (!prompt_template.empty()) {  // {query} first, then {document}, as llama-server
+    const std::string prompt = replace_all(
+        replace_all(std::string(prompt_template), "{query}", query), "{document}", document);
+    return tokenizer.encode(prompt, {.parse_special = true, .add_bos = false});
+  }
   const Vocabulary& vocab = tokenizer.vocabulary();
   const EncodeOptions plain{.parse_special = false, .add_bos = false};
   std::vector<TokenId> ids;
@@ -59,8 +85,9 @@ inline std::vector<TokenId> rerank_input(const Tokenizer& tokenizer, std::string
   return ids;
 }
 
-// Throws ApiError (400) naming the field at fault.
-inline RerankRequest parse_rerank_request(std::string_view body, const Tokenizer& tokenizer) {
+// Throws ApiError (400) naming the field at fault. `prompt_template`: as rerank_input's.
+inline RerankRequest parse_rerank_request(std::string_view body, const Tokenizer& tokenizer,
+                                          std::string_view prompt_template = {}) {
   return detail::reading_json([&] {
     const Json json = detail::parse_body(body);
     RerankRequest request;
@@ -89,7 +116,8 @@ inline RerankRequest parse_rerank_request(std::string_view body, const Tokenizer
         throw invalid_request("documents[" + std::to_string(i) + "] must be a string", "documents");
       }
       request.documents.push_back(text->get<std::string>());
-      request.inputs.push_back(rerank_input(tokenizer, request.query, request.documents.back()));
+      request.inputs.push_back(
+          rerank_input(tokenizer, request.query, request.documents.back(), prompt_template));
       if (request.tokens() > kMaxEmbeddingTokens) {
         throw invalid_request(
             "the pairs hold over " + std::to_string(kMaxEmbeddingTokens) + " tokens", "documents");

@@ -115,8 +115,11 @@ struct SyntheticSpec {
   std::optional<Pooling> pooling = std::nullopt;
   bool causal = true;
   bool add_eos = false;
-  // An encoder's (bert) reranker head: cls and cls.output with this many labels; 0: none.
+  // A reranker's head with this many labels (0: none): an encoder's cls and cls.output
+  // with biases; a decoder's cls.output alone (Qwen3-Reranker's "yes" and "no" rows).
   std::size_t labels = 0;
+  // tokenizer.chat_template.rerank, where not empty (a decoder reranker's prompt).
+  std::string rerank_template;
 
   std::size_t effective_head_dim() const { return head_dim != 0 ? head_dim : hidden / heads; }
 
@@ -235,6 +238,14 @@ inline void set_synthetic_family(SyntheticSpec& spec, std::string_view arch) {
   fail("synthetic model: no family \"", arch, "\"");
 }
 
+// A decoder reranker's prompt in Qwen3-Reranker's manner (our own words): the chat
+// format around an instruction, the query and the document, ending where the model's
+// answer ("yes" or "no") would begin; {query} and {document} are filled in per pair.
+inline constexpr std::string_view kSyntheticRerankTemplate =
+    "<|im_start|>system\nJudge whether the Document answers the Query. Answer only \"yes\" or "
+    "\"no\".<|im_end|>\n<|im_start|>user\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n";
+
 // Named shapes: "tiny" (like the fixture: 8 layers, 256 hidden, 4/1 heads, 768 FFN,
 // 1024 vocab), "smollm3-3b" (the real SmolLM3-3B shape, Q4_K_M, fast blocks), and
 // "qwen2-tiny" / "qwen3-tiny" / "gemma3-tiny": the tiny shape in those families'
@@ -262,6 +273,14 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
     spec.name = "smol-synthetic-qwen3-embedding-tiny";
     spec.pooling = Pooling::last;
     spec.add_eos = true;
+    return spec;
+  }
+  if (name == "qwen3-reranker-tiny") {  // Qwen3-Reranker's habits on the qwen3-tiny shape
+    SyntheticSpec spec = synthetic_preset("qwen3-tiny");
+    spec.name = "smol-synthetic-qwen3-reranker-tiny";
+    spec.pooling = Pooling::rank;
+    spec.labels = 2;  // "yes", "no"
+    spec.rerank_template = std::string(kSyntheticRerankTemplate);
     return spec;
   }
   if (name == "qwen3-embedding-0.6b") {  // Qwen3-Embedding-0.6B's shape, Q8_0 as it ships
@@ -394,7 +413,8 @@ inline SyntheticSpec synthetic_preset(std::string_view name) {
   fail("unknown synthetic model preset \"", name,
        "\" (known: tiny, smollm3-3b, qwen3-30b-a3b, gpt-oss-20b, qwen2-tiny, qwen3-tiny, "
        "qwen3moe-tiny (or qwen3-moe-tiny), gemma3-tiny, gpt-oss-tiny, qwen3-embedding-tiny, "
-       "qwen3-embedding-0.6b, bert-tiny, bert-reranker-tiny, nomic-bert-tiny, bge-base)");
+       "qwen3-embedding-0.6b, qwen3-reranker-tiny, bert-tiny, bert-reranker-tiny, nomic-bert-tiny, "
+       "bge-base)");
 }
 
 // llama-quantize gives attn_v and ffn_down more bits (Q6_K in Q4_K_M) in the first
@@ -599,6 +619,7 @@ inline std::vector<SyntheticTensor> plan_synthetic_tensors(const SyntheticSpec& 
   matrix("token_embd.weight", "token_embd", 0, hidden, spec.vocab, 1);
   norm("output_norm.weight", output_norm_centre, hidden);
   if (!spec.tied) matrix("output.weight", "output", 0, hidden, spec.vocab, 1);
+  if (spec.labels != 0) matrix("cls.output.weight", "cls_output", 0, hidden, spec.labels, 1);
   for (std::size_t il = 0; il < spec.layers; ++il) {
     const std::string prefix = "blk." + std::to_string(il) + ".";
     norm(prefix + "attn_norm.weight", 1, hidden);
@@ -985,6 +1006,14 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   }
 
   if (spec.pooling) writer.set(arch + ".pooling_type", static_cast<std::uint32_t>(*spec.pooling));
+  if (spec.labels != 0) {  // llama.cpp sizes cls.output by the labels' count
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < spec.labels; ++i) {
+      labels.push_back(spec.labels == 2 && !encoder ? (i == 0 ? "yes" : "no")
+                                                    : "LABEL_" + std::to_string(i));
+    }
+    writer.set(arch + ".classifier.output_labels", gguf::Value::strings(labels));
+  }
   if (!spec.causal) writer.set(arch + ".attention.causal", false);
 
   writer.set("tokenizer.ggml.model", vocab.model);
@@ -1018,6 +1047,9 @@ inline gguf::GgufWriter make_synthetic_writer(const SyntheticSpec& spec) {
   writer.set("tokenizer.ggml.add_bos_token", false);
   if (spec.add_eos) writer.set("tokenizer.ggml.add_eos_token", true);
   writer.set("tokenizer.chat_template", kSmolLM3ChatTemplate);
+  if (!spec.rerank_template.empty()) {
+    writer.set("tokenizer.chat_template.rerank", spec.rerank_template);
+  }
   writer.set("general.file_type", detail::file_type_id(spec.weights));
   if (spec.weights != SyntheticWeights::f32) writer.set("general.quantization_version", 2u);
 
