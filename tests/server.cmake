@@ -18,7 +18,7 @@ set(e2e_dir "${CMAKE_CURRENT_BINARY_DIR}/server-e2e")
 foreach(file package.json package-lock.json spawn_server.mjs openai_client.test.mjs browser.test.mjs
              load.test.mjs nginx.test.mjs real_model.test.mjs structured_output.test.mjs
              tool_families.test.mjs mixture.test.mjs anthropic.test.mjs responses.test.mjs
-             embeddings.test.mjs)
+             embeddings.test.mjs ollama.test.mjs)
   configure_file("${CMAKE_CURRENT_SOURCE_DIR}/server/${file}" "${e2e_dir}/${file}" COPYONLY)
 endforeach()
 add_custom_command(
@@ -26,7 +26,7 @@ add_custom_command(
   COMMAND ${SMOL_NPM} ci --no-audit --no-fund --loglevel=error
   WORKING_DIRECTORY "${e2e_dir}"
   DEPENDS "${e2e_dir}/package-lock.json"
-  COMMENT "Installing the openai, @anthropic-ai/sdk, puppeteer-core and ajv npm packages for the server tests")
+  COMMENT "Installing the openai, @anthropic-ai/sdk, ollama, puppeteer-core and ajv npm packages for the server tests")
 add_custom_target(smol_server_npm ALL DEPENDS "${e2e_dir}/node_modules/.package-lock.json")
 
 set(e2e_model "${SMOL_FIXTURES_DIR}/tiny-smollm3-a.q4_k_m.gguf")
@@ -52,8 +52,11 @@ add_test(NAME server_responses_client
 add_test(NAME server_embeddings_client
          COMMAND ${SMOL_NODE} "${e2e_dir}/embeddings.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}"
                  $<TARGET_FILE:smol-make-model>)
+# ollama's API through ollama's own npm client (ollama.test.mjs).
+add_test(NAME server_ollama_client
+         COMMAND ${SMOL_NODE} "${e2e_dir}/ollama.test.mjs" $<TARGET_FILE:smol-server> "${e2e_model}")
 set_tests_properties(server_openai_client server_anthropic_client server_responses_client server_browser server_structured_output
-                     server_embeddings_client PROPERTIES LABELS "server" TIMEOUT 300)
+                     server_embeddings_client server_ollama_client PROPERTIES LABELS "server" TIMEOUT 300)
 # The browser test clicks while a reply streams: it runs alone, not beside the load test.
 set_tests_properties(server_browser PROPERTIES RUN_SERIAL TRUE)
 # Tool calls in each model family's own syntax (tool_call_formats.hpp): one server per

@@ -188,9 +188,18 @@ inline void answer(State& state, Service& service, server::ClientWatch& client,
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // nginx: pass each event on at once
   const std::string first = shared->stream.first();
+  // SSE, pinged with a comment while the reply waits; a wire format of its own (ollama's
+  // NDJSON) says its content type and keep-alive (none: its clients parse every line).
+  const char* content_type = "text/event-stream";
+  std::string keepalive = ": ping\n\n";
+  if constexpr (requires { Stream::kContentType; }) {
+    content_type = Stream::kContentType;
+    keepalive = std::string(Stream::kKeepalive);
+  }
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [shared, first, &state, ids, cancel_all](std::size_t offset, httplib::DataSink& sink) {
+      content_type,
+      [shared, first, keepalive, &state, ids, cancel_all](std::size_t offset,
+                                                          httplib::DataSink& sink) {
         const auto write = [&](const std::string& text) {
           return text.empty() || sink.write(text.data(), text.size());
         };
@@ -198,7 +207,7 @@ inline void answer(State& state, Service& service, server::ClientWatch& client,
         for (;;) {
           std::optional<smol::serve::ReplyEvent> event = shared->channel->next(kPollInterval);
           if (!event) {
-            if (!write(": ping\n\n")) return false;
+            if (!write(keepalive)) return false;
             continue;
           }
           if (event->logprob) {

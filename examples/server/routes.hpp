@@ -12,6 +12,7 @@
 #include "completions.hpp"
 #include "embeddings.hpp"
 #include "messages.hpp"
+#include "ollama.hpp"
 #include "responses.hpp"
 #include "service.hpp"
 #include "slots.hpp"
@@ -180,6 +181,14 @@ inline void add_routes(httplib::Server& server, State& state) {
     server.Post(path, posted(state, completions));
   }
   server.Post("/v1/messages", posted(state, messages));
+  // ollama's API (ollama.hpp).
+  server.Post("/api/chat", posted(state, ollama_chat_route));
+  server.Post("/api/generate", posted(state, ollama_generate));
+  server.Post("/api/embed", posted(state, ollama_embed));
+  server.Post("/api/show", posted(state, ollama_show));
+  server.Get("/api/version", guarded(state, ollama_version));
+  server.Get("/api/tags", guarded(state, ollama_tags));
+  server.Get("/api/ps", guarded(state, ollama_ps));
   server.Post("/v1/messages/count_tokens", posted(state, count_message_tokens));
   for (const char* path : {"/v1/responses", "/responses"}) {
     server.Post(path, posted(state, create_response));

@@ -27,6 +27,7 @@
 #include "smol/serve/anthropic_messages.hpp"
 #include "smol/serve/engine_thread.hpp"
 #include "smol/serve/metrics.hpp"
+#include "smol/serve/ollama_api.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/rerank.hpp"
 #include "smol/serve/response_store.hpp"
@@ -260,15 +261,22 @@ inline void send_error(httplib::Response& res, const ApiError& error) {
   send_json(res, smol::serve::error_body(error), error.status);
 }
 
-// Anthropic's routes (messages.hpp) answer in Anthropic's error shape, the others in
-// OpenAI's.
+// Anthropic's routes (messages.hpp) answer in Anthropic's error shape, ollama's in its
+// own, the others in OpenAI's.
 inline bool anthropic_route(const httplib::Request& req) {
   return req.path.starts_with("/v1/messages");
 }
+// ollama's routes (ollama.hpp) in ollama's: {"error": message}.
+inline bool ollama_route(const httplib::Request& req) {
+  return req.path.starts_with("/api/");
+}
 inline void send_error(httplib::Response& res, const ApiError& error, const httplib::Request& req) {
-  if (!anthropic_route(req)) return send_error(res, error);
+  if (!anthropic_route(req) && !ollama_route(req)) return send_error(res, error);
   if (error.status == 503) res.set_header("Retry-After", "1");
-  send_json(res, smol::serve::anthropic::error_body(error), error.status);
+  send_json(res,
+            anthropic_route(req) ? smol::serve::anthropic::error_body(error)
+                                 : smol::serve::ollama::error_body(error),
+            error.status);
 }
 
 inline ApiError unavailable(std::string message) {

@@ -1,8 +1,9 @@
 // libFuzzer target: bytes as the body of POST /v1/chat/completions, /v1/completions,
 // /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp)
 // and /v1/responses (OpenAI's Responses API: serve/openai_responses.hpp), and of
-// /v1/embeddings and /embedding (serve/openai_embeddings.hpp) and /v1/rerank
-// (serve/rerank.hpp).
+// /v1/embeddings and /embedding (serve/openai_embeddings.hpp), /v1/rerank
+// (serve/rerank.hpp), and ollama's /api/chat, /api/generate and /api/embed
+// (serve/ollama_api.hpp, translated as Anthropic's are).
 //
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
 // out-of-bounds read, a hang or another exception. A parsed chat request then goes on
@@ -18,6 +19,7 @@
 
 #include "smol/gguf/gguf_file.hpp"
 #include "smol/serve/anthropic_messages.hpp"
+#include "smol/serve/ollama_api.hpp"
 #include "smol/serve/openai_embeddings.hpp"
 #include "smol/serve/openai_protocol.hpp"
 #include "smol/serve/openai_responses.hpp"
@@ -107,6 +109,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto tokens = text().encoder.encode(smol::ChatFormat::smollm3, chat.messages,
                                               {.enable_thinking = chat.enable_thinking});
     if (tokens.empty()) __builtin_trap();
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  // As ollama's chat, generate and embed requests: translated into requests the OpenAI
+  // parsers take, or a 400.
+  try {
+    const smol::serve::ChatCompletionRequest chat =
+        smol::serve::parse_chat_request(smol::serve::ollama::chat_request_text(body));
+    const auto tokens = text().encoder.encode(smol::ChatFormat::smollm3, chat.messages,
+                                              {.enable_thinking = chat.enable_thinking});
+    if (tokens.empty()) __builtin_trap();
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  try {
+    const smol::serve::ollama::GenerateRequest generate =
+        smol::serve::ollama::generate_request(body);
+    if (generate.raw) {
+      smol::serve::parse_completion_request(generate.openai);
+    } else {
+      smol::serve::parse_chat_request(generate.openai);
+    }
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  try {
+    smol::serve::ollama::embed_request(body);
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }
