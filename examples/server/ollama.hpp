@@ -1,9 +1,9 @@
 // ollama's API (serve/ollama_api.hpp) on smol-server's one model: /api/chat and
 // /api/generate run as chat_completions and completions run their requests
 // (completions.hpp), their replies in ollama's shapes, streamed as NDJSON by default;
-// /api/embed as /v1/embeddings (with --embeddings); /api/tags, /api/show, /api/ps and
-// /api/version describe the model and the server. The request's `model` is not checked:
-// this server has one model, as for OpenAI's routes.
+// /api/embed as /v1/embeddings (with --embeddings), and the legacy /api/embeddings; /api/tags,
+// /api/show, /api/ps and /api/version describe the model and the server. The request's `model` is
+// not checked: this server has one model, as for OpenAI's routes.
 #pragma once
 
 #include <httplib.h>
@@ -160,6 +160,21 @@ inline void ollama_embed(State& state, const httplib::Request& req, httplib::Res
                   {"total_duration", static_cast<std::int64_t>(seconds * 1e9)},
                   {"load_duration", 0},
                   {"prompt_eval_count", tokens}});
+}
+
+// POST /api/embeddings (ollama's legacy endpoint): {"embedding": [...]}, unnormalized.
+inline void ollama_legacy_embeddings(State& state, const httplib::Request& req,
+                                     httplib::Response& res) {
+  smol::Embedder& embedder = ready_embedder(state);
+  require_reranker(embedder, false);
+  if (embedder.pooling() == smol::Pooling::none) {
+    throw smol::serve::invalid_request(
+        "this model pools nothing (--pooling none): /api/embeddings needs one vector");
+  }
+  const std::string prompt = smol::serve::ollama::legacy_embedding_prompt(req.body);
+  const std::vector<std::vector<smol::TokenId>> inputs = {
+      smol::serve::detail::embedding_tokens(ready_service(state).tokenizer, prompt)};
+  send_json(res, {{"embedding", run_embeddings(state, inputs).at(0).values}});
 }
 
 // The model as ollama describes one: its family, size in parameters and main weight type.

@@ -185,6 +185,7 @@ inline void add_routes(httplib::Server& server, State& state) {
   server.Post("/api/chat", posted(state, ollama_chat_route));
   server.Post("/api/generate", posted(state, ollama_generate));
   server.Post("/api/embed", posted(state, ollama_embed));
+  server.Post("/api/embeddings", posted(state, ollama_legacy_embeddings));
   server.Post("/api/show", posted(state, ollama_show));
   server.Get("/api/version", guarded(state, ollama_version));
   server.Get("/api/tags", guarded(state, ollama_tags));

@@ -2,7 +2,7 @@
 // /v1/messages (Anthropic's, translated into a chat request: serve/anthropic_messages.hpp)
 // and /v1/responses (OpenAI's Responses API: serve/openai_responses.hpp), and of
 // /v1/embeddings and /embedding (serve/openai_embeddings.hpp), /v1/rerank
-// (serve/rerank.hpp), and ollama's /api/chat, /api/generate and /api/embed
+// (serve/rerank.hpp), and ollama's /api/chat, /api/generate, /api/embed and /api/embeddings
 // (serve/ollama_api.hpp, translated as Anthropic's are).
 //
 // Every input must end in a parsed request or an ApiError (400): never a crash, an
@@ -136,6 +136,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   try {
     smol::serve::ollama::embed_request(body);
+  } catch (const smol::serve::ApiError& error) {
+    if (error.status != 400) __builtin_trap();
+  }
+  try {
+    smol::serve::ollama::legacy_embedding_prompt(body);
   } catch (const smol::serve::ApiError& error) {
     if (error.status != 400) __builtin_trap();
   }

@@ -8,7 +8,8 @@
 //   3. generate: through the template, and raw, whole and streamed alike;
 //   4. format: a JSON schema's reply parses and validates; a conversation with an
 //      earlier tool call and its result is read;
-//   5. embed: unit-length vectors, equal to /v1/embeddings' for the same texts;
+//   5. embed: unit-length vectors, equal to /v1/embeddings' for the same texts; the
+//      legacy embeddings: the pooled vector, unnormalized;
 //   6. errors in ollama's shape ({"error": ...}, the client's ResponseError): images, a
 //      bad format, a tool message that answers no call, an empty input.
 //
@@ -152,6 +153,13 @@ test('embed: unit vectors, the same as /v1/embeddings gives', async () => {
   }
   const single = await client.embed({ model: 'smol', input: texts[0] });
   assert.deepEqual(single.embeddings[0], reply.embeddings[0]);
+  // The legacy endpoint: one prompt, the vector as pooled (unnormalized).
+  const legacy = await client.embeddings({ model: 'smol', prompt: texts[0] });
+  const pooled = await (await fetch(`${server.url}/v1/embeddings`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ input: texts[0], embd_normalize: -1 }),
+  })).json();
+  assert.deepEqual(legacy.embedding, pooled.data[0].embedding);
 });
 
 test("errors in ollama's shape", async () => {

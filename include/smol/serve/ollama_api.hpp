@@ -1,4 +1,5 @@
-// ollama's API (POST /api/chat, /api/generate, /api/embed; GET /api/tags, /api/ps,
+// ollama's API (POST /api/chat, /api/generate, /api/embed, the legacy /api/embeddings;
+// GET /api/tags, /api/ps,
 // /api/version; POST /api/show) as another wire format over the Chat Completions engine,
 // so that ollama's clients (its npm and PyPI libraries, Open WebUI) talk to smol-server
 // unchanged. As with Anthropic's Messages (anthropic_messages.hpp), a request is
@@ -415,6 +416,17 @@ inline EmbedRequest embed_request(std::string_view body) {
     }
     return out;
   });
+}
+
+// The prompt of a legacy /api/embeddings request ({model, prompt}: one text, its vector
+// as the model pools it, unnormalized, as ollama's legacy endpoint gives it).
+inline std::string legacy_embedding_prompt(std::string_view body) {
+  const Json json = smol::serve::detail::parse_body(body);
+  const Json* prompt = smol::serve::detail::field(json, "prompt");
+  if (prompt == nullptr || !prompt->is_string() || prompt->get_ref<const std::string&>().empty()) {
+    throw invalid_request("prompt must be a non-empty string", "prompt");
+  }
+  return prompt->get<std::string>();
 }
 
 // An error as ollama's clients read it: {"error": message}.
