@@ -62,7 +62,7 @@ inline constexpr std::size_t kFloatTileSide = std::is_same_v<Arch, avx2_arch> ? 
 
 // Rows [0, R) of `w` (`row_bytes` apart) times tokens [0, T) of `x` (`x_stride` floats
 // apart), n values each: y[t * y_stride + r].
-template <class Arch, GgmlType Type, std::size_t R, std::size_t T>
+template <class Arch, GgmlType Type, std::size_t R, std::size_t T, bool kPrefetch>
 void float_tile(const std::byte* w, std::size_t row_bytes, const float* x, std::size_t x_stride,
                 std::size_t n, float* y, std::size_t y_stride) noexcept {
   using Loads = FloatRowLoads<Arch, Type>;
@@ -75,12 +75,25 @@ void float_tile(const std::byte* w, std::size_t row_bytes, const float* x, std::
   for (std::size_t r = 0; r < R; ++r) {
     for (std::size_t t = 0; t < T; ++t) acc[r][t] = batch(0.0f);
   }
+  // The small loops unrolled, so that the accumulators stay in registers whatever the
+  // compiler's unrolling heuristics.
   std::size_t i = 0;
   for (; i + width <= n; i += width) {
     batch xs[T];
+#pragma GCC unroll 8
     for (std::size_t t = 0; t < T; ++t) xs[t] = batch::load_unaligned(x + t * x_stride + i);
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
+      // The first token tile reads the rows from memory: it asks for the same place of
+      // the row R rows on (the next row tile's), in step with this one, as R short rows
+      // read side by side are too short for the hardware prefetchers (one token took
+      // the tiles at two thirds of matvec's bandwidth; bench/HISTORY.md, "F16 prefill
+      // tiles"). Later token tiles find the rows in L2.
+      if constexpr (kPrefetch) {
+        __builtin_prefetch(reinterpret_cast<const char*>(rows[r] + i) + R * row_bytes, 0, 2);
+      }
       const batch wv = Loads::load(rows[r] + i);
+#pragma GCC unroll 8
       for (std::size_t t = 0; t < T; ++t) acc[r][t] = xsimd::fma(wv, xs[t], acc[r][t]);
     }
   }
@@ -94,23 +107,23 @@ void float_tile(const std::byte* w, std::size_t row_bytes, const float* x, std::
 }
 
 // float_tile for nr <= R rows and tn <= T tokens, the shape chosen at compile time.
-template <class Arch, GgmlType Type, std::size_t R, std::size_t T>
+template <class Arch, GgmlType Type, std::size_t R, std::size_t T, bool kPrefetch>
 void float_tile_up_to(std::size_t nr, std::size_t tn, const std::byte* w, std::size_t row_bytes,
                       const float* x, std::size_t x_stride, std::size_t n, float* y,
                       std::size_t y_stride) noexcept {
   if constexpr (R > 1) {
     if (nr < R) {
-      return float_tile_up_to<Arch, Type, R - 1, T>(nr, tn, w, row_bytes, x, x_stride, n, y,
-                                                    y_stride);
+      return float_tile_up_to<Arch, Type, R - 1, T, kPrefetch>(nr, tn, w, row_bytes, x, x_stride, n,
+                                                               y, y_stride);
     }
   }
   if constexpr (T > 1) {
     if (tn < T) {
-      return float_tile_up_to<Arch, Type, R, T - 1>(nr, tn, w, row_bytes, x, x_stride, n, y,
-                                                    y_stride);
+      return float_tile_up_to<Arch, Type, R, T - 1, kPrefetch>(nr, tn, w, row_bytes, x, x_stride, n,
+                                                               y, y_stride);
     }
   }
-  float_tile<Arch, Type, R, T>(w, row_bytes, x, x_stride, n, y, y_stride);
+  float_tile<Arch, Type, R, T, kPrefetch>(w, row_bytes, x, x_stride, n, y, y_stride);
 }
 
 // WeightKernels::tile_dots for a float type: tokens in tiles outside, rows inside, so a
@@ -123,9 +136,17 @@ void tile_dots_float(const std::byte* w, std::size_t row_bytes, std::size_t n_ro
   for (std::size_t t0 = 0; t0 < n_tokens; t0 += side) {
     const std::size_t tn = std::min(side, n_tokens - t0);
     for (std::size_t r0 = 0; r0 < n_rows; r0 += side) {
-      float_tile_up_to<Arch, Type, side, side>(std::min(side, n_rows - r0), tn, w + r0 * row_bytes,
-                                               row_bytes, x + t0 * x_stride, x_stride, n,
-                                               y + t0 * y_stride + r0, y_stride);
+      // Only the first token tile asks for rows ahead, and not past the thread's rows.
+      const std::size_t nr = std::min(side, n_rows - r0);
+      const std::byte* rows = w + r0 * row_bytes;
+      float* out = y + t0 * y_stride + r0;
+      if (t0 == 0 && r0 + side < n_rows) {
+        float_tile_up_to<Arch, Type, side, side, true>(nr, tn, rows, row_bytes, x + t0 * x_stride,
+                                                       x_stride, n, out, y_stride);
+      } else {
+        float_tile_up_to<Arch, Type, side, side, false>(nr, tn, rows, row_bytes, x + t0 * x_stride,
+                                                        x_stride, n, out, y_stride);
+      }
     }
   }
 }
